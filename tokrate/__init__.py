@@ -1,0 +1,38 @@
+"""tokrate: client-side LLM speed benchmarks.
+
+The public API is re-exported here as one sorted ``__all__`` (a test checks it).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from tokrate.errors import (
+    ConfigError,
+    EndpointUnreachable,
+    OutputError,
+    PromptError,
+    RunFolderError,
+    SimulatorError,
+    TokrateError,
+    UsageError,
+)
+from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
+from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
+
+__all__ = [
+    "HARDWARE_PROFILES",
+    "RECORD_SCHEMA_VERSION",
+    "ConfigError",
+    "EndpointUnreachable",
+    "HardwareProfile",
+    "OutputError",
+    "PromptError",
+    "RequestRecord",
+    "RunFolderError",
+    "SimulatorError",
+    "TokrateError",
+    "UsageError",
+    "__version__",
+    "get_hardware",
+]

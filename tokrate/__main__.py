@@ -1,0 +1,3 @@
+from tokrate.cli import main
+
+raise SystemExit(main())

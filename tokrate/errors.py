@@ -1,0 +1,71 @@
+"""One exception tree for tokrate.
+
+Everything tokrate raises on purpose derives from :class:`TokrateError`. The CLI
+translates these, and only these, into a one-line message and an exit code; any other
+exception is a bug.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EndpointUnreachable",
+    "OutputError",
+    "PromptError",
+    "RunFolderError",
+    "SimulatorError",
+    "TokrateError",
+    "UsageError",
+]
+
+
+class TokrateError(Exception):
+    """Base of every deliberate tokrate error.
+
+    ``exit_code`` is what the CLI exits with; ``str(err)`` is a single line that names
+    the file, key, line or request at fault.
+    """
+
+    exit_code: int = 1
+
+
+class UsageError(TokrateError):
+    """Bad command-line usage (unknown flag value, conflicting options)."""
+
+    exit_code = 2
+
+
+class ConfigError(TokrateError):
+    """A config file or value is wrong; the message names the file and key."""
+
+    exit_code = 2
+
+
+class PromptError(TokrateError):
+    """A prompt file is unreadable or malformed; the message names file and line."""
+
+    exit_code = 2
+
+
+class EndpointUnreachable(TokrateError):
+    """An endpoint failed its readiness check before any load was sent."""
+
+    exit_code = 2
+
+
+class OutputError(TokrateError):
+    """The output folder cannot be created or written (checked before any load)."""
+
+    exit_code = 2
+
+
+class RunFolderError(TokrateError):
+    """A run folder is missing, unreadable, or of an unsupported schema version."""
+
+    exit_code = 2
+
+
+class SimulatorError(TokrateError):
+    """The simulator cannot start (e.g. a tier does not fit its GPUs)."""
+
+    exit_code = 2

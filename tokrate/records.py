@@ -1,0 +1,191 @@
+"""The request record: one immutable row of raw facts per request, and its schema.
+
+Times are seconds (float64) measured on the worker's monotonic clock
+(``time.perf_counter_ns``) relative to ``t0_ns``, the reading taken just before the
+request was sent. ``started_at`` is the wall clock (Unix seconds) at t0, kept only for
+timelines and for aligning workers on different machines; no latency is ever derived
+from it. Unknown values are ``None``, never 0.
+
+Schema history (bump RECORD_SCHEMA_VERSION and add a line for every change; readers
+keep loading every version listed here):
+
+    1: first version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import polars as pl
+
+__all__ = [
+    "ERROR_CLASSES",
+    "RECORD_POLARS_SCHEMA",
+    "RECORD_SCHEMA_HISTORY",
+    "RECORD_SCHEMA_VERSION",
+    "STATUSES",
+    "TOKENS_SOURCES",
+    "RequestRecord",
+    "records_to_frame",
+]
+
+RECORD_SCHEMA_VERSION: Final = 1
+RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
+
+Status = Literal["ok", "error", "cancelled"]
+STATUSES: Final = ("ok", "error", "cancelled")
+TOKENS_SOURCES: Final = ("usage", "chunks")
+
+#: Every error class a record may carry, with what it means. The README's "Failure
+#: handling" section is generated from the same wording.
+ERROR_CLASSES: Final[dict[str, str]] = {
+    "connect": "TCP/TLS connection could not be opened (refused, DNS failure, connect timeout)",
+    "timeout": "a first-byte, idle-gap or total timeout expired",
+    "http_4xx": "the server answered 4xx (other than 429)",
+    "http_429": "the server answered 429 Too Many Requests (rate limited)",
+    "http_5xx": "the server answered 5xx",
+    "protocol": "the response was not a valid OpenAI stream (HTML page, bad JSON, bad framing)",
+    "truncated": "the stream ended before [DONE] or a finish_reason",
+    "cancelled": "the request was cancelled (Ctrl-C grace period or run shutdown)",
+    "worker_lost": "the worker process or node running the request died",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request's measured facts. Frozen: derive, never mutate.
+
+    Invariants (checked in ``__post_init__``): ``status`` is one of STATUSES;
+    ``status == "ok"`` implies ``error_class is None``; ``error_class`` is one of
+    ERROR_CLASSES when set; every offset in ``chunk_offsets_s`` is >= 0 and the list is
+    non-decreasing.
+    """
+
+    run_id: str
+    endpoint: str
+    model: str
+    scenario: str
+    prompt_id: str
+    task: str
+    request_index: int
+    started_at: float
+    t0_ns: int
+    status: Status
+    scheduled_s: float | None = None
+    send_delay_s: float | None = None
+    first_byte_s: float | None = None
+    ttft_s: float | None = None
+    first_answer_s: float | None = None
+    e2e_s: float | None = None
+    tpot_s: float | None = None
+    chunk_offsets_s: tuple[float, ...] = ()
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tokens_source: str | None = None
+    finish_reason: str | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    bytes_received: int = 0
+    warmup: bool = False
+    worker: str = "local"
+    node_id: str = ""
+    response_id: str | None = None
+    api: str = "chat"
+    client: str = "fast"
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    attempt: int = 1
+    content_chunks: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"record status must be one of {STATUSES}, got {self.status!r}")
+        if self.status == "ok" and self.error_class is not None:
+            raise ValueError("an ok record cannot carry an error_class")
+        if self.error_class is not None and self.error_class not in ERROR_CLASSES:
+            raise ValueError(f"unknown error_class {self.error_class!r}")
+        if self.tokens_source is not None and self.tokens_source not in TOKENS_SOURCES:
+            raise ValueError(f"unknown tokens_source {self.tokens_source!r}")
+        previous = 0.0
+        for offset in self.chunk_offsets_s:
+            if offset < previous:
+                raise ValueError("chunk_offsets_s must be non-negative and non-decreasing")
+            previous = offset
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (lists for tuples); the inverse of :meth:`from_dict`."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["chunk_offsets_s"] = list(self.chunk_offsets_s)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        """Build from :meth:`to_dict` output; unknown keys go to ``extra``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        unknown = {k: v for k, v in data.items() if k not in names}
+        known["chunk_offsets_s"] = tuple(known.get("chunk_offsets_s") or ())
+        if unknown:
+            known["extra"] = {**known.get("extra", {}), **unknown}
+        return cls(**known)
+
+
+#: Column types of records.parquet. ``extra`` is stored as a JSON string.
+RECORD_POLARS_SCHEMA: Final[dict[str, Any]] = {
+    "run_id": pl.String,
+    "endpoint": pl.String,
+    "model": pl.String,
+    "scenario": pl.String,
+    "prompt_id": pl.String,
+    "task": pl.String,
+    "request_index": pl.Int64,
+    "started_at": pl.Float64,
+    "t0_ns": pl.Int64,
+    "status": pl.String,
+    "scheduled_s": pl.Float64,
+    "send_delay_s": pl.Float64,
+    "first_byte_s": pl.Float64,
+    "ttft_s": pl.Float64,
+    "first_answer_s": pl.Float64,
+    "e2e_s": pl.Float64,
+    "tpot_s": pl.Float64,
+    "chunk_offsets_s": pl.List(pl.Float64),
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "reasoning_tokens": pl.Int64,
+    "tokens_source": pl.String,
+    "finish_reason": pl.String,
+    "error_class": pl.String,
+    "error_message": pl.String,
+    "http_status": pl.Int64,
+    "bytes_received": pl.Int64,
+    "warmup": pl.Boolean,
+    "worker": pl.String,
+    "node_id": pl.String,
+    "response_id": pl.String,
+    "api": pl.String,
+    "client": pl.String,
+    "concurrency": pl.Int64,
+    "rate_rps": pl.Float64,
+    "attempt": pl.Int64,
+    "content_chunks": pl.Int64,
+    "extra": pl.String,
+}
+
+
+def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.DataFrame:
+    """A polars frame with exactly RECORD_POLARS_SCHEMA (empty input gives 0 rows)."""
+    import orjson
+
+    rows: list[dict[str, Any]] = []
+    for rec in records:
+        row = rec.to_dict() if isinstance(rec, RequestRecord) else dict(rec)
+        extra = row.get("extra")
+        row["extra"] = orjson.dumps(extra).decode() if extra else None
+        rows.append(row)
+    return pl.DataFrame(rows, schema=RECORD_POLARS_SCHEMA)

@@ -1,0 +1,202 @@
+"""Frozen run specifications.
+
+A :class:`RunSpec` is everything a benchmark run needs, resolved and validated: it is
+built from a TOML file (``load_spec``) with command-line overrides applied on top, or
+directly in Python. Nothing below the CLI ever sees argv. Validation errors are
+:class:`~tokrate.errors.ConfigError` with a one-line message naming the file and key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ClientSpec",
+    "DistributedSpec",
+    "EndpointSpec",
+    "LoadSpec",
+    "ModelSpec",
+    "OutputSpec",
+    "PromptsSpec",
+    "RetrySpec",
+    "RunSpec",
+    "SimulatorSpec",
+    "SloSpec",
+    "SyntheticSpec",
+    "TimeoutsSpec",
+]
+
+ClientKind = Literal["fast", "httpx", "openai"]
+ApiKind = Literal["chat", "completions"]
+LoadMode = Literal["closed", "open"]
+ArrivalKind = Literal["constant", "poisson", "gamma"]
+TargetsMode = Literal["interleaved", "sequential", "parallel"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """An OpenAI-compatible server. ``base_url`` ends in /v1 (or wherever /chat/completions
+    hangs). The API key is read from the environment variable ``api_key_env`` at run
+    time and is never stored in the spec."""
+
+    name: str
+    base_url: str
+    api_key_env: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One model on one endpoint (a *target*). Sizes in billions of parameters; prices in
+    USD per million tokens; ``gpu_hourly_usd`` x ``gpus`` gives a self-hosted cost."""
+
+    endpoint: str
+    name: str
+    params_b: float | None = None
+    active_params_b: float | None = None
+    bytes_per_param: float | None = None
+    price_in_per_m: float | None = None
+    price_out_per_m: float | None = None
+    gpu_hourly_usd: float | None = None
+    gpus: int | None = None
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutsSpec:
+    """Seconds. ``first_byte_s`` runs from send to the response's first body byte,
+    ``idle_s`` bounds every gap between reads, ``total_s`` the whole request."""
+
+    connect_s: float = 10.0
+    first_byte_s: float = 60.0
+    idle_s: float = 30.0
+    total_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    """Explicit, recorded retries; off by default because retries distort latency."""
+
+    max_attempts: int = 1
+    on: tuple[str, ...] = ("http_429", "http_5xx", "connect")
+    backoff_s: float = 1.0
+    honour_retry_after: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    kind: ClientKind = "fast"
+    api: ApiKind = "chat"
+    include_usage: bool = True
+    timeouts: TimeoutsSpec = field(default_factory=TimeoutsSpec)
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    #: Prepend a short random prefix to every prompt so provider prompt caching cannot
+    #: flatter TTFT.
+    unique_prompts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticSpec:
+    """Synthetic prompts: lengths in tokens, drawn around the mean with ``*_stddev``."""
+
+    count: int = 32
+    input_tokens: int = 256
+    input_stddev: float = 0.0
+    output_tokens: int = 128
+    output_stddev: float = 0.0
+    task: str = "synthetic"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptsSpec:
+    """Prompt sources: files/folders, bundled set names (``prompts/<name>.jsonl``), and/or
+    a synthetic generator. Empty ``paths`` and ``sets`` with no ``synthetic`` means every
+    bundled set."""
+
+    paths: tuple[str, ...] = ()
+    sets: tuple[str, ...] = ()
+    synthetic: SyntheticSpec | None = None
+    max_tokens: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """How requests are sent. ``concurrency`` (closed loop) or ``rates`` (open loop,
+    requests/s) is a sweep: each level is one scenario. ``requests``/``duration_s``
+    bound each scenario; warm-up requests are recorded but excluded from metrics."""
+
+    mode: LoadMode = "closed"
+    concurrency: tuple[int, ...] = (1,)
+    rates: tuple[float, ...] = ()
+    arrival: ArrivalKind = "poisson"
+    burstiness: float = 1.0
+    requests: int | None = 32
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    warmup_s: float = 0.0
+    targets: TargetsMode = "interleaved"
+    seed: int = 0
+    ignore_eos: bool = False
+    workers: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SloSpec:
+    """Per-request service-level objectives in seconds; ``None`` means not set."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    itl_p99_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    dir: str = "reports"
+    run_id: str | None = None
+    formats: tuple[str, ...] = ("png", "svg")
+    hardware: str = "a100-80g"
+    report: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatorSpec:
+    """The embedded simulator used when no endpoint is configured."""
+
+    tiers_file: str | None = None
+    hardware: str = "a100-80g"
+    efficiency: float = 0.8
+    time_scale: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DistributedSpec:
+    """``ray``: None (local), "auto", or a ``ray://host:port`` address."""
+
+    ray: str | None = None
+    workers: int = 2
+    num_cpus_per_worker: float = 1.0
+    resources: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    endpoints: tuple[EndpointSpec, ...] = ()
+    models: tuple[ModelSpec, ...] = ()
+    load: LoadSpec = field(default_factory=LoadSpec)
+    prompts: PromptsSpec = field(default_factory=PromptsSpec)
+    slo: SloSpec = field(default_factory=SloSpec)
+    output: OutputSpec = field(default_factory=OutputSpec)
+    client: ClientSpec = field(default_factory=ClientSpec)
+    simulator: SimulatorSpec = field(default_factory=SimulatorSpec)
+    distributed: DistributedSpec = field(default_factory=DistributedSpec)
+    baseline: str | None = None
+    source: str | None = None
+    """The config file this spec was loaded from, for error messages and run.json."""
+
+    @property
+    def uses_simulator(self) -> bool:
+        return not self.endpoints
