@@ -21,13 +21,13 @@ from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
 from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
 
 __all__ = [
-    "HARDWARE_PROFILES",
-    "RECORD_SCHEMA_VERSION",
     "ConfigError",
     "EndpointUnreachable",
+    "HARDWARE_PROFILES",
     "HardwareProfile",
     "OutputError",
     "PromptError",
+    "RECORD_SCHEMA_VERSION",
     "RequestRecord",
     "RunFolderError",
     "SimulatorError",

@@ -39,7 +39,9 @@ class HardwareProfile:
         for field_name in ("bandwidth_bytes_per_s", "flops_per_s", "memory_bytes"):
             value = getattr(self, field_name)
             if not value > 0:
-                raise ConfigError(f"hardware {self.name!r}: {field_name} must be > 0, got {value!r}")
+                raise ConfigError(
+                    f"hardware {self.name!r}: {field_name} must be > 0, got {value!r}"
+                )
 
     def scaled(self, gpus: int) -> HardwareProfile:
         """The aggregate of ``gpus`` of these under tensor parallelism.
