@@ -19,6 +19,7 @@ from tokrate.errors import (
 )
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
 from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
+from tokrate.run import RunResult, run_benchmark
 
 __all__ = [
     "ConfigError",
@@ -30,9 +31,11 @@ __all__ = [
     "RECORD_SCHEMA_VERSION",
     "RequestRecord",
     "RunFolderError",
+    "RunResult",
     "SimulatorError",
     "TokrateError",
     "UsageError",
     "__version__",
     "get_hardware",
+    "run_benchmark",
 ]

@@ -1,0 +1,390 @@
+"""The report: charts, report.html and summary.md from one or more stored runs.
+
+``build_report`` reads run folders only (never the network), recomputes every metric
+from the records with :func:`tokrate.metrics.summarize`, and writes into the output
+folder::
+
+    report.html              self-contained (embedded PNGs, inline CSS, no scripts)
+    summary.md               GitHub-flavoured markdown (CI step summaries, PR comments)
+    charts/<name>.png|svg    every chart drawn, in the requested formats
+    summary.json             only for a single run folder that has none yet
+
+A chart whose data is missing (no sweep, no prices, no sizes) is left out with a
+one-line note in both documents, never drawn empty.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import polars as pl
+
+from tokrate.errors import OutputError, UsageError
+from tokrate.hardware import HardwareProfile, get_hardware
+from tokrate.metrics import summarize
+from tokrate.report import charts as _charts
+from tokrate.report import data as _data
+from tokrate.report._runs import RunData, read_run
+from tokrate.report.html import ChartImage, render_html
+from tokrate.report.tables import (
+    Table,
+    comparison_table,
+    errors_table,
+    summary_table,
+    tier_table,
+)
+from tokrate.report.text import render_markdown, render_summary
+from tokrate.stats import PowerLawFit, fit_power_law, stability_warnings
+
+__all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report", "render_summary"]
+
+FORMATS: Final = ("png", "svg")
+DEFAULT_HARDWARE: Final = "a100-80g"
+
+
+def build_report(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    *,
+    hardware: str | None = None,
+    formats: Sequence[str] = FORMATS,
+) -> Path:
+    """Build report.html, summary.md and charts/ for ``run_dirs``; returns the folder.
+
+    One run and ``out_dir`` None: the run folder itself. Several runs and ``out_dir``
+    None: ``<parent of the first run>/compare-<id>-<id>...``. ``hardware`` names the
+    profile of the bound line (default: the first run's run.json "hardware", else
+    a100-80g). Raises UsageError (no runs, unknown format), ConfigError (unknown
+    hardware), RunFolderError (unreadable run), OutputError (cannot write).
+    """
+    if not run_dirs:
+        raise UsageError("report: give at least one run folder")
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise UsageError(f"report: unknown format {bad[0]!r} (known: png, svg)")
+    runs = _unique_keys([read_run(Path(p)) for p in run_dirs])
+    profile = get_hardware(hardware or runs[0][1].run.get("hardware") or DEFAULT_HARDWARE)
+    if out_dir is None:
+        first = runs[0][1].path
+        out = (
+            first if len(runs) == 1 else first.parent / ("compare-" + "-".join(k for k, _ in runs))
+        )
+    else:
+        out = Path(out_dir)
+    _prepare(out)
+    summaries = [(key, summarize(run.records, run.run)) for key, run in runs]
+    if len(runs) == 1 and not (out / "summary.json").exists() and out == runs[0][1].path:
+        _write(out / "summary.json", orjson.dumps(summaries[0][1], option=orjson.OPT_INDENT_2))
+    doc = _Document(
+        runs,
+        [(k, _by_size(s, r.run)) for (k, s), (_, r) in zip(summaries, runs, strict=True)],
+        profile,
+    )
+    doc.draw(out, formats)
+    _write(out / "report.html", doc.html().encode("utf-8"))
+    _write(out / "summary.md", doc.markdown().encode("utf-8"))
+    return out
+
+
+def _by_size(summary: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``summary`` with groups ordered by endpoint, model size (active params,
+    unknown last), model name, then the original (sweep) order — how readers scan."""
+    size = {
+        (t.get("endpoint"), t.get("model")): t.get("active_params_b") or t.get("params_b")
+        for t in run.get("targets") or []
+    }
+    indexed = list(enumerate(summary.get("groups") or []))
+    indexed.sort(
+        key=lambda ig: (
+            str(ig[1]["endpoint"]),
+            size.get((ig[1]["endpoint"], ig[1]["model"])) or float("inf"),
+            str(ig[1]["model"]),
+            ig[0],
+        )
+    )
+    return {**summary, "groups": [g for _, g in indexed]}
+
+
+def _unique_keys(runs: list[RunData]) -> list[tuple[str, RunData]]:
+    seen: dict[str, int] = {}
+    out = []
+    for run in runs:
+        key = run.run_id
+        if key in seen:
+            seen[key] += 1
+            key = f"{key}#{seen[key]}"
+        else:
+            seen[key] = 1
+        out.append((key, run))
+    return out
+
+
+def _prepare(out: Path) -> None:
+    try:
+        (out / "charts").mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out}: cannot create the report folder ({err.strerror})") from None
+
+
+def _write(path: Path, payload: bytes) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write ({err.strerror})") from None
+
+
+class _Document:
+    """Everything one report shows, computed once and rendered twice (HTML, markdown)."""
+
+    def __init__(
+        self,
+        runs: Sequence[tuple[str, RunData]],
+        summaries: Sequence[tuple[str, dict[str, Any]]],
+        hardware: HardwareProfile,
+    ) -> None:
+        self.runs = runs
+        self.summaries = summaries
+        self.hardware = hardware
+        self.multi = len(runs) > 1
+        self.records = _data.combine_runs([(k, r.run, r.records) for k, r in runs]).collect().lazy()
+        self.sizes = _data.targets_frame([(k, r.run) for k, r in runs])
+        self.groups = _data.group_table(summaries)
+        self.notes: list[str] = []
+        self.images: list[ChartImage] = []
+        self.fits: dict[str, PowerLawFit] = {}
+        self.warnings = self._warnings()
+
+    # --- text parts -------------------------------------------------------------
+
+    def title(self) -> str:
+        if self.multi:
+            return "tokrate report: " + " vs ".join(k for k, _ in self.runs)
+        return f"tokrate report: {self.runs[0][0]}"
+
+    def banners(self) -> list[str]:
+        out = []
+        for key, run in self.runs:
+            if run.interrupted:
+                status = run.run.get("status") or "unknown"
+                n = run.records.height
+                out.append(
+                    f"Run {key} was interrupted (status {status!r}): this report shows the "
+                    f"{n} requests recorded before it stopped."
+                )
+        return out
+
+    def meta(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for key, run in self.runs:
+            r = run.run
+            prefix = f"{key}: " if self.multi else ""
+            targets = ", ".join(
+                f"{t.get('endpoint')}/{t.get('model')}" for t in r.get("targets") or []
+            )
+            scenarios = ", ".join(str(s.get("name")) for s in r.get("scenarios") or [])
+            fields = (
+                ("run", key),
+                ("status", "interrupted" if run.interrupted else str(r.get("status") or "")),
+                ("started", str(r.get("started_at") or "—")),
+                ("ended", str(r.get("ended_at") or "—")),
+                ("tokrate", str(r.get("tokrate_version") or "—")),
+                ("host", " · ".join(
+                    str(v) for v in (r.get("host"), r.get("platform"),
+                                     r.get("python") and f"Python {r.get('python')}") if v
+                ) or "—"),
+                ("targets", targets or "—"),
+                ("levels", scenarios or "—"),
+                ("requests", str(run.records.height)),
+            )  # fmt: skip
+            out += [(f"{prefix}{k}", v) for k, v in fields]
+        out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
+        return out
+
+    def _warnings(self) -> list[str]:
+        out: list[str] = []
+        for key, run in self.runs:
+            prefix = f"{key}: " if self.multi else ""
+            out += [f"{prefix}{w}" for w in run.run.get("warnings") or []]
+            lag = run.run.get("loop_lag") or {}
+            if lag.get("exceeded"):
+                out.append(
+                    f"{prefix}client event-loop lag reached {lag.get('max_ms')} ms (threshold "
+                    f"{lag.get('threshold_ms')} ms): latencies may include client delay; "
+                    "lower the concurrency or use --workers"
+                )
+        for key, summary in self.summaries:
+            prefix = f"{key}: " if self.multi else ""
+            out += [f"{prefix}{w}" for w in stability_warnings(summary["groups"])]
+        return out
+
+    def tables(self) -> tuple[Table, list[Table], Table]:
+        rows, slo_set = _data.tier_picks(self.summaries, self.sizes)
+        slo = self.runs[0][1].run.get("slo") or {}
+        tier = tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)
+        tables: list[Table] = []
+        if self.multi:
+            tables.append(comparison_table(self.summaries))
+        for key, summary in self.summaries:
+            tables.append(summary_table(key, summary, title=f"Summary: {key}"))
+        errors = errors_table(_data.error_examples(self.records))
+        return tier, tables, errors
+
+    # --- charts -----------------------------------------------------------------
+
+    def draw(self, out: Path, formats: Sequence[str]) -> None:
+        """Draw every chart with data, save charts/<name>.<fmt>, keep PNGs for HTML."""
+        for name, title, caption, fig in self._figures():
+            png = io.BytesIO()
+            fig.savefig(png, format="png")
+            self.images.append(ChartImage(name, title, caption, png.getvalue()))
+            if "png" in formats:
+                _write(out / "charts" / f"{name}.png", png.getvalue())
+            if "svg" in formats:
+                svg = io.BytesIO()
+                fig.savefig(svg, format="svg", metadata={"Date": None})
+                _write(out / "charts" / f"{name}.svg", svg.getvalue())
+
+    def _figures(self) -> Iterator[tuple[str, str, str, Any]]:
+        points, notes = _data.size_speed_points(self.records, self.sizes, self.hardware)
+        self.notes += notes
+        if points.height:
+            for (series,), part in points.group_by(["series"], maintain_order=True):
+                # Divide out multi-GPU bandwidth so the fit measures size alone
+                # (DESIGN.md: speed ~ bandwidth / active bytes); the line is for one GPU.
+                per_gpu = part["tps_p50"] / part["gpu_scale"]
+                fit = fit_power_law(part["x_params_b"].to_list(), per_gpu.to_list())
+                if fit is not None:
+                    self.fits[str(series)] = fit
+            yield (
+                "size_vs_speed",
+                "Model size vs speed",
+                "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
+                "parameters, at each model's lowest load level. Dashed: the memory-bandwidth "
+                f"bound for {self.hardware.description}. Solid: fitted power law tok/s ∝ params^−k.",
+                _charts.size_vs_speed(
+                    points,
+                    self.hardware,
+                    self.fits,
+                    per_gpu=bool((points["gpu_scale"] > 1).any()),
+                ),
+            )
+        else:
+            self.notes.append(
+                "model size vs speed: no target has a known size (set params_b in [[model]])"
+            )
+        ecdf = _data.ecdf_points(self.records, "ttft_s", ["series", "model"])
+        if ecdf.height:
+            yield (
+                "ttft_cdf",
+                "TTFT distribution",
+                "Empirical CDF of time to first token per model (ok requests, every load level).",
+                _charts.ttft_cdf(ecdf),
+            )
+        else:
+            self.notes.append("TTFT distribution: no ok request has a TTFT")
+        tpot = _data.box_stats(self.records, "tpot_s", ["series", "model"])
+        itl = _data.box_stats(self.records, "itl_s", ["series", "model"])
+        if tpot.height or itl.height:
+            yield (
+                "latency_boxes",
+                "TPOT and inter-token latency",
+                "Box: p25–p75, line: median, diamond: mean, whiskers: p10–p90 (ms, log scale).",
+                _charts.latency_boxes(tpot, itl),
+            )
+        else:
+            self.notes.append("TPOT / ITL distribution: no ok request with 2 or more tokens")
+        sweep = self.groups.filter(
+            pl.col("aggregate_tps").is_not_null() & pl.col("decode_p50").is_not_null()
+        )
+        multi_level = sweep.group_by(["series", "model"]).len().filter(pl.col("len") >= 2)
+        sweep = sweep.join(
+            multi_level.select("series", "model"), on=["series", "model"], how="semi"
+        )
+        if sweep.height:
+            yield (
+                "throughput_vs_latency",
+                "Throughput vs latency",
+                "One curve per model over the load levels of the sweep (labels: concurrency or rate).",
+                _charts.throughput_vs_latency(sweep),
+            )
+        else:
+            self.notes.append(
+                "throughput vs latency: no sweep (run with --concurrency 1,4,16 or several rates)"
+            )
+        bins, width = _data.timeline_bins(self.records)
+        if bins.height:
+            yield (
+                "timeline",
+                "Timeline",
+                "Output tokens/s by request end time and failed requests per bin, per target.",
+                _charts.timeline(bins, width),
+            )
+        else:
+            self.notes.append("timeline: no measured requests")
+        cost = self.groups.filter(
+            pl.col("usd_per_m").is_not_null() & pl.col("decode_p50").is_not_null()
+        )
+        if cost.height:
+            yield (
+                "cost_vs_speed",
+                "Cost vs speed",
+                "USD per million output tokens: list price, or GPU-hour price × GPUs ÷ measured "
+                "aggregate tokens per hour.",
+                _charts.cost_vs_speed(cost),
+            )
+        else:
+            self.notes.append(
+                "cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)"
+            )
+
+    def fit_notes(self) -> list[tuple[str, str]]:
+        out = []
+        for series, fit in self.fits.items():
+            ci = ""
+            if fit.exponent_ci is not None:
+                ci = f" (95% CI {-fit.exponent_ci[1]:.2f} to {-fit.exponent_ci[0]:.2f})"
+            out.append(
+                (
+                    f"power law {series}",
+                    f"tok/s per GPU-bandwidth ∝ params^−k, k = {fit.k:.2f}{ci}, n = {fit.n}",
+                )
+            )
+        return out
+
+    # --- documents --------------------------------------------------------------
+
+    def html(self) -> str:
+        tier, tables, errors = self.tables()
+        return render_html(
+            title=self.title(),
+            meta=self.meta() + self.fit_notes(),
+            banners=self.banners(),
+            warnings=self.warnings,
+            tier=tier,
+            tables=tables,
+            charts=self.images,
+            notes=self.notes,
+            errors=errors,
+            configs=[(k, r.run.get("config") or {}) for k, r in self.runs],
+        )
+
+    def markdown(self) -> str:
+        tier, tables, errors = self.tables()
+        return render_markdown(
+            title=self.title(),
+            meta=[*self.banner_meta(), *self.meta(), *self.fit_notes()],
+            tables=[tier, *tables, errors],
+            notes=self.notes,
+            warnings=self.warnings,
+        )
+
+    def banner_meta(self) -> list[tuple[str, str]]:
+        return [("note", b) for b in self.banners()]

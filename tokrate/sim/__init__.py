@@ -1,0 +1,30 @@
+"""The built-in simulated OpenAI-compatible endpoint (``tokrate sim``).
+
+Imports nothing from client/, engine.py or plan.py (only hardware.py and errors.py).
+"""
+
+from __future__ import annotations
+
+from tokrate.sim.faults import FAULT_KINDS, parse_faults
+from tokrate.sim.model import (
+    Tier,
+    TierTiming,
+    count_chat_tokens,
+    count_text_tokens,
+    default_tiers,
+)
+from tokrate.sim.server import SimConfig, build_state, running_simulator, serve
+
+__all__ = [
+    "FAULT_KINDS",
+    "SimConfig",
+    "Tier",
+    "TierTiming",
+    "build_state",
+    "count_chat_tokens",
+    "count_text_tokens",
+    "default_tiers",
+    "parse_faults",
+    "running_simulator",
+    "serve",
+]

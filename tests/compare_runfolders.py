@@ -1,0 +1,132 @@
+"""Build synthetic run folders (layout version 1) for the compare/history tests.
+
+Records are drawn from seeded lognormal distributions, so the tests know the truth: a
+``slow`` factor multiplies a target's latencies exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokrate.records import RequestRecord, records_to_frame
+
+TIERS: dict[str, tuple[float, float]] = {
+    # model -> (ttft_s, tpot_s) medians
+    "sim-7b": (0.030, 0.008),
+    "sim-70b": (0.120, 0.045),
+}
+
+
+def make_records(
+    run_id: str,
+    *,
+    models: Sequence[str] = ("sim-7b", "sim-70b"),
+    scenarios: Mapping[str, int] = {"c=4": 4},
+    n: int = 60,
+    seed: int = 0,
+    slow: Mapping[str, float] | None = None,
+    error_every: Mapping[str, int] | None = None,
+    prompt_prefix: str = "p",
+    started_at: float = 1_700_000_000.0,
+    noise: float = 0.15,
+) -> list[RequestRecord]:
+    rng = np.random.default_rng(seed)
+    out: list[RequestRecord] = []
+    index = 0
+    for scenario, conc in scenarios.items():
+        for model in models:
+            ttft0, tpot0 = TIERS.get(model, (0.05, 0.01))
+            factor = (slow or {}).get(model, 1.0)
+            every = (error_every or {}).get(model, 0)
+            for i in range(n):
+                tokens = 32
+                ttft = ttft0 * factor * float(rng.lognormal(0.0, noise))
+                tpot = tpot0 * factor * float(rng.lognormal(0.0, noise / 3))
+                e2e = ttft + tpot * (tokens - 1)
+                failed = every > 0 and i % every == 0
+                common: dict[str, Any] = {
+                    "run_id": run_id,
+                    "endpoint": "sim",
+                    "model": model,
+                    "scenario": scenario,
+                    "prompt_id": f"{prompt_prefix}{i % 20}",
+                    "task": "chat",
+                    "request_index": index,
+                    "started_at": started_at + index * 0.01,
+                    "t0_ns": index * 1000,
+                    "concurrency": conc,
+                }
+                index += 1
+                if failed:
+                    out.append(
+                        RequestRecord(
+                            **common, status="error", error_class="http_5xx", http_status=500
+                        )
+                    )
+                    continue
+                out.append(
+                    RequestRecord(
+                        **common,
+                        status="ok",
+                        ttft_s=ttft,
+                        first_byte_s=ttft * 0.9,
+                        first_answer_s=ttft,
+                        e2e_s=e2e,
+                        tpot_s=tpot,
+                        output_tokens=tokens,
+                        tokens_source="usage",
+                    )
+                )
+    return out
+
+
+def write_run(
+    root: Path,
+    run_id: str,
+    records: list[RequestRecord],
+    *,
+    scenarios: Mapping[str, int] = {"c=4": 4},
+    started_at: str = "2026-01-01T00:00:00Z",
+    status: str = "complete",
+    summary: dict[str, Any] | None = None,
+    layout_version: int = 1,
+    config: dict[str, Any] | None = None,
+) -> Path:
+    folder = root / run_id
+    folder.mkdir(parents=True)
+    records_to_frame(records).write_parquet(folder / "records.parquet")
+    with (folder / "records.jsonl").open("w") as fh:
+        for r in records:
+            fh.write(json.dumps(r.to_dict()) + "\n")
+    models = sorted({r.model for r in records})
+    run = {
+        "layout_version": layout_version,
+        "kind": "tokrate-run",
+        "run_id": run_id,
+        "status": status,
+        "started_at": started_at,
+        "ended_at": started_at,
+        "config": config
+        or {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["chat"]}},
+        "targets": [{"endpoint": "sim", "model": m, "params_b": None} for m in models],
+        "scenarios": [
+            {"name": name, "concurrency": c, "rate_rps": None, "arrival": None}
+            for name, c in scenarios.items()
+        ],
+    }
+    (folder / "run.json").write_text(json.dumps(run))
+    if summary is not None:
+        (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def summary_of(run_id: str, records: list[RequestRecord]) -> dict[str, Any]:
+    """summary.json (schema 1) of synthetic records, from tokrate.metrics.summarize."""
+    from tokrate.metrics import summarize
+
+    return dict(summarize(records_to_frame(records), {"run_id": run_id}))

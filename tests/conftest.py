@@ -1,0 +1,38 @@
+"""Shared fixtures: the real simulator on 127.0.0.1, port 0.
+
+- ``sim_url``: one session-wide simulator (default tiers, ``time_scale=SIM_TIME_SCALE``,
+  seed 0, no faults, no key); yields ``"http://127.0.0.1:PORT/v1"``.
+- ``start_sim(**SimConfig kwargs)``: a factory for simulators with their own settings
+  (faults, api_key, truth_log, tiers_file, tiers, ...); each one is stopped when the
+  test ends. Returns the base URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tokrate.sim import SimConfig, running_simulator
+
+#: Time scale of the shared simulator: all modelled durations are divided by this.
+SIM_TIME_SCALE = 20.0
+
+
+@pytest.fixture(scope="session")
+def sim_url() -> Iterator[str]:
+    with running_simulator(SimConfig(time_scale=SIM_TIME_SCALE)) as url:
+        yield url
+
+
+@pytest.fixture
+def start_sim() -> Iterator[Callable[..., str]]:
+    with contextlib.ExitStack() as stack:
+
+        def start(**kwargs: Any) -> str:
+            kwargs.setdefault("time_scale", SIM_TIME_SCALE)
+            return stack.enter_context(running_simulator(SimConfig(**kwargs)))
+
+        yield start

@@ -1,0 +1,304 @@
+"""A raw asyncio HTTP/1.1 server on 127.0.0.1 (port 0) for client tests.
+
+It speaks just enough of the OpenAI streaming protocol to be a well-behaved endpoint
+(``ok`` mode) and can misbehave in every way issue 6 lists. It runs its own event loop
+in a daemon thread, so a blocking test and an async client can both use it.
+
+The mode and its options live in the URL, so one server serves every case:
+
+    base = server.base_url("ok", tokens=5, itl_ms=10)   # http://127.0.0.1:P/m/ok/tokens=5,itl_ms=10/v1
+
+Every content write is logged with ``time.perf_counter_ns()`` (the same clock the client
+stamps with) in ``server.truth[response_id]``, so tests compare against the server's
+own write times instead of nominal delays.
+
+Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
+bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
+json200.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+
+@dataclass
+class Truth:
+    """Server-side facts of one response: perf_counter_ns of each content write."""
+
+    received_ns: int
+    content_write_ns: list[int] = field(default_factory=list)
+    done_ns: int | None = None
+    output_tokens: int = 0
+
+
+class _Writer:
+    def __init__(self, w: asyncio.StreamWriter, framing: str) -> None:
+        self.w = w
+        self.framing = framing
+
+    async def head(self, status: int, ctype: str, extra: str = "") -> None:
+        reason = {200: "OK", 400: "Bad Request", 429: "Too Many Requests"}.get(status, "Status")
+        if "Content-Length" in extra:
+            self.framing = "length"
+        framing = "Transfer-Encoding: chunked\r\n" if self.framing == "chunked" else ""
+        if self.framing == "close":
+            framing = "Connection: close\r\n"
+        self.w.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n{framing}{extra}\r\n".encode()
+        )
+
+    def body(self, data: bytes) -> None:
+        if self.framing == "chunked":
+            self.w.write(b"%x\r\n%s\r\n" % (len(data), data))
+        else:
+            self.w.write(data)
+
+    async def end(self) -> None:
+        if self.framing == "chunked":
+            self.w.write(b"0\r\n\r\n")
+        await self.w.drain()
+
+
+class HostileServer:
+    """Context manager: ``with HostileServer() as s: s.base_url("ok")``."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context
+        self.truth: dict[str, Truth] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.connections = 0
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._ready = threading.Event()
+        self._counter = 0
+
+    def base_url(self, mode: str, **opts: Any) -> str:
+        scheme = "https" if self.ssl_context else "http"
+        host = "localhost" if self.ssl_context else "127.0.0.1"
+        spec = ",".join(f"{k}={v}" for k, v in opts.items()) or "-"
+        return f"{scheme}://{host}:{self.port}/m/{mode}/{spec}/v1"
+
+    def __enter__(self) -> HostileServer:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("hostile server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop = self._loop
+        assert loop is not None and self._thread is not None
+        loop.call_soon_threadsafe(self._stop_event.set)
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        self._loop = loop = asyncio.new_event_loop()
+        self._stop_event = asyncio.Event()
+
+        async def main() -> None:
+            self._server = await asyncio.start_server(
+                self._handle, "127.0.0.1", 0, ssl=self.ssl_context, limit=1 << 20
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            self._ready.set()
+            await self._stop_event.wait()
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(main())
+        loop.close()
+
+    async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                received = time.perf_counter_ns()
+                lines = head.decode("latin-1").split("\r\n")
+                _method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                body = await r.readexactly(int(headers.get("content-length", "0")))
+                req = orjson.loads(body) if body else {}
+                self.requests.append({"path": path, "headers": headers, "body": req})
+                parts = path.split("/")
+                mode, spec = parts[2], parts[3]
+                opts: dict[str, str] = {}
+                if spec != "-":
+                    opts = dict(kv.split("=", 1) for kv in spec.split(","))
+                framing = opts.get("framing", "chunked")
+                keep = await self._respond(mode, opts, req, path, _Writer(w, framing), received)
+                if not keep or framing == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                w.close()
+
+    async def _respond(
+        self, mode: str, o: dict[str, str], req: dict[str, Any], path: str, out: _Writer, rx: int
+    ) -> bool:
+        """Serve one request; False closes the connection afterwards."""
+        self._counter += 1
+        rid = f"resp-{self._counter}"
+        legacy = path.endswith("/completions") and not path.endswith("/chat/completions")
+        sse = "text/event-stream"
+        if mode == "status":
+            code = int(o.get("code", "500"))
+            body = o.get("body", "boom").replace("_", " ").encode()
+            msg = orjson.dumps({"error": {"message": body.decode(), "type": "x"}})
+            await out.head(code, "application/json", f"Content-Length: {len(msg)}\r\n")
+            out.w.write(msg)
+            await out.w.drain()
+            return True
+        if mode == "ok" and o.get("reject_usage") and "stream_options" in req:
+            msg = b'{"error":{"message":"Unrecognized field stream_options","type":"invalid"}}'
+            await out.head(400, "application/json", f"Content-Length: {len(msg)}\r\n")
+            out.w.write(msg)
+            await out.w.drain()
+            return True
+        if mode == "no_headers":
+            await asyncio.sleep(3600)
+            return False
+        if mode in ("html200", "json200"):
+            page = b"<html><body><h1>Gateway says hi</h1></body></html>"
+            ctype = "text/html"
+            if mode == "json200":
+                page, ctype = b'{"error": "not streaming"}', "application/json"
+            await out.head(200, ctype, f"Content-Length: {len(page)}\r\n")
+            out.w.write(page)
+            await out.w.drain()
+            return True
+        out.framing = "close" if mode in ("big_line", "slow_bytes") else out.framing
+        await out.head(200, sse)
+        await out.w.drain()
+        if mode == "big_line":
+            piece = b"a" * 65536
+            out.body(b"data: ")
+            for _ in range(int(float(o.get("mb", "50")) * 16)):
+                out.body(piece)
+                await out.w.drain()
+            return False
+        if mode == "slow_bytes":
+            for byte in b"data: " + b'{"choices":[]}' * 100:
+                out.body(bytes([byte]))
+                await out.w.drain()
+                await asyncio.sleep(float(o.get("gap_s", "1")))
+            return False
+        simple = {
+            "bad_utf8": b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n',
+            "not_json": b"data: hello world\n\n",
+            "no_choices": b'data: {"id":"x","object":"chat.completion.chunk"}\n\n',
+        }
+        if mode in simple:
+            out.body(simple[mode])
+            await out.end()
+            return False
+        return await self._stream(mode, o, req, out, rx, rid, legacy)
+
+    async def _stream(
+        self,
+        mode: str,
+        o: dict[str, str],
+        req: dict[str, Any],
+        out: _Writer,
+        rx: int,
+        rid: str,
+        legacy: bool,
+    ) -> bool:
+        truth = self.truth[rid] = Truth(received_ns=rx)
+        n = int(o.get("tokens", req.get("max_tokens") or 8))
+        per_chunk = int(o.get("per_chunk", "1"))
+        reasoning = int(o.get("reasoning", "0"))
+        ttft = float(o.get("ttft_ms", "0")) / 1000
+        itl = float(o.get("itl_ms", "0")) / 1000
+        nl = b"\r\n" if o.get("crlf") else b"\n"
+        sep = b"data:" if o.get("nospace") else b"data: "
+        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+
+        def event(obj: dict[str, Any]) -> bytes:
+            return sep + orjson.dumps({"id": rid, "model": req.get("model"), **obj}) + nl + nl
+
+        def delta(**d: Any) -> dict[str, Any]:
+            if legacy:
+                return {"choices": [{"index": 0, "text": d.get("content", "")}]}
+            return {"choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+
+        if not legacy:
+            out.body(event(delta(role="assistant", content="")))
+        if o.get("comments"):
+            out.body(b": keep-alive" + nl)
+        if ttft:
+            await out.w.drain()
+            await asyncio.sleep(ttft)
+        sent = 0
+        total = 10**9 if mode == "endless" else n
+        i = 0
+        while sent < total:
+            if i > 0 and itl:
+                await asyncio.sleep(itl)
+            if i < reasoning:
+                data = event(delta(reasoning_content=f"think{i} "))
+                sent += 1
+            else:
+                k = min(per_chunk, total - sent)
+                data = event(delta(content="tok " * k))
+                sent += k
+            out.body(data)
+            truth.content_write_ns.append(time.perf_counter_ns())
+            i += 1
+            if mode == "disconnect" and i >= int(o.get("after", "2")):
+                await out.w.drain()
+                out.w.transport.abort()
+                return False
+            if itl or i % 64 == 0:
+                await out.w.drain()
+        finish = {"index": 0, "finish_reason": "length"}
+        if not legacy:
+            finish["delta"] = {}
+        else:
+            finish["text"] = ""
+        out.body(event({"choices": [finish]}))
+        usage_value: Any = sent
+        if mode == "bad_usage":
+            usage_value = int(o.get("value", "-5"))
+        if include_usage or mode == "bad_usage":
+            usage = {"prompt_tokens": 11, "completion_tokens": usage_value}
+            usage["total_tokens"] = 11 + (usage_value if isinstance(usage_value, int) else 0)
+            if reasoning:
+                usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+            out.body(event({"choices": [], "usage": usage}))
+        if o.get("no_done"):
+            await out.end()
+            truth.output_tokens = sent
+            return False
+        out.body(b"data: [DONE]" + nl + nl)
+        truth.done_ns = time.perf_counter_ns()
+        truth.output_tokens = sent
+        await out.end()
+        return True
+
+
+@contextlib.contextmanager
+def hostile_server(*, ssl_context: ssl.SSLContext | None = None) -> Iterator[HostileServer]:
+    with HostileServer(ssl_context=ssl_context) as server:
+        yield server

@@ -1,0 +1,80 @@
+"""Hostile and broken servers (issue 6): every case ends, bounded, as a clear error."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from collections.abc import Iterator
+
+import pytest
+
+from tests.hostile_server import HostileServer
+from tests.test_client_basic import KINDS, record, req_for, stream_one
+from tokrate.spec import TimeoutsSpec
+
+FAST = TimeoutsSpec(connect_s=2.0, first_byte_s=0.4, idle_s=0.3, total_s=0.8)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HostileServer]:
+    with HostileServer() as s:
+        yield s
+
+
+def run_case(kind: str, server: HostileServer, mode: str, **opts: object):  # type: ignore[no-untyped-def]
+    t = time.monotonic()
+    res = stream_one(kind, req_for(server.base_url(mode, **opts)), FAST)
+    elapsed = time.monotonic() - t
+    assert elapsed < FAST.total_s + 1.5, f"{mode} took {elapsed:.2f} s"
+    return record(res)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("mode", "opts", "error_class", "words"),
+    [
+        ("endless", {"itl_ms": 5}, "timeout", "total timeout"),
+        ("slow_bytes", {"gap_s": 1}, "timeout", "idle-gap timeout"),
+        ("no_headers", {}, "timeout", "first-byte timeout"),
+        ("not_json", {}, "protocol", "not JSON"),
+        ("no_choices", {}, "protocol", "no choices"),
+        ("bad_usage", {"value": -5}, "protocol", "not a plausible token count"),
+        ("bad_usage", {"value": 10**12}, "protocol", "not a plausible token count"),
+        ("bad_usage", {"value": "many"}, "protocol", "not an integer"),
+        ("html200", {}, "protocol", "text/html"),
+        ("json200", {}, "protocol", "application/json"),
+        ("disconnect", {"after": 2, "itl_ms": 5}, "truncated", ""),
+    ],
+)
+def test_hostile_case(
+    server: HostileServer, kind: str, mode: str, opts: dict, error_class: str, words: str
+) -> None:
+    rec = run_case(kind, server, mode, **opts)
+    assert rec.status == "error"
+    assert rec.error_class == error_class, rec.error_message
+    assert words in (rec.error_message or "")
+    assert "\n" not in (rec.error_message or "")
+    if mode == "endless" or mode == "disconnect":
+        assert rec.ttft_s is not None and rec.content_chunks >= 2  # partial timings kept
+    if mode == "no_headers":
+        assert rec.first_byte_s is None and rec.http_status is None
+
+
+@pytest.mark.parametrize("kind", ("fast", "httpx"))
+def test_invalid_utf8_is_protocol_error(server: HostileServer, kind: str) -> None:
+    rec = run_case(kind, server, "bad_utf8")
+    assert rec.error_class == "protocol"
+    assert "not JSON" in (rec.error_message or "")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_50_mb_line_bounded_memory(server: HostileServer, kind: str) -> None:
+    tracemalloc.start()
+    try:
+        rec = run_case(kind, server, "big_line", mb=50)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rec.error_class == "protocol"
+    assert "longer than" in (rec.error_message or "")
+    assert peak < 24 * 2**20, f"peak {peak / 2**20:.1f} MiB"

@@ -1,0 +1,95 @@
+"""Worker backends: where the shards of a scenario run.
+
+Every backend runs the same function, :func:`tokrate.engine.run_worker`, once per
+shard (one :class:`~tokrate.engine.WorkerTask` each), and delivers every event to the
+driver's ``on_event`` callback *in the thread that called* :meth:`Backend.run_scenario`,
+as it happens (records stream back while the scenario runs, never only at the end).
+
+- :class:`~tokrate.backends.inprocess.InProcessBackend`: ``workers = 1`` (default); the
+  shard runs in a thread of the driver process.
+- :class:`~tokrate.backends.processes.ProcessBackend`: ``--workers N``; N spawned local
+  processes, each with its own event loop and connection pool.
+- :class:`~tokrate.backends.ray.RayBackend`: ``--ray`` / ``[distributed]``; one Ray
+  actor per worker, spread over the cluster's nodes.
+
+A worker that dies mid-scenario (process killed, actor or node lost) does not stop the
+run: its started-but-unfinished requests become records with status "error" and
+error_class "worker_lost", a WorkerWarning says how much planned load was lost, and the
+other workers go on. An *exception* raised by run_worker itself is a bug or a
+deliberate :class:`~tokrate.errors.TokrateError`; it is re-raised in the driver once
+the other shards of the scenario have finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from tokrate.errors import ConfigError
+from tokrate.spec import RunSpec
+
+__all__ = ["Backend", "EventCallback", "open_backend", "worker_ids"]
+
+#: Receives every event (RequestStarted, RequestFinished, WorkerWarning, LoopLag,
+#: WorkerDone) in the driver thread.
+EventCallback = Callable[[Any], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Runs the shards of one scenario at a time.
+
+    ``workers`` is how many shards the caller should cut each scenario into
+    (``tokrate.plan.shard(plan, backend.workers)``); ``run_scenario`` accepts up to that
+    many tasks. ``kind`` is "inprocess", "processes" or "ray" (recorded in run.json).
+    """
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def run_scenario(self, tasks: Sequence[Any], on_event: EventCallback, stop: Any) -> None:
+        """Run every task concurrently; return when all have ended.
+
+        ``stop`` is a threading.Event: once set, workers stop scheduling, give in-flight
+        requests their grace period and end (cancelled records arrive as events).
+        Raises: the first exception a worker function raised (after the others end);
+        whatever ``on_event`` raises (workers are stopped first).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release workers (processes, actors, a Ray connection this backend opened).
+        Idempotent."""
+        ...
+
+
+def worker_ids(n: int) -> tuple[str, ...]:
+    """The conventional worker ids ``w0 .. w{n-1}`` (what records carry in ``worker``)."""
+    return tuple(f"w{i}" for i in range(n))
+
+
+def open_backend(spec: RunSpec) -> Backend:
+    """The backend a spec asks for: Ray when ``distributed.ray`` is set, local
+    processes when ``load.workers > 1``, else in-process.
+
+    Raises: ConfigError for a worker count below 1; UsageError (one line, with the pip
+    command) when Ray is asked for but not installed; ConfigError when the Ray cluster
+    cannot be reached.
+    """
+    if spec.distributed.ray:
+        from tokrate.backends.ray import RayBackend
+
+        return RayBackend.connect(spec.distributed)
+    workers = spec.load.workers
+    if workers < 1:
+        raise ConfigError(f"{spec.source or 'config'}: load.workers must be >= 1, got {workers}")
+    if workers == 1:
+        from tokrate.backends.inprocess import InProcessBackend
+
+        return InProcessBackend()
+    from tokrate.backends.processes import ProcessBackend
+
+    return ProcessBackend(workers)

@@ -1,0 +1,186 @@
+"""Per-worker bookkeeping shared by every backend: what started, what finished, and
+what a lost worker takes with it.
+
+A backend feeds every event of a worker through :meth:`WorkerLedger.observe` before
+handing it to the driver. When the worker dies (process killed, actor or node lost),
+:meth:`WorkerLedger.lost_events` turns its started-but-unfinished requests into
+``worker_lost`` records and adds one :class:`~tokrate.events.WorkerWarning` that says
+how much of the scenario's planned load was lost. Records already delivered are never
+touched: the ledger only adds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
+from tokrate.records import RequestRecord
+
+__all__ = [
+    "PLAN_COUNT_CAP",
+    "WorkerEnd",
+    "WorkerLedger",
+    "planned_count",
+    "resolve_worker_fn",
+]
+
+#: Longest shard we count when sizing a loss; a longer (or unbounded, duration-bound)
+#: shard is reported as "unknown" rather than iterated for ever.
+PLAN_COUNT_CAP = 200_000
+
+#: ``run_worker(task, emit, stop)``: the one function every backend runs per shard.
+WorkerFn = Callable[..., None]
+
+DEFAULT_WORKER_FN = "tokrate.engine:run_worker"
+
+
+def resolve_worker_fn(ref: str) -> WorkerFn:
+    """Import ``"module:function"``. Backends pass worker functions by name so a spawned
+    process or a Ray actor imports the same code instead of unpickling a closure."""
+    module_name, _, attr = ref.partition(":")
+    fn: WorkerFn = getattr(importlib.import_module(module_name), attr)
+    return fn
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnd:
+    """Transport marker: the worker function returned (``error`` None) or raised.
+
+    ``error`` is the exception itself when it pickles, else a RuntimeError carrying its
+    text; ``traceback`` is the formatted traceback from the worker's side.
+    """
+
+    worker_id: str
+    error: BaseException | None = None
+    traceback: str = ""
+
+
+def planned_count(scenario: Any) -> int | None:
+    """Number of requests a (shard of a) scenario plans, or None when the plan is
+    unbounded (duration-bound) or longer than PLAN_COUNT_CAP."""
+    n = sum(1 for _ in itertools.islice(scenario.requests(), PLAN_COUNT_CAP + 1))
+    return None if n > PLAN_COUNT_CAP else n
+
+
+def _name(obj: Any) -> str:
+    """The name of an EndpointSpec/ModelSpec, or the object itself when it is a str."""
+    return obj if isinstance(obj, str) else str(getattr(obj, "name", obj))
+
+
+@dataclass(slots=True)
+class WorkerLedger:
+    """Started-but-unfinished requests of one worker in one scenario.
+
+    Invariant: ``in_flight`` holds exactly the RequestStarted events whose
+    RequestFinished has not been observed; ``finished`` counts observed finishes.
+    """
+
+    task: Any
+    node_id: str = ""
+    in_flight: dict[int, Any] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)
+    done: bool = False
+
+    @property
+    def worker_id(self) -> str:
+        return str(self.task.worker_id)
+
+    def observe(self, event: Any) -> None:
+        """Account one event (call before delivering it)."""
+        if isinstance(event, RequestStarted):
+            self.in_flight[event.request_index] = event
+        elif isinstance(event, RequestFinished):
+            self.in_flight.pop(event.record.request_index, None)
+            self.finished.add(event.record.request_index)
+
+    def lost_events(self, reason: str, *, scenario_planned: int | None) -> list[Any]:
+        """Events that close the books on a lost worker: one RequestFinished with
+        status "error", error_class "worker_lost" per in-flight request, then one
+        WorkerWarning. ``scenario_planned`` is the whole scenario's planned request
+        count (all shards), used for the percentage; None when unknown. Clears
+        ``in_flight`` and marks the ledger done."""
+        started = dict(self.in_flight)
+        records = self._lost_records(started, reason)
+        events: list[Any] = [RequestFinished(record=r) for r in records]
+        shard_planned = planned_count(self.task.scenario)
+        scenario_name = _scenario_name(self.task.scenario)
+        if shard_planned is None:
+            unsent = "its remaining planned load (duration-bound, count unknown) was not sent"
+            share = ""
+        else:
+            n_unsent = max(0, shard_planned - len(self.finished | set(started)))
+            lost = n_unsent + len(set(started) - self.finished)
+            unsent = f"{n_unsent} planned requests were never sent"
+            share = (
+                f" ({lost} of {scenario_planned} planned requests,"
+                f" {100.0 * lost / scenario_planned:.1f}% of the scenario's load, lost)"
+                if scenario_planned
+                else ""
+            )
+        message = (
+            f"worker {self.worker_id} lost in scenario {scenario_name} ({reason}):"
+            f" {len(records)} in-flight requests recorded as worker_lost, {unsent}{share};"
+            " the other workers went on. Re-run the scenario for full load."
+        )
+        events.append(WorkerWarning(worker_id=self.worker_id, message=message))
+        self.in_flight.clear()
+        self.done = True
+        return events
+
+    def _lost_records(self, started: dict[int, Any], reason: str) -> list[RequestRecord]:
+        task = self.task
+        planned = _find_planned(task.scenario.requests(), set(started))
+        records = []
+        for index in sorted(started):
+            ev = started[index]
+            pr = planned.get(index)
+            target = task.targets[ev.target_index]
+            prompt = task.prompts[pr.prompt_index] if pr is not None else None
+            records.append(
+                RequestRecord(
+                    run_id=str(task.run_id),
+                    endpoint=_name(getattr(target, "endpoint", "")),
+                    model=_name(getattr(target, "model", "")),
+                    scenario=_scenario_name(task.scenario),
+                    prompt_id=str(getattr(prompt, "id", "")),
+                    task=str(getattr(prompt, "task", "")),
+                    request_index=index,
+                    started_at=float(ev.started_at),
+                    # The driver never saw the worker's clock reading; 0 marks "unknown"
+                    # (no latency is derived from a worker_lost record).
+                    t0_ns=int(getattr(ev, "t0_ns", 0) or 0),
+                    status="error",
+                    scheduled_s=getattr(pr, "scheduled_s", None),
+                    error_class="worker_lost",
+                    error_message=reason,
+                    warmup=bool(getattr(pr, "warmup", False)),
+                    worker=self.worker_id,
+                    node_id=self.node_id,
+                    api=str(task.spec.client.api),
+                    client=str(task.spec.client.kind),
+                    concurrency=getattr(task.scenario, "concurrency", None),
+                    rate_rps=getattr(task.scenario, "rate_rps", None),
+                )
+            )
+        return records
+
+
+def _scenario_name(scenario: Any) -> str:
+    return str(getattr(scenario, "name", scenario))
+
+
+def _find_planned(requests: Iterable[Any], wanted: set[int]) -> dict[int, Any]:
+    """The PlannedRequests with the wanted indices (stops as soon as all are found)."""
+    found: dict[int, Any] = {}
+    if not wanted:
+        return found
+    for pr in itertools.islice(requests, PLAN_COUNT_CAP):
+        if pr.index in wanted:
+            found[pr.index] = pr
+            if len(found) == len(wanted):
+                break
+    return found

@@ -1,0 +1,79 @@
+"""The client seam: one ``StreamClient`` protocol and :func:`open_client`.
+
+Three implementations produce identical :class:`StreamResult` facts: ``fast`` (the
+default, :mod:`tokrate.client.stream`), ``httpx`` (:mod:`tokrate.client.httpx_client`)
+and ``openai`` (:mod:`tokrate.client.sdk`).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from tokrate.client.request import PreparedRequest
+from tokrate.client.result import StreamResult
+from tokrate.errors import ConfigError
+from tokrate.spec import TimeoutsSpec
+
+__all__ = ["CLIENT_KINDS", "StreamClient", "open_client"]
+
+CLIENT_KINDS = ("fast", "httpx", "openai")
+
+PartialSink = Callable[[StreamResult], None]
+
+
+class StreamClient(Protocol):
+    """Streams one request at a time per call; many calls may run concurrently.
+
+    ``stream`` never raises for a request failure (the result carries it); it lets
+    cancellation propagate after handing the partial facts to ``on_partial``.
+    ``notices`` are one-line remarks for the run's warnings.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def notices(self) -> list[str]: ...
+
+    async def stream(
+        self, req: PreparedRequest, *, on_partial: PartialSink | None = None
+    ) -> StreamResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+def open_client(
+    kind: Literal["fast", "httpx", "openai"] | str,
+    *,
+    pool_size: int,
+    timeouts: TimeoutsSpec,
+    ssl_context: ssl.SSLContext | None = None,
+) -> StreamClient:
+    """A new client of ``kind`` whose pool holds ``pool_size`` keep-alive connections
+    per origin (size it to the load: the client never caps concurrency below it).
+
+    ``ssl_context`` overrides certificate verification for https (tests, private CAs).
+    Must be called where the client will be used (any thread); connections open lazily.
+
+    Raises:
+        ConfigError: unknown ``kind`` or ``pool_size < 1``.
+    """
+    if pool_size < 1:
+        raise ConfigError(f"client pool_size must be >= 1, got {pool_size}")
+    if kind == "fast":
+        from tokrate.client.stream import FastClient
+
+        return FastClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+    if kind == "httpx":
+        from tokrate.client.httpx_client import HttpxClient
+
+        return HttpxClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+    if kind == "openai":
+        from tokrate.client.sdk import SdkClient
+
+        return SdkClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+    raise ConfigError(
+        f"client.kind: unknown client {kind!r} (choose from {', '.join(CLIENT_KINDS)})"
+    )

@@ -1,0 +1,174 @@
+"""Classify one decoded OpenAI streaming chunk (chat or legacy completions).
+
+A chunk is *content-bearing* when it carries non-empty answer text, reasoning text
+(``reasoning_content`` or ``reasoning``) or a tool-call delta; only those count for
+TTFT, ITL and the chunk-count fallback of output tokens. Role-only chunks, empty
+deltas, finish-only chunks and usage-only chunks (empty ``choices``) do not.
+
+Pure functions over already-parsed JSON; nothing here touches the clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = [
+    "MAX_SANE_TOKENS",
+    "ChunkFacts",
+    "ChunkError",
+    "classify_chunk",
+    "parse_usage",
+]
+
+#: Usage counts above this are treated as garbage (no real response is 100M tokens).
+MAX_SANE_TOKENS: Final = 100_000_000
+
+
+class ChunkError(ValueError):
+    """The chunk is not a valid OpenAI stream chunk (message says why, one line)."""
+
+
+class ChunkFacts:
+    """What one chunk says. ``answer``/``reasoning``/``tool_call`` are True when the
+    chunk carries that kind of non-empty content; ``usage`` is the parsed usage (see
+    :func:`parse_usage`) or None; ``error`` is an in-band error object's message."""
+
+    __slots__ = (
+        "answer",
+        "error",
+        "error_code",
+        "finish_reason",
+        "reasoning",
+        "response_id",
+        "tool_call",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.answer = False
+        self.reasoning = False
+        self.tool_call = False
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.error: str | None = None
+        self.error_code: int | None = None
+        self.response_id: str | None = None
+
+    @property
+    def content_bearing(self) -> bool:
+        """True when this chunk counts as a token arrival (TTFT/ITL)."""
+        return self.answer or self.reasoning or self.tool_call
+
+    @property
+    def kind(self) -> str:
+        """One word for tests and debug output: error, tool_call, content, reasoning,
+        usage, finish or empty (role-only and empty deltas)."""
+        if self.error is not None:
+            return "error"
+        if self.tool_call:
+            return "tool_call"
+        if self.answer:
+            return "content"
+        if self.reasoning:
+            return "reasoning"
+        if self.usage is not None:
+            return "usage"
+        if self.finish_reason is not None:
+            return "finish"
+        return "empty"
+
+
+def _count(value: Any, field: str) -> int:
+    # bool is an int subclass; true/false are never token counts.
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ChunkError(f"usage.{field} is not an integer: {value!r:.40}")
+    if value < 0 or value > MAX_SANE_TOKENS:
+        raise ChunkError(f"usage.{field}={value} is not a plausible token count")
+    return value
+
+
+def parse_usage(usage: Any) -> dict[str, int]:
+    """Validate a ``usage`` object into ``{"completion_tokens"}`` plus
+    ``"prompt_tokens"`` and ``"reasoning_tokens"`` when the server reports them.
+
+    Raises:
+        ChunkError: not an object, a count that is not an int, negative or absurd.
+    """
+    if not isinstance(usage, dict):
+        raise ChunkError(f"usage is not an object: {usage!r:.40}")
+    if usage.get("completion_tokens") is None:
+        raise ChunkError("usage has no completion_tokens")
+    out = {"completion_tokens": _count(usage["completion_tokens"], "completion_tokens")}
+    if usage.get("prompt_tokens") is not None:
+        out["prompt_tokens"] = _count(usage["prompt_tokens"], "prompt_tokens")
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
+        out["reasoning_tokens"] = _count(
+            details["reasoning_tokens"], "completion_tokens_details.reasoning_tokens"
+        )
+    return out
+
+
+def _error_facts(facts: ChunkFacts, err: Any) -> ChunkFacts:
+    if isinstance(err, dict):
+        message = err.get("message") or err.get("type") or "error"
+        code = err.get("code")
+        if isinstance(code, str) and code.isdigit():
+            code = int(code)
+        if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+            facts.error_code = code
+    else:
+        message = err
+    facts.error = " ".join(str(message).split())[:200] or "error"
+    return facts
+
+
+def classify_chunk(obj: Any) -> ChunkFacts:
+    """Classify one parsed ``data:`` payload.
+
+    Accepts chat chunks (``choices[].delta`` with ``content``, ``reasoning_content``,
+    ``reasoning``, ``tool_calls``, legacy ``function_call``) and legacy completions
+    chunks (``choices[].text``). Several choices are merged (any content counts).
+
+    Raises:
+        ChunkError: not an object, ``choices`` missing (and no usage/error) or not a
+            list, or a malformed usage object.
+    """
+    facts = ChunkFacts()
+    if not isinstance(obj, dict):
+        raise ChunkError(f"chunk is not a JSON object: {obj!r:.60}")
+    err = obj.get("error")
+    if err is not None:
+        return _error_facts(facts, err)
+    rid = obj.get("id")
+    if isinstance(rid, str):
+        facts.response_id = rid
+    usage = obj.get("usage")
+    if usage is not None:
+        facts.usage = parse_usage(usage)
+    choices = obj.get("choices")
+    if choices is None:
+        if facts.usage is None:
+            raise ChunkError("chunk has no choices")
+        return facts
+    if not isinstance(choices, list):
+        raise ChunkError("chunk choices is not a list")
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise ChunkError("chunk choice is not an object")
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if delta.get("content"):
+                facts.answer = True
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                facts.reasoning = True
+            if delta.get("tool_calls") or delta.get("function_call"):
+                facts.tool_call = True
+        elif choice.get("text"):
+            facts.answer = True
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            facts.finish_reason = str(reason)
+    return facts

@@ -1,0 +1,165 @@
+"""Map every way a request can fail to one record error class and a short message.
+
+Error classes are those of :data:`tokrate.records.ERROR_CLASSES`. Messages are one
+line, at most a few hundred characters, and pass through :func:`redact` so that a
+server echoing a bearer token cannot leak it into records.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+from typing import Any, Final
+
+import orjson
+
+__all__ = [
+    "SNIPPET_CHARS",
+    "classify_exception",
+    "classify_httpx_exception",
+    "http_error_message",
+    "is_usage_rejection",
+    "redact",
+    "snippet",
+    "status_class",
+]
+
+#: Characters of a response body kept in an error message.
+SNIPPET_CHARS: Final = 200
+
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]+")
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with bearer tokens, ``sk-...`` keys and each of ``secrets`` removed."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "<redacted>")
+    text = _BEARER.sub(r"\1<redacted>", text)
+    return _KEYLIKE.sub(r"\1<redacted>", text)
+
+
+def snippet(body: bytes | str, limit: int = SNIPPET_CHARS) -> str:
+    """First ``limit`` characters of a body, whitespace collapsed, invalid UTF-8 replaced,
+    redacted; ``"<empty body>"`` for an empty one."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes | bytearray) else body
+    text = " ".join(text[: limit * 4].split())
+    if not text:
+        return "<empty body>"
+    return redact(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def status_class(status: int) -> str:
+    """Error class of a non-2xx HTTP status (1xx/3xx are ``protocol``: tokrate follows
+    no redirects, so a redirect means a wrong base_url)."""
+    if status == 429:
+        return "http_429"
+    if 400 <= status < 500:
+        return "http_4xx"
+    if 500 <= status < 600:
+        return "http_5xx"
+    return "protocol"
+
+
+def _error_text(body: bytes) -> str:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return snippet(body)
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err
+            return snippet(msg if isinstance(msg, str) else orjson.dumps(msg))
+        if isinstance(err, str):
+            return snippet(err)
+        detail = obj.get("detail")
+        if isinstance(detail, str):
+            return snippet(detail)
+    return snippet(body)
+
+
+def http_error_message(status: int, reason: str, body: bytes) -> str:
+    """``"HTTP 503 Service Unavailable: <message or body snippet>"``."""
+    head = f"HTTP {status} {reason}".rstrip()
+    return f"{head}: {_error_text(body)}"
+
+
+def is_usage_rejection(status: int, body: bytes) -> bool:
+    """True for a 400/422 whose body names ``stream_options`` (or ``include_usage``):
+    the server rejects the usage request, not the prompt."""
+    if status not in (400, 422):
+        return False
+    low = body[:8192].lower()
+    return b"stream_options" in low or b"include_usage" in low
+
+
+def classify_exception(exc: BaseException, *, connected: bool) -> tuple[str, str]:
+    """(error_class, one-line message) for a transport-level exception.
+
+    ``connected`` says whether the connection had been established; before that, any
+    OSError is ``connect``, after it a reset or EOF is ``truncated``.
+    """
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())[:SNIPPET_CHARS]
+    message = redact(f"{name}: {text}" if text else name)
+    if isinstance(exc, TimeoutError):
+        return ("connect" if not connected else "timeout"), message
+    if isinstance(exc, socket.gaierror):
+        return "connect", message
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return ("connect" if not connected else "protocol"), message
+    if isinstance(exc, OSError):
+        return ("connect" if not connected else "truncated"), message
+    return "protocol", message
+
+
+def _httpx_modules() -> tuple[Any, ...]:
+    """httpx, plus httpx2 (the fork newer openai SDKs are built on) when installed."""
+    import httpx
+
+    mods: list[Any] = [httpx]
+    try:
+        import httpx2
+
+        mods.append(httpx2)
+    except ImportError:  # pragma: no cover - depends on the openai version installed
+        pass
+    return tuple(mods)
+
+
+def _classes(mods: tuple[Any, ...], *names: str) -> tuple[type[BaseException], ...]:
+    return tuple(getattr(m, n) for m in mods for n in names if hasattr(m, n))
+
+
+def classify_httpx_exception(exc: BaseException, *, got_headers: bool) -> tuple[str, str]:
+    """(error_class, message) for an httpx/httpx2 (or openai-wrapped) exception.
+
+    ``got_headers``: the response head had arrived. A disconnect before it is
+    ``protocol`` ("closed before response headers", as in the fast client); after it the
+    caller decides between ok and ``truncated`` from what the stream carried.
+    """
+    mods = _httpx_modules()
+    http_error = _classes(mods, "HTTPError")
+    cause = exc
+    # openai.APIConnectionError / APITimeoutError wrap the httpx exception.
+    while not isinstance(cause, http_error) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    name = type(cause).__name__
+    text = " ".join(str(cause).split())[:SNIPPET_CHARS]
+    message = redact(f"{name}: {text}" if text else name)
+    if isinstance(
+        cause, _classes(mods, "ConnectTimeout", "ConnectError", "UnsupportedProtocol", "ProxyError")
+    ):
+        return "connect", message
+    if isinstance(cause, _classes(mods, "TimeoutException")):
+        return "timeout", message
+    if isinstance(cause, _classes(mods, "RemoteProtocolError", "ReadError", "WriteError")):
+        if not got_headers:
+            return "protocol", f"connection closed before response headers ({message})"
+        return "truncated", message
+    if isinstance(cause, http_error):
+        return "protocol", message
+    return classify_exception(cause, connected=got_headers)

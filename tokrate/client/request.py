@@ -1,0 +1,212 @@
+"""Build the exact bytes of one streaming request, before the clock starts.
+
+:func:`build_request` turns (endpoint, model, prompt, client settings) into a
+:class:`PreparedRequest`: URL, JSON body bytes (orjson) and headers. All the work of
+serialising happens here, so nothing but the write remains between t0 and the wire.
+
+The API key is passed in (read from the endpoint's env var by the caller) and lives
+only in the Authorization header; ``repr()`` of a PreparedRequest redacts it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from tokrate.errors import ConfigError, PromptError
+from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec
+
+__all__ = [
+    "PreparedRequest",
+    "PromptLike",
+    "build_request",
+    "new_unique_prefix",
+    "redact_headers",
+    "without_stream_options",
+]
+
+#: Header names whose values never appear in any output.
+_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
+
+#: Body keys tokrate owns; a model's extra_body may not override them silently.
+_RESERVED_BODY_KEYS = frozenset({"model", "messages", "prompt", "stream"})
+
+
+class PromptLike(Protocol):
+    """What build_request reads from a prompt (``tokrate.prompts.Prompt`` fits)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def messages(self) -> Sequence[Any] | None: ...
+
+    @property
+    def prompt(self) -> str | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+
+def redact_headers(headers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Headers with every secret value replaced by ``"<redacted>"``."""
+    return tuple((k, "<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in headers)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """One request, ready to send. ``body`` is the final JSON bytes; ``headers`` include
+    Content-Type, Accept and (when a key was given) Authorization. ``api`` is "chat" or
+    "completions"; ``endpoint``/``model`` are names for records. ``include_usage`` says
+    whether the body asks for ``stream_options.include_usage``."""
+
+    url: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    api: str
+    endpoint: str
+    model: str
+    include_usage: bool = False
+    prompt_id: str = ""
+
+    def __repr__(self) -> str:
+        return (
+            f"PreparedRequest(url={self.url!r}, body=<{len(self.body)} bytes>, "
+            f"headers={redact_headers(self.headers)!r}, api={self.api!r}, "
+            f"endpoint={self.endpoint!r}, model={self.model!r}, "
+            f"include_usage={self.include_usage!r}, prompt_id={self.prompt_id!r})"
+        )
+
+    __str__ = __repr__
+
+
+def new_unique_prefix() -> str:
+    """A short random tag (``[ref:1a2b3c4d5e6f]``) that defeats provider prompt caching
+    (caches match on the prompt's prefix) at a cost of ~8 input tokens."""
+    return f"[ref:{secrets.token_hex(6)}]"
+
+
+def _prefixed_messages(messages: Sequence[Any], prefix: str | None) -> list[Any]:
+    out = [dict(m) if isinstance(m, dict) else m for m in messages]
+    if prefix is None or not out:
+        return out
+    first = out[0]
+    if not isinstance(first, dict):
+        return out
+    content = first.get("content")
+    if isinstance(content, str):
+        first["content"] = f"{prefix} {content}"
+    elif isinstance(content, list):
+        first["content"] = [{"type": "text", "text": prefix}, *content]
+    return out
+
+
+def _flatten(messages: Sequence[Any]) -> str:
+    parts = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else m
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("text")
+            )
+        parts.append(str(content or ""))
+    return "\n\n".join(parts)
+
+
+def build_request(
+    endpoint: EndpointSpec,
+    model: ModelSpec,
+    prompt: PromptLike,
+    client: ClientSpec,
+    *,
+    include_usage: bool,
+    max_tokens: int | None,
+    ignore_eos: bool,
+    unique_prefix: str | None,
+    api_key: str | None,
+) -> PreparedRequest:
+    """Build the request for one prompt against one target.
+
+    ``max_tokens`` (when not None) wins over the prompt's own; ``ignore_eos`` adds
+    ``ignore_eos: true`` and ``min_tokens = max_tokens`` (vLLM/SGLang extensions) so the
+    server generates exactly max_tokens; ``unique_prefix`` is prepended to the first
+    message (or the prompt text). The model's ``extra_body`` is merged last but may not
+    replace model/messages/prompt/stream.
+
+    Raises:
+        ConfigError: extra_body tries to override a reserved key.
+        PromptError: the prompt has neither messages nor prompt text.
+    """
+    api = client.api
+    messages = getattr(prompt, "messages", None)
+    text = getattr(prompt, "prompt", None)
+    body: dict[str, Any] = {"model": model.name}
+    if api == "chat":
+        if messages:
+            body["messages"] = _prefixed_messages(messages, unique_prefix)
+        elif text is not None:
+            content = f"{unique_prefix} {text}" if unique_prefix else text
+            body["messages"] = [{"role": "user", "content": content}]
+        else:
+            raise PromptError(f"prompt {getattr(prompt, 'id', '?')!r}: no messages or prompt")
+        path = "/chat/completions"
+    else:
+        if text is None and messages:
+            text = _flatten(messages)
+        if text is None:
+            raise PromptError(f"prompt {getattr(prompt, 'id', '?')!r}: no messages or prompt")
+        body["prompt"] = f"{unique_prefix} {text}" if unique_prefix else text
+        path = "/completions"
+    body["stream"] = True
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    limit = max_tokens if max_tokens is not None else getattr(prompt, "max_tokens", None)
+    if limit is not None:
+        body["max_tokens"] = int(limit)
+        if ignore_eos:
+            body["ignore_eos"] = True
+            body["min_tokens"] = int(limit)
+    elif ignore_eos:
+        body["ignore_eos"] = True
+    for key, value in model.extra_body:
+        if key in _RESERVED_BODY_KEYS:
+            raise ConfigError(f"model {model.name!r}: extra_body may not set {key!r}")
+        body[key] = value
+
+    headers: list[tuple[str, str]] = [
+        ("Content-Type", "application/json"),
+        ("Accept", "text/event-stream"),
+    ]
+    if api_key:
+        headers.append(("Authorization", f"Bearer {api_key}"))
+    headers.extend(endpoint.headers)
+    return PreparedRequest(
+        url=endpoint.base_url.rstrip("/") + path,
+        body=orjson.dumps(body),
+        headers=tuple(headers),
+        api=api,
+        endpoint=endpoint.name,
+        model=model.name,
+        include_usage="stream_options" in body,
+        prompt_id=str(getattr(prompt, "id", "")),
+    )
+
+
+def without_stream_options(req: PreparedRequest) -> PreparedRequest:
+    """The same request without ``stream_options`` (for servers that reject it)."""
+    body = orjson.loads(req.body)
+    body.pop("stream_options", None)
+    return PreparedRequest(
+        url=req.url,
+        body=orjson.dumps(body),
+        headers=req.headers,
+        api=req.api,
+        endpoint=req.endpoint,
+        model=req.model,
+        include_usage=False,
+        prompt_id=req.prompt_id,
+    )

@@ -1,0 +1,191 @@
+"""Raw facts of one streamed request, and the one place records are derived from them.
+
+:class:`StreamResult` holds only what was observed (``perf_counter_ns`` stamps, counts,
+the server's usage, the failure if any). :func:`build_record` turns it into a
+:class:`~tokrate.records.RequestRecord`, computing every derived field exactly as
+docs/architecture.md and DESIGN.md define it:
+
+- ``ttft_s`` = first content-bearing chunk arrival - t0
+- ``first_answer_s`` = first answer (non-reasoning) chunk arrival - t0
+- ``first_byte_s`` = first response body byte - t0
+- ``e2e_s`` = [DONE] (or connection end, or the moment of failure) - t0
+- ``output_tokens`` = usage.completion_tokens when sent (``tokens_source="usage"``),
+  else the number of content-bearing chunks (``"chunks"``)
+- ``tpot_s`` = (e2e - ttft) / (output_tokens - 1) for ok records with >= 2 tokens
+- ``chunk_offsets_s`` = every content-bearing chunk arrival - t0 (ITL = diffs)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tokrate.records import RequestRecord
+
+__all__ = ["NS_PER_S", "StreamResult", "build_record"]
+
+NS_PER_S: Final = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """What one request did, as raw facts. Stamps are ``time.perf_counter_ns()``
+    readings (None when the moment never came); ``started_at`` is Unix seconds at t0.
+
+    ``error_class`` is None for a stream that ended with [DONE] or a finish_reason;
+    otherwise one of :data:`tokrate.records.ERROR_CLASSES` with a one-line
+    ``error_message`` (never containing the API key). ``usage_rejected`` is True when a
+    400 naming stream_options made the client retry once without it (``attempt`` 2).
+    ``chunk_ns`` has one stamp per content-bearing chunk, non-decreasing.
+    """
+
+    client: str
+    api: str
+    endpoint: str
+    model: str
+    t0_ns: int
+    started_at: float
+    first_byte_ns: int | None = None
+    chunk_ns: tuple[int, ...] = ()
+    first_answer_ns: int | None = None
+    end_ns: int | None = None
+    answer_chunks: int = 0
+    reasoning_chunks: int = 0
+    tool_chunks: int = 0
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    done: bool = False
+    http_status: int | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    bytes_received: int = 0
+    usage_rejected: bool = False
+    attempt: int = 1
+    notes: tuple[str, ...] = ()
+
+    @property
+    def content_chunks(self) -> int:
+        """Content-bearing chunks (answer, reasoning or tool-call delta)."""
+        return len(self.chunk_ns)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+def _offset(ns: int | None, t0: int) -> float | None:
+    return None if ns is None else (ns - t0) / NS_PER_S
+
+
+def build_record(
+    result: StreamResult,
+    *,
+    run_id: str,
+    scenario: str,
+    prompt_id: str,
+    task: str,
+    request_index: int,
+    scheduled_s: float | None = None,
+    send_delay_s: float | None = None,
+    warmup: bool = False,
+    worker: str = "local",
+    node_id: str = "",
+    concurrency: int | None = None,
+    rate_rps: float | None = None,
+    attempt: int | None = None,
+    input_tokens: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> RequestRecord:
+    """The record of one request (see the module docstring for every formula).
+
+    ``input_tokens`` is used only when the server sent no usage (e.g. a prompt-length
+    estimate the caller trusts); ``attempt`` overrides the result's own attempt number
+    (the engine's retry policy counts attempts). ``extra`` is merged into the record's
+    ``extra`` next to the client's own notes (``usage_rejected``, ``reasoning_chunks``,
+    ``notes``).
+
+    Raises:
+        ValueError: from RequestRecord's invariants (a bug, never bad input).
+    """
+    t0 = result.t0_ns
+    if result.error_class is None:
+        status = "ok"
+    elif result.error_class == "cancelled":
+        status = "cancelled"
+    else:
+        status = "error"
+    offsets = tuple((ns - t0) / NS_PER_S for ns in result.chunk_ns)
+    ttft = offsets[0] if offsets else None
+    e2e = _offset(result.end_ns, t0)
+    usage = result.usage
+    if usage is not None:
+        output_tokens: int | None = usage["completion_tokens"]
+        source: str | None = "usage"
+        reasoning = usage.get("reasoning_tokens")
+        in_tokens = usage.get("prompt_tokens", input_tokens)
+    else:
+        output_tokens = len(offsets)
+        source = "chunks"
+        reasoning = result.reasoning_chunks if result.reasoning_chunks else None
+        in_tokens = input_tokens
+    tpot = None
+    if (
+        status == "ok"
+        and ttft is not None
+        and e2e is not None
+        and output_tokens is not None
+        and output_tokens >= 2
+    ):
+        tpot = (e2e - ttft) / (output_tokens - 1)
+    notes: dict[str, Any] = {}
+    if result.usage_rejected:
+        notes["usage_rejected"] = True
+    if result.reasoning_chunks:
+        notes["reasoning_chunks"] = result.reasoning_chunks
+    if result.tool_chunks:
+        notes["tool_chunks"] = result.tool_chunks
+    if result.notes:
+        notes["notes"] = list(result.notes)
+    if extra:
+        notes.update(extra)
+    return RequestRecord(
+        run_id=run_id,
+        endpoint=result.endpoint,
+        model=result.model,
+        scenario=scenario,
+        prompt_id=prompt_id,
+        task=task,
+        request_index=request_index,
+        started_at=result.started_at,
+        t0_ns=t0,
+        status=status,  # type: ignore[arg-type]
+        scheduled_s=scheduled_s,
+        send_delay_s=send_delay_s,
+        first_byte_s=_offset(result.first_byte_ns, t0),
+        ttft_s=ttft,
+        first_answer_s=_offset(result.first_answer_ns, t0),
+        e2e_s=e2e,
+        tpot_s=tpot,
+        chunk_offsets_s=offsets,
+        input_tokens=in_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=reasoning,
+        tokens_source=source,
+        finish_reason=result.finish_reason,
+        error_class=result.error_class,
+        error_message=result.error_message,
+        http_status=result.http_status,
+        bytes_received=result.bytes_received,
+        warmup=warmup,
+        worker=worker,
+        node_id=node_id,
+        response_id=result.response_id,
+        api=result.api,
+        client=result.client,
+        concurrency=concurrency,
+        rate_rps=rate_rps,
+        attempt=result.attempt if attempt is None else attempt,
+        content_chunks=len(offsets),
+        extra=notes,
+    )

@@ -1,0 +1,279 @@
+"""``--client openai``: the official SDK's streaming, to measure what an application
+using it sees.
+
+Chunks are stamped when the SDK yields them (after its SSE decoding and pydantic
+parsing: that is the point of this mode), then classified by the same code as the other
+clients via ``chunk.to_dict()``. A thin httpx transport wrapper stamps the first raw body
+byte and watches the raw bytes for ``[DONE]`` (the SDK hides it), so ``first_byte_s``
+and truncation mean the same as elsewhere. ``max_retries=0``: no hidden retries.
+One ``AsyncOpenAI`` per (base URL, key) over one pooled ``httpx.AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from time import perf_counter_ns
+from typing import Any, Final
+
+import openai
+import orjson
+
+from tokrate.client.accumulate import REJECTED_NOTE, StreamState
+from tokrate.client.failures import classify_httpx_exception
+from tokrate.client.httpx_client import HTTP2_AVAILABLE, timeout_message
+from tokrate.client.request import PreparedRequest, without_stream_options
+from tokrate.client.result import StreamResult
+from tokrate.client.sse import DEFAULT_MAX_LINE_BYTES, SSEProtocolError
+from tokrate.spec import TimeoutsSpec
+
+try:  # openai >= 3 is built on the httpx2 fork; older releases on httpx itself
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the installed openai
+    import httpx  # type: ignore[no-redef]
+
+__all__ = ["SdkClient"]
+
+_CURRENT: ContextVar[StreamState | None] = ContextVar("tokrate_sdk_state", default=None)
+_DONE: Final = b"data: [DONE]"
+
+
+class _StampingStream(httpx.AsyncByteStream):
+    """Passes raw body bytes through, noting the first byte's arrival and [DONE]."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, state: StreamState) -> None:
+        self._inner = inner
+        self._state = state
+        self._tail = b""
+        self._line = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        state = self._state
+        async for chunk in self._inner:
+            if state.first_byte_ns is None:
+                state.first_byte_ns = perf_counter_ns()
+            state.bytes_received += len(chunk)
+            # Keep a short tail so a [DONE] split across reads is still seen.
+            window = self._tail + chunk
+            if _DONE in window:
+                state.done = True
+            self._tail = window[-len(_DONE) :]
+            # The SDK's own SSE decoder buffers lines without limit: bound it here.
+            newline = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            self._line = len(chunk) - newline - 1 if newline >= 0 else self._line + len(chunk)
+            if self._line > DEFAULT_MAX_LINE_BYTES:
+                raise SSEProtocolError(f"SSE line longer than {DEFAULT_MAX_LINE_BYTES} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _StampingTransport(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        state = _CURRENT.get()
+        if state is not None and isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _StampingStream(response.stream, state)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _split_url(url: str, api: str) -> str:
+    suffix = "/chat/completions" if api == "chat" else "/completions"
+    return url[: -len(suffix)] if url.endswith(suffix) else url
+
+
+class SdkClient:
+    """Streaming through ``openai.AsyncOpenAI`` (``kind = "openai"``)."""
+
+    kind: Final = "openai"
+
+    def __init__(
+        self,
+        *,
+        pool_size: int,
+        timeouts: TimeoutsSpec,
+        ssl_context: Any = None,
+    ) -> None:
+        self.pool_size = pool_size
+        self.timeouts = timeouts
+        self.notices: list[str] = []
+        self._timeout = httpx.Timeout(
+            connect=timeouts.connect_s, read=None, write=timeouts.idle_s, pool=None
+        )
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=pool_size)
+        inner = httpx.AsyncHTTPTransport(
+            verify=ssl_context if ssl_context is not None else True,
+            http2=HTTP2_AVAILABLE,
+            limits=limits,
+        )
+        self._http = httpx.AsyncClient(
+            transport=_StampingTransport(inner), timeout=self._timeout, limits=limits
+        )
+        self._sdks: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
+
+    async def __aenter__(self) -> SdkClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for sdk in self._sdks.values():
+            await sdk.close()
+        self._sdks.clear()
+        await self._http.aclose()
+
+    def _sdk(self, base_url: str, api_key: str | None) -> openai.AsyncOpenAI:
+        key = (base_url, api_key)
+        sdk = self._sdks.get(key)
+        if sdk is None:
+            sdk = self._sdks[key] = openai.AsyncOpenAI(
+                base_url=base_url,
+                # The SDK insists on a key; without one the header is removed per call.
+                api_key=api_key or "unused",
+                max_retries=0,
+                timeout=self._timeout,
+                http_client=self._http,
+            )
+        return sdk
+
+    async def stream(
+        self,
+        req: PreparedRequest,
+        *,
+        on_partial: Callable[[StreamResult], None] | None = None,
+    ) -> StreamResult:
+        """Like :meth:`tokrate.client.stream.FastClient.stream`."""
+        result = await self._attempt(req, on_partial, attempt=1, usage_rejected=False)
+        if REJECTED_NOTE in result.notes and req.include_usage:
+            retry = without_stream_options(req)
+            result = await self._attempt(retry, on_partial, attempt=2, usage_rejected=True)
+        return result
+
+    async def _attempt(
+        self,
+        req: PreparedRequest,
+        on_partial: Callable[[StreamResult], None] | None,
+        *,
+        attempt: int,
+        usage_rejected: bool,
+    ) -> StreamResult:
+        t = self.timeouts
+        body = orjson.loads(req.body)
+        api_key: str | None = None
+        headers: dict[str, Any] = {}
+        for name, value in req.headers:
+            low = name.lower()
+            if low == "authorization":
+                api_key = value.split(" ", 1)[1] if " " in value else value
+            elif low != "content-type":
+                headers[name] = value
+        if api_key is None:
+            headers["Authorization"] = openai.Omit()
+        sdk = self._sdk(_split_url(req.url, req.api), api_key)
+        model = body.pop("model")
+        body.pop("stream", None)
+        state = StreamState()
+        loop = asyncio.get_running_loop()
+        got_headers = False
+        token = _CURRENT.set(state)
+        started_at = time.time()
+        t0 = perf_counter_ns()
+        total_deadline = loop.time() + t.total_s
+
+        def freeze() -> StreamResult:
+            return state.result(
+                client=self.kind,
+                api=req.api,
+                endpoint=req.endpoint,
+                model=req.model,
+                t0_ns=t0,
+                started_at=started_at,
+                usage_rejected=usage_rejected,
+                attempt=attempt,
+            )
+
+        try:
+            async with asyncio.timeout(min(total_deadline, loop.time() + t.first_byte_s)) as cm:
+                stream: Any
+                if req.api == "chat":
+                    stream = await sdk.chat.completions.create(
+                        model=model,
+                        messages=body.pop("messages"),
+                        stream=True,
+                        extra_body=body,
+                        extra_headers=headers,
+                    )
+                else:
+                    stream = await sdk.completions.create(
+                        model=model,
+                        prompt=body.pop("prompt"),
+                        stream=True,
+                        extra_body=body,
+                        extra_headers=headers,
+                    )
+                got_headers = True
+                state.http_status = stream.response.status_code
+                idle = t.idle_s
+                try:
+                    async for chunk in stream:
+                        now = perf_counter_ns()
+                        if state.feed_chunk(chunk.to_dict(), now):
+                            break
+                        cm.reschedule(min(total_deadline, loop.time() + idle))
+                    state.finish(perf_counter_ns())
+                finally:
+                    await stream.response.aclose()
+        except TimeoutError:
+            total_hit = loop.time() >= total_deadline - 0.001
+            state.fail("timeout", timeout_message(t, state, total_hit=total_hit), perf_counter_ns())
+        except asyncio.CancelledError:
+            state.fail("cancelled", "cancelled", perf_counter_ns())
+            if on_partial is not None:
+                on_partial(freeze())
+            raise
+        except openai.APIStatusError as exc:
+            response = exc.response
+            try:
+                raw = response.content
+            except httpx.ResponseNotRead:
+                raw = orjson.dumps(exc.body) if exc.body is not None else b""
+            state.fail_http(
+                response.status_code,
+                response.reason_phrase,
+                response.headers.get("content-type", ""),
+                raw,
+                perf_counter_ns(),
+            )
+        except openai.APIError as exc:
+            if isinstance(exc, openai.APIConnectionError):
+                cls, message = classify_httpx_exception(exc, got_headers=got_headers)
+                state.fail(cls, message, perf_counter_ns())
+            else:
+                # An error object inside the stream: classify it like the other clients.
+                state.feed_chunk({"error": exc.body or {"message": exc.message}}, perf_counter_ns())
+        except SSEProtocolError as exc:
+            state.fail("protocol", str(exc), perf_counter_ns())
+        except ValueError as exc:  # json.JSONDecodeError from the SDK's SSE decoding
+            state.fail("protocol", f"data is not JSON: {exc}", perf_counter_ns())
+        except Exception as exc:  # every transport failure becomes data, none escapes
+            cls, message = classify_httpx_exception(exc, got_headers=got_headers)
+            now = perf_counter_ns()
+            if cls == "truncated":
+                state.finish(now)
+                if state.error_class == "truncated":
+                    state.error_message = f"{state.error_message} ({message})"
+            else:
+                state.fail(cls, message, now)
+        finally:
+            _CURRENT.reset(token)
+        return freeze()

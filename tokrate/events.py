@@ -1,0 +1,76 @@
+"""Events a worker emits while it measures (engine -> backend -> driver).
+
+Every event is a small frozen, picklable dataclass: the process and Ray backends send
+them over pipes. Consumers (the store, progress) receive them in the driver thread in
+the order each worker emitted them. Times: ``started_at`` is wall-clock Unix seconds;
+``t0_ns`` is the worker's ``time.perf_counter_ns`` reading (only comparable with
+other readings of the same worker).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokrate.records import RequestRecord
+
+__all__ = [
+    "Event",
+    "LoopLag",
+    "RequestFinished",
+    "RequestStarted",
+    "WorkerDone",
+    "WorkerWarning",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStarted:
+    """A request is about to be sent (emitted just before t0). ``request_index`` is the
+    planned request's index within its scenario; ``target_index`` indexes the task's
+    targets. ``t0_ns`` is the worker's monotonic reading at send (None if unknown)."""
+
+    worker_id: str
+    scenario: str
+    request_index: int
+    target_index: int
+    started_at: float
+    t0_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFinished:
+    """One request ended (ok, error or cancelled); ``record`` is its final record."""
+
+    record: RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerWarning:
+    """Something a user must know about the measurement (one line, ends with what to do)."""
+
+    worker_id: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLag:
+    """Event-loop lag of one worker over a scenario: overshoot of a periodic sleep, in
+    milliseconds, over ``samples`` samples. ``exceeded`` is True when the documented
+    threshold (tokrate.looplag) was crossed."""
+
+    worker_id: str
+    max_ms: float
+    p99_ms: float
+    samples: int
+    exceeded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDone:
+    """The worker finished its shard of ``scenario`` (emitted last, exactly once)."""
+
+    worker_id: str
+    scenario: str
+
+
+Event = RequestStarted | RequestFinished | WorkerWarning | LoopLag | WorkerDone

@@ -1,0 +1,161 @@
+"""``tokrate init``: write a commented example bench.toml.
+
+:func:`example_config` renders the text (a test loads it with ``load_spec``, both as
+written and with the example endpoint uncommented); :func:`write_example` writes it and
+refuses to overwrite an existing file unless ``force``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokrate.errors import OutputError
+
+__all__ = ["DEFAULT_PATH", "example_config", "write_example"]
+
+DEFAULT_PATH = "bench.toml"
+
+_ENDPOINT_BLOCK = """\
+[[endpoint]]
+name = "local-vllm"                      # label in records and reports (unique)
+base_url = "http://127.0.0.1:8000/v1"    # where /chat/completions hangs
+api_key_env = "VLLM_API_KEY"             # NAME of the env var with the key, never the key
+headers = { "X-Team" = "perf" }          # extra headers; auth/key/token values are redacted
+
+[[model]]
+endpoint = "local-vllm"                  # must name an [[endpoint]]
+name = "meta-llama/Llama-3.1-8B-Instruct"  # size inferred from the name (8B) unless given
+# params_b = 8.0                         # total parameters, billions (wins over the name)
+# active_params_b = 8.0                  # parameters read per token (MoE: fewer than total)
+# bytes_per_param = 2.0                  # 2 = fp16/bf16, 1 = fp8/int8, 0.5 = int4
+# price_in_per_m = 0.10                  # USD per million input tokens (hosted APIs)
+# price_out_per_m = 0.20                 # USD per million output tokens
+gpu_hourly_usd = 2.50                    # self-hosted: USD per GPU-hour ...
+gpus = 1                                 # ... times GPUs; cost/M tokens follows from throughput
+extra_body = { temperature = 0.0, seed = 7 }  # merged into every request body
+
+[[model]]
+endpoint = "local-vllm"
+name = "mixtral-8x7b-instruct"           # MoE: inferred 46.7B total, 12.9B active
+"""
+
+_TEMPLATE = """\
+# tokrate benchmark config. Run it with:   tokrate run -c {name}
+#
+# Every key is optional; the values below are the defaults unless marked "example".
+# Any command-line flag overrides the file (e.g. --concurrency 1,4,16 --requests 100).
+# Reference of every key: docs/config.md.
+
+# --- targets ---------------------------------------------------------------------
+# With no [[endpoint]], tokrate starts its built-in simulator on 127.0.0.1 and
+# benchmarks its model tiers. To measure a real OpenAI-compatible server, uncomment
+# and edit this example:
+#
+{endpoint}
+# baseline = "latest-good"               # compare against this run after the run; exit 1 on regression
+
+[load]
+mode = "closed"             # "closed": N streams in flight; "open": arrivals at a rate (default
+                            # is "open" when rates is set)
+concurrency = [1, 4, 16]    # closed-loop sweep: one scenario per level, per target (example)
+# rates = [1.0, 2.0, 4.0]   # open-loop sweep, requests/s per target
+arrival = "poisson"         # open loop: "constant", "poisson" or "gamma"
+burstiness = 1.0            # gamma only: 1/shape (1 = Poisson, >1 burstier, <1 more regular)
+requests = 32               # measured requests per target and level
+# duration_s = 60.0         # or/also bound each level by time (requests then defaults to unbounded)
+warmup_requests = 0         # per target, sent first, recorded but excluded from metrics
+warmup_s = 0.0              # requests sent in the first warmup_s seconds are warm-up too
+targets = "interleaved"     # "interleaved" (mixed in one window), "sequential", "parallel"
+seed = 0                    # same seed: same prompt order and arrival times
+ignore_eos = false          # ask the server to generate exactly max_tokens (vLLM/SGLang)
+workers = 1                 # local worker processes (each its own event loop)
+
+[prompts]
+sets = ["chat", "classification"]  # bundled sets (example); empty with no paths = all of them
+paths = []                  # JSONL/.txt files or folders, relative to this file (example)
+# max_tokens = 128          # replaces every prompt's own max_tokens
+# limit = 50                # keep only the first N prompts
+text_split = "blocks"       # .txt files: "blocks" (blank-line separated) or "file"
+
+# Synthetic prompts with target lengths (estimated tokens = ceil(UTF-8 bytes / 4)):
+# [prompts.synthetic]
+# count = 32
+# input_tokens = 256
+# input_stddev = 0.0
+# output_tokens = 128       # becomes each prompt's max_tokens
+# output_stddev = 0.0
+# distribution = "normal"   # "normal", "lognormal" or "uniform"
+# task = "synthetic"
+# seed = 0
+
+[slo]                       # per-request objectives in seconds (goodput counts requests meeting all)
+ttft_s = 2.0                # example
+# tpot_s = 0.1
+# e2e_s = 30.0
+# itl_p99_s = 0.25
+
+[output]
+dir = "reports"             # run folders go to reports/<run-id>/
+# run_id = "nightly-001"    # default: a timestamp
+formats = ["png", "svg"]    # chart formats ("png", "svg", "pdf")
+hardware = "a100-80g"       # GPU profile of the bound line (a100-80g, h100-sxm, h200, l4, rtx-4090)
+report = true               # build charts and report.html at the end
+
+[client]
+kind = "fast"               # "fast" (lean raw reader), "httpx", "openai" (the official SDK)
+api = "chat"                # "chat" (/chat/completions) or "completions"
+include_usage = true        # ask for stream_options.include_usage (retried without if rejected)
+unique_prompts = true       # random prefix per request so provider prompt caches cannot help
+
+[client.timeouts]           # seconds
+connect_s = 10.0
+first_byte_s = 60.0
+idle_s = 30.0               # longest allowed gap between reads
+total_s = 600.0
+
+[client.retry]              # off by default: retries distort latency; each attempt is recorded
+max_attempts = 1
+on = ["http_429", "http_5xx", "connect"]
+backoff_s = 1.0
+honour_retry_after = true
+
+[simulator]                 # the embedded simulator (used when no [[endpoint]] is set)
+# tiers_file = "tiers.toml"
+hardware = "a100-80g"
+efficiency = 0.8            # fraction of the hardware bound the simulated engine reaches
+time_scale = 1.0            # < 1 runs faster than real time (tests)
+seed = 0
+
+# [distributed]             # spread the load over a Ray cluster
+# ray = "auto"              # "auto" or "ray://host:10001"
+# workers = 2
+# num_cpus_per_worker = 1.0
+# resources = {{ }}
+"""
+
+
+def example_config(name: str = DEFAULT_PATH, *, with_endpoints: bool = False) -> str:
+    """The example config text. ``with_endpoints`` writes the example [[endpoint]] and
+    [[model]] blocks active instead of commented out."""
+    block = _ENDPOINT_BLOCK.rstrip("\n")
+    if not with_endpoints:
+        block = "\n".join(f"# {line}" if line else "#" for line in block.split("\n"))
+    return _TEMPLATE.format(name=name, endpoint=block)
+
+
+def write_example(path: str | Path = DEFAULT_PATH, *, force: bool = False) -> Path:
+    """Write :func:`example_config` to ``path`` and return it.
+
+    Raises:
+        OutputError: the file exists and ``force`` is False, or it cannot be written.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{target}: is a directory; give a file name such as {DEFAULT_PATH}")
+    if target.exists() and not force:
+        raise OutputError(f"{target}: already exists (use --force to overwrite)")
+    try:
+        target.write_text(example_config(target.name), encoding="utf-8")
+    except OSError as err:
+        raise OutputError(f"{target}: cannot write ({err.strerror})") from None
+    return target

@@ -1,0 +1,313 @@
+"""Metrics: pure polars functions over a records frame, and summary.json.
+
+Input is a frame (DataFrame or LazyFrame) with ``tokrate.records.RECORD_POLARS_SCHEMA``.
+Rules (docs/architecture.md, DESIGN.md):
+
+- Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts
+  include every record (warm-up counted apart).
+- ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
+  ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
+  saturated client cannot hide queueing).
+- The window of a group (endpoint, model, scenario) runs from its first non-warm-up
+  send to its last non-warm-up end (wall clock ``started_at + e2e_s``). Aggregate
+  throughput = output tokens of its ok non-warm-up requests / window; requests/s = ok
+  requests / window; goodput = requests that met every SLO / window.
+- A request meets the SLOs when it is ok and each SLO the user set holds: ``ttft_s``,
+  ``tpot_s``, ``e2e_s`` <= their limits, and the p99 of its own ITL gaps <=
+  ``itl_p99_s``. A limit on a value the request cannot have (TPOT of a one-token
+  answer, ITL of a one-chunk stream) holds vacuously. ``slo_met_fraction`` divides by
+  the ok + error requests (a failed request misses; cancelled ones are left out, the
+  user stopped them). No SLO set: goodput and the fraction are None.
+- Cost per million output tokens: ``price_out_per_m`` when the target has one
+  (source "price"), else ``gpu_hourly_usd`` x ``gpus`` (1 when unset) / measured output
+  tokens per hour x 1e6 (source "gpu_hourly"); None without either.
+
+Every function returns None (not 0) for what cannot be known.
+
+summary.json schema history (bump SUMMARY_SCHEMA_VERSION and add a line per change):
+
+    1: first version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import polars as pl
+
+from tokrate.stats import dist_exprs, row_to_distribution
+
+__all__ = [
+    "DIST_METRICS",
+    "GROUP_KEYS",
+    "SLO_KEYS",
+    "SUMMARY_SCHEMA_HISTORY",
+    "SUMMARY_SCHEMA_VERSION",
+    "derive",
+    "ok_mask",
+    "slo_met_expr",
+    "summarize",
+]
+
+SUMMARY_SCHEMA_VERSION: Final = 1
+SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
+
+GROUP_KEYS: Final = ("endpoint", "model", "scenario")
+SLO_KEYS: Final = ("ttft_s", "tpot_s", "e2e_s", "itl_p99_s")
+
+#: Per-request metrics summarised as distributions, in summary.json order.
+DIST_METRICS: Final = (
+    "ttft_s",
+    "tpot_s",
+    "itl_s",
+    "e2e_s",
+    "decode_tps",
+    "first_answer_s",
+    "ttft_from_scheduled_s",
+    "send_delay_s",
+)
+_TASK_METRICS: Final = ("ttft_s", "tpot_s", "e2e_s", "decode_tps")
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+
+def derive(frame: FrameT) -> FrameT:
+    """Add the per-request derived columns.
+
+    Adds ``decode_tps`` (tokens/s, 1 / tpot_s; None when tpot_s is None or <= 0),
+    ``itl_s`` (list of seconds between successive content chunks), ``itl_p99_req_s``
+    (p99 of the request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed
+    loop), ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when
+    e2e is unknown) and ``is_measured`` (not warm-up).
+    """
+    tpot = pl.col("tpot_s")
+    itl = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
+    return frame.with_columns(
+        pl.when(tpot > 0).then(1.0 / tpot).otherwise(None).alias("decode_tps"),
+        itl.alias("itl_s"),
+        itl.list.eval(pl.element().quantile(0.99, interpolation="linear"))
+        .list.first()
+        .alias("itl_p99_req_s"),
+        (pl.col("send_delay_s") + pl.col("ttft_s")).alias("ttft_from_scheduled_s"),
+        (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),
+        (~pl.col("warmup").fill_null(False)).alias("is_measured"),
+    )
+
+
+def ok_mask() -> pl.Expr:
+    """True for records that enter latency statistics (ok and not warm-up)."""
+    return pl.col("is_measured") & (pl.col("status") == "ok")
+
+
+def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
+    """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set."""
+    columns = {
+        "ttft_s": "ttft_s",
+        "tpot_s": "tpot_s",
+        "e2e_s": "e2e_s",
+        "itl_p99_s": "itl_p99_req_s",
+    }
+    conds: list[pl.Expr] = []
+    for key, column in columns.items():
+        limit = slo.get(key)
+        if limit is None:
+            continue
+        # A value the request cannot have (one-token answer: no TPOT) holds vacuously.
+        conds.append((pl.col(column) <= float(limit)).fill_null(True))
+    if not conds:
+        return None
+    met = pl.col("status") == "ok"
+    for cond in conds:
+        met = met & cond
+    return met
+
+
+def _aggregations(with_itl: bool, slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
+    measured = pl.col("is_measured")
+    ok = ok_mask()
+    status = pl.col("status")
+    aggs: list[pl.Expr] = [
+        measured.sum().alias("n_scheduled"),
+        ok.sum().alias("n_ok"),
+        (measured & (status == "error")).sum().alias("n_error"),
+        (measured & (status == "cancelled")).sum().alias("n_cancelled"),
+        (~measured).sum().alias("n_warmup"),
+        pl.col("started_at").filter(measured).min().alias("window_start"),
+        pl.col("end_at").filter(measured).max().alias("window_end"),
+        pl.col("output_tokens").filter(ok).sum().alias("output_tokens_total"),
+        pl.col("input_tokens").filter(ok).sum().alias("input_tokens_total"),
+        pl.col("concurrency").drop_nulls().first().alias("concurrency"),
+        pl.col("rate_rps").drop_nulls().first().alias("rate_rps"),
+    ]
+    for metric in metrics:
+        if metric == "itl_s":
+            if with_itl:
+                gaps = (
+                    pl.col("itl_s").filter(ok).list.explode(keep_nulls=False, empty_as_null=False)
+                )
+                aggs += dist_exprs(gaps, "itl_s")
+            continue
+        aggs += dist_exprs(pl.col(metric).filter(ok), metric)
+    if slo_set:
+        judged = measured & (status != "cancelled")
+        aggs += [
+            pl.col("slo_met").filter(measured).sum().alias("n_slo_met"),
+            judged.sum().alias("n_judged"),
+        ]
+    return aggs
+
+
+def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> dict[str, Any]:
+    """summary.json (schema version 1, docs/architecture.md) for one run.
+
+    ``records`` has RECORD_POLARS_SCHEMA; ``run`` is the run.json dict (uses
+    ``run_id``, ``slo``, ``targets`` and ``scenarios``; each may be missing). Groups are
+    ordered by endpoint, model, then scenario in run.json order (sweep order).
+    """
+    lf = records.lazy() if isinstance(records, pl.DataFrame) else records
+    slo = {k: (run.get("slo") or {}).get(k) for k in SLO_KEYS}
+    met = slo_met_expr(slo)
+    d = derive(lf)
+    if met is not None:
+        d = d.with_columns(met.alias("slo_met"))
+    keys = list(GROUP_KEYS)
+    groups_q = d.group_by(keys).agg(_aggregations(True, met is not None, DIST_METRICS))
+    tasks_q = d.group_by([*keys, "task"]).agg(_aggregations(False, met is not None, _TASK_METRICS))
+    errors_q = (
+        d.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
+        .group_by([*keys, "error_class"])
+        .agg(pl.len().alias("n"))
+    )
+    groups_df, tasks_df, errors_df = pl.collect_all([groups_q, tasks_q, errors_q])
+
+    errors: dict[tuple[str, str, str], dict[str, int]] = {}
+    for row in errors_df.sort([*keys, "error_class"]).iter_rows(named=True):
+        errors.setdefault(_key(row), {})[row["error_class"]] = int(row["n"])
+    by_task: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in tasks_df.sort([*keys, "task"]).iter_rows(named=True):
+        by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None))
+
+    targets = {(t.get("endpoint"), t.get("model")): t for t in run.get("targets") or []}
+    scenarios = {s.get("name"): s for s in run.get("scenarios") or []}
+    order = {name: i for i, name in enumerate(scenarios)}
+    groups: list[dict[str, Any]] = []
+    for row in groups_df.iter_rows(named=True):
+        key = _key(row)
+        scenario = scenarios.get(row["scenario"], {})
+        group = _group_entry(
+            row,
+            met is not None,
+            scenario,
+            targets.get((row["endpoint"], row["model"]), {}),
+        )
+        group["errors_by_class"] = errors.get(key, {})
+        group["by_task"] = by_task.get(key, [])
+        groups.append(group)
+    groups.sort(
+        key=lambda g: (
+            str(g["endpoint"]),
+            str(g["model"]),
+            order.get(g["scenario"], len(order)),
+            str(g["scenario"]),
+        )
+    )
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "run_id": run.get("run_id"),
+        "groups": groups,
+    }
+
+
+def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (row["endpoint"], row["model"], row["scenario"])
+
+
+def _counts(row: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        "scheduled": int(row["n_scheduled"] or 0),
+        "ok": int(row["n_ok"] or 0),
+        "error": int(row["n_error"] or 0),
+        "cancelled": int(row["n_cancelled"] or 0),
+        "warmup": int(row["n_warmup"] or 0),
+    }
+
+
+def _fraction(row: Mapping[str, Any], slo_set: bool) -> float | None:
+    if not slo_set or not row.get("n_judged"):
+        return None
+    return float(row["n_slo_met"] or 0) / float(row["n_judged"])
+
+
+def _task_entry(row: Mapping[str, Any], slo_set: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"task": row["task"], "counts": _counts(row)}
+    for metric in _TASK_METRICS:
+        entry[metric] = row_to_distribution(row, metric)
+    entry["slo_met_fraction"] = _fraction(row, slo_set)
+    return entry
+
+
+def _per_s(count: float | None, window_s: float | None) -> float | None:
+    if count is None or window_s is None or window_s <= 0:
+        return None
+    return float(count) / window_s
+
+
+def _cost(target: Mapping[str, Any], tokens_per_s: float | None) -> dict[str, Any] | None:
+    price = target.get("price_out_per_m")
+    if price is not None:
+        return {"usd_per_m_output": float(price), "source": "price"}
+    hourly = target.get("gpu_hourly_usd")
+    if hourly is None or not tokens_per_s:
+        return None
+    gpus = target.get("gpus") or 1
+    tokens_per_hour = tokens_per_s * 3600.0
+    return {
+        "usd_per_m_output": float(hourly) * gpus / tokens_per_hour * 1e6,
+        "source": "gpu_hourly",
+    }
+
+
+def _group_entry(
+    row: Mapping[str, Any],
+    slo_set: bool,
+    scenario: Mapping[str, Any],
+    target: Mapping[str, Any],
+) -> dict[str, Any]:
+    start, end = row["window_start"], row["window_end"]
+    window_s = None if start is None or end is None or end <= start else float(end - start)
+    counts = _counts(row)
+    concurrency = row["concurrency"]
+    if concurrency is None:
+        concurrency = scenario.get("concurrency")
+    rate = row["rate_rps"]
+    if rate is None:
+        rate = scenario.get("rate_rps")
+    out_total = int(row["output_tokens_total"] or 0)
+    tps = _per_s(out_total, window_s) if counts["ok"] else None
+    group: dict[str, Any] = {
+        "endpoint": row["endpoint"],
+        "model": row["model"],
+        "scenario": row["scenario"],
+        "concurrency": None if concurrency is None else int(concurrency),
+        "rate_rps": None if rate is None else float(rate),
+        "task": None,
+        "counts": counts,
+        "errors_by_class": {},
+    }
+    for metric in DIST_METRICS:
+        group[metric] = row_to_distribution(row, metric)
+    group.update(
+        {
+            "window_s": window_s,
+            "aggregate_output_tps": tps,
+            "requests_per_s": _per_s(counts["ok"], window_s),
+            "goodput_rps": _per_s(row.get("n_slo_met") or 0, window_s) if slo_set else None,
+            "slo_met_fraction": _fraction(row, slo_set),
+            "output_tokens_total": out_total,
+            "input_tokens_total": int(row["input_tokens_total"] or 0),
+            "cost": _cost(target, tps),
+            "by_task": [],
+        }
+    )
+    return group

@@ -1,0 +1,448 @@
+"""Charts: pure matplotlib functions, one per chart.
+
+Each takes prepared polars data (tokrate.report.data) and returns a
+``matplotlib.figure.Figure`` built without pyplot (no global state, Agg canvas), so
+charts can be drawn from any thread and saved as PNG or SVG. No function here reads
+records, files or the network, and none draws an empty chart: callers check the data
+and leave a chart out with a note instead.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, ParamSpec
+
+import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from tokrate.hardware import HardwareProfile
+from tokrate.stats import PowerLawFit
+
+P = ParamSpec("P")
+
+__all__ = [
+    "CHART_NAMES",
+    "cost_vs_speed",
+    "latency_boxes",
+    "series_colors",
+    "size_vs_speed",
+    "throughput_vs_latency",
+    "timeline",
+    "ttft_cdf",
+]
+
+#: File stem of every chart, in report order.
+CHART_NAMES: Final = (
+    "size_vs_speed",
+    "ttft_cdf",
+    "latency_boxes",
+    "throughput_vs_latency",
+    "timeline",
+    "cost_vs_speed",
+)
+
+_PALETTE: Final = (
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+    "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+)  # fmt: skip
+
+_BOUND_STYLES: Final = ("--", ":", "-.")
+
+_RC: Final[dict[str, Any]] = {
+    "font.size": 10,
+    "axes.titlesize": 12,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.fonttype": "none",  # text stays text in SVG: searchable, small
+    "svg.hashsalt": "tokrate",  # deterministic SVG ids
+}
+
+
+def series_colors(names: Sequence[str]) -> dict[str, str]:
+    """A stable colour per series/model name (sorted, cycling the palette)."""
+    return {n: _PALETTE[i % len(_PALETTE)] for i, n in enumerate(sorted(set(names)))}
+
+
+def _with_rc(func: Callable[P, Figure]) -> Callable[P, Figure]:
+    """Build the whole chart under the house style (fonts, grid), leaving global
+    matplotlib settings untouched afterwards."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure:
+        with matplotlib.rc_context(_RC):  # type: ignore[arg-type]
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _figure(
+    width: float, height: float, ncols: int = 1, nrows: int = 1
+) -> tuple[Figure, list[Axes]]:
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def _plain(value: float, _pos: object = None) -> str:
+    return f"{value:g}"
+
+
+def _plain_log(ax: Axes, *, x: bool = True, y: bool = True) -> None:
+    """Log axes labelled 0.01, 0.1, 1 ... instead of 10^k, without minor-tick labels."""
+    for on, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if on:
+            axis.set_major_formatter(FuncFormatter(_plain))
+            axis.set_minor_formatter(NullFormatter())
+
+
+def _fmt_params(value: float) -> str:
+    return f"{value:g}B"
+
+
+def _label_repel(
+    ax: Axes, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], colors: Sequence[str]
+) -> None:
+    """Annotate points so that no two labels overlap (deterministic, greedy).
+
+    Labels start 6 pt up-right of their point; in order of x, any label whose box
+    overlaps an earlier one is moved up in 2 pt steps until it is clear. Pure geometry
+    in display coordinates; the same input always gives the same layout.
+    """
+    fig = ax.get_figure()
+    assert isinstance(fig, Figure)
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
+    renderer = canvas.get_renderer()
+    order = sorted(range(len(labels)), key=lambda i: (xs[i], ys[i], labels[i]))
+    placed: list[Any] = []
+    for i in order:
+        dy = 6.0
+        ann = ax.annotate(
+            labels[i],
+            (xs[i], ys[i]),
+            xytext=(6, dy),
+            textcoords="offset points",
+            fontsize=8,
+            color=colors[i],
+            annotation_clip=False,
+        )
+        for _ in range(200):
+            box = ann.get_window_extent(renderer).expanded(1.05, 1.15)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            dy += 2.0
+            ann.set_position((6, dy))
+        placed.append(ann.get_window_extent(renderer))
+
+
+@_with_rc
+def size_vs_speed(
+    points: pl.DataFrame,
+    hardware: HardwareProfile,
+    fits: Mapping[str, PowerLawFit],
+    *,
+    per_gpu: bool = False,
+) -> Figure:
+    """The headline chart: parameters vs per-stream decode tok/s, and vs TTFT.
+
+    ``points``: tokrate.report.data.size_speed_points output. Left panel: x = active
+    parameters (log), y = decode tok/s median with p10-p90 whiskers (log), one colour
+    per series, the bandwidth bound line per (bytes/param, gpus) combination, and the
+    fitted power law per series (k in the legend). Right panel: TTFT median with
+    p10-p90 whiskers against the same x. ``per_gpu``: the fits were made on speeds
+    divided by each target's GPU bandwidth scale (multi-GPU targets present); the fit
+    line is then the one-GPU curve and the legend says so.
+    """
+    fig, (ax, ax2) = _figure(12.5, 5.2, ncols=2)
+    series = points.get_column("series").unique(maintain_order=True).to_list()
+    colors = series_colors(series)
+    xs_all = points.get_column("x_params_b").to_numpy()
+    x_lo, x_hi = float(xs_all.min()) / 1.6, float(xs_all.max()) * 1.6
+    label_x: list[float] = []
+    label_y: list[float] = []
+    label_t: list[str] = []
+    label_c: list[str] = []
+    ttft_x: list[float] = []
+    ttft_y: list[float] = []
+    ttft_t: list[str] = []
+    for name in series:
+        part = points.filter(pl.col("series") == name)
+        x = part.get_column("x_params_b").to_numpy()
+        y = part.get_column("tps_p50").to_numpy()
+        lo = np.clip(y - part.get_column("tps_p10").fill_null(np.nan).to_numpy(), 0, None)
+        hi = np.clip(part.get_column("tps_p90").fill_null(np.nan).to_numpy() - y, 0, None)
+        ax.errorbar(
+            x, y, yerr=[np.nan_to_num(lo), np.nan_to_num(hi)], fmt="o", ms=6, capsize=3,
+            color=colors[name], label=f"{name} (median, p10–p90)", zorder=3,
+        )  # fmt: skip
+        t = part.get_column("ttft_p50").to_numpy()
+        tlo = np.clip(t - part.get_column("ttft_p10").fill_null(np.nan).to_numpy(), 0, None)
+        thi = np.clip(part.get_column("ttft_p90").fill_null(np.nan).to_numpy() - t, 0, None)
+        ax2.errorbar(
+            x, t, yerr=[np.nan_to_num(tlo), np.nan_to_num(thi)], fmt="s", ms=5, capsize=3,
+            color=colors[name], label=name, zorder=3,
+        )  # fmt: skip
+        fit = fits.get(name)
+        if fit is not None:
+            grid = np.geomspace(float(x.min()), float(x.max()), 50)
+            ci = ""
+            if fit.exponent_ci is not None:
+                ci = f", 95% CI {-fit.exponent_ci[1]:.2f}–{-fit.exponent_ci[0]:.2f}"
+            ax.plot(
+                grid, fit.predict(grid), "-", lw=1.2, alpha=0.7, color=colors[name],
+                label=f"fit {name}{' (1-GPU equivalent)' if per_gpu else ''}: "
+                f"tok/s ∝ params^−k, k = {fit.k:.2f}{ci}",
+            )  # fmt: skip
+        for row in part.iter_rows(named=True):
+            text = str(row["model"])
+            if row["is_moe"]:
+                text += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"
+            label_x.append(row["x_params_b"])
+            label_y.append(row["tps_p50"])
+            label_t.append(text)
+            label_c.append(colors[name])
+            ttft_x.append(row["x_params_b"])
+            ttft_y.append(row["ttft_p50"])
+            ttft_t.append(str(row["model"]))
+    combos = (
+        points.filter(pl.col("bytes_per_param").is_not_null())
+        .select(pl.col("bytes_per_param"), pl.col("gpus").fill_null(1))
+        .unique()
+        .sort(["bytes_per_param", "gpus"])
+    )
+    several = combos.height > 1
+    for (bpp, gpus), style in zip(combos.iter_rows(), _BOUND_STYLES * 4, strict=False):
+        prof = hardware.scaled(int(gpus))
+        sel = (
+            points.filter(
+                (pl.col("bytes_per_param") == bpp) & (pl.col("gpus").fill_null(1) == gpus)
+            )
+            .get_column("x_params_b")
+            .to_numpy()
+        )
+        lo_x, hi_x = (float(sel.min()) / 1.3, float(sel.max()) * 1.3) if several else (x_lo, x_hi)
+        grid = np.geomspace(lo_x, hi_x, 50)
+        bound = prof.bandwidth_bytes_per_s / (grid * 1e9 * bpp)
+        gpu_txt = f" × {gpus} GPUs" if gpus > 1 else ""
+        ax.plot(
+            grid, bound, style, color="0.35", lw=1.3, zorder=2,
+            label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param "
+            f"({prof.bandwidth_bytes_per_s / 1e12:.2f} TB/s ÷ bytes/token)",
+        )  # fmt: skip
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlim(x_lo, x_hi)
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_params(v)))
+        _plain_log(a, x=False)
+        a.set_xlabel("active parameters (billions, log scale)")
+    ax.set_ylabel("decode speed per stream (tokens/s, log)")
+    ax.set_title("Model size vs decode speed")
+    ax2.set_ylabel("time to first token (s, log)")
+    ax2.set_title("Model size vs TTFT")
+    _label_repel(ax, label_x, label_y, label_t, label_c)
+    _label_repel(ax2, ttft_x, ttft_y, ttft_t, label_c)
+    ax.legend(loc="lower left", frameon=False)
+    ax2.legend(loc="upper left", frameon=False)
+    fig.suptitle(
+        f"Per-stream speed at each model's lowest load level; bound for {hardware.description}",
+        fontsize=9,
+        color="0.3",
+    )
+    return fig
+
+
+@_with_rc
+def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
+    """TTFT empirical CDF per (series, model); x log seconds, y fraction of requests."""
+    fig, (ax,) = _figure(8, 4.8)
+    labels = _labels(ecdf)
+    colors = series_colors(list(labels.values()))
+    for key, part in ecdf.group_by(["series", "model"], maintain_order=True):
+        label = labels[(str(key[0]), str(key[1]))]
+        n = part.get_column("n").item(0)
+        ax.step(
+            part.get_column("x").to_numpy(), part.get_column("p").to_numpy(), where="post",
+            color=colors[label], label=f"{label} (n={n})", lw=1.5,
+        )  # fmt: skip
+    ax.set_xscale("log")
+    _plain_log(ax, y=False)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("time to first token (s, log scale)")
+    ax.set_ylabel("fraction of requests ≤ x")
+    ax.set_title("TTFT distribution (empirical CDF, ok requests, all load levels)")
+    for q in (0.5, 0.95):
+        ax.axhline(q, color="0.6", lw=0.8, ls=":")
+    ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def _labels(frame: pl.DataFrame) -> dict[tuple[str, str], str]:
+    pairs = frame.select("series", "model").unique(maintain_order=True).rows()
+    one_series = len({s for s, _ in pairs}) == 1
+    return {(s, m): (m if one_series else f"{m} · {s}") for s, m in pairs}
+
+
+def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> None:
+    labels = _labels(stats)
+    boxes = []
+    for row in stats.sort("p50").iter_rows(named=True):
+        boxes.append(
+            {
+                "label": f"{labels[(row['series'], row['model'])]}\n(n={row['n']})",
+                "whislo": row["p10"] * scale,
+                "q1": row["p25"] * scale,
+                "med": row["p50"] * scale,
+                "q3": row["p75"] * scale,
+                "whishi": row["p90"] * scale,
+                "mean": row["mean"] * scale,
+                "fliers": [],
+            }
+        )
+    ax.bxp(boxes, showfliers=False, showmeans=True, orientation="horizontal",
+           meanprops={"marker": "D", "markersize": 4, "markerfacecolor": "white"})  # fmt: skip
+    # Pad the range ourselves: identical values (a fixed-timing server) would give a
+    # zero-width log axis.
+    lo = min(b["whislo"] for b in boxes)
+    hi = max(b["whishi"] for b in boxes)
+    ax.set_xlim(lo / 1.5, hi * 1.5)
+    ax.set_xscale("log")
+    _plain_log(ax, y=False)
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    ax.invert_yaxis()
+
+
+@_with_rc
+def latency_boxes(tpot: pl.DataFrame, itl: pl.DataFrame) -> Figure:
+    """TPOT per request and ITL per gap per model: boxes p25-p75, whiskers p10-p90,
+    median line, mean diamond (ms, log x). Either frame may be empty (panel omitted)."""
+    panels = [
+        (f, t) for f, t in ((tpot, "TPOT per request"), (itl, "Inter-token gaps (ITL)")) if f.height
+    ]
+    rows = max(f.height for f, _ in panels)
+    fig, axes = _figure(11, 1.2 + 0.55 * rows, ncols=len(panels))
+    for ax, (frame, title) in zip(axes, panels, strict=True):
+        _bxp(
+            ax, frame, 1000.0, f"{title}: box p25–p75, whiskers p10–p90", "milliseconds (log scale)"
+        )
+    return fig
+
+
+@_with_rc
+def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
+    """Sweep curves: aggregate output tok/s (y) vs per-stream decode tok/s (left) and vs
+    TTFT p95 (right), one curve per (series, model), points labelled with the level."""
+    fig, (ax, ax2) = _figure(12.5, 5, ncols=2)
+    labels = _labels(groups)
+    colors = series_colors(list(labels.values()))
+    for key, part in groups.group_by(["series", "model"], maintain_order=True):
+        label = labels[(str(key[0]), str(key[1]))]
+        part = part.sort(pl.coalesce(pl.col("concurrency").cast(pl.Float64), pl.col("rate_rps")))
+        levels = [
+            f"c={c}" if c is not None else f"{r:g}/s"
+            for c, r in part.select("concurrency", "rate_rps").rows()
+        ]
+        y = part.get_column("aggregate_tps").to_numpy()
+        for a, xcol in ((ax, "decode_p50"), (ax2, "ttft_p95")):
+            x = part.get_column(xcol).to_numpy()
+            a.plot(x, y, "o-", color=colors[label], label=label, lw=1.5, ms=5)
+            for xi, yi, lev in zip(x, y, levels, strict=True):
+                a.annotate(
+                    lev,
+                    (xi, yi),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=colors[label],
+                )
+    ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
+    ax2.set_xlabel("TTFT p95 (s, log scale)")
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        _plain_log(a)
+        a.set_ylabel("aggregate output throughput (tokens/s, log)")
+        a.legend(frameon=False, loc="best")
+    ax.set_title("Throughput vs per-stream speed")
+    ax2.set_title("Throughput vs TTFT p95")
+    return fig
+
+
+@_with_rc
+def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
+    """Output tokens/s per time bin per (series, model) over the run, and failed
+    requests per bin below it (spots throttling and error bursts)."""
+    fig, (ax, ax2) = _figure(11, 5.5, nrows=2)
+    labels = _labels(bins)
+    colors = series_colors(list(labels.values()))
+    bottoms: dict[float, float] = {}
+    for key, part in bins.group_by(["series", "model"], maintain_order=True):
+        label = labels[(str(key[0]), str(key[1]))]
+        t = part.get_column("t_bin_s").to_numpy() + width_s / 2
+        tps = part.get_column("output_tps").to_numpy().astype(np.float64)
+        # Break the line across empty bins (idle gaps between levels) instead of
+        # drawing a slope through time nothing was measured in.
+        gap = np.diff(t, prepend=t[0]) > width_s * 1.5
+        t_line = np.insert(t, np.flatnonzero(gap), np.nan)
+        y_line = np.insert(tps, np.flatnonzero(gap), np.nan)
+        ax.plot(t_line, y_line, "o-", ms=3, color=colors[label], label=label, lw=1.4)
+        err = part.get_column("errors").to_numpy().astype(np.float64)
+        if err.any():
+            base = np.array([bottoms.get(float(v), 0.0) for v in t])
+            ax2.bar(t, err, width=width_s * 0.9, bottom=base, color=colors[label], label=label)
+            for v, e in zip(t, err, strict=True):
+                bottoms[float(v)] = bottoms.get(float(v), 0.0) + float(e)
+    ax.set_ylabel("output tokens/s")
+    ax.set_title(f"Throughput over the run ({width_s:g} s bins, by request end time)")
+    ax.legend(frameon=False, loc="best", ncols=2)
+    ax2.set_ylabel("failed requests per bin")
+    ax2.set_xlabel("time since the run's first request (s)")
+    ax2.set_ylim(bottom=0)
+    ax2.sharex(ax)
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(frameon=False, loc="best", ncols=2)
+    return fig
+
+
+@_with_rc
+def cost_vs_speed(groups: pl.DataFrame) -> Figure:
+    """USD per million output tokens (y, log) vs per-stream decode tok/s (x), one point
+    per (target, level) with a known cost; labelled with model and level."""
+    fig, (ax,) = _figure(8, 5)
+    labels = _labels(groups)
+    colors = series_colors(list(labels.values()))
+    xs, ys, texts, cs = [], [], [], []
+    for row in groups.iter_rows(named=True):
+        label = labels[(row["series"], row["model"])]
+        level = (
+            f"c={row['concurrency']}"
+            if row["concurrency"] is not None
+            else f"{row['rate_rps']:g}/s"
+        )
+        marker = "o" if row["cost_source"] == "price" else "^"
+        ax.plot(row["decode_p50"], row["usd_per_m"], marker, color=colors[label], ms=7)
+        xs.append(row["decode_p50"])
+        ys.append(row["usd_per_m"])
+        texts.append(f"{label} {level}")
+        cs.append(colors[label])
+    ax.set_yscale("log")
+    _plain_log(ax, x=False)
+    ax.set_xlabel("per-stream decode speed, median (tokens/s)")
+    ax.set_ylabel("USD per million output tokens (log)")
+    ax.set_title("Cost vs speed (● list price, ▲ GPU-hour ÷ measured throughput)")
+    _label_repel(ax, xs, ys, texts, cs)
+    return fig

@@ -1,0 +1,450 @@
+"""Chart and table data, prepared in polars from records and summaries.
+
+Every function takes the combined, :func:`tokrate.metrics.derive`-d records of one or
+more runs (with a ``series`` column naming the run/endpoint each row belongs to) or
+summary groups, and returns a small polars frame that a chart function draws as is.
+Large series are downsampled here (ECDF points), never in the chart code, and all
+aggregation is vectorised polars (no per-record Python).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import polars as pl
+
+from tokrate.hardware import HardwareProfile
+from tokrate.metrics import derive, ok_mask
+
+__all__ = [
+    "ECDF_MAX_POINTS",
+    "SLO_ATTAINMENT",
+    "box_stats",
+    "combine_runs",
+    "ecdf_points",
+    "error_examples",
+    "group_table",
+    "lowest_load",
+    "nice_bin_width",
+    "size_speed_points",
+    "targets_frame",
+    "tier_picks",
+    "timeline_bins",
+]
+
+#: ECDF curves are drawn from at most this many points per series (quantile grid), so a
+#: million records plot as fast as a hundred and the curve is still exact to 1/400.
+ECDF_MAX_POINTS: Final = 400
+
+#: A group "meets the SLOs" in the tier pick table when at least this fraction of its
+#: requests met every SLO set (failed requests count as misses).
+SLO_ATTAINMENT: Final = 0.95
+
+#: What chart and table data read; everything else (chunk offsets: ITL gaps replace
+#: them) is dropped so a million-record report stays in memory bounds.
+_CHART_COLUMNS: Final = (
+    "run_key", "series", "endpoint", "model", "scenario", "task", "request_index",
+    "status", "is_measured", "concurrency", "rate_rps", "ttft_s", "tpot_s", "decode_tps",
+    "itl_s", "t_rel_s", "output_tokens", "error_class", "http_status", "error_message",
+)  # fmt: skip
+
+_TARGET_SCHEMA: Final = {
+    "run_id": pl.String,
+    "series": pl.String,
+    "endpoint": pl.String,
+    "model": pl.String,
+    "params_b": pl.Float64,
+    "active_params_b": pl.Float64,
+    "bytes_per_param": pl.Float64,
+    "gpus": pl.Int64,
+}
+
+
+def combine_runs(
+    frames: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]],
+) -> pl.LazyFrame:
+    """Derived records of several runs with ``run_id_key``, ``series`` and ``t_rel_s``.
+
+    ``frames`` is (run key, run.json, records). ``series`` is the endpoint for a single
+    run, else the run key (plus "/endpoint" when that run has several endpoints).
+    ``t_rel_s`` = end of stream, seconds since that run's first send.
+    """
+    parts: list[pl.LazyFrame] = []
+    multi = len(frames) > 1
+    for key, _run, records in frames:
+        lf = derive(records.lazy()).with_columns(pl.lit(key).alias("run_key"))
+        if multi:
+            n_endpoints = records.get_column("endpoint").n_unique() if records.height else 0
+            series = (
+                pl.lit(key) + pl.lit("/") + pl.col("endpoint") if n_endpoints > 1 else pl.lit(key)
+            )
+        else:
+            series = pl.col("endpoint")
+        lf = lf.with_columns(
+            series.alias("series"),
+            (pl.col("end_at") - pl.col("started_at").min()).alias("t_rel_s"),
+        ).select(_CHART_COLUMNS)
+        parts.append(lf)
+    if not parts:
+        raise ValueError("combine_runs needs at least one run")
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+def targets_frame(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> pl.DataFrame:
+    """Sizes per (run key, series, endpoint, model) from run.json ``targets``.
+
+    ``runs`` is (run key, run.json); ``series`` is named as in :func:`combine_runs`.
+    ``active_params_b`` falls back to ``params_b`` (a dense model).
+    """
+    rows: list[dict[str, Any]] = []
+    multi = len(runs) > 1
+    for key, run in runs:
+        targets = list(run.get("targets") or [])
+        endpoints = {t.get("endpoint") for t in targets}
+        for t in targets:
+            endpoint = str(t.get("endpoint"))
+            series = (f"{key}/{endpoint}" if len(endpoints) > 1 else key) if multi else endpoint
+            params = _num(t.get("params_b"))
+            active = _num(t.get("active_params_b"))
+            rows.append(
+                {
+                    "run_id": key,
+                    "series": series,
+                    "endpoint": endpoint,
+                    "model": str(t.get("model")),
+                    "params_b": params,
+                    "active_params_b": active if active is not None else params,
+                    "bytes_per_param": _num(t.get("bytes_per_param")),
+                    "gpus": int(t["gpus"]) if t.get("gpus") else None,
+                }
+            )
+    return pl.DataFrame(rows, schema=_TARGET_SCHEMA)
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) and out > 0 else None
+
+
+def lowest_load(records: pl.LazyFrame) -> pl.LazyFrame:
+    """(series, endpoint, model) -> the scenario with the lowest concurrency/rate.
+
+    Per-stream speed falls with load, so the size-vs-speed chart compares models at
+    the least loaded level each was measured at (ties: scenario name).
+    """
+    keys = ["series", "endpoint", "model"]
+    per = records.group_by([*keys, "scenario"]).agg(
+        pl.coalesce(pl.col("concurrency").cast(pl.Float64), pl.col("rate_rps")).min().alias("load"),
+        pl.col("concurrency").drop_nulls().first().alias("concurrency"),
+        pl.col("rate_rps").drop_nulls().first().alias("rate_rps"),
+    )
+    return (
+        per.sort([*keys, "load", "scenario"], nulls_last=True)
+        .group_by(keys, maintain_order=True)
+        .first()
+    )
+
+
+def size_speed_points(
+    records: pl.LazyFrame, targets: pl.DataFrame, hardware: HardwareProfile
+) -> tuple[pl.DataFrame, list[str]]:
+    """Points of the size-vs-speed chart, and notes on targets left out.
+
+    One row per (series, endpoint, model) at its lowest load level: ``x_params_b``
+    (active params, billions), ``total_params_b``, ``is_moe``, decode tok/s p10/p50/p90,
+    TTFT p10/p50/p90 (s), ``n``, and ``bound_tps`` = the hardware bound of DESIGN.md,
+    bandwidth (scaled to the target's gpus) / (active params x bytes per param); None
+    where bytes_per_param is unknown; ``gpu_scale`` = the target's bandwidth / one
+    GPU's (1 for one GPU), which the power-law fit divides out.
+    """
+    keys = ["series", "endpoint", "model"]
+    pick = lowest_load(records).select([*keys, "scenario", "concurrency", "rate_rps"])
+    ok = records.filter(ok_mask()).join(pick, on=[*keys, "scenario"], how="semi")
+    q = [0.1, 0.5, 0.9]
+    stats = ok.group_by(keys).agg(
+        pl.len().alias("n"),
+        *[
+            pl.col("decode_tps")
+            .drop_nulls()
+            .quantile(p, interpolation="linear")
+            .alias(f"tps_p{int(p * 100)}")
+            for p in q
+        ],
+        *[
+            pl.col("ttft_s")
+            .drop_nulls()
+            .quantile(p, interpolation="linear")
+            .alias(f"ttft_p{int(p * 100)}")
+            for p in q
+        ],
+    )
+    joined = (
+        stats.join(pick, on=keys, how="left")
+        .join(targets.lazy().drop("run_id"), on=keys, how="left")
+        .collect()
+    )
+    notes: list[str] = []
+    missing = joined.filter(pl.col("active_params_b").is_null())
+    if missing.height:
+        names = ", ".join(sorted(set(missing.get_column("model").to_list())))
+        notes.append(f"left out of the size chart (no params_b in the config): {names}")
+    points = joined.filter(
+        pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_not_null()
+    )
+    bw = pl.lit(hardware.bandwidth_bytes_per_s)
+    scale = pl.col("gpus").fill_null(1)
+    # HardwareProfile.scaled(g): bandwidth x g x TENSOR_PARALLEL_EFFICIENCY for g > 1.
+    from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY as eff
+
+    scaled_bw = pl.when(scale > 1).then(bw * scale * eff).otherwise(bw)
+    points = points.with_columns(
+        pl.col("active_params_b").alias("x_params_b"),
+        pl.col("params_b").fill_null(pl.col("active_params_b")).alias("total_params_b"),
+        (pl.col("params_b").fill_null(pl.col("active_params_b")) > pl.col("active_params_b")).alias(
+            "is_moe"
+        ),
+        (scaled_bw / (pl.col("active_params_b") * 1e9 * pl.col("bytes_per_param"))).alias(
+            "bound_tps"
+        ),
+        (scaled_bw / bw).alias("gpu_scale"),
+    ).sort(["series", "x_params_b", "model"])
+    return points, notes
+
+
+def ecdf_points(records: pl.LazyFrame, column: str, by: Sequence[str]) -> pl.DataFrame:
+    """Empirical CDF of ``column`` per ``by`` group over ok measured records.
+
+    Returns ``by`` + ``x`` (value) + ``p`` (fraction <= x) + ``n``, downsampled to at
+    most ~:data:`ECDF_MAX_POINTS` points per group (every k-th order statistic plus the
+    maximum), computed in polars.
+    """
+    by = list(by)
+    ok = records.filter(ok_mask() & pl.col(column).is_not_null()).select([*by, column])
+    ranked = ok.with_columns(
+        pl.col(column).rank("ordinal").over(by).alias("_rank"),
+        pl.len().over(by).alias("n"),
+    )
+    step = ((pl.col("n") + ECDF_MAX_POINTS - 1) // ECDF_MAX_POINTS).clip(lower_bound=1)
+    keep = (((pl.col("_rank") - 1) % step) == 0) | (pl.col("_rank") == pl.col("n"))
+    return (
+        ranked.filter(keep)
+        .select(
+            *by,
+            pl.col(column).alias("x"),
+            (pl.col("_rank") / pl.col("n")).alias("p"),
+            pl.col("n"),
+        )
+        .sort([*by, "x"])
+        .collect()
+    )
+
+
+def box_stats(records: pl.LazyFrame, column: str, by: Sequence[str]) -> pl.DataFrame:
+    """p10, p25, p50, p75, p90, mean and n of ``column`` per group (ok measured rows).
+
+    A list column (``itl_s``) is exploded first, so every gap counts once.
+    """
+    by = list(by)
+    ok = records.filter(ok_mask()).select([*by, column])
+    schema = ok.collect_schema()
+    if isinstance(schema[column], pl.List):
+        ok = ok.explode(column)
+    col = pl.col(column).drop_nulls().drop_nans()
+    return (
+        ok.group_by(by)
+        .agg(
+            col.count().alias("n"),
+            col.mean().alias("mean"),
+            *[
+                col.quantile(p / 100, interpolation="linear").alias(f"p{p}")
+                for p in (10, 25, 50, 75, 90)
+            ],
+        )
+        .filter(pl.col("n") > 0)
+        .sort(by)
+        .collect()
+    )
+
+
+def nice_bin_width(span_s: float, bins: int = 60) -> float:
+    """A round bin width (1, 2 or 5 x 10^k seconds) giving about ``bins`` bins."""
+    if not span_s > 0:
+        return 1.0
+    raw = span_s / bins
+    exp = math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 5.0, 10.0):
+        width = m * 10**exp
+        if width >= raw:
+            return width
+    return 10.0 ** (exp + 1)
+
+
+def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
+    """Output tokens/s and errors per time bin per (series, model); and the bin width.
+
+    Time is ``t_rel_s`` (end of stream since the run's first send). Tokens of ok
+    measured requests are credited to the bin they ended in.
+    """
+    measured = records.filter(pl.col("is_measured"))
+    span = measured.select(pl.col("t_rel_s").max()).collect().item()
+    width = nice_bin_width(float(span or 0.0))
+    binned = measured.with_columns(((pl.col("t_rel_s") / width).floor() * width).alias("t_bin_s"))
+    out = (
+        binned.group_by(["series", "model", "t_bin_s"])
+        .agg(
+            (pl.col("output_tokens").filter(pl.col("status") == "ok").sum() / width).alias(
+                "output_tps"
+            ),
+            (pl.col("status") == "error").sum().alias("errors"),
+        )
+        .sort(["series", "model", "t_bin_s"])
+        .collect()
+    )
+    return out, width
+
+
+def group_table(
+    summaries: Sequence[tuple[str, Mapping[str, Any]]], series: Mapping[str, str] | None = None
+) -> pl.DataFrame:
+    """Flat frame of summary groups: run_key, series, endpoint, model, scenario, load
+    and the headline numbers (seconds / tokens per second / USD)."""
+    rows: list[dict[str, Any]] = []
+    multi = len(summaries) > 1
+    for key, summary in summaries:
+        groups = list(summary.get("groups") or [])
+        endpoints = {g["endpoint"] for g in groups}
+        for g in groups:
+            if multi:
+                s = f"{key}/{g['endpoint']}" if len(endpoints) > 1 else key
+            else:
+                s = str(g["endpoint"])
+            cost = g.get("cost") or {}
+            rows.append(
+                {
+                    "run_key": key,
+                    "series": s,
+                    "endpoint": g["endpoint"],
+                    "model": g["model"],
+                    "scenario": g["scenario"],
+                    "concurrency": g.get("concurrency"),
+                    "rate_rps": g.get("rate_rps"),
+                    "ok": g["counts"]["ok"],
+                    "errors": g["counts"]["error"],
+                    "decode_p50": g["decode_tps"]["p50"],
+                    "ttft_p50": g["ttft_s"]["p50"],
+                    "ttft_p95": g["ttft_s"]["p95"],
+                    "aggregate_tps": g.get("aggregate_output_tps"),
+                    "usd_per_m": cost.get("usd_per_m_output"),
+                    "cost_source": cost.get("source"),
+                }
+            )
+    schema = {
+        "run_key": pl.String, "series": pl.String, "endpoint": pl.String, "model": pl.String,
+        "scenario": pl.String, "concurrency": pl.Int64, "rate_rps": pl.Float64, "ok": pl.Int64,
+        "errors": pl.Int64, "decode_p50": pl.Float64, "ttft_p50": pl.Float64,
+        "ttft_p95": pl.Float64, "aggregate_tps": pl.Float64, "usd_per_m": pl.Float64,
+        "cost_source": pl.String,
+    }  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def tier_picks(
+    summaries: Sequence[tuple[str, Mapping[str, Any]]],
+    sizes: pl.DataFrame,
+    *,
+    attainment: float = SLO_ATTAINMENT,
+) -> tuple[list[dict[str, Any]], bool]:
+    """The tier pick table: per (task, load level), the models that met every SLO, the
+    fastest (lowest median E2E), the cheapest (lowest cost per M output tokens) and the
+    smallest (fewest active params) among them.
+
+    Returns (rows, slo_set). Without SLOs every model with ok requests passes. Rows:
+    ``task``, ``level``, ``candidates`` (n), ``passing`` (list of labels), ``fastest``,
+    ``cheapest``, ``smallest`` (label or None).
+    """
+    size_of = {(r["series"], r["model"]): r["active_params_b"] for r in sizes.iter_rows(named=True)}
+    multi = len(summaries) > 1
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    level_order: dict[str, float] = {}
+    slo_set = False
+    for key, summary in summaries:
+        groups = list(summary.get("groups") or [])
+        endpoints = {g["endpoint"] for g in groups}
+        for g in groups:
+            series = (
+                (f"{key}/{g['endpoint']}" if len(endpoints) > 1 else key)
+                if multi
+                else str(g["endpoint"])
+            )
+            level = _level_label(g)
+            load = g.get("concurrency") if g.get("concurrency") is not None else g.get("rate_rps")
+            level_order.setdefault(level, float(load) if load is not None else math.inf)
+            label = g["model"] if not (multi or len(endpoints) > 1) else f"{g['model']} ({series})"
+            cost = (g.get("cost") or {}).get("usd_per_m_output")
+            for t in g.get("by_task") or []:
+                frac = t.get("slo_met_fraction")
+                slo_set = slo_set or frac is not None
+                ok = t["counts"]["ok"] > 0
+                passed = ok and (frac is None or frac >= attainment)
+                cells.setdefault((t["task"], level), []).append(
+                    {
+                        "label": label,
+                        "passed": passed,
+                        "e2e_p50": t["e2e_s"]["p50"],
+                        "cost": cost,
+                        "size": size_of.get((series, g["model"])),
+                    }
+                )
+    rows: list[dict[str, Any]] = []
+    for (task, level), entries in sorted(
+        cells.items(), key=lambda kv: (kv[0][0], level_order.get(kv[0][1], math.inf), kv[0][1])
+    ):
+        passing = [e for e in entries if e["passed"]]
+        rows.append(
+            {
+                "task": task,
+                "level": level,
+                "candidates": len(entries),
+                "passing": [e["label"] for e in passing],
+                "fastest": _best(passing, "e2e_p50"),
+                "cheapest": _best(passing, "cost"),
+                "smallest": _best(passing, "size"),
+            }
+        )
+    return rows, slo_set
+
+
+def _best(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
+    known = [e for e in entries if e[key] is not None]
+    if not known:
+        return None
+    return str(min(known, key=lambda e: (e[key], e["label"]))["label"])
+
+
+def _level_label(group: Mapping[str, Any]) -> str:
+    if group.get("concurrency") is not None:
+        return f"c={group['concurrency']}"
+    if group.get("rate_rps") is not None:
+        return f"{group['rate_rps']:g} req/s"
+    return str(group.get("scenario"))
+
+
+def error_examples(records: pl.LazyFrame) -> pl.DataFrame:
+    """Failed measured requests per (series, model, error_class, http_status): ``n`` and
+    the first ``example`` message (by request index), sorted by count descending."""
+    return (
+        records.filter(pl.col("is_measured") & (pl.col("status") != "ok"))
+        .with_columns(pl.col("error_class").fill_null("unknown"))
+        .sort("request_index")
+        .group_by(["series", "model", "error_class", "http_status"])
+        .agg(pl.len().alias("n"), pl.col("error_message").drop_nulls().first().alias("example"))
+        .sort(["n", "series", "model", "error_class"], descending=[True, False, False, False])
+        .collect()
+    )

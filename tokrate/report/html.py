@@ -1,0 +1,220 @@
+"""report.html: one self-contained, offline file.
+
+Images are embedded as base64 ``data:`` URIs, CSS is inline, there is no script at all,
+and a Content-Security-Policy forbids loading anything but data: images — so the file
+opens anywhere, and even a string that escaped escaping could not run. Every string
+from a user, a prompt file or a server goes through ``html.escape``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from tokrate.report.tables import Table
+
+__all__ = ["DEFINITIONS", "ChartImage", "redact_config", "render_html"]
+
+#: What every number means (DESIGN.md "Definitions"), shown at the end of the report.
+DEFINITIONS: Final = (
+    ("t0", "a monotonic clock reading (time.perf_counter_ns) taken just before the request is sent."),
+    ("TTFT", "t0 → arrival of the first chunk that carries non-empty content (answer text, reasoning text or a tool-call delta). Role-only, empty and usage-only chunks do not count."),
+    ("ITL", "gaps between successive content-bearing chunks of one stream."),
+    ("E2E", "t0 → end of stream ([DONE] or connection end)."),
+    ("output tokens", "the server's usage when it reports one; otherwise the count of content-bearing chunks. Every record says which source it used."),
+    ("TPOT", "(E2E − TTFT) / (output tokens − 1); decode speed per stream = 1 / TPOT."),
+    ("aggregate throughput", "output tokens of all ok requests that finished inside the measured window (first send to last end, per target and level) / window length. Warm-up requests are recorded but excluded."),
+    ("goodput", "requests per second that met every SLO the user set."),
+    ("TTFT from scheduled", "open loop only: send delay + TTFT, the latency a user would see if the client fell behind its schedule (coordinated omission)."),
+    ("percentiles", "p50, p90, p95, p99 by linear interpolation over ok, non-warm-up requests; mean, min, max alongside; “—” means no data, never 0."),
+    ("bound", "memory-bandwidth ceiling of single-stream decode: bandwidth / (active params × bytes per param)."),
+)  # fmt: skip
+
+_SECRET_KEY: Final = re.compile(
+    r"(^|[_-])(api[_-]?key|authorization|auth|password|passwd|secret|token|bearer|cookie)$",
+    re.IGNORECASE,
+)
+REDACTED: Final = "[redacted]"
+_SHOWN_WARNINGS: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ChartImage:
+    """One embedded chart: file stem, heading, caption, and PNG bytes."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
+
+def _is_secret(key: str) -> bool:
+    # *_env keys hold the *name* of an environment variable, which is safe to show.
+    return not key.lower().endswith("_env") and bool(_SECRET_KEY.search(key))
+
+
+def redact_config(value: Any) -> Any:
+    """A copy of ``value`` with secret-looking values replaced by "[redacted]".
+
+    Dict keys such as ``api_key``, ``authorization``, ``token`` are redacted (not
+    ``api_key_env``, a variable name); so is the value of a ``[name, value]`` header
+    pair whose name looks secret. run.json already holds no secrets; this is the
+    second lock on the door.
+    """
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if _is_secret(str(k)) and v is not None else redact_config(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        if len(value) == 2 and isinstance(value[0], str) and _is_secret(value[0]):
+            return [value[0], REDACTED]
+        return [redact_config(v) for v in value]
+    return value
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+_CSS: Final = """
+:root { color-scheme: light; --fg:#1b1f24; --muted:#57606a; --line:#d0d7de; --bg2:#f6f8fa; --warn:#9a6700; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+       color: var(--fg); margin: 0 auto; padding: 16px; max-width: 1180px; }
+h1 { font-size: 1.6em; margin: .2em 0 .4em; overflow-wrap: anywhere; }
+h2 { font-size: 1.25em; border-bottom: 1px solid var(--line); padding-bottom: .2em; margin-top: 1.8em; }
+.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }
+.meta dt { color: var(--muted); } .meta dd { margin: 0; overflow-wrap: anywhere; }
+.banner { border: 1px solid var(--warn); background: #fff8c5; padding: 8px 12px; border-radius: 6px; margin: 10px 0; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; max-width: 100%; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0 4px; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: top; white-space: nowrap; }
+td.wrap { white-space: normal; min-width: 16em; max-width: 32em; overflow-wrap: anywhere; }
+th { background: var(--bg2); text-align: left; white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.msg { white-space: normal; min-width: 16em; max-width: 42em; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px; }
+figure { margin: 12px 0 20px; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figcaption, .note { color: var(--muted); font-size: 13px; }
+pre { background: var(--bg2); padding: 10px; overflow-x: auto; font-size: 12px; white-space: pre; }
+dl.defs dt { font-weight: 600; } dl.defs dd { margin: 0 0 6px 1.2em; }
+ul.notes li { color: var(--muted); }
+@media (max-width: 640px) { body { padding: 10px; font-size: 14px; } .meta { gap: 2px 8px; font-size: 13px; } }
+@media print {
+  body { max-width: none; padding: 0; font-size: 11px; }
+  .scroll { overflow: visible; } pre { white-space: pre-wrap; }
+  figure, table { break-inside: avoid; } h2 { break-after: avoid; }
+  details { display: block; } details > summary { display: none; }
+  a { color: inherit; text-decoration: none; }
+}
+"""
+
+
+def _table_html(table: Table, *, html_id: str) -> str:
+    if not table.rows:
+        return ""
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in table.header)
+    body = []
+    for row in table.rows:
+        cells = []
+        for i, cell in enumerate(row):
+            numeric = bool(table.numeric) and table.numeric[i]
+            klass = (
+                ' class="num"'
+                if numeric
+                else (' class="msg"' if table.header[i] == "example message" else "")
+            )
+            cells.append(f"<td{klass}>{_e(cell)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
+    return (
+        f'<section id="{_e(html_id)}"><h2>{_e(table.title)}</h2>{note}'
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div></section>"
+    )
+
+
+def render_html(
+    *,
+    title: str,
+    meta: Sequence[tuple[str, str]],
+    banners: Sequence[str],
+    warnings: Sequence[str],
+    tier: Table | None,
+    tables: Sequence[Table],
+    charts: Sequence[ChartImage],
+    notes: Sequence[str],
+    errors: Table | None,
+    configs: Sequence[tuple[str, Any]],
+) -> str:
+    """The whole report as one HTML string (UTF-8, no external references).
+
+    Order: title, banners (interrupted runs), metadata, warnings, the tier pick table
+    (first, it is the decision), summary tables, charts, notes on charts left out,
+    errors, configs (secrets redacted), definitions.
+    """
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">",
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{_e(title)}</h1>",
+    ]
+    parts += [f'<p class="banner" role="status">{_e(b)}</p>' for b in banners]
+    parts.append('<dl class="meta">')
+    parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta]
+    parts.append("</dl></header>")
+    if warnings:
+        parts.append(f'<section id="warnings"><h2>Warnings ({len(warnings)})</h2><ul>')
+        parts += [f"<li>{_e(w)}</li>" for w in warnings[:_SHOWN_WARNINGS]]
+        parts.append("</ul>")
+        if len(warnings) > _SHOWN_WARNINGS:
+            rest = warnings[_SHOWN_WARNINGS:]
+            parts.append(f"<details><summary>{len(rest)} more</summary><ul>")
+            parts += [f"<li>{_e(w)}</li>" for w in rest]
+            parts.append("</ul></details>")
+        parts.append("</section>")
+    if tier is not None:
+        parts.append(_table_html(tier, html_id="tier-pick"))
+    for i, table in enumerate(tables):
+        parts.append(_table_html(table, html_id=f"summary-{i}"))
+    if charts:
+        parts.append('<section id="charts"><h2>Charts</h2>')
+        for chart in charts:
+            data = base64.b64encode(chart.png).decode("ascii")
+            parts.append(
+                f'<figure id="chart-{_e(chart.name)}"><h3>{_e(chart.title)}</h3>'
+                f'<img alt="{_e(chart.title)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{_e(chart.caption)}</figcaption></figure>"
+            )
+        parts.append("</section>")
+    if notes:
+        parts.append('<section id="left-out"><h2>Left out</h2><ul class="notes">')
+        parts += [f"<li>{_e(n)}</li>" for n in notes]
+        parts.append("</ul></section>")
+    if errors is not None and errors.rows:
+        parts.append(_table_html(errors, html_id="errors"))
+    elif errors is not None:
+        parts.append('<section id="errors"><h2>Errors</h2><p>No failed requests.</p></section>')
+    if configs:
+        parts.append('<section id="config"><h2>Configuration</h2>')
+        for key, config in configs:
+            text = orjson.dumps(
+                redact_config(config), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+            ).decode()
+            parts.append(
+                f"<details><summary>{_e(key)} (secrets removed)</summary><pre>{_e(text)}</pre></details>"
+            )
+        parts.append("</section>")
+    parts.append('<section id="definitions"><h2>Definitions</h2><dl class="defs">')
+    parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in DEFINITIONS]
+    parts.append("</dl></section></body></html>")
+    return "\n".join(parts) + "\n"

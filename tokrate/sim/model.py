@@ -1,0 +1,314 @@
+"""Pure timing model of the simulator: tiers, placement, step times, token counts.
+
+Nothing here does I/O or reads a clock. Units are in the names: ``_s`` seconds of
+*model* time (before ``time_scale``), ``_bytes`` bytes, ``_tokens`` token counts.
+
+Physics (DESIGN.md): one decode step reads every active weight once plus the KV cache
+of every sequence in the batch, so it takes
+``(active weight bytes + KV bytes of the batch) / (bandwidth x efficiency)``; a
+prefill costs ``2 x active_params x input_tokens / (FLOPs x efficiency)``. Memory left
+next to the weights (``GPU_MEMORY_UTILIZATION`` of the GPUs' memory, as vLLM's default)
+holds the KV cache and so caps the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from tokrate.errors import SimulatorError
+from tokrate.hardware import HardwareProfile, decode_bound_tokens_per_s
+
+__all__ = [
+    "CHAT_MESSAGE_OVERHEAD_TOKENS",
+    "CHAT_REPLY_PRIMING_TOKENS",
+    "GPU_MEMORY_UTILIZATION",
+    "Tier",
+    "TierTiming",
+    "count_chat_tokens",
+    "count_text_tokens",
+    "default_tiers",
+    "token_bytes",
+    "token_text",
+]
+
+#: Fraction of GPU memory the engine may use for weights + KV cache (vLLM's default
+#: ``gpu_memory_utilization``); the rest is activations and allocator slack.
+GPU_MEMORY_UTILIZATION = 0.9
+
+#: Tokens a chat template adds around each message (role markers), and once for the
+#: assistant reply header. Deterministic stand-ins for a real tokenizer's template.
+CHAT_MESSAGE_OVERHEAD_TOKENS = 4
+CHAT_REPLY_PRIMING_TOKENS = 2
+
+
+def count_text_tokens(text: str) -> int:
+    """Approximate token count of ``text``: ceil(UTF-8 bytes / 4), at least 1 if non-empty.
+
+    Four bytes per token is the usual rule of thumb for English BPE vocabularies; the
+    point is determinism (client and server agree exactly), not tokenizer fidelity.
+    """
+    n = len(text.encode("utf-8"))
+    return (n + 3) // 4
+
+
+def _content_text(content: object) -> str:
+    # Content is a string, or a list of parts ({"type": "text", "text": ...}); other
+    # part kinds (images) count as nothing in this approximation.
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
+def count_chat_tokens(messages: Iterable[Mapping[str, object]]) -> int:
+    """Approximate prompt tokens of a chat request.
+
+    ``sum(CHAT_MESSAGE_OVERHEAD_TOKENS + count_text_tokens(content)) +
+    CHAT_REPLY_PRIMING_TOKENS`` over the messages; content may be a string or a list
+    of text parts.
+    """
+    total = CHAT_REPLY_PRIMING_TOKENS
+    for m in messages:
+        total += CHAT_MESSAGE_OVERHEAD_TOKENS + count_text_tokens(_content_text(m.get("content")))
+    return total
+
+
+_WORDS = (
+    "The", " quick", " model", " streams", " tokens", " at", " the", " speed", " of",
+    " its", " memory", " bandwidth", ",", " one", " step", " each", " time", ".",
+)  # fmt: skip
+
+
+def token_text(index: int) -> str:
+    """Text of output token ``index`` (0-based): a fixed cycle of plain ASCII words.
+
+    Plain ASCII without quotes or backslashes, so a token is its own JSON string body.
+    """
+    return _WORDS[index % len(_WORDS)]
+
+
+_WORD_BYTES = tuple(w.encode("ascii") for w in _WORDS)
+
+
+def token_bytes(start: int, stop: int) -> bytes:
+    """UTF-8 bytes of output tokens ``start`` .. ``stop - 1`` concatenated."""
+    if stop - start == 1:
+        return _WORD_BYTES[start % len(_WORD_BYTES)]
+    return b"".join(_WORD_BYTES[i % len(_WORD_BYTES)] for i in range(start, stop))
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """One simulated model. Raises SimulatorError from ``__post_init__`` on bad values.
+
+    ``params_b``/``active_params_b`` are billions of parameters (active < total for
+    MoE). KV shape: ``layers`` x ``kv_heads`` x ``head_dim`` at ``kv_bytes_per_elem``.
+    Output length without ``max_tokens`` is uniform in
+    [``output_tokens_min``, ``output_tokens_max``] (seeded). ``reasoning_tokens`` of
+    the output are emitted as ``reasoning_content`` first. ``tokens_per_chunk`` tokens
+    come out of each decode step in one chunk (speculative decoding). ``fixed_ttft_ms``
+    and ``fixed_itl_ms`` (both or neither) replace the physics with exact per-request
+    timing and no batching limit. ``efficiency`` None uses the server's setting.
+    """
+
+    name: str
+    params_b: float
+    active_params_b: float
+    bytes_per_param: float = 2.0
+    layers: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+    kv_bytes_per_elem: float = 2.0
+    context_tokens: int = 8192
+    output_tokens_min: int = 32
+    output_tokens_max: int = 256
+    reasoning_tokens: int = 0
+    tokens_per_chunk: int = 1
+    gpus: int = 1
+    max_batch: int = 256
+    efficiency: float | None = None
+    fixed_ttft_ms: float | None = None
+    fixed_itl_ms: float | None = None
+    faults: str | None = None
+
+    def __post_init__(self) -> None:
+        where = f"tier {self.name!r}"
+        if not self.name or any(c in self.name for c in " :,=\"'"):
+            raise SimulatorError(f"{where}: name must be non-empty without spaces or :,=")
+        for f in ("params_b", "active_params_b", "bytes_per_param", "kv_bytes_per_elem"):
+            if not getattr(self, f) > 0:
+                raise SimulatorError(f"{where}: {f} must be > 0, got {getattr(self, f)!r}")
+        if self.active_params_b > self.params_b:
+            raise SimulatorError(f"{where}: active_params_b must be <= params_b")
+        for f in ("layers", "kv_heads", "head_dim", "context_tokens", "tokens_per_chunk"):
+            if getattr(self, f) < 1:
+                raise SimulatorError(f"{where}: {f} must be >= 1, got {getattr(self, f)!r}")
+        if self.gpus < 1 or self.max_batch < 1:
+            raise SimulatorError(f"{where}: gpus and max_batch must be >= 1")
+        if not 1 <= self.output_tokens_min <= self.output_tokens_max:
+            raise SimulatorError(
+                f"{where}: need 1 <= output_tokens_min <= output_tokens_max, got "
+                f"{self.output_tokens_min}..{self.output_tokens_max}"
+            )
+        if self.reasoning_tokens < 0:
+            raise SimulatorError(f"{where}: reasoning_tokens must be >= 0")
+        if self.efficiency is not None and not 0 < self.efficiency <= 1:
+            raise SimulatorError(f"{where}: efficiency must be in (0, 1], got {self.efficiency}")
+        if (self.fixed_ttft_ms is None) != (self.fixed_itl_ms is None):
+            raise SimulatorError(f"{where}: set both fixed_ttft_ms and fixed_itl_ms or neither")
+        for f in ("fixed_ttft_ms", "fixed_itl_ms"):
+            v = getattr(self, f)
+            if v is not None and not v >= 0:
+                raise SimulatorError(f"{where}: {f} must be >= 0, got {v!r}")
+
+    @property
+    def fixed_timing(self) -> bool:
+        return self.fixed_itl_ms is not None
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all weights resident on the GPUs."""
+        return self.params_b * 1e9 * self.bytes_per_param
+
+    @property
+    def active_weight_bytes(self) -> float:
+        """Bytes read per decode step (the active parameters)."""
+        return self.active_params_b * 1e9 * self.bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV cache bytes per token of context: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+
+
+def default_tiers() -> tuple[Tier, ...]:
+    """The built-in tiers (fp16; KV shapes of the Llama/Mixtral family they stand for).
+
+    1B-34B run on one GPU, 70B and the 8x7B MoE (46.7B total, 12.9B active) on two.
+    """
+    return (
+        Tier("sim-1b", 1.0, 1.0, layers=16, kv_heads=8, head_dim=64, context_tokens=8192),
+        Tier("sim-7b", 7.0, 7.0, layers=32, kv_heads=32, head_dim=128, context_tokens=4096),
+        Tier("sim-13b", 13.0, 13.0, layers=40, kv_heads=40, head_dim=128, context_tokens=4096),
+        Tier("sim-34b", 34.0, 34.0, layers=48, kv_heads=8, head_dim=128, context_tokens=16384),
+        Tier("sim-70b", 70.0, 70.0, layers=80, kv_heads=8, head_dim=128, gpus=2, context_tokens=4096),
+        Tier("sim-8x7b", 46.7, 12.9, layers=32, kv_heads=8, head_dim=128, gpus=2, context_tokens=32768),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TierTiming:
+    """A tier placed on hardware: the numbers the engine schedules with (model time).
+
+    Build with :meth:`place`, which refuses tiers that do not fit.
+    """
+
+    tier: Tier
+    hardware: HardwareProfile
+    """The aggregate of the tier's GPUs (tensor-parallel scaled)."""
+    efficiency: float
+    kv_capacity_tokens: int
+    """Tokens of KV cache that fit next to the weights; caps the batch."""
+
+    @classmethod
+    def place(
+        cls, tier: Tier, gpu: HardwareProfile, efficiency: float, tier_efficiency: Mapping[str, float]
+    ) -> TierTiming:
+        """Place ``tier`` on ``tier.gpus`` x ``gpu``.
+
+        Efficiency precedence: ``tier_efficiency[name]`` > ``tier.efficiency`` > ``efficiency``.
+        Raises SimulatorError when the weights do not fit, or no full-context sequence fits.
+        """
+        eff = tier_efficiency.get(tier.name, tier.efficiency if tier.efficiency else efficiency)
+        if not 0 < eff <= 1:
+            raise SimulatorError(f"tier {tier.name!r}: efficiency must be in (0, 1], got {eff}")
+        hw = gpu.scaled(tier.gpus)
+        usable = hw.memory_bytes * GPU_MEMORY_UTILIZATION
+        if tier.fixed_timing:
+            # Fixed timing ignores the hardware entirely: no fit check, no batch limit.
+            return cls(tier, hw, eff, 2**62)
+        if tier.weight_bytes > usable:
+            raise SimulatorError(
+                f"tier {tier.name!r}: {tier.weight_bytes / 1e9:.1f} GB of weights do not fit "
+                f"{tier.gpus} x {gpu.name} ({usable / 1e9:.1f} GB usable at "
+                f"{GPU_MEMORY_UTILIZATION:.0%}); raise gpus or lower bytes_per_param"
+            )
+        kv_tokens = int((usable - tier.weight_bytes) // tier.kv_bytes_per_token)
+        if kv_tokens < tier.context_tokens:
+            raise SimulatorError(
+                f"tier {tier.name!r}: only {kv_tokens} tokens of KV cache fit next to the "
+                f"weights on {tier.gpus} x {gpu.name}, less than one {tier.context_tokens}-token "
+                "context; raise gpus or lower context_tokens"
+            )
+        return cls(tier, hw, eff, kv_tokens)
+
+    @property
+    def bandwidth_eff(self) -> float:
+        return self.hardware.bandwidth_bytes_per_s * self.efficiency
+
+    @property
+    def flops_eff(self) -> float:
+        return self.hardware.flops_per_s * self.efficiency
+
+    @property
+    def decode_bound_tps(self) -> float:
+        """Single-stream ceiling: aggregate bandwidth / active weight bytes (tokens/s)."""
+        return decode_bound_tokens_per_s(
+            self.hardware.bandwidth_bytes_per_s, self.tier.active_params_b * 1e9, self.tier.bytes_per_param
+        )
+
+    @property
+    def expected_decode_tps(self) -> float:
+        """Single-stream speed at short context: bound x efficiency x tokens per chunk."""
+        if self.tier.fixed_timing:
+            itl = self.tier.fixed_itl_ms or 0.0
+            return math.inf if itl == 0 else 1000.0 / itl * self.tier.tokens_per_chunk
+        return self.decode_bound_tps * self.efficiency * self.tier.tokens_per_chunk
+
+    def prefill_s(self, input_tokens: int) -> float:
+        """Compute-bound prefill time of one request (seconds, model time)."""
+        return 2.0 * self.tier.active_params_b * 1e9 * input_tokens / self.flops_eff
+
+    def decode_step_s(self, batch_size: int, batch_context_tokens: int) -> float:
+        """One decode step for ``batch_size`` sequences holding ``batch_context_tokens``.
+
+        Roofline: the larger of the memory time (active weights + the batch's KV) and
+        the compute time (2 x active params x tokens produced).
+        """
+        mem = (
+            self.tier.active_weight_bytes + self.tier.kv_bytes_per_token * batch_context_tokens
+        ) / self.bandwidth_eff
+        compute = (
+            2.0 * self.tier.active_params_b * 1e9 * batch_size * self.tier.tokens_per_chunk
+        ) / self.flops_eff
+        return max(mem, compute)
+
+    def describe(self) -> dict[str, object]:
+        """Parameters for GET /v1/models (the non-standard ``tokrate`` field)."""
+        t = self.tier
+        return {
+            "params_b": t.params_b,
+            "active_params_b": t.active_params_b,
+            "bytes_per_param": t.bytes_per_param,
+            "gpus": t.gpus,
+            "hardware": self.hardware.name,
+            "efficiency": self.efficiency,
+            "context_tokens": t.context_tokens,
+            "tokens_per_chunk": t.tokens_per_chunk,
+            "reasoning_tokens": t.reasoning_tokens,
+            "kv_capacity_tokens": None if t.fixed_timing else self.kv_capacity_tokens,
+            "decode_bound_tps": None if t.fixed_timing else self.decode_bound_tps,
+            "expected_decode_tps": None if t.fixed_timing else self.expected_decode_tps,
+            "fixed_ttft_ms": t.fixed_ttft_ms,
+            "fixed_itl_ms": t.fixed_itl_ms,
+        }
+
+
+def with_overrides(tier: Tier, **changes: object) -> Tier:
+    """A copy of ``tier`` with fields changed (validated again)."""
+    return replace(tier, **changes)  # type: ignore[arg-type]

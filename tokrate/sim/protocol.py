@@ -1,0 +1,146 @@
+"""OpenAI wire format as bytes: SSE chunks, final bodies, error objects.
+
+Pure functions and one small per-response template (:class:`ChunkBytes`) that turns
+a token's text into a complete ``data: {...}\\n\\n`` event with two concatenations,
+because the engine builds tens of thousands of these per second. Token texts are
+plain ASCII without quotes or backslashes (see :func:`tokrate.sim.model.token_text`),
+so they are pasted into JSON strings as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "DONE",
+    "ChunkBytes",
+    "completion_body",
+    "error_body",
+    "usage_dict",
+]
+
+DONE = b"data: [DONE]\n\n"
+
+
+def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
+    """OpenAI ``usage`` object; ``completion_tokens`` includes reasoning tokens."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+    }
+
+
+def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
+    """An OpenAI-style error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+
+
+class ChunkBytes:
+    """Byte templates of one streamed response (chat or text completion).
+
+    Invariant: every method returns one whole SSE event (``data: ...\\n\\n``).
+    """
+
+    __slots__ = ("_content_pre", "_head", "_post", "_reasoning_pre", "chat")
+
+    def __init__(self, response_id: str, model: str, created: int, *, chat: bool) -> None:
+        self.chat = chat
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        head = orjson.dumps({"id": response_id, "object": obj, "created": created, "model": model})
+        # head without the closing brace, so fields can follow
+        self._head = b"data: " + head[:-1]
+        if chat:
+            self._content_pre = (
+                self._head + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"'
+            )
+            self._reasoning_pre = (
+                self._head
+                + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"reasoning_content":"'
+            )
+            self._post = b'"},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            self._content_pre = self._head + b',"choices":[{"text":"'
+            self._reasoning_pre = self._content_pre  # text completions have no reasoning field
+            self._post = b'","index":0,"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def role(self) -> bytes:
+        """The first chat event: role only, empty content (carries no token)."""
+        return (
+            self._head
+            + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant",'
+            b'"content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        )
+
+    def content(self, text: bytes) -> bytes:
+        """One answer-content event carrying ``text`` (already JSON-safe ASCII)."""
+        return self._content_pre + text + self._post
+
+    def reasoning(self, text: bytes) -> bytes:
+        """One ``reasoning_content`` event (chat only)."""
+        return self._reasoning_pre + text + self._post
+
+    def malformed(self, text: bytes) -> bytes:
+        """A content event cut off mid-JSON (the ``malformed`` fault): not parseable."""
+        return self._content_pre + text + b"\n\n"
+
+    def finish(self, reason: str) -> bytes:
+        """The event that carries ``finish_reason`` and no content."""
+        if self.chat:
+            return (
+                self._head
+                + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{},"logprobs":null,'
+                b'"finish_reason":"' + reason.encode() + b'"}]}\n\n'
+            )
+        return (
+            self._head
+            + b',"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"'
+            + reason.encode()
+            + b'"}]}\n\n'
+        )
+
+    def usage(self, usage: dict[str, Any]) -> bytes:
+        """The usage-only event (``choices`` empty), sent when include_usage is true."""
+        extra = b',"system_fingerprint":null' if self.chat else b""
+        return self._head + extra + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+
+
+def completion_body(
+    *,
+    response_id: str,
+    model: str,
+    created: int,
+    chat: bool,
+    content: str,
+    reasoning: str | None,
+    finish_reason: str,
+    usage: dict[str, Any],
+) -> bytes:
+    """The non-streaming JSON body (``chat.completion`` or ``text_completion``)."""
+    if chat:
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }
+        obj = "chat.completion"
+    else:
+        choice = {"text": content, "index": 0, "logprobs": None, "finish_reason": finish_reason}
+        obj = "text_completion"
+    return orjson.dumps(
+        {
+            "id": response_id,
+            "object": obj,
+            "created": created,
+            "model": model,
+            "choices": [choice],
+            "usage": usage,
+        }
+    )

@@ -1,0 +1,398 @@
+"""Per-tier engines that decide when each token is due and write it.
+
+One engine task per tier owns the timing of every request of that tier and writes
+their bytes: :class:`BatchEngine` runs the continuous-batching physics of
+:class:`~tokrate.sim.model.TierTiming`; :class:`FixedEngine` gives every request the
+tier's exact ``fixed_ttft_ms``/``fixed_itl_ms`` with no batching limit.
+
+Clocks: all deadlines are absolute ``time.perf_counter_ns()`` values (CLOCK_MONOTONIC
+on Linux) computed from the previous deadline, never from "now + sleep", so wake-up
+lateness never accumulates. Whatever became due while the loop was late is written
+in one write per stream. Model durations are divided by ``time_scale``.
+
+Writes go through the ASGI ``send`` of each request, which in uvicorn completes
+without yielding unless the connection's write buffer is paused (flow control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections import deque
+from collections.abc import Awaitable, Callable
+from time import perf_counter_ns
+from typing import Any
+
+from tokrate.sim.faults import FaultRule
+from tokrate.sim.model import TierTiming, token_bytes
+from tokrate.sim.protocol import DONE, ChunkBytes, usage_dict
+
+__all__ = ["BatchEngine", "FixedEngine", "InjectedDisconnect", "SimRequest"]
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class InjectedDisconnect(Exception):
+    """Raised into a request handler so the server drops the connection (fault)."""
+
+
+class SimRequest:
+    """One admitted request: its plan (lengths, fault) and its write state.
+
+    Invariants: ``produced <= output_tokens``; bytes reach ``send`` in the order they
+    were produced; ``done`` resolves once, after the last write (or with
+    :class:`InjectedDisconnect` for the ``disconnect`` fault).
+    """
+
+    __slots__ = (
+        "aborting",
+        "chunks",
+        "complete",
+        "content_write_ns",
+        "dirty",
+        "disconnect_at",
+        "done",
+        "done_ns",
+        "finish_reason",
+        "first_write_ns",
+        "held_until_ns",
+        "include_usage",
+        "input_tokens",
+        "malformed_at",
+        "next_due_ns",
+        "output_tokens",
+        "pending",
+        "pending_content",
+        "produced",
+        "reasoning_tokens",
+        "send",
+        "stall",
+        "stall_at",
+        "stream",
+        "writing",
+    )
+
+    def __init__(
+        self,
+        *,
+        chunks: ChunkBytes,
+        stream: bool,
+        include_usage: bool,
+        input_tokens: int,
+        output_tokens: int,
+        reasoning_tokens: int,
+        finish_reason: str,
+        fault: FaultRule | None,
+        send: Send,
+    ) -> None:
+        self.chunks = chunks
+        self.stream = stream
+        self.include_usage = include_usage
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.reasoning_tokens = reasoning_tokens
+        self.finish_reason = finish_reason
+        self.send = send
+        self.produced = 0
+        self.pending: list[bytes] = []
+        self.pending_content = 0
+        self.content_write_ns: list[int] = []
+        self.first_write_ns: int | None = None
+        self.done_ns: int | None = None
+        self.held_until_ns = 0
+        self.writing = False
+        self.dirty = False
+        self.complete = False
+        self.aborting = False
+        self.next_due_ns = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.disconnect_at = self.stall_at = self.malformed_at = -1
+        self.stall: float = 0.0
+        if fault is not None and stream:
+            at = min(int(fault.params.get("at", 0.5) * output_tokens), output_tokens - 1)
+            if fault.kind == "disconnect":
+                self.disconnect_at = at
+            elif fault.kind == "stall":
+                self.stall_at, self.stall = at, fault.param("seconds")
+            elif fault.kind == "malformed":
+                self.malformed_at = at
+
+    @property
+    def reserved_tokens(self) -> int:
+        """KV cache reserved at admission: the whole context this request will reach."""
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def context_tokens(self) -> int:
+        return self.input_tokens + self.produced
+
+    def usage(self) -> dict[str, Any]:
+        return usage_dict(self.input_tokens, self.produced, min(self.produced, self.reasoning_tokens))
+
+    def produce(self, n_tokens: int, spawn: Callable[[Awaitable[None]], None]) -> bool:
+        """Generate the next chunk of up to ``n_tokens`` tokens; True when generation ended.
+
+        Appends the chunk's event(s) to ``pending`` (a chunk straddling the reasoning
+        boundary becomes a reasoning event and an answer event) and, after the last
+        token, the finish, usage and [DONE] events.
+        """
+        start = self.produced
+        stop = min(start + n_tokens, self.output_tokens)
+        if self.stream:
+            if start <= self.disconnect_at < stop:
+                self.aborting = self.complete = True
+                return True
+            if start <= self.stall_at < stop:
+                self.held_until_ns = perf_counter_ns() + int(self.stall * 1e9)
+                spawn(self._release_after_hold(self.stall))
+            c = self.chunks
+            r = self.reasoning_tokens
+            if start <= self.malformed_at < stop:
+                self.pending.append(c.malformed(token_bytes(start, stop)))
+            elif stop <= r:
+                self.pending.append(c.reasoning(token_bytes(start, stop)))
+            elif start >= r:
+                self.pending.append(c.content(token_bytes(start, stop)))
+            else:
+                self.pending.append(c.reasoning(token_bytes(start, r)))
+                self.pending.append(c.content(token_bytes(r, stop)))
+                self.pending_content += 1
+            self.pending_content += 1
+        self.produced = stop
+        if stop < self.output_tokens:
+            return False
+        if self.stream:
+            self.pending.append(self.chunks.finish(self.finish_reason))
+            if self.include_usage:
+                self.pending.append(self.chunks.usage(self.usage()))
+            self.pending.append(DONE)
+        self.complete = True
+        return True
+
+    async def _release_after_hold(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.held_until_ns = 0
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write everything pending in one ``send``; resolve ``done`` after the last one."""
+        if self.writing:
+            return  # the writer in progress loops and takes what was added meanwhile
+        self.writing = True
+        try:
+            while self.pending:
+                if self.held_until_ns:
+                    return  # a stall holds the writes; _release_after_hold flushes
+                body = b"".join(self.pending)
+                n_content = self.pending_content
+                final = self.complete and not self.aborting
+                self.pending = []
+                self.pending_content = 0
+                t = perf_counter_ns()
+                if self.first_write_ns is None:
+                    self.first_write_ns = t
+                if n_content:
+                    self.content_write_ns.extend([t] * n_content)
+                if final:
+                    self.done_ns = t
+                await self.send({"type": "http.response.body", "body": body, "more_body": not final})
+            if self.complete and not self.done.done():
+                if self.aborting:
+                    self.done_ns = perf_counter_ns()
+                    self.done.set_exception(InjectedDisconnect())
+                else:
+                    self.done.set_result(None)
+        finally:
+            self.writing = False
+
+
+class _Alarm:
+    """A sleep that :meth:`poke` can end early (new work arrived)."""
+
+    def __init__(self) -> None:
+        self._fut: asyncio.Future[None] | None = None
+
+    async def sleep(self, seconds: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._fut = fut
+        handle = None if seconds is None else loop.call_later(seconds, _resolve, fut)
+        try:
+            await fut
+        finally:
+            self._fut = None
+            if handle is not None:
+                handle.cancel()
+
+    def poke(self) -> None:
+        if self._fut is not None and not self._fut.done():
+            self._fut.set_result(None)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _EngineBase:
+    def __init__(self, timing: TierTiming, time_scale: float) -> None:
+        self.timing = timing
+        self.time_scale = time_scale
+        self._alarm = _Alarm()
+        self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._dirty: list[SimRequest] = []
+        self.tokens_per_chunk = timing.tier.tokens_per_chunk
+
+    def _ns(self, model_s: float) -> int:
+        return int(model_s * 1e9 / self.time_scale)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def _mark(self, req: SimRequest) -> None:
+        if not req.dirty:
+            req.dirty = True
+            self._dirty.append(req)
+
+    async def _flush_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for req in dirty:
+            req.dirty = False
+            await req.flush()
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+
+class BatchEngine(_EngineBase):
+    """Continuous batching: a queue, a batch capped by KV memory and ``max_batch``.
+
+    Each step: admit queued requests (FCFS) whose reserved context fits; the step lasts
+    prefill(joiners) + decode_step(batch); at its end every batch member emits one chunk
+    (``tokens_per_chunk`` tokens), the joiners their first.
+    """
+
+    def __init__(self, timing: TierTiming, time_scale: float) -> None:
+        super().__init__(timing, time_scale)
+        self.queue: deque[SimRequest] = deque()
+        self.batch: list[SimRequest] = []
+        self.kv_used_tokens = 0
+        self.max_batch_seen = 0
+        self.max_queue_seen = 0
+
+    def submit(self, req: SimRequest) -> None:
+        self.queue.append(req)
+        self.max_queue_seen = max(self.max_queue_seen, len(self.queue))
+        self._ensure_running()
+        self._alarm.poke()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "queued": len(self.queue),
+            "running": len(self.batch),
+            "kv_used_tokens": self.kv_used_tokens,
+            "max_batch_seen": self.max_batch_seen,
+            "max_queue_seen": self.max_queue_seen,
+        }
+
+    def _admit(self) -> list[SimRequest]:
+        cap_tokens = self.timing.kv_capacity_tokens
+        cap_batch = self.timing.tier.max_batch
+        joiners: list[SimRequest] = []
+        while self.queue and len(self.batch) < cap_batch:
+            head = self.queue[0]
+            if self.kv_used_tokens + head.reserved_tokens > cap_tokens:
+                break  # FCFS: the head waits for memory; nobody overtakes it
+            self.queue.popleft()
+            self.kv_used_tokens += head.reserved_tokens
+            self.batch.append(head)
+            joiners.append(head)
+        self.max_batch_seen = max(self.max_batch_seen, len(self.batch))
+        return joiners
+
+    async def _run(self) -> None:
+        timing = self.timing
+        step_start: int | None = None
+        while True:
+            if not self.queue and not self.batch:
+                await self._flush_dirty()
+                if not self.queue:
+                    await self._alarm.sleep(None)
+                step_start = None
+                continue
+            now = perf_counter_ns()
+            if step_start is None:
+                step_start = now
+            joiners = self._admit()
+            prefill_s = sum(timing.prefill_s(r.input_tokens) for r in joiners)
+            ctx = sum(r.context_tokens for r in self.batch)
+            deadline = step_start + self._ns(prefill_s + timing.decode_step_s(len(self.batch), ctx))
+            if deadline > now:
+                # Nothing more is due before this deadline: write what is, then sleep.
+                await self._flush_dirty()
+                now = perf_counter_ns()
+                if deadline > now:
+                    await asyncio.sleep((deadline - now) / 1e9)
+            step_start = deadline
+            keep: list[SimRequest] = []
+            for req in self.batch:
+                if req.produce(self.tokens_per_chunk, self._spawn):
+                    self.kv_used_tokens -= req.reserved_tokens
+                else:
+                    keep.append(req)
+                self._mark(req)
+            self.batch = keep
+
+
+class FixedEngine(_EngineBase):
+    """Exact timing: chunk ``c`` of a request is due at received + TTFT + c x ITL."""
+
+    def __init__(self, timing: TierTiming, time_scale: float) -> None:
+        super().__init__(timing, time_scale)
+        tier = timing.tier
+        self._ttft_ns = int((tier.fixed_ttft_ms or 0.0) * 1e6 / time_scale)
+        self._itl_ns = int((tier.fixed_itl_ms or 0.0) * 1e6 / time_scale)
+        self._heap: list[tuple[int, int, SimRequest]] = []
+        self._seq = 0
+
+    def submit(self, req: SimRequest, received_ns: int) -> None:
+        req.next_due_ns = received_ns + self._ttft_ns
+        self._seq += 1
+        heapq.heappush(self._heap, (req.next_due_ns, self._seq, req))
+        self._ensure_running()
+        self._alarm.poke()
+
+    async def _run(self) -> None:
+        heap = self._heap
+        itl = self._itl_ns
+        k = self.tokens_per_chunk
+        while True:
+            if not heap:
+                await self._alarm.sleep(None)
+                continue
+            now = perf_counter_ns()
+            if heap[0][0] > now:
+                await self._alarm.sleep((heap[0][0] - now) / 1e9)
+                continue
+            while heap and heap[0][0] <= now:
+                _, seq, req = heapq.heappop(heap)
+                finished = False
+                while req.next_due_ns <= now:
+                    if req.produce(k, self._spawn):
+                        finished = True
+                        break
+                    req.next_due_ns += itl
+                self._mark(req)
+                if not finished:
+                    heapq.heappush(heap, (req.next_due_ns, seq, req))
+            await self._flush_dirty()

@@ -1,0 +1,210 @@
+"""Start the simulator: :class:`SimConfig`, :func:`running_simulator`, :func:`serve`.
+
+The server is uvicorn (httptools parser, uvloop where installed) running
+:class:`tokrate.sim.app.SimApp` on a socket this module binds itself, so port 0 works
+and the real port is known before the first request. Everything that can be wrong
+with a config (tiers that don't fit, bad fault SPEC, unwritable truth log) raises in
+the caller's thread before any socket is opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import FrameType
+from typing import Any
+
+from tokrate.errors import ConfigError, SimulatorError
+from tokrate.hardware import HardwareProfile, get_hardware
+from tokrate.sim.app import SimApp, SimState
+from tokrate.sim.faults import FaultPlan, FaultRule, parse_faults
+from tokrate.sim.model import Tier, TierTiming, default_tiers
+from tokrate.sim.tiers import load_tiers_file
+from tokrate.sim.truth import TruthLog
+
+__all__ = ["SimConfig", "build_state", "running_simulator", "serve"]
+
+#: Seconds running_simulator waits for uvicorn to report it is serving.
+START_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How to run one simulator.
+
+    ``efficiency`` applies to every tier unless ``tier_efficiency`` (tier name ->
+    fraction) or the tier's own ``efficiency`` says otherwise (in that order of
+    precedence). ``time_scale`` divides every modelled duration (not fault durations).
+    ``tiers`` replaces the default tiers in code (``tiers_file`` wins over it).
+    ``faults`` is a SPEC string (see :mod:`tokrate.sim.faults`). ``api_key`` set makes
+    every /v1 route require ``Authorization: Bearer <key>``.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    tiers_file: str | None = None
+    hardware: str = "a100-80g"
+    efficiency: float = 0.8
+    tier_efficiency: Mapping[str, float] = field(default_factory=dict)
+    time_scale: float = 1.0
+    seed: int = 0
+    api_key: str | None = field(default=None, repr=False)
+    faults: str | None = None
+    truth_log: str | None = None
+    tiers: tuple[Tier, ...] | None = None
+    hardware_profile: HardwareProfile | None = None
+    """Custom accelerator; wins over ``hardware`` (a tiers file's [hardware] wins over both)."""
+
+
+def _resolve_tiers(cfg: SimConfig) -> tuple[tuple[Tier, ...], HardwareProfile, dict[str | None, dict[str, FaultRule]]]:
+    tiers = cfg.tiers if cfg.tiers is not None else default_tiers()
+    hw = cfg.hardware_profile or get_hardware(cfg.hardware)
+    rules: dict[str | None, dict[str, FaultRule]] = {}
+    if cfg.tiers_file:
+        tf = load_tiers_file(cfg.tiers_file)
+        tiers = tf.tiers
+        hw = tf.hardware or hw
+        for k, v in parse_faults(tf.faults, where=f"{cfg.tiers_file}: faults").items():
+            rules.setdefault(k, {}).update(v)
+    for t in tiers:
+        if t.faults:
+            tier_rules = parse_faults(t.faults, where=f"tier {t.name!r}: faults")
+            if set(tier_rules) - {None}:
+                raise ConfigError(f"tier {t.name!r}: faults must not name a tier (it applies to its own)")
+            rules.setdefault(t.name, {}).update(tier_rules.get(None, {}))
+    for k, v in parse_faults(cfg.faults).items():
+        rules.setdefault(k, {}).update(v)
+    return tiers, hw, rules
+
+
+def build_state(cfg: SimConfig) -> SimState:
+    """Validate ``cfg`` and place every tier.
+
+    Raises SimulatorError (a tier does not fit), ConfigError (bad value, file, fault
+    SPEC), OutputError (truth log not writable).
+    """
+    if not cfg.time_scale > 0:
+        raise ConfigError(f"time_scale must be > 0, got {cfg.time_scale}")
+    if not 0 < cfg.efficiency <= 1:
+        raise ConfigError(f"efficiency must be in (0, 1], got {cfg.efficiency}")
+    tiers, hw, rules = _resolve_tiers(cfg)
+    names = tuple(t.name for t in tiers)
+    if len(set(names)) != len(names):
+        raise ConfigError("tier names must be unique")
+    unknown = sorted(set(cfg.tier_efficiency) - set(names))
+    if unknown:
+        raise ConfigError(f"efficiency: unknown tier {unknown[0]!r} (tiers: {', '.join(names)})")
+    timings = {t.name: TierTiming.place(t, hw, cfg.efficiency, cfg.tier_efficiency) for t in tiers}
+    plan = FaultPlan(rules, names, cfg.seed)
+    truth = TruthLog(cfg.truth_log) if cfg.truth_log else None
+    return SimState(timings, plan, cfg.seed, cfg.time_scale, cfg.api_key, truth)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(4096)
+    except OSError as err:
+        sock.close()
+        raise SimulatorError(f"cannot listen on {host}:{port} ({err.strerror})") from None
+    sock.setblocking(False)
+    return sock
+
+
+def _uvicorn_server(app: SimApp) -> Any:
+    import uvicorn
+
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:
+        loop = "asyncio"
+    config = uvicorn.Config(
+        app,
+        http="httptools",
+        loop=loop,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        # Streams still open at shutdown are cut after this, so stopping never hangs.
+        timeout_graceful_shutdown=1,
+        backlog=4096,
+    )
+    return uvicorn.Server(config)
+
+
+def _base_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
+
+
+@contextlib.contextmanager
+def running_simulator(config: SimConfig | None = None, /, **overrides: Any) -> Iterator[str]:
+    """Run a simulator in a background thread; yield its base URL ``http://HOST:PORT/v1``.
+
+    ``overrides`` are SimConfig fields applied on top of ``config``. On exit the server
+    stops (open streams are cut after one second) and the truth log is closed.
+    Raises SimulatorError/ConfigError/OutputError before starting on a bad config.
+    """
+    cfg = replace(config or SimConfig(), **overrides) if overrides else (config or SimConfig())
+    state = build_state(cfg)
+    sock: socket.socket | None = None
+    thread: threading.Thread | None = None
+    server: Any = None
+    try:
+        sock = _bind(cfg.host, cfg.port)
+        server = _uvicorn_server(SimApp(state))
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="tokrate-sim", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive():
+                raise SimulatorError("simulator server exited during start-up")
+            if time.monotonic() > deadline:
+                raise SimulatorError(f"simulator did not start within {START_TIMEOUT_S:g} s")
+            time.sleep(0.002)
+        yield _base_url(sock)
+    finally:
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout=10)
+        if sock is not None:
+            sock.close()
+        if state.truth is not None:
+            state.truth.close()
+
+
+def serve(config: SimConfig, *, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGINT or SIGTERM (main thread only), then stop cleanly and return.
+
+    ``on_ready(base_url)`` is called once the server accepts connections.
+    """
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with running_simulator(config) as url:
+            if on_ready is not None:
+                on_ready(url)
+            while not stop.wait(0.5):
+                pass
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

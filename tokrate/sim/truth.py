@@ -1,0 +1,73 @@
+"""The truth log: per finished request, when the server handed each write to the socket.
+
+JSONL, one object per request (format fixed in docs/architecture.md)::
+
+    {"id", "model", "received_ns", "first_write_ns", "content_write_ns": [...],
+     "done_ns", "output_tokens", "fault"}
+
+All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
+just before the write was handed to the transport. Lines are buffered in the process
+and written in one ``write`` per finished request, then flushed, so a crash loses at
+most the requests still in flight and the hot path does no I/O per chunk.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+
+from tokrate.errors import OutputError
+
+__all__ = ["TruthLog"]
+
+
+class TruthLog:
+    """Append-only JSONL writer; ``record`` is called from the server loop only.
+
+    Raises OutputError (one line) when the file cannot be opened.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+        except OSError as err:
+            raise OutputError(f"{self.path}: cannot open truth log ({err.strerror})") from None
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        request_id: str,
+        model: str,
+        received_ns: int,
+        first_write_ns: int | None,
+        content_write_ns: list[int],
+        done_ns: int | None,
+        output_tokens: int,
+        fault: str | None,
+    ) -> None:
+        line = orjson.dumps(
+            {
+                "id": request_id,
+                "model": model,
+                "received_ns": received_ns,
+                "first_write_ns": first_write_ns,
+                "content_write_ns": content_write_ns,
+                "done_ns": done_ns,
+                "output_tokens": output_tokens,
+                "fault": fault,
+            }
+        )
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line + b"\n")
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
