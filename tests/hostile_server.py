@@ -83,6 +83,7 @@ class HostileServer:
         self._server: asyncio.Server | None = None
         self._ready = threading.Event()
         self._counter = 0
+        self._writers: set[asyncio.StreamWriter] = set()
 
     def base_url(self, mode: str, **opts: Any) -> str:
         scheme = "https" if self.ssl_context else "http"
@@ -115,9 +116,14 @@ class HostileServer:
             self._ready.set()
             await self._stop_event.wait()
             self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            # Close every connection so each handler ends by itself (cancelling stream
+            # handler tasks makes asyncio log spurious errors).
+            for writer in list(self._writers):
+                writer.transport.abort()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            await asyncio.wait(tasks, timeout=2)
+            await self._server.wait_closed()
+            await asyncio.sleep(0.01)  # let transports finish closing before the loop ends
 
         with contextlib.suppress(Exception):
             loop.run_until_complete(main())
@@ -125,6 +131,7 @@ class HostileServer:
 
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(w)
         try:
             while True:
                 head = await r.readuntil(b"\r\n\r\n")
@@ -153,6 +160,8 @@ class HostileServer:
         finally:
             with contextlib.suppress(Exception):
                 w.close()
+                await w.wait_closed()
+            self._writers.discard(w)
 
     async def _respond(
         self, mode: str, o: dict[str, str], req: dict[str, Any], path: str, out: _Writer, rx: int
@@ -177,7 +186,8 @@ class HostileServer:
             await out.w.drain()
             return True
         if mode == "no_headers":
-            await asyncio.sleep(3600)
+            while not out.w.transport.is_closing():
+                await asyncio.sleep(0.02)
             return False
         if mode in ("html200", "json200"):
             page = b"<html><body><h1>Gateway says hi</h1></body></html>"
@@ -195,11 +205,15 @@ class HostileServer:
             piece = b"a" * 65536
             out.body(b"data: ")
             for _ in range(int(float(o.get("mb", "50")) * 16)):
+                if out.w.transport.is_closing():
+                    return False
                 out.body(piece)
                 await out.w.drain()
             return False
         if mode == "slow_bytes":
             for byte in b"data: " + b'{"choices":[]}' * 100:
+                if out.w.transport.is_closing():
+                    return False
                 out.body(bytes([byte]))
                 await out.w.drain()
                 await asyncio.sleep(float(o.get("gap_s", "1")))
@@ -254,6 +268,8 @@ class HostileServer:
         total = 10**9 if mode == "endless" else n
         i = 0
         while sent < total:
+            if out.w.transport.is_closing():  # the client gave up: stop, don't spin
+                return False
             if i > 0 and itl:
                 await asyncio.sleep(itl)
             if i < reasoning:
@@ -280,7 +296,8 @@ class HostileServer:
         out.body(event({"choices": [finish]}))
         usage_value: Any = sent
         if mode == "bad_usage":
-            usage_value = int(o.get("value", "-5"))
+            raw = o.get("value", "-5")
+            usage_value = int(raw) if raw.lstrip("-").isdigit() else raw
         if include_usage or mode == "bad_usage":
             usage = {"prompt_tokens": 11, "completion_tokens": usage_value}
             usage["total_tokens"] = 11 + (usage_value if isinstance(usage_value, int) else 0)

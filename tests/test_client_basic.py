@@ -127,7 +127,9 @@ def test_reasoning_then_answer(server: HostileServer, kind: str) -> None:
 @pytest.mark.parametrize(
     ("code", "error_class"), [(500, "http_5xx"), (429, "http_429"), (404, "http_4xx")]
 )
-def test_http_errors_are_data(server: HostileServer, kind: str, code: int, error_class: str) -> None:
+def test_http_errors_are_data(
+    server: HostileServer, kind: str, code: int, error_class: str
+) -> None:
     rec = record(stream_one(kind, req_for(server.base_url("status", code=code, body="nope_here"))))
     assert rec.status == "error" and rec.error_class == error_class
     assert rec.http_status == code

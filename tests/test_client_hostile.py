@@ -25,8 +25,11 @@ def run_case(kind: str, server: HostileServer, mode: str, **opts: object):  # ty
     t = time.monotonic()
     res = stream_one(kind, req_for(server.base_url(mode, **opts)), FAST)
     elapsed = time.monotonic() - t
-    assert elapsed < FAST.total_s + 1.5, f"{mode} took {elapsed:.2f} s"
-    return record(res)
+    assert elapsed < FAST.total_s + 5, f"{mode} hung for {elapsed:.2f} s"  # cold SDK import
+    rec = record(res)
+    # Measured from t0 on the client's clock: no request outlives its total timeout.
+    assert rec.e2e_s is not None and rec.e2e_s < FAST.total_s + 0.5, rec.e2e_s
+    return rec
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -108,7 +108,7 @@ def test_different_load_and_prompts_are_not_comparable(tmp_path: Path) -> None:
     cfg = {"load": {"mode": "open", "burstiness": 1.0}, "prompts": {"sets": ["chat"]}}
     open_loop = write_run(tmp_path, "o", make_records("o", seed=2), config=cfg)
     assert {r.reason for r in compare_runs(base, open_loop).results} == {
-        "different load settings (config.load)"
+        "different load settings (load.mode: 'closed' vs 'open')"
     }
     c = compare_runs(base, open_loop)
     assert c.verdict == "not_comparable" and c.exit_code == 0
@@ -183,6 +183,18 @@ def test_parse_threshold() -> None:
     names = [t.metric for t in merged]
     assert "ttft_p95" not in names and "tpot_p99" in names
     assert len(merged) == len(DEFAULT_THRESHOLDS)
+
+
+def test_thresholds_as_mapping(tmp_path: Path) -> None:
+    base, cur = _pair(tmp_path, slow={"sim-70b": 1.2})
+    c = compare_runs(base, cur, {"tpot_p50": "+50%", "ttft_p95": "off"})
+    assert [t.metric for t in c.thresholds] == [
+        "tpot_p50",
+        "e2e_p95",
+        "decode_tps_p50",
+        "error_rate",
+    ]
+    assert _verdicts(c)[("sim-70b", "tpot_p50")] == "unchanged"
 
 
 def test_cli_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -260,3 +272,101 @@ def test_both_conditions_are_needed(tmp_path: Path) -> None:
     )
     assert row.ci_low is not None and row.ci_low > 0
     assert (row.verdict, row.reason) == ("unchanged", "within +10%")
+
+
+def test_block_bootstrap_keeps_a_shared_stall_together() -> None:
+    """Four neighbouring requests (in flight together at c=4) hit by one stall: the
+    block bootstrap sees one event, so its p95 interval is wider than the i.i.d. one,
+    and every replicate keeps the block's values (circular, so no value is dropped)."""
+    import numpy as np
+
+    from tokrate.compare import _bootstrap_stats
+
+    values = np.full(60, 0.030) + np.linspace(0, 0.003, 60)
+    values[20:24] = 0.090
+    spread = {}
+    for block in (1, 4):
+        reps = _bootstrap_stats(values, 0.95, 4000, block, np.random.default_rng(7))
+        lo, hi = np.quantile(reps, [0.025, 0.975])
+        spread[block] = (lo, hi)
+    assert spread[4][0] < spread[1][0]  # more replicates without the stall
+    assert spread[4][1] == pytest.approx(0.090)
+
+
+def test_exact_markdown_and_table(tmp_path: Path) -> None:
+    """Noise-free records (every request identical) make every interval exact."""
+    import io
+
+    from rich.console import Console
+
+    from tokrate.compare import render_table
+
+    one = {"models": ("sim-70b",), "n": 20, "noise": 0.0}
+    base = write_run(tmp_path, "base", make_records("base", **one))  # type: ignore[arg-type]
+    cur = write_run(tmp_path, "cur", make_records("cur", slow={"sim-70b": 1.25}, **one))  # type: ignore[arg-type]
+    c = compare_runs(base, cur)
+    assert render_markdown(c) == (
+        "### ❌ tokrate compare: REGRESSION (4 regressed, 0 improved, 1 unchanged, 0 not "
+        "comparable) — cur vs baseline base\n"
+        "\n"
+        "- sim-70b c=4 ttft_p95: 1.25x slower [1.25, 1.25], regressed\n"
+        "- sim-70b c=4 tpot_p50: 1.25x slower [1.25, 1.25], regressed\n"
+        "- sim-70b c=4 e2e_p95: 1.25x slower [1.25, 1.25], regressed\n"
+        "- sim-70b c=4 decode_tps_p50: 1.25x slower [1.25, 1.25], regressed\n"
+        "\n"
+        "| target | metric | baseline | current | change [95% CI] | threshold | verdict |\n"
+        "|---|---|---:|---:|---|---:|---|\n"
+        "| sim-70b c=4 | ttft_p95 | 120 ms | 150 ms | 1.25x slower [1.25, 1.25] | +10% | regressed |\n"
+        "| sim-70b c=4 | tpot_p50 | 45.0 ms | 56.2 ms | 1.25x slower [1.25, 1.25] | +5% | regressed |\n"
+        "| sim-70b c=4 | e2e_p95 | 1,515 ms | 1,894 ms | 1.25x slower [1.25, 1.25] | +10% | regressed |\n"
+        "| sim-70b c=4 | decode_tps_p50 | 22.2 tok/s | 17.8 tok/s | 1.25x slower [1.25, 1.25] | -5% | regressed |\n"
+        "| sim-70b c=4 | error_rate | 0.0% | 0.0% | +0.0pp [-16.1, +16.1] | +1pp | unchanged |\n"
+        "\n"
+        "95% bootstrap intervals (2000 resamples, seed 0); a regression needs the change "
+        "past its threshold and an interval excluding 0.\n"
+    )
+    buf = io.StringIO()
+    render_table(c, Console(file=buf, width=120, color_system=None))
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == (
+        "tokrate compare: REGRESSION (4 regressed, 0 improved, 1 unchanged, 0 not "
+        "comparable) — cur vs baseline base"
+    )
+    assert lines[3].rstrip() == (
+        " sim-70b c=4 │ ttft_p95       │     120 ms │     150 ms │ 1.25x slower [1.25, 1.25] "
+        "│      +10% │ regressed"
+    )
+
+
+def test_zero_values_render_without_a_ratio(tmp_path: Path) -> None:
+    """A TPOT of 0 (every token in one chunk) has no finite ratio: plain change shown."""
+    import dataclasses
+
+    from tokrate.compare import describe_change
+
+    base = write_run(tmp_path, "b", make_records("b", seed=1, models=("sim-7b",)))
+    zero = [
+        dataclasses.replace(r, tpot_s=0.0) for r in make_records("c", seed=2, models=("sim-7b",))
+    ]
+    cur = write_run(tmp_path, "c", zero)
+    c = compare_runs(base, cur)
+    row = next(r for r in c.results if r.metric == "tpot_p50")
+    assert describe_change(row).startswith("-100% [")
+    assert "tpot_p50" in render_markdown(c)
+
+
+def test_embedded_simulator_clock_must_match(tmp_path: Path) -> None:
+    def sim_run(name: str, time_scale: float) -> Path:
+        folder = write_run(tmp_path, name, make_records(name, seed=len(name)))
+        run = json.loads((folder / "run.json").read_text())
+        run["config"]["simulator"] = {"time_scale": time_scale}
+        for target in run["targets"]:
+            target["simulated"] = True
+        (folder / "run.json").write_text(json.dumps(run))
+        return folder
+
+    base, same, faster = sim_run("a", 5.0), sim_run("bb", 5.0), sim_run("ccc", 20.0)
+    assert compare_runs(base, same).verdict == "ok"
+    assert {r.reason for r in compare_runs(base, faster).results} == {
+        "different load settings (simulator.time_scale: 5.0 vs 20.0)"
+    }

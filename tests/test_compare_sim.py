@@ -4,14 +4,20 @@ One simulator per run (seeds differ per run), two tiers in parallel, time-scaled
 sequence is the nightly pattern itself: every run is judged by ``--baseline
 latest-good`` through ``run_benchmark``, so the pointer logic is exercised end to end.
 
-Noise of a time-scaled simulator on a shared machine: the simulator's schedule is exact
-in model time, but every write and every client read is late by event-loop and GIL
-jitter (~0.1-1 ms on a loaded 2-core box, same order whatever ``time_scale`` is), so
-the scale must keep the compared values well above that jitter: the 70B tier's TPOT
-stays ~10 ms at 5x, its TTFT ~30 ms (512-token prompts), the 7B tier's TTFT ~6 ms, and
-the simulator's absolute deadlines keep lateness from accumulating over a stream. Between
-runs the load of the machine can change (other test suites), which the bootstrap does
-not see; the defaults' thresholds absorb it.
+Noise of a time-scaled simulator on a shared machine, and how this test keeps it
+below the default thresholds:
+
+- Every write and client read is late by event-loop/GIL jitter (~0.1-1 ms on a loaded
+  2-core box, whatever ``time_scale`` is), so the scale (5x) keeps the compared values
+  well above it: the 70B tier's TPOT ~16 ms, its TTFT tens of ms, the 7B tier's TTFT
+  ~10 ms. The simulator's deadlines are absolute, so lateness never accumulates.
+- Equal prompt lengths would run the closed loop in lockstep, and a lockstep batch
+  gives a few discrete TPOT modes whose median flips between runs (seen: +21%); the
+  prompts vary in length instead, like real ones.
+- Every night sends the same prompts (one prompt per request, fixed prompt seed) in
+  its own seeded order; 64 requests at c=8 average the order effects on the batch.
+- A stall of the machine delays every request in flight at once; compare's block
+  bootstrap resamples those together, so one stall is one event, not eight.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ from tokrate.spec import (  # noqa: E402
 #: The simulator's clock runs this many times faster than model time.
 TIME_SCALE = 5.0
 MODELS = ("sim-7b", "sim-70b")
-REQUESTS = 40
+CONCURRENCY = 8
+REQUESTS = 64
 REQUEST_SHAPE = {"input_tokens": 256, "input_stddev": 64, "output_tokens": 16, "output_stddev": 4}
 
 
@@ -57,7 +64,11 @@ def _run(
             endpoints=(EndpointSpec(name="sim", base_url=url),),
             models=tuple(ModelSpec(endpoint="sim", name=m) for m in MODELS),
             load=LoadSpec(
-                concurrency=(4,), requests=REQUESTS, targets="parallel", seed=seed, ignore_eos=True
+                concurrency=(CONCURRENCY,),
+                requests=REQUESTS,
+                targets="parallel",
+                seed=seed,
+                ignore_eos=True,
             ),
             prompts=PromptsSpec(
                 # Varied lengths, like real prompts: equal lengths would run the closed
@@ -103,7 +114,9 @@ def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> N
         results = doc["results"]
         assert isinstance(results, list)
         judged += sum(r["verdict"] != "not_comparable" for r in results)
-        false_alarms += sum(r["verdict"] == "regressed" for r in results)
+        # An alarm is a tier called regressed on a night (TPOT and decode tokens/s are
+        # one measurement seen two ways, so they count once).
+        false_alarms += len({r["model"] for r in results if r["verdict"] == "regressed"})
     assert judged >= 10 * len(MODELS) * 5  # every row was actually compared
     assert false_alarms <= 1, false_alarms
     good = (root / LATEST_GOOD).read_text().strip()

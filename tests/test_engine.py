@@ -3,6 +3,7 @@ connect failures and retries. (Simulator-truth accuracy lives in test_engine_sim
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -40,6 +41,9 @@ PROMPTS = tuple(_Prompt(i) for i in range(4))
 def server() -> Iterator[HostileServer]:
     with hostile_server() as srv:
         yield srv
+    # Collect now, so anything the server left unclosed is reported against this
+    # module, not against whichever later test happens to trigger a collection.
+    gc.collect()
 
 
 def _target(name: str, url: str, model: str = "m") -> Target:

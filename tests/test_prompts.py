@@ -12,11 +12,13 @@ from tokrate.errors import PromptError
 from tokrate.prompts import (
     Prompt,
     bundled_sets,
+    estimate_input_tokens,
     estimate_tokens,
     load_prompts,
     prompt_text,
     synthetic_prompts,
 )
+from tokrate.sim.model import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,11 +48,17 @@ def test_jsonl_messages_and_prompt_with_defaults(tmp_path: Path) -> None:
     )
     assert c.id == "7"
     assert prompt_text(c.messages, None) == "be brief\n\nwhy?"
-    assert c.input_tokens_est == estimate_tokens("be brief\n\nwhy?") == 4
+    # The simulator's chat count: 2 + (4 + ceil(8/4)) + (4 + ceil(4/4)).
+    assert c.input_tokens_est == count_chat_tokens(c.messages or ()) == 13
+    assert estimate_input_tokens(c.messages, None, "completions") == 4
+    # A plain prompt goes out as one user message: 2 + 4 + ceil(9/4).
+    assert b.input_tokens_est == 9
 
 
-def test_estimate_is_ceil_utf8_bytes_over_4() -> None:
-    assert [estimate_tokens(s) for s in ("", "a", "abcd", "abcde", "é" * 3)] == [0, 1, 1, 2, 2]
+def test_estimate_is_the_simulators_ceil_utf8_bytes_over_4() -> None:
+    texts = ("", "a", "abcd", "abcde", "é" * 3)
+    assert [estimate_tokens(s) for s in texts] == [0, 1, 1, 2, 2]
+    assert [estimate_tokens(s) for s in texts] == [count_text_tokens(s) for s in texts]
 
 
 def test_text_blocks_and_whole_file(tmp_path: Path) -> None:
@@ -134,7 +142,8 @@ def test_synthetic_lengths_are_exact_seeded_and_varied() -> None:
     assert 250 < sum(lengths) / len(lengths) < 350 and len(set(lengths)) > 20
     for p in a:
         text = prompt_text(p.messages, p.prompt)
-        assert text.isascii() and estimate_tokens(text) == p.input_tokens_est
+        assert text.isascii() and estimate_tokens(text) == p.input_tokens_est - 6
+        assert count_chat_tokens(p.messages or ()) == p.input_tokens_est
         words = text.split()
         assert len(set(words)) > len(words) / 5  # varied text, not one repeated word
     fixed = synthetic_prompts(SyntheticSpec(count=3, input_tokens=17, output_tokens=9))

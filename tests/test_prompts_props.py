@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokrate.errors import PromptError
-from tokrate.prompts import estimate_tokens, parse_jsonl, parse_text, prompt_text
+from tokrate.prompts import estimate_input_tokens, parse_jsonl, parse_text
 
 json_values = st.recursive(
     st.one_of(
@@ -41,7 +41,7 @@ def check(fn: Any, data: bytes, name: str) -> None:
         assert prompts
         for p in prompts:
             assert (p.messages is None) != (p.prompt is None)
-            assert p.input_tokens_est == estimate_tokens(prompt_text(p.messages, p.prompt))
+            assert p.input_tokens_est == estimate_input_tokens(p.messages, p.prompt)
 
 
 @settings(max_examples=200, deadline=None)
@@ -63,7 +63,11 @@ def test_any_json_lines(objs: list[Any]) -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=5), st.integers(0, 3))
 def test_bad_line_number_is_exact(good: list[str], extra_blank: int) -> None:
-    rows = [json.dumps({"prompt": t if t.strip() else "x"}) for t in good] + [""] * extra_blank + ["{oops"]
+    rows = (
+        [json.dumps({"prompt": t if t.strip() else "x"}) for t in good]
+        + [""] * extra_blank
+        + ["{oops"]
+    )
     n = len(rows)
     try:
         parse_jsonl("\n".join(rows).encode(), "h.jsonl")

@@ -289,3 +289,62 @@ def test_ecdf_downsampled_and_exact_at_ends() -> None:
     assert ecdf["x"].min() == 1.0 and ecdf["x"].max() == float(n)
     assert ecdf["p"].max() == 1.0
     assert ecdf["p"].is_sorted()
+
+
+def test_size_chart_labels_never_overlap() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from tokrate.report.charts import size_vs_speed
+
+    # Crowded: five models within 10% in size and speed.
+    n = 5
+    points = pl.DataFrame(
+        {
+            "series": ["ep"] * n,
+            "endpoint": ["ep"] * n,
+            "model": [f"crowded-model-{i}" for i in range(n)],
+            "x_params_b": [7.0 + 0.1 * i for i in range(n)],
+            "total_params_b": [7.0 + 0.1 * i for i in range(n)],
+            "is_moe": [False] * n,
+            "tps_p10": [100.0] * n,
+            "tps_p50": [110.0 + i for i in range(n)],
+            "tps_p90": [120.0] * n,
+            "ttft_p10": [0.1] * n,
+            "ttft_p50": [0.12] * n,
+            "ttft_p90": [0.15] * n,
+            "bytes_per_param": [2.0] * n,
+            "gpus": [1] * n,
+            "gpu_scale": [1.0] * n,
+        }
+    )
+    fig = size_vs_speed(points, get_hardware("a100-80g"), {})
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) == n
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert not a.overlaps(b)
+
+
+def test_multi_run_comparison_shows_decode_intervals(tmp_path: Path) -> None:
+    tiers = [SyntheticTier("m-7b", 7.0, 7.0)]
+    a = synthetic_run(tmp_path / "a", run_id="fast", tiers=tiers, requests_per_level=40, seed=1)
+    b = synthetic_run(
+        tmp_path / "b", run_id="slow", tiers=tiers, requests_per_level=40, seed=2, efficiency=0.5
+    )
+    out = build_report([a, b], tmp_path / "ab", formats=("png",))
+    md = (out / "summary.md").read_text()
+    block = md.split("### Runs side by side")[1].split("### ")[0]
+    (row,) = [line for line in block.splitlines() if line.startswith("| sim | m-7b | c=1 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    fast, slow = cells[3], cells[4]
+    lo_hi = [re.search(r"\\?\[([\d.,]+)–([\d.,]+)\\?\]", c) for c in (fast, slow)]
+    assert all(lo_hi)
+    fast_lo = float(lo_hi[0].group(1).replace(",", ""))  # type: ignore[union-attr]
+    slow_hi = float(lo_hi[1].group(2).replace(",", ""))  # type: ignore[union-attr]
+    assert slow_hi < fast_lo  # efficiency 0.5 vs 0.8: intervals well apart
+    assert "bootstrap 95% CI" in md

@@ -104,13 +104,24 @@ async def _classify(client: httpx.AsyncClient, url: str, stall_s: float, slow_s:
 
 
 def test_each_fault_at_its_rate_and_in_its_form(start_sim: Any, tmp_path: Path) -> None:
-    kinds = ("http_500", "http_429", "http_503", "html_200", "disconnect", "stall", "malformed", "slow_first_byte")
+    kinds = (
+        "http_500",
+        "http_429",
+        "http_503",
+        "html_200",
+        "disconnect",
+        "stall",
+        "malformed",
+        "slow_first_byte",
+    )
     p = 0.1
     stall_s = slow_s = 0.4
     spec = ",".join(f"{k}={p}" for k in kinds)
-    spec = spec.replace("stall=0.1", f"stall=0.1:seconds={stall_s}").replace(
-        "slow_first_byte=0.1", f"slow_first_byte=0.1:seconds={slow_s}"
-    ).replace("http_429=0.1", "http_429=0.1:retry_after=1")
+    spec = (
+        spec.replace("stall=0.1", f"stall=0.1:seconds={stall_s}")
+        .replace("slow_first_byte=0.1", f"slow_first_byte=0.1:seconds={slow_s}")
+        .replace("http_429=0.1", "http_429=0.1:retry_after=1")
+    )
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults=spec, seed=7, truth_log=str(log), time_scale=200.0)
     n = 400
@@ -147,5 +158,7 @@ def test_per_tier_rule_applies_to_that_tier_only(start_sim: Any) -> None:
     url = start_sim(faults="sim-70b:http_503=1.0")
     with httpx.Client(timeout=10) as c:
         for model, status in (("sim-70b", 503), ("sim-7b", 200), ("sim-70b", 503)):
-            r = c.post(f"{url}/chat/completions", json={"model": model, "messages": MSG, "max_tokens": 1})
+            r = c.post(
+                f"{url}/chat/completions", json={"model": model, "messages": MSG, "max_tokens": 1}
+            )
             assert r.status_code == status

@@ -14,7 +14,10 @@ import pytest
 from tokrate.sim import Tier, count_chat_tokens, count_text_tokens
 from tokrate.sim.model import token_text
 
-MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi ünïcode"}]
+MESSAGES: Any = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Say hi ünïcode"},
+]
 
 
 @pytest.fixture
@@ -54,9 +57,16 @@ def test_chat_stream_event_sequence_and_exact_usage(sim_url: str, client: httpx.
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == "sim-7b" for c in chunks)
     role, *contents, finish, usage = chunks
     assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert [c["choices"][0]["delta"]["content"] for c in contents] == [token_text(i) for i in range(6)]
+    assert [c["choices"][0]["delta"]["content"] for c in contents] == [
+        token_text(i) for i in range(6)
+    ]
     assert all(c["choices"][0]["finish_reason"] is None for c in contents)
-    assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
+    assert finish["choices"][0] == {
+        "index": 0,
+        "delta": {},
+        "logprobs": None,
+        "finish_reason": "length",
+    }
     assert usage["choices"] == []
     assert usage["usage"] == {
         "prompt_tokens": count_chat_tokens(MESSAGES),
@@ -80,12 +90,18 @@ def test_input_token_count_is_the_documented_approximation() -> None:
     assert count_text_tokens("abcd") == 1
     assert count_text_tokens("abcde") == 2
     assert count_text_tokens("ü") == 1  # 2 UTF-8 bytes
-    msgs = [{"role": "user", "content": "abcdefgh"}, {"role": "user", "content": [{"type": "text", "text": "abcd"}]}]
+    msgs: Any = [
+        {"role": "user", "content": "abcdefgh"},
+        {"role": "user", "content": [{"type": "text", "text": "abcd"}]},
+    ]
     assert count_chat_tokens(msgs) == 2 + (4 + 2) + (4 + 1)
 
 
 def test_min_tokens_and_ignore_eos_make_length_exact(sim_url: str, client: httpx.Client) -> None:
-    for extra, expected in (({"ignore_eos": True, "max_tokens": 300}, 300), ({"min_tokens": 280, "max_tokens": 290}, None)):
+    for extra, expected in (
+        ({"ignore_eos": True, "max_tokens": 300}, 300),
+        ({"min_tokens": 280, "max_tokens": 290}, None),
+    ):
         body = {"model": "sim-1b", "messages": MESSAGES, **extra}
         r = client.post(f"{sim_url}/chat/completions", json=body)
         assert r.status_code == 200, r.text
@@ -103,20 +119,33 @@ def test_max_completion_tokens_is_honoured(sim_url: str, client: httpx.Client) -
     data = r.json()
     assert data["object"] == "chat.completion"
     assert data["usage"]["completion_tokens"] == 4
-    assert data["choices"][0]["message"] == {"role": "assistant", "content": "".join(token_text(i) for i in range(4))}
+    assert data["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "".join(token_text(i) for i in range(4)),
+    }
 
 
-def test_output_length_without_max_tokens_follows_tier_range(sim_url: str, client: httpx.Client) -> None:
+def test_output_length_without_max_tokens_follows_tier_range(
+    sim_url: str, client: httpx.Client
+) -> None:
     lengths = set()
     for _ in range(8):
-        r = client.post(f"{sim_url}/chat/completions", json={"model": "sim-1b", "messages": MESSAGES})
+        r = client.post(
+            f"{sim_url}/chat/completions", json={"model": "sim-1b", "messages": MESSAGES}
+        )
         assert r.json()["choices"][0]["finish_reason"] == "stop"
         lengths.add(r.json()["usage"]["completion_tokens"])
     assert all(32 <= n <= 256 for n in lengths) and len(lengths) > 1
 
 
 def test_text_completions_stream_and_whole(sim_url: str, client: httpx.Client) -> None:
-    body = {"model": "sim-1b", "prompt": "abcdefgh", "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-1b",
+        "prompt": "abcdefgh",
+        "max_tokens": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with client.stream("POST", f"{sim_url}/completions", json=body) as resp:
         events = _sse_events(resp)
     *contents, finish, usage, done = events
@@ -125,7 +154,9 @@ def test_text_completions_stream_and_whole(sim_url: str, client: httpx.Client) -
     assert all(c["object"] == "text_completion" for c in contents)
     assert finish["choices"][0]["finish_reason"] == "length" and finish["choices"][0]["text"] == ""
     assert usage["usage"]["prompt_tokens"] == 2 and usage["usage"]["completion_tokens"] == 3
-    r = client.post(f"{sim_url}/completions", json={"model": "sim-1b", "prompt": ["abcd"], "max_tokens": 2})
+    r = client.post(
+        f"{sim_url}/completions", json={"model": "sim-1b", "prompt": ["abcd"], "max_tokens": 2}
+    )
     assert r.json()["choices"][0]["text"] == token_text(0) + token_text(1)
 
 
@@ -145,7 +176,7 @@ def test_openai_sdk_parses_streams_and_bodies(sim_url: str) -> None:
     with openai.OpenAI(base_url=sim_url, api_key="sk-unused", max_retries=0) as sdk:
         stream = sdk.chat.completions.create(
             model="sim-13b",
-            messages=MESSAGES,  # type: ignore[arg-type]
+            messages=MESSAGES,
             stream=True,
             max_tokens=5,
             stream_options={"include_usage": True},
@@ -158,17 +189,24 @@ def test_openai_sdk_parses_streams_and_bodies(sim_url: str) -> None:
                 usage = chunk.usage
         assert "".join(text) == "".join(token_text(i) for i in range(5))
         assert usage is not None and usage.completion_tokens == 5
-        whole = sdk.chat.completions.create(model="sim-7b", messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+        whole = sdk.chat.completions.create(model="sim-7b", messages=MESSAGES, max_tokens=3)
         assert whole.usage is not None and whole.usage.completion_tokens == 3
         comp = sdk.completions.create(model="sim-1b", prompt="hello", max_tokens=2, stream=True)
         assert "".join(c.choices[0].text for c in comp) == token_text(0) + token_text(1)
-        assert [m.id for m in sdk.models.list()][0] == "sim-1b"
+        assert next(m.id for m in sdk.models.list()) == "sim-1b"
 
 
 def test_reasoning_tier_emits_reasoning_first(start_sim: Any, tmp_path: Path) -> None:
     tier = Tier("sim-think", 7.0, 7.0, reasoning_tokens=4, kv_heads=8)
     url = start_sim(tiers=(tier,))
-    body = {"model": "sim-think", "messages": MESSAGES, "max_tokens": 7, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-think",
+        "messages": MESSAGES,
+        "max_tokens": 7,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.Client() as c, c.stream("POST", f"{url}/chat/completions", json=body) as resp:
         events = _sse_events(resp)
     deltas = [e["choices"][0]["delta"] for e in events[1:-3]]
@@ -178,7 +216,9 @@ def test_reasoning_tier_emits_reasoning_first(start_sim: Any, tmp_path: Path) ->
     assert events[-2]["usage"]["completion_tokens"] == 7
     assert events[-2]["usage"]["completion_tokens_details"]["reasoning_tokens"] == 4
     with openai.OpenAI(base_url=url, api_key="x", max_retries=0) as sdk:
-        whole = sdk.chat.completions.create(model="sim-think", messages=MESSAGES, max_tokens=6, extra_body={"ignore_eos": True})  # type: ignore[arg-type]
+        whole = sdk.chat.completions.create(
+            model="sim-think", messages=MESSAGES, max_tokens=6, extra_body={"ignore_eos": True}
+        )
         msg = whole.choices[0].message
         assert getattr(msg, "reasoning_content", None) == "".join(token_text(i) for i in range(4))
         assert msg.content == token_text(4) + token_text(5)
@@ -186,7 +226,14 @@ def test_reasoning_tier_emits_reasoning_first(start_sim: Any, tmp_path: Path) ->
 
 def test_tokens_per_chunk_groups_tokens(start_sim: Any) -> None:
     url = start_sim(tiers=(Tier("sim-spec", 7.0, 7.0, tokens_per_chunk=3, kv_heads=8),))
-    body = {"model": "sim-spec", "messages": MESSAGES, "max_tokens": 7, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-spec",
+        "messages": MESSAGES,
+        "max_tokens": 7,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.Client() as c, c.stream("POST", f"{url}/chat/completions", json=body) as resp:
         events = _sse_events(resp)
     contents = [e["choices"][0]["delta"]["content"] for e in events[1:-3]]

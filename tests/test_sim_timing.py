@@ -6,10 +6,15 @@ import asyncio
 import json
 import math
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
+
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -20,9 +25,68 @@ from tokrate.sim import SimConfig, Tier, TierTiming, default_tiers
 SHORT = [{"role": "user", "content": "hi"}]
 
 
-async def _stream(client: httpx.AsyncClient, url: str, model: str, max_tokens: int, *, first_only: bool = False) -> list[int]:
+@pytest.fixture
+def sim_process() -> Iterator[Callable[..., str]]:
+    """Start ``tokrate sim ARGS...`` in its own process (no GIL shared with the test
+    client, so timing tests measure the server, not the test's thread switching)."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tokrate", "sim", *args], stdout=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        return proc.stdout.readline().strip()
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.communicate(timeout=15)
+
+
+async def _raw_stream(url: str, model: str, max_tokens: int) -> list[int]:
+    """Like _stream over a bare socket: t0, then perf_counter_ns of each read that
+    carried content. Cheap enough for hundreds of concurrent long streams."""
+    u = urlparse(url)
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": SHORT,
+            "stream": True,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        }
+    ).encode()
+    head = (
+        f"POST {u.path}/chat/completions HTTP/1.1\r\nHost: {u.hostname}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    stamps = [perf_counter_ns()]
+    reader, writer = await asyncio.open_connection(u.hostname, u.port)
+    try:
+        writer.write(head + body)
+        while data := await reader.read(1 << 16):
+            if b'"delta":{"content"' in data:
+                stamps.append(perf_counter_ns())
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return stamps
+
+
+async def _stream(
+    client: httpx.AsyncClient, url: str, model: str, max_tokens: int, *, first_only: bool = False
+) -> list[int]:
     """perf_counter_ns at t0 followed by the arrival of every content-bearing chunk."""
-    body = {"model": model, "messages": SHORT, "stream": True, "max_tokens": max_tokens, "ignore_eos": True}
+    body = {
+        "model": model,
+        "messages": SHORT,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
     stamps = [perf_counter_ns()]
     async with client.stream("POST", f"{url}/chat/completions", json=body) as resp:
         assert resp.status_code == 200
@@ -42,10 +106,23 @@ def test_tier_timing_model_is_the_design_formula() -> None:
     gpu = get_hardware("a100-80g")
     for tier in default_tiers():
         t = TierTiming.place(tier, gpu, 0.8, {})
-        bw = gpu.bandwidth_bytes_per_s * (tier.gpus * TENSOR_PARALLEL_EFFICIENCY if tier.gpus > 1 else 1)
+        bw = gpu.bandwidth_bytes_per_s * (
+            tier.gpus * TENSOR_PARALLEL_EFFICIENCY if tier.gpus > 1 else 1
+        )
         assert math.isclose(t.decode_bound_tps, bw / (tier.active_params_b * 1e9 * 2))
         assert math.isclose(t.decode_step_s(1, 0), 1 / (0.8 * t.decode_bound_tps))
-        assert math.isclose(t.prefill_s(1000), 2 * tier.active_params_b * 1e9 * 1000 / (gpu.flops_per_s * (tier.gpus * TENSOR_PARALLEL_EFFICIENCY if tier.gpus > 1 else 1) * 0.8))
+        assert math.isclose(
+            t.prefill_s(1000),
+            2
+            * tier.active_params_b
+            * 1e9
+            * 1000
+            / (
+                gpu.flops_per_s
+                * (tier.gpus * TENSOR_PARALLEL_EFFICIENCY if tier.gpus > 1 else 1)
+                * 0.8
+            ),
+        )
     seven = TierTiming.place(default_tiers()[1], gpu, 0.8, {})
     assert 140 < seven.decode_bound_tps < 150  # DESIGN.md: ~142 tok/s at 2.0 TB/s
     # per-tier efficiency wins over the global one
@@ -55,76 +132,97 @@ def test_tier_timing_model_is_the_design_formula() -> None:
     assert seventy.kv_capacity_tokens < seven.kv_capacity_tokens / 5
 
 
-def test_single_stream_decode_speed_matches_bound_times_efficiency(start_sim: Any) -> None:
-    """Every default tier, one stream each, ~0.6 s of decode: within 2% of bound x eff."""
-    url = start_sim(time_scale=1.0)
+def _slope_tps(stamps_ns: list[int]) -> float:
+    """Tokens/s as the least-squares slope of token index over arrival time: one late
+    read on a loaded machine moves it far less than it moves (n - 1) / (last - first)."""
+    ts = [t / 1e9 for t in stamps_ns]
+    ks = list(range(len(ts)))
+    return 1.0 / statistics.linear_regression(ks, ts).slope
+
+
+def test_single_stream_decode_speed_matches_bound_times_efficiency(
+    sim_process: Callable[..., str],
+) -> None:
+    """Every default tier, one stream each, ~0.8 s of decode: within 2% of bound x eff."""
+    url = sim_process("--time-scale", "1")
     gpu = get_hardware("a100-80g")
     timings = {t.name: TierTiming.place(t, gpu, 0.8, {}) for t in default_tiers()}
-    n_tokens = {name: max(16, round(0.6 * t.expected_decode_tps)) for name, t in timings.items()}
+    n_tokens = {name: max(16, round(0.8 * t.expected_decode_tps)) for name, t in timings.items()}
+    # the bound ignores KV reads; keep them under 1% of the weight bytes read per step
+    for name, n in n_tokens.items():
+        tier = timings[name].tier
+        assert (n + 10) * tier.kv_bytes_per_token < 0.01 * tier.active_weight_bytes * 2
 
     async def main() -> dict[str, list[int]]:
-        async with httpx.AsyncClient(timeout=30) as client:
-            results = await asyncio.gather(*(_stream(client, url, m, n) for m, n in n_tokens.items()))
+        results = await asyncio.gather(*(_raw_stream(url, m, n) for m, n in n_tokens.items()))
         return dict(zip(n_tokens, results, strict=True))
 
     stamps = asyncio.run(main())
     for name, s in stamps.items():
         content = s[1:]
         assert len(content) == n_tokens[name]
-        measured = (len(content) - 1) / ((content[-1] - content[0]) / 1e9)
         expected = timings[name].expected_decode_tps
-        assert measured == pytest.approx(expected, rel=0.02), name
+        assert _slope_tps(content) == pytest.approx(expected, rel=0.02), name
 
 
-def test_queueing_raises_70b_ttft_before_7b(start_sim: Any, tmp_path: Path) -> None:
-    """At 96 streams sim-70b's KV cache is full, so requests wait for whole requests.
+def _truth_ttft_s(log: Path) -> list[float]:
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    return [(r["content_write_ns"][0] - r["received_ns"]) / 1e9 for r in rows]
 
-    TTFT is taken from the truth log (first content write - request received), so the
-    test client's own connection set-up on a loaded machine does not enter it.
+
+def test_queueing_raises_70b_ttft_before_7b(
+    sim_process: Callable[..., str], tmp_path: Path
+) -> None:
+    """At high concurrency sim-70b's KV cache is full and requests wait for whole
+    requests; sim-7b's batch still holds everyone.
+
+    Short prompts, so prefill compute is negligible and only KV memory can make a
+    request wait. 70b: 135 reserved tokens each, 90 fit next to the weights, 128 sent.
+    7b: 96 x 263 tokens use a quarter of its KV cache.
     """
-    log = tmp_path / "truth.jsonl"
-    scale = 50.0
-    url = start_sim(time_scale=scale, truth_log=str(log))
-    # short prompts: prefill compute is negligible, only KV memory can make a request wait
-    out_tokens = 256
-    concurrency = 96
     gpu = get_hardware("a100-80g")
-    e2e = {
-        t.name: out_tokens * TierTiming.place(t, gpu, 0.8, {}).decode_step_s(1, 0) / scale
-        for t in default_tiers()
-    }
+    step = {t.name: TierTiming.place(t, gpu, 0.8, {}).decode_step_s(1, 0) for t in default_tiers()}
+    runs = {"sim-7b": (5.0, 96, 256), "sim-70b": (10.0, 128, 128)}  # scale, streams, tokens
+    p90: dict[str, float] = {}
+    e2e: dict[str, float] = {}
+    for model, (scale, streams, tokens) in runs.items():
+        log = tmp_path / f"{model}.jsonl"
+        url = sim_process("--time-scale", str(scale), "--truth-log", str(log))
 
-    async def main() -> None:
-        limits = httpx.Limits(max_connections=concurrency + 4)
-        async with httpx.AsyncClient(timeout=30, limits=limits) as client:
-            for model in ("sim-7b", "sim-70b"):
-                await asyncio.gather(
-                    *(_stream(client, url, model, out_tokens, first_only=True) for _ in range(concurrency))
-                )
+        async def main(
+            url: str = url, model: str = model, streams: int = streams, tokens: int = tokens
+        ) -> list[list[int]]:
+            return await asyncio.gather(*(_raw_stream(url, model, tokens) for _ in range(streams)))
 
-    asyncio.run(main())
-    # requests cut short by the client still finish server-side; wait for the log
-    deadline = perf_counter_ns() + 10_000_000_000
-    while perf_counter_ns() < deadline:
-        rows = [json.loads(line) for line in log.read_text().splitlines()]
-        if len(rows) == 2 * concurrency:
-            break
-        time.sleep(0.05)
-    ttft: dict[str, list[float]] = {"sim-7b": [], "sim-70b": []}
-    for row in rows:
-        ttft[row["model"]].append((row["content_write_ns"][0] - row["received_ns"]) / 1e9)
-    p90 = {m: statistics.quantiles(t, n=10)[-1] for m, t in ttft.items()}
-    # 70b: the requests beyond its KV capacity (46 of these) waited for the first
-    # wave to finish, i.e. about one whole single-stream request
+        client = asyncio.run(main())
+        assert all(len(c) >= 2 for c in client)
+        time.sleep(0.1)  # the truth log line is written just after the last write
+        ttft = _truth_ttft_s(log)
+        assert len(ttft) == streams
+        p90[model] = statistics.quantiles(ttft, n=10)[-1]
+        e2e[model] = tokens * step[model] / scale
+        if model == "sim-70b":  # the client sees it too (its noise only adds)
+            client_ttft = [(c[1] - c[0]) / 1e9 for c in client]
+            assert statistics.quantiles(client_ttft, n=10)[-1] > 0.9 * e2e[model]
+    # 70b: the requests beyond its KV capacity waited for the first wave to finish,
+    # i.e. about one whole single-stream request
     assert p90["sim-70b"] > 0.9 * e2e["sim-70b"]
-    # 7b: all 96 fit next to its weights; TTFT stays a small fraction of a request
+    # 7b: all fit next to its weights; TTFT stays a small fraction of a request
     assert p90["sim-7b"] < 0.25 * e2e["sim-7b"]
 
 
 def test_fixed_timing_tier_follows_truth_log(start_sim: Any, tmp_path: Path) -> None:
     """fixed_ttft_ms/fixed_itl_ms: every write at or just after its due time."""
     log = tmp_path / "truth.jsonl"
-    tier = Tier("sim-fixed", 7.0, 7.0, fixed_ttft_ms=200.0, fixed_itl_ms=20.0, output_tokens_min=128, output_tokens_max=128)
+    tier = Tier(
+        "sim-fixed",
+        7.0,
+        7.0,
+        fixed_ttft_ms=200.0,
+        fixed_itl_ms=20.0,
+        output_tokens_min=128,
+        output_tokens_max=128,
+    )
     scale = 10.0
     url = start_sim(tiers=(tier,), truth_log=str(log), time_scale=scale)
 
@@ -145,7 +243,8 @@ def test_fixed_timing_tier_follows_truth_log(start_sim: Any, tmp_path: Path) -> 
             due = row["received_ns"] + ttft_ns + k * itl_ns
             assert t >= due  # never early
             lateness.append(t - due)
-    assert statistics.median(lateness) < 3e6
+    # generous: a loaded 2-core machine can delay a wake-up by several ms
+    assert statistics.median(lateness) < 15e6
     for s in client_stamps:
         assert len(s) == 129
         assert (s[1] - s[0]) >= ttft_ns  # the client cannot see a token before it is due
@@ -167,5 +266,40 @@ async def _one(url: str, model: str, n: int) -> list[int]:
 
 def test_sim_config_defaults_match_architecture_seam() -> None:
     cfg = SimConfig()
-    assert (cfg.host, cfg.port, cfg.hardware, cfg.efficiency, cfg.time_scale, cfg.seed) == ("127.0.0.1", 0, "a100-80g", 0.8, 1.0, 0)
-    assert cfg.api_key is None and cfg.faults is None and cfg.truth_log is None and dict(cfg.tier_efficiency) == {}
+    assert (cfg.host, cfg.port, cfg.hardware, cfg.efficiency, cfg.time_scale, cfg.seed) == (
+        "127.0.0.1",
+        0,
+        "a100-80g",
+        0.8,
+        1.0,
+        0,
+    )
+    assert (
+        cfg.api_key is None
+        and cfg.faults is None
+        and cfg.truth_log is None
+        and dict(cfg.tier_efficiency) == {}
+    )
+
+
+def test_client_hang_up_frees_the_batch_slot(start_sim: Any, tmp_path: Path) -> None:
+    log = tmp_path / "truth.jsonl"
+    url = start_sim(time_scale=1.0, truth_log=str(log))
+
+    async def main() -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            stamps = await _stream(client, url, "sim-70b", 2000, first_only=True)
+            assert len(stamps) == 2
+
+    asyncio.run(main())
+    health = url.removesuffix("/v1") + "/health"
+    deadline = time.monotonic() + 5
+    with httpx.Client() as c:
+        while time.monotonic() < deadline:
+            stats = c.get(health).json()["engines"]["sim-70b"]
+            if stats["running"] == 0 and log.exists() and log.read_text():
+                break
+            time.sleep(0.02)
+    assert stats["running"] == 0 and stats["kv_used_tokens"] == 0
+    row = json.loads(log.read_text())
+    assert 1 <= row["output_tokens"] < 100  # 2000 were asked; it stopped at the hang-up

@@ -81,7 +81,8 @@ def toml_value(v: Any) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        # JSON escapes every control character but DEL, which TOML also forbids raw.
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, dt.date):
         return v.isoformat()
     if isinstance(v, list):

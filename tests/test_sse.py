@@ -10,8 +10,8 @@ from tokrate.client.sse import SSEDecoder, SSEEvent, SSEProtocolError
 
 STREAM = (
     b": keep-alive\r\n"
-    b"data: {\"a\": 1}\r\n\r\n"
-    b"data:{\"b\":2}\n\n"
+    b'data: {"a": 1}\r\n\r\n'
+    b'data:{"b":2}\n\n'
     b"event: error\ndata: x\ndata: y\n\n"
     b"id: 7\nretry: 10\ndata: [DONE]\r\r"
     b"data: unterminated"

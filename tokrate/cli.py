@@ -41,15 +41,21 @@ def _add_sim(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="X|TIER=X",
         help="fraction of bandwidth/FLOPs reached (default 0.8); TIER=X sets one tier; repeatable",
     )
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="X", help="divide all delays by X")
+    p.add_argument(
+        "--time-scale", type=float, default=1.0, metavar="X", help="divide all delays by X"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of output lengths and faults")
     p.add_argument(
         "--api-key",
         metavar="ENV_VAR",
         help="require the key held in this environment variable (never the key itself)",
     )
-    p.add_argument("--faults", metavar="SPEC", help='e.g. "http_500=0.1,sim-70b:stall=0.05:seconds=2"')
-    p.add_argument("--truth-log", metavar="FILE.jsonl", help="write server-side write times per request")
+    p.add_argument(
+        "--faults", metavar="SPEC", help='e.g. "http_500=0.1,sim-70b:stall=0.05:seconds=2"'
+    )
+    p.add_argument(
+        "--truth-log", metavar="FILE.jsonl", help="write server-side write times per request"
+    )
     p.set_defaults(func=_cmd_sim)
 
 
@@ -81,7 +87,9 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     if args.api_key:
         api_key = os.environ.get(args.api_key)
         if not api_key:
-            raise UsageError(f"tokrate sim: --api-key: environment variable {args.api_key} is not set")
+            raise UsageError(
+                f"tokrate sim: --api-key: environment variable {args.api_key} is not set"
+            )
     efficiency, tier_efficiency = _sim_efficiency(args.efficiency)
     config = SimConfig(
         host=args.host,
@@ -350,7 +358,9 @@ def _add_compare(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="override a default threshold (ttft_p95=+10%%, decode_tps_p50=-5%%, "
         "error_rate=+1pp, METRIC=off); repeatable",
     )
-    p.add_argument("--format", choices=("md", "json", "table"), default="table")
+    p.add_argument(
+        "--format", choices=("md", "json", "table"), default="table", help="default: table"
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write there instead of stdout")
     p.set_defaults(func=_cmd_compare)
 
@@ -380,7 +390,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         if not args.output:
-            render_table(comparison, Console())
+            # A pipe or CI log gets plain text at a fixed width, a terminal its own.
+            tty = sys.stdout.isatty()
+            render_table(comparison, Console() if tty else Console(width=160, color_system=None))
             return comparison.exit_code
         # A file gets plain text at a fixed width.
         buf = io.StringIO()

@@ -13,7 +13,10 @@ bootstrap confidence interval of that change, and a verdict:
 
 All values are computed from the per-request records (status ``ok``, warm-up excluded),
 the same rows that are resampled for the interval, so a value and its interval always
-agree. Percentiles use linear interpolation (numpy's default).
+agree. Percentiles use linear interpolation (numpy's default, as summary.json). The
+interval is a circular block bootstrap in send order with blocks as long as the number
+of requests in flight together: concurrent requests share every stall, so they are
+resampled together (see ``_bootstrap_stats``).
 
 ``check_baseline`` is the ``tokrate run --baseline REF`` step: it compares a finished run
 against REF (a run folder or ``latest-good``), writes ``comparison.md`` and
@@ -54,6 +57,7 @@ __all__ = [
     "Verdict",
     "check_baseline",
     "compare_runs",
+    "describe_change",
     "merge_thresholds",
     "metric_direction",
     "newcombe_interval",
@@ -375,8 +379,13 @@ _LOAD_KEYS: Final = ("mode", "burstiness", "ignore_eos", "targets", "arrival")
 
 
 def _load_defs(run: Mapping[str, Any]) -> dict[str, Any]:
-    load = (run.get("config") or {}).get("load") or {}
-    return {k: load.get(k) for k in _LOAD_KEYS if k in load}
+    config = run.get("config") or {}
+    load = config.get("load") or {}
+    out = {k: load.get(k) for k in _LOAD_KEYS if k in load}
+    if any(isinstance(t, dict) and t.get("simulated") for t in run.get("targets") or ()):
+        # The embedded simulator's clock speed changes every latency by design.
+        out["simulator.time_scale"] = (config.get("simulator") or {}).get("time_scale")
+    return out
 
 
 def _prompt_defs(run: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -557,19 +566,25 @@ def _label(endpoint: str, model: str, scenario: str, ambiguous: set[str]) -> str
 def compare_runs(
     baseline: Path | str,
     current: Path | str,
-    thresholds: Sequence[Threshold] | None = None,
+    thresholds: Sequence[Threshold] | Mapping[str, str] | None = None,
     *,
     settings: CompareSettings | None = None,
 ) -> Comparison:
     """Compare ``current`` against ``baseline`` (two run folders).
 
-    ``thresholds`` replaces DEFAULT_THRESHOLDS when given (use ``merge_thresholds`` to
-    start from the defaults). Reads only; never raises for a missing model, other
+    ``thresholds``: None for DEFAULT_THRESHOLDS; a sequence of Threshold replaces them
+    (``merge_thresholds`` starts from the defaults); a mapping of CLI-style texts, e.g.
+    ``{"ttft_p95": "+20%", "e2e_p95": "off"}``, is applied on top of the defaults. Reads only; never raises for a missing model, other
     prompts or other load: those rows are ``not_comparable``.
     Raises RunFolderError (one line) when a folder cannot be read.
     """
     s = settings or CompareSettings()
-    ths = tuple(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
+    if thresholds is None:
+        ths = DEFAULT_THRESHOLDS
+    elif isinstance(thresholds, Mapping):
+        ths = merge_thresholds(parse_threshold(f"{k}={v}") for k, v in thresholds.items())
+    else:
+        ths = tuple(thresholds)
     base_run = _read_run(Path(baseline))
     cur_run = _read_run(Path(current))
     base = _measured(base_run.records)
@@ -580,8 +595,14 @@ def compare_runs(
             warnings.append(f"{side} run {run.path.name} is {run.run.get('status')}")
 
     run_problem: str | None = None
-    if _load_defs(base_run.run) != _load_defs(cur_run.run):
-        run_problem = "different load settings (config.load)"
+    load_b, load_c = _load_defs(base_run.run), _load_defs(cur_run.run)
+    for k in sorted(load_b.keys() | load_c.keys()):
+        if load_b.get(k) != load_c.get(k):
+            name = k if k.startswith("simulator.") else f"load.{k}"
+            run_problem = (
+                f"different load settings ({name}: {load_b.get(k)!r} vs {load_c.get(k)!r})"
+            )
+            break
     pb, pc = _prompt_defs(base_run.run), _prompt_defs(cur_run.run)
     if run_problem is None and pb is not None and pc is not None and pb != pc:
         run_problem = "different prompts (config.prompts)"
@@ -748,7 +769,13 @@ def _fmt_value(value: float | None, unit: str) -> str:
     if value is None:
         return "–"
     if unit == "s":
-        return f"{value * 1000:.1f} ms" if abs(value) < 10 else f"{value:.2f} s"
+        # Three significant digits, like the run report: 1,515 ms / 45.0 ms / 0.043 ms.
+        ms = value * 1000.0
+        if abs(ms) >= 100:
+            return f"{ms:,.0f} ms"
+        if abs(ms) >= 10:
+            return f"{ms:.1f} ms"
+        return f"{ms:.2f} ms" if abs(ms) >= 1 else f"{ms:.3f} ms"
     if unit == "rate":
         return f"{value * 100:.1f}%"
     return f"{value:.1f} {unit}"
@@ -762,6 +789,9 @@ def describe_change(r: MetricResult) -> str:
     if r.metric == "error_rate":
         return f"{r.change * 100:+.1f}pp [{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"
     ratio, lo, hi = 1.0 + r.change, 1.0 + r.ci_low, 1.0 + r.ci_high
+    if ratio <= 0 or lo <= 0:
+        # A value (or a replicate) of 0 has no finite ratio: show the plain change.
+        return f"{r.change:+.0%} [{r.ci_low:+.0%}, {r.ci_high:+.0%}]"
     # Latency: a ratio > 1 is slower; throughput: a ratio < 1 is slower. The number
     # shown is always >= 1 (hyperfine style), so a ratio below 1 is inverted, which
     # also swaps the interval's ends.
@@ -801,11 +831,19 @@ def render_markdown(c: Comparison) -> str:
     not_comp = [r for r in c.results if r.verdict == "not_comparable"]
     for r in notable:
         out.append(f"- {_line(r)}")
-    seen: set[tuple[str, str]] = set()
+    # One line per target when all its metrics share the reason (a missing model),
+    # else one line per metric.
+    reasons: dict[str, set[str]] = {}
+    for r in c.results:
+        reasons.setdefault(r.label, set()).add(r.reason if r.verdict == "not_comparable" else "")
+    seen: set[str] = set()
     for r in not_comp:
-        if (r.label, r.reason) not in seen:
-            seen.add((r.label, r.reason))
-            out.append(f"- {r.label}: not comparable ({r.reason})")
+        if len(reasons[r.label]) == 1:
+            if r.label not in seen:
+                seen.add(r.label)
+                out.append(f"- {r.label}: not comparable ({r.reason})")
+        else:
+            out.append(f"- {_line(r)}")
     for w in c.warnings:
         out.append(f"- warning: {w}")
     if len(out) > 2:

@@ -15,16 +15,14 @@ its threshold is not marked on every wobble), and a run outside the band is mark
 ``regressed`` or ``improved``. A lasting change is
 marked on the first runs after it until the rolling median has moved to the new level.
 
-``build_history`` writes ``history.html`` (self-contained: PNG charts embedded as data
-URIs, every string HTML-escaped; the run report's html helpers did not exist when this
-was written), ``charts/<metric>.png``, ``history.md`` (the table) and ``history.csv``
-(every point, the chart data).
+``build_history`` writes ``history.html`` (through the run report's renderer,
+``tokrate.report.html.render_html``: self-contained, PNG charts as data URIs, every
+string escaped, no script), ``charts/<metric>.png``, ``history.md`` (the table) and
+``history.csv`` (every point, the chart data).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import math
 from collections.abc import Iterable, Sequence
@@ -482,48 +480,47 @@ def _markdown(history: History, rows: list[dict[str, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-_CSS: Final = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
-h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
-table{border-collapse:collapse;font-size:.85rem;width:100%}
-th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left}
-th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.regressed{color:#c0392b;font-weight:600}.improved{color:#1e8449}
-.warn{color:#8a6d3b}img{max-width:100%}
-"""
-
-
 def _html(history: History, rows: list[dict[str, str]], charts: dict[str, bytes]) -> str:
-    e = html.escape
-    parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>tokrate history: {e(history.root)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>tokrate history: {history.runs} runs under {e(history.root)}</h1>",
-        f"<p>{history.changes.height} change(s) detected. Band: median of the previous "
-        f"{history.window} runs ± the larger of each metric's compare threshold and "
-        f"{NOISE_SIGMAS:g} standard deviations of those runs; ▼ marks a regression, "
-        "▲ an improvement.</p>",
+    """history.html through the run report's renderer (tokrate.report.html), so both
+    pages share one style, one escaping path and the same no-script CSP."""
+    from tokrate.report.html import ChartImage, render_html
+    from tokrate.report.tables import Table
+
+    band = (
+        f"band: median of the previous {history.window} runs ± the larger of the metric's "
+        f"compare threshold and {NOISE_SIGMAS:g} standard deviations of those runs; "
+        "▼ regressed, ▲ improved"
+    )
+    header = tuple(rows[0]) if rows else ()
+    table = Table(
+        title="Series",
+        header=header,
+        rows=tuple(tuple(r.values()) for r in rows),
+        note=f"{history.changes.height} change(s) detected; {band}.",
+        numeric=tuple(h in ("runs", "latest", "baseline", "latest vs baseline") for h in header),
+    )
+    images = [
+        ChartImage(name=m, title=f"{m} over time", caption=band, png=png)
+        for m, png in charts.items()
     ]
-    if history.warnings:
-        parts.append("<ul class='warn'>")
-        parts.extend(f"<li>{e(w)}</li>" for w in history.warnings)
-        parts.append("</ul>")
-    for metric, png in charts.items():
-        data = base64.b64encode(png).decode()
-        parts.append(f"<h2>{e(metric)}</h2>")
-        parts.append(f"<img alt='{e(metric)} trend' src='data:image/png;base64,{data}'>")
-    parts.append("<h2>Series</h2><table><thead><tr>")
-    if rows:
-        parts.extend(f"<th>{e(c)}</th>" for c in rows[0])
-        parts.append("</tr></thead><tbody>")
-        for r in rows:
-            cls = e(r["latest change"]) if r["latest change"] != "–" else ""
-            parts.append(f"<tr class='{cls}'>")
-            parts.extend(f"<td>{e(v)}</td>" for v in r.values())
-            parts.append("</tr>")
-        parts.append("</tbody>")
-    parts.append("</table></body></html>\n")
-    return "".join(parts)
+    return render_html(
+        title=f"tokrate history: {history.runs} runs under {history.root}",
+        meta=(
+            ("folder", history.root),
+            ("runs", str(history.runs)),
+            ("changes detected", str(history.changes.height)),
+            ("rolling window", f"{history.window} runs"),
+            ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
+        ),
+        banners=(),
+        warnings=history.warnings,
+        tier=None,
+        tables=(table,),
+        charts=images,
+        notes=(),
+        errors=None,
+        configs=(),
+    )
 
 
 def build_history(

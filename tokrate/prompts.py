@@ -15,10 +15,12 @@ frozen :class:`Prompt`. Sources, in this order:
 With no paths, sets or synthetic, every bundled set is used. ``max_tokens`` (when set)
 replaces every prompt's own; ``limit`` keeps the first N prompts.
 
-Token estimate: ``input_tokens_est`` = ceil(UTF-8 bytes / 4) of the text the server
-sees (message contents joined by a blank line), the same deterministic approximation
-the simulator uses (:func:`estimate_tokens`). Real tokenizers differ by model; the
-server's ``usage`` remains the measured truth.
+Token estimate: ``input_tokens_est`` is exactly what the simulator counts for the
+prompt sent through the chat API (``tokrate.sim.model.count_chat_tokens``: per message
+4 template tokens + ceil(UTF-8 bytes / 4) of its content, plus 2 reply-priming
+tokens; a plain ``prompt`` is sent as one user message). :func:`estimate_input_tokens`
+gives the completions-API figure too (ceil(bytes / 4) of the flattened text, at least
+1). Real tokenizers differ by model; the server's ``usage`` remains the measured truth.
 
 Errors are :class:`~tokrate.errors.PromptError`, one line naming the file and line.
 """
@@ -42,6 +44,7 @@ __all__ = [
     "TEXT_SUFFIXES",
     "Prompt",
     "bundled_sets",
+    "estimate_input_tokens",
     "estimate_tokens",
     "load_prompts",
     "parse_jsonl",
@@ -72,9 +75,34 @@ class Prompt:
     source: str
 
 
+#: Tokens the simulator's chat template adds to a one-message prompt (4 around the
+#: message, 2 priming the reply); synthetic text is shortened by this much so the chat
+#: estimate equals the requested length.
+_ONE_MESSAGE_OVERHEAD: Final = 6
+
+
 def estimate_tokens(text: str) -> int:
-    """ceil(UTF-8 bytes / 4): the simulator's deterministic token approximation."""
-    return math.ceil(len(text.encode("utf-8")) / 4)
+    """ceil(UTF-8 bytes / 4): the simulator's deterministic text approximation
+    (``tokrate.sim.model.count_text_tokens``)."""
+    from tokrate.sim.model import count_text_tokens
+
+    return count_text_tokens(text)
+
+
+def estimate_input_tokens(
+    messages: Sequence[Any] | None, prompt: str | None, api: str = "chat"
+) -> int:
+    """Input tokens the simulator counts for this prompt sent through ``api``.
+
+    chat: ``count_chat_tokens`` of the messages (a plain prompt becomes one user
+    message); completions: ceil(bytes / 4) of :func:`prompt_text`, at least 1.
+    """
+    if api == "completions":
+        return max(1, estimate_tokens(prompt_text(messages, prompt)))
+    from tokrate.sim.model import count_chat_tokens
+
+    msgs = messages if messages is not None else ({"role": "user", "content": prompt or ""},)
+    return count_chat_tokens(m if isinstance(m, dict) else {} for m in msgs)
 
 
 def prompt_text(messages: Sequence[Any] | None, prompt: str | None) -> str:
@@ -109,7 +137,7 @@ def _make(
         messages=msgs,
         prompt=prompt,
         max_tokens=max_tokens,
-        input_tokens_est=estimate_tokens(prompt_text(msgs, prompt)),
+        input_tokens_est=estimate_input_tokens(msgs, prompt),
         source=source,
     )
 
@@ -360,7 +388,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _text_of_tokens(tokens: int, rng: random.Random) -> str:
-    """ASCII text whose estimate_tokens is exactly ``tokens`` (4 x tokens bytes)."""
+    """ASCII text of exactly 4 x ``tokens`` bytes (estimate_tokens == tokens)."""
     target = 4 * tokens
     head = f"Write about {rng.choice(_TOPICS)}. Context: "
     parts = [head]
@@ -389,15 +417,18 @@ def _draw_length(rng: random.Random, mean: int, stddev: float, dist: str) -> int
 
 
 def synthetic_prompts(spec: SyntheticSpec) -> list[Prompt]:
-    """``spec.count`` seeded prompts: input lengths (in estimated tokens, exact) and
-    output caps (``max_tokens``) drawn from ``spec.distribution`` around the means.
-    Pure: the same spec gives the same prompts."""
+    """``spec.count`` seeded prompts: input lengths (``input_tokens_est``, exact, at
+    least 7 = the chat template's 6 plus one text token) and output caps
+    (``max_tokens``) drawn from ``spec.distribution`` around the means. Pure: the same
+    spec gives the same prompts."""
     rng = random.Random(spec.seed)
     out = []
     for i in range(spec.count):
         n_in = _draw_length(rng, spec.input_tokens, spec.input_stddev, spec.distribution)
         n_out = _draw_length(rng, spec.output_tokens, spec.output_stddev, spec.distribution)
-        text = _text_of_tokens(n_in, rng)
+        # The chat template adds a fixed overhead; the text carries the rest, so the
+        # prompt's estimate is exactly n_in (or the 7-token minimum).
+        text = _text_of_tokens(max(1, n_in - _ONE_MESSAGE_OVERHEAD), rng)
         out.append(
             _make(
                 id=f"synthetic-{i:04d}",

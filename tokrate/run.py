@@ -334,16 +334,20 @@ def _simulator(spec: RunSpec) -> Iterator[str | None]:
 @contextlib.contextmanager
 def _sigint_sets(stop: threading.Event) -> Iterator[None]:
     """While measuring, the first Ctrl-C only sets ``stop`` (workers then stop
-    scheduling, run the grace period and record the rest as cancelled); a second one
-    raises KeyboardInterrupt. A signal never interrupts the driver mid-write, so no
-    event is lost between the backend and the store. Only in the main thread (signal
-    handlers can be installed nowhere else)."""
+    scheduling, run the grace period and record the rest as cancelled), so a signal
+    never interrupts the driver mid-write and no event is lost between the backend and
+    the store. A second Ctrl-C is ignored (the grace period is short); a third raises
+    KeyboardInterrupt to abort waiting. Only in the main thread (signal handlers can
+    be installed nowhere else)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    presses = 0
 
     def handler(signum: int, frame: object) -> None:
-        if stop.is_set():
+        nonlocal presses
+        presses += 1
+        if presses >= 3:
             raise KeyboardInterrupt
         stop.set()
 
@@ -364,6 +368,11 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
 
 
 def _planned_per_target(scenario: Any, n_targets: int) -> list[int | None]:
+    """Requests each target gets in this scenario (None: duration-bound) for progress."""
+    indices = getattr(scenario, "target_indices", None)
+    if indices is not None and hasattr(scenario, "planned_per_target"):
+        per = scenario.planned_per_target
+        return [per if t in indices else 0 for t in range(n_targets)]
     cap = 200_000
     counts = [0] * n_targets
     n = 0

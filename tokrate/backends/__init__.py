@@ -22,6 +22,7 @@ the other shards of the scenario have finished.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,6 +51,13 @@ class Backend(Protocol):
     @property
     def kind(self) -> str: ...
 
+    def start(self) -> None:
+        """Bring every worker up (spawn processes, place actors) and wait until each
+        is ready; ``open_backend`` calls it, so placement and start-up failures surface
+        before any run folder exists. Idempotent; run_scenario also replaces workers
+        lost in an earlier scenario through it."""
+        ...
+
     def run_scenario(self, tasks: Sequence[Any], on_event: EventCallback, stop: Any) -> None:
         """Run every task concurrently; return when all have ended.
 
@@ -72,24 +80,39 @@ def worker_ids(n: int) -> tuple[str, ...]:
 
 
 def open_backend(spec: RunSpec) -> Backend:
-    """The backend a spec asks for: Ray when ``distributed.ray`` is set, local
+    """The backend a spec asks for: Ray when ``distributed.ray`` is set (with
+    ``load.workers`` actors when that is > 1, else ``distributed.workers``), local
     processes when ``load.workers > 1``, else in-process.
+
+    The workers are started before this returns (see :meth:`Backend.start`).
 
     Raises: ConfigError for a worker count below 1; UsageError (one line, with the pip
     command) when Ray is asked for but not installed; ConfigError when the Ray cluster
     cannot be reached.
     """
-    if spec.distributed.ray:
-        from tokrate.backends.ray import RayBackend
-
-        return RayBackend.connect(spec.distributed)
     workers = spec.load.workers
     if workers < 1:
         raise ConfigError(f"{spec.source or 'config'}: load.workers must be >= 1, got {workers}")
-    if workers == 1:
+    if spec.distributed.ray:
+        from tokrate.backends.ray import RayBackend
+
+        # `--ray ADDR --workers N` means N Ray workers; without --workers the
+        # [distributed] table's count applies.
+        dist = spec.distributed
+        if workers > 1:
+            dist = dataclasses.replace(dist, workers=workers)
+        backend: Backend = RayBackend.connect(dist)
+    elif workers == 1:
         from tokrate.backends.inprocess import InProcessBackend
 
-        return InProcessBackend()
-    from tokrate.backends.processes import ProcessBackend
+        backend = InProcessBackend()
+    else:
+        from tokrate.backends.processes import ProcessBackend
 
-    return ProcessBackend(workers)
+        backend = ProcessBackend(workers)
+    try:
+        backend.start()
+    except BaseException:
+        backend.close()
+        raise
+    return backend

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "WorkerLedger",
     "planned_count",
     "resolve_worker_fn",
+    "total_planned",
 ]
 
 #: Longest shard we count when sizing a loss; a longer (or unbounded, duration-bound)
@@ -62,8 +63,21 @@ class WorkerEnd:
 def planned_count(scenario: Any) -> int | None:
     """Number of requests a (shard of a) scenario plans, or None when the plan is
     unbounded (duration-bound) or longer than PLAN_COUNT_CAP."""
+    if getattr(scenario, "planned_per_target", 0) is None:
+        return None  # duration-bound: the count is decided by the clock
     n = sum(1 for _ in itertools.islice(scenario.requests(), PLAN_COUNT_CAP + 1))
     return None if n > PLAN_COUNT_CAP else n
+
+
+def total_planned(tasks: Sequence[Any]) -> int | None:
+    """Planned requests over all shards of a scenario; None when any is unknown."""
+    total = 0
+    for task in tasks:
+        n = planned_count(task.scenario)
+        if n is None:
+            return None
+        total += n
+    return total
 
 
 def _name(obj: Any) -> str:
@@ -97,12 +111,13 @@ class WorkerLedger:
             self.in_flight.pop(event.record.request_index, None)
             self.finished.add(event.record.request_index)
 
-    def lost_events(self, reason: str, *, scenario_planned: int | None) -> list[Any]:
+    def lost_events(self, reason: str, *, scenario_tasks: Sequence[Any]) -> list[Any]:
         """Events that close the books on a lost worker: one RequestFinished with
         status "error", error_class "worker_lost" per in-flight request, then one
-        WorkerWarning. ``scenario_planned`` is the whole scenario's planned request
-        count (all shards), used for the percentage; None when unknown. Clears
-        ``in_flight`` and marks the ledger done."""
+        WorkerWarning. ``scenario_tasks`` are all shards of the scenario, whose planned
+        request count (counted only now, when a loss happened) gives the percentage.
+        Clears ``in_flight`` and marks the ledger done."""
+        scenario_planned = total_planned(scenario_tasks)
         started = dict(self.in_flight)
         records = self._lost_records(started, reason)
         events: list[Any] = [RequestFinished(record=r) for r in records]

@@ -36,6 +36,9 @@ class InProcessBackend:
     def kind(self) -> str:
         return "inprocess"
 
+    def start(self) -> None:
+        """Nothing to start: shards run in threads created per scenario."""
+
     def run_scenario(self, tasks: Sequence[Any], on_event: Any, stop: Any) -> None:
         """See :meth:`tokrate.backends.Backend.run_scenario`."""
         fn = resolve_worker_fn(self._worker_fn_ref)

@@ -37,7 +37,6 @@ from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
     WorkerLedger,
-    planned_count,
     resolve_worker_fn,
 )
 
@@ -105,17 +104,21 @@ def _child_main(ctrl: mpc.Connection, events: mpc.Connection, fn_ref: str) -> No
 
 
 def _run_one(fn: Any, task: Any, ctrl: mpc.Connection, outbox: queue.SimpleQueue[Any]) -> bool:
-    """Run one shard, forwarding stop requests; False when the driver asked to close."""
+    """Run one shard, forwarding stop requests; False when the driver asked to close.
+
+    The WorkerEnd marker is queued only after the runner thread ended and this loop
+    stopped reading ``ctrl``: the driver sends the next "run" as soon as it sees the
+    marker, and that message must reach the main loop, not this one.
+    """
     stop = threading.Event()
     keep_open = True
+    outcome: list[WorkerEnd] = []
 
     def runner() -> None:
         try:
             fn(task, outbox.put, stop)
         except BaseException as exc:  # shipped to the driver, re-raised there
-            outbox.put(WorkerEnd(str(task.worker_id), _picklable(exc), traceback.format_exc()))
-        else:
-            outbox.put(WorkerEnd(str(task.worker_id)))
+            outcome.append(WorkerEnd(str(task.worker_id), _picklable(exc), traceback.format_exc()))
 
     th = threading.Thread(target=runner, name=f"tokrate-{task.worker_id}", daemon=True)
     th.start()
@@ -130,6 +133,7 @@ def _run_one(fn: Any, task: Any, ctrl: mpc.Connection, outbox: queue.SimpleQueue
             stop.set()
             keep_open = keep_open and msg[0] != "close"
     th.join()
+    outbox.put(outcome[0] if outcome else WorkerEnd(str(task.worker_id)))
     return keep_open
 
 
@@ -261,7 +265,6 @@ class ProcessBackend:
         if len(tasks) > self._n:
             raise ValueError(f"{len(tasks)} tasks for {self._n} workers")
         self.start()
-        scenario_planned = _total_planned(tasks)
         ledgers: dict[int, WorkerLedger] = {}
         for i, task in enumerate(tasks):
             w = self._slots[i]
@@ -280,7 +283,7 @@ class ProcessBackend:
                     if stop.is_set() and not stop_sent:
                         stop_sent = True
                         self._broadcast(("stop",), active)
-                    err = self._pump(active, on_event, scenario_planned)
+                    err = self._pump(active, on_event, tasks)
                     if err is not None and first_error is None:
                         first_error = err
                 except KeyboardInterrupt:
@@ -308,7 +311,7 @@ class ProcessBackend:
                     w.ctrl.send(msg)
 
     def _pump(
-        self, active: dict[int, WorkerLedger], on_event: Any, scenario_planned: int | None
+        self, active: dict[int, WorkerLedger], on_event: Any, tasks: Sequence[Any]
     ) -> BaseException | None:
         """Wait up to _POLL_S for any worker pipe or death; deliver what arrived.
         Removes finished or lost workers from ``active``. Returns a worker's exception."""
@@ -339,10 +342,10 @@ class ProcessBackend:
                 continue
             if dead or not w.process.is_alive():
                 del active[i]
-                code = w.process.exitcode
+                w.process.join(timeout=1.0)  # reap it, so exitcode is known
                 for ev in ledger.lost_events(
-                    f"worker process {w.pid} exited with code {code}",
-                    scenario_planned=scenario_planned,
+                    f"worker process {w.pid} {_exit_text(w.process.exitcode)}",
+                    scenario_tasks=tasks,
                 ):
                     on_event(ev)
                 self._discard(w)
@@ -381,9 +384,15 @@ class ProcessBackend:
         return end
 
 
-def _total_planned(tasks: Sequence[Any]) -> int | None:
-    counts = [planned_count(t.scenario) for t in tasks]
-    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def _hostname() -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import socket
 import threading
@@ -33,7 +34,6 @@ from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
     WorkerLedger,
-    planned_count,
     resolve_worker_fn,
 )
 from tokrate.errors import ConfigError, UsageError
@@ -83,8 +83,10 @@ class _WorkerActorImpl:
 
     def run(self, task: Any) -> None:
         """Start the shard in a thread and return at once; results come via poll()."""
-        if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("this worker is already running a shard")
+        if self._thread is not None:
+            # The previous shard's thread pushed its WorkerEnd as its last act; the
+            # driver may be here before that thread has fully exited.
+            self._thread.join()
         self._stop = threading.Event()
         # Records name the Ray node that measured them (hostnames need not be unique
         # across a cluster); the engine stamps task.node_id, else we rewrite records.
@@ -192,15 +194,16 @@ class RayBackend:
         ray = import_ray()
         owns = False
         if not ray.is_initialized():
-            address = None if spec.ray == "local" else spec.ray
+            # Worker output stays on the nodes: actors ship their exceptions back.
+            options: dict[str, Any] = {"log_to_driver": False, "logging_level": "WARNING"}
+            if spec.ray == "local":
+                # A private cluster on this machine: make room for every worker even
+                # on a small box (oversubscribing a core is the user's explicit ask).
+                need = math.ceil(spec.workers * spec.num_cpus_per_worker)
+                options["num_cpus"] = max(os.cpu_count() or 1, need)
+                options["include_dashboard"] = False
             try:
-                ray.init(
-                    address=address,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level="WARNING",
-                    configure_logging=True,
-                )
+                ray.init(address=spec.ray, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ConfigError(
@@ -288,8 +291,6 @@ class RayBackend:
         if len(tasks) > self._n:
             raise ValueError(f"{len(tasks)} tasks for {self._n} workers")
         self.start()
-        counts = [planned_count(t.scenario) for t in tasks]
-        scenario_planned = None if None in counts else sum(c or 0 for c in counts)
         ledgers = {i: WorkerLedger(t, node_id=self._nodes[i]) for i, t in enumerate(tasks)}
         # run() returns once the shard's thread started; the polls below carry events.
         for i, task in enumerate(tasks):
@@ -309,7 +310,7 @@ class RayBackend:
                     ready, _ = ray.wait(list(polls), num_returns=1, timeout=_WAIT_S)
                     for ref in ready:
                         i = polls.pop(ref)
-                        err = self._deliver(i, ref, active, on_event, scenario_planned)
+                        err = self._deliver(i, ref, active, on_event, tasks)
                         if err is not None and first_error is None:
                             first_error = err
                         if i in active:
@@ -336,7 +337,7 @@ class RayBackend:
         ref: Any,
         active: dict[int, WorkerLedger],
         on_event: Any,
-        scenario_planned: int | None,
+        tasks: Sequence[Any],
     ) -> BaseException | None:
         """Hand one poll's events to the driver; book the worker lost when its actor
         died. Returns the worker function's exception, if it raised."""
@@ -347,7 +348,7 @@ class RayBackend:
         except _actor_errors(ray) as exc:
             del active[i]
             reason = _death_reason(exc, self._nodes[i])
-            for ev in ledger.lost_events(reason, scenario_planned=scenario_planned):
+            for ev in ledger.lost_events(reason, scenario_tasks=tasks):
                 on_event(ev)
             with contextlib.suppress(Exception):
                 ray.kill(self._actors[i])

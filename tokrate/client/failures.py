@@ -29,7 +29,7 @@ __all__ = [
 SNIPPET_CHARS: Final = 200
 
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
-_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]+")
+_KEYLIKE = re.compile(r"\b(sk-)[A-Za-z0-9_\-]{8,}")
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Final
 
+import anyio
 import httpx
 
 from tokrate.client.accumulate import (
@@ -127,7 +128,9 @@ class HttpxClient:
             )
 
         try:
-            async with asyncio.timeout(min(total_deadline, loop.time() + t.first_byte_s)) as cm:
+            with anyio.CancelScope(
+                deadline=min(total_deadline, loop.time() + t.first_byte_s)
+            ) as cm:
                 response = await self._client.send(request, stream=True)
                 got_headers = True
                 try:
@@ -150,13 +153,15 @@ class HttpxClient:
                             now = perf_counter_ns()
                             if state.feed(data, now):
                                 break
-                            cm.reschedule(min(total_deadline, loop.time() + idle))
+                            cm.deadline = min(total_deadline, loop.time() + idle)
                         state.finish(perf_counter_ns())
                 finally:
-                    await response.aclose()
-        except TimeoutError:
-            total_hit = loop.time() >= total_deadline - 0.001
-            state.fail("timeout", timeout_message(t, state, total_hit=total_hit), perf_counter_ns())
+                    with anyio.CancelScope(shield=True):  # close even when timed out
+                        await response.aclose()
+            if cm.cancelled_caught:
+                total_hit = loop.time() >= total_deadline - 0.001
+                now = perf_counter_ns()
+                state.fail("timeout", timeout_message(t, state, total_hit=total_hit), now)
         except asyncio.CancelledError:
             state.fail("cancelled", "cancelled", perf_counter_ns())
             if on_partial is not None:

@@ -18,10 +18,16 @@ from contextvars import ContextVar
 from time import perf_counter_ns
 from typing import Any, Final
 
+import anyio
 import openai
 import orjson
 
-from tokrate.client.accumulate import REJECTED_NOTE, StreamState
+from tokrate.client.accumulate import (
+    ERROR_BODY_LIMIT,
+    REJECTED_NOTE,
+    StreamState,
+    needs_error_body,
+)
 from tokrate.client.failures import classify_httpx_exception
 from tokrate.client.httpx_client import HTTP2_AVAILABLE, timeout_message
 from tokrate.client.request import PreparedRequest, without_stream_options
@@ -203,7 +209,9 @@ class SdkClient:
             )
 
         try:
-            async with asyncio.timeout(min(total_deadline, loop.time() + t.first_byte_s)) as cm:
+            with anyio.CancelScope(
+                deadline=min(total_deadline, loop.time() + t.first_byte_s)
+            ) as cm:
                 stream: Any
                 if req.api == "chat":
                     stream = await sdk.chat.completions.create(
@@ -222,20 +230,36 @@ class SdkClient:
                         extra_headers=headers,
                     )
                 got_headers = True
-                state.http_status = stream.response.status_code
+                response = stream.response
+                state.http_status = response.status_code
+                ctype = response.headers.get("content-type", "")
+                if needs_error_body(response.status_code, ctype):
+                    # A 200 HTML/JSON page: the SDK would just yield nothing.
+                    with anyio.CancelScope(shield=True):
+                        raw = await response.aread()
+                    state.fail_http(
+                        response.status_code,
+                        response.reason_phrase,
+                        ctype,
+                        raw[:ERROR_BODY_LIMIT],
+                        perf_counter_ns(),
+                    )
+                    return freeze()
                 idle = t.idle_s
                 try:
                     async for chunk in stream:
                         now = perf_counter_ns()
-                        if state.feed_chunk(chunk.to_dict(), now):
+                        if state.feed_chunk(chunk.to_dict(warnings=False), now):
                             break
-                        cm.reschedule(min(total_deadline, loop.time() + idle))
+                        cm.deadline = min(total_deadline, loop.time() + idle)
                     state.finish(perf_counter_ns())
                 finally:
-                    await stream.response.aclose()
-        except TimeoutError:
-            total_hit = loop.time() >= total_deadline - 0.001
-            state.fail("timeout", timeout_message(t, state, total_hit=total_hit), perf_counter_ns())
+                    with anyio.CancelScope(shield=True):  # close even when timed out
+                        await stream.response.aclose()
+            if cm.cancelled_caught:
+                total_hit = loop.time() >= total_deadline - 0.001
+                now = perf_counter_ns()
+                state.fail("timeout", timeout_message(t, state, total_hit=total_hit), now)
         except asyncio.CancelledError:
             state.fail("cancelled", "cancelled", perf_counter_ns())
             if on_partial is not None:

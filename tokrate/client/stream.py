@@ -129,6 +129,17 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = perf_counter_ns()  # first: the arrival stamp of these bytes
+        # Parse later, once per loop iteration: when many sockets are readable at once
+        # every one of them is stamped before any is parsed, so parsing stream k never
+        # delays the stamp of stream k+1 (the burst lag at hundreds of streams).
+        client = self.client
+        client._pending.append((self, data, now))
+        if not client._drain_scheduled:
+            client._drain_scheduled = True
+            self.loop.call_soon(client._drain)
+
+    def process(self, data: bytes, now: int) -> None:
+        """Parse one read stamped ``now`` (called from FastClient._drain)."""
         self.now = now
         self.last_rx_ns = now
         self.rx_bytes += len(data)
@@ -148,6 +159,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         now = perf_counter_ns()
+        self.client._drain()  # bytes that arrived before the close come first
         self.closed = True
         self.draining = False
         self.client._forget(self)
@@ -252,6 +264,7 @@ class _Conn(asyncio.Protocol):
 
     def _check(self) -> None:
         self.timer = None
+        self.client._drain()  # a read stamped but not yet parsed is not idle time
         state = self.state
         if state is None:
             return
@@ -340,12 +353,23 @@ class FastClient:
         self._proxied: dict[str, bool] = {}
         self._fallback: Any = None
         self._closed = False
+        self._pending: list[tuple[_Conn, bytes, int]] = []
+        self._drain_scheduled = False
 
     async def __aenter__(self) -> FastClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def _drain(self) -> None:
+        """Parse every stamped-but-unparsed read, in arrival order."""
+        self._drain_scheduled = False
+        pending = self._pending
+        if pending:
+            self._pending = []
+            for conn, data, now in pending:
+                conn.process(data, now)
 
     # --- pool -------------------------------------------------------------------------
 
@@ -382,17 +406,21 @@ class FastClient:
         ctx: ssl.SSLContext | None = None
         if target.scheme == "https":
             ctx = self._ssl_context or ssl.create_default_context()
-        await asyncio.wait_for(
-            loop.create_connection(
-                lambda: conn,
-                target.host,
-                target.port,
-                ssl=ctx,
-                server_hostname=target.host if ctx is not None else None,
-            ),
-            self.timeouts.connect_s,
-        )
-        opened.add(conn)
+        opened.add(conn)  # before the await, so concurrent connects count too
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: conn,
+                    target.host,
+                    target.port,
+                    ssl=ctx,
+                    server_hostname=target.host if ctx is not None else None,
+                ),
+                self.timeouts.connect_s,
+            )
+        except BaseException:
+            opened.discard(conn)
+            raise
         return conn, False
 
     # --- requests ---------------------------------------------------------------------
@@ -458,9 +486,7 @@ class FastClient:
         result = await self._attempt(req, target, on_partial, attempt=1)
         if REJECTED_NOTE in result.notes and req.include_usage:
             retry = without_stream_options(req)
-            result = await self._attempt(
-                retry, target, on_partial, attempt=2, usage_rejected=True
-            )
+            result = await self._attempt(retry, target, on_partial, attempt=2, usage_rejected=True)
         return result
 
     async def _attempt(

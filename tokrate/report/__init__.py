@@ -154,13 +154,14 @@ class _Document:
         self.summaries = summaries
         self.hardware = hardware
         self.multi = len(runs) > 1
-        self.records = _data.combine_runs([(k, r.run, r.records) for k, r in runs]).collect().lazy()
+        self.records = _data.combine_runs([(k, r.run, r.records) for k, r in runs])
         self.sizes = _data.targets_frame([(k, r.run) for k, r in runs])
         self.groups = _data.group_table(summaries)
         self.notes: list[str] = []
         self.images: list[ChartImage] = []
         self.fits: dict[str, PowerLawFit] = {}
         self.warnings = self._warnings()
+        self._cis: dict[tuple[str, str, str, str], tuple[float, float]] | None = None
 
     # --- text parts -------------------------------------------------------------
 
@@ -231,7 +232,9 @@ class _Document:
         tier = tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)
         tables: list[Table] = []
         if self.multi:
-            tables.append(comparison_table(self.summaries))
+            if self._cis is None:
+                self._cis = _data.decode_median_cis(self.records)
+            tables.append(comparison_table(self.summaries, self._cis))
         for key, summary in self.summaries:
             tables.append(summary_table(key, summary, title=f"Summary: {key}"))
         errors = errors_table(_data.error_examples(self.records))
@@ -245,6 +248,9 @@ class _Document:
             png = io.BytesIO()
             fig.savefig(png, format="png")
             self.images.append(ChartImage(name, title, caption, png.getvalue()))
+            # The constrained layout is solved by the first save; freeze it so the SVG
+            # does not solve it again (a third of the drawing time).
+            fig.set_layout_engine("none")
             if "png" in formats:
                 _write(out / "charts" / f"{name}.png", png.getvalue())
             if "svg" in formats:

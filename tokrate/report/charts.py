@@ -125,6 +125,9 @@ def _label_repel(
     assert isinstance(fig, Figure)
     canvas = fig.canvas
     assert isinstance(canvas, FigureCanvasAgg)
+    # Solve the layout first, so the pixel geometry the labels are placed in is final
+    # (constrained layout ignores annotations, so placing them does not move the axes).
+    fig.draw_without_rendering()
     renderer = canvas.get_renderer()
     order = sorted(range(len(labels)), key=lambda i: (xs[i], ys[i], labels[i]))
     placed: list[Any] = []
@@ -439,9 +442,10 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
         ys.append(row["usd_per_m"])
         texts.append(f"{label} {level}")
         cs.append(colors[label])
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log(ax, x=False)
-    ax.set_xlabel("per-stream decode speed, median (tokens/s)")
+    _plain_log(ax)
+    ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
     ax.set_ylabel("USD per million output tokens (log)")
     ax.set_title("Cost vs speed (● list price, ▲ GPU-hour ÷ measured throughput)")
     _label_repel(ax, xs, ys, texts, cs)

@@ -19,10 +19,13 @@ from tokrate.hardware import HardwareProfile
 from tokrate.metrics import derive, ok_mask
 
 __all__ = [
+    "BOX_MAX_VALUES",
+    "CI_MAX_VALUES",
     "ECDF_MAX_POINTS",
     "SLO_ATTAINMENT",
     "box_stats",
     "combine_runs",
+    "decode_median_cis",
     "ecdf_points",
     "error_examples",
     "group_table",
@@ -37,6 +40,9 @@ __all__ = [
 #: ECDF curves are drawn from at most this many points per series (quantile grid), so a
 #: million records plot as fast as a hundred and the curve is still exact to 1/400.
 ECDF_MAX_POINTS: Final = 400
+
+#: The ITL box chart draws from at most about this many gaps (see box_stats).
+BOX_MAX_VALUES: Final = 1_000_000
 
 #: A group "meets the SLOs" in the tier pick table when at least this fraction of its
 #: requests met every SLO set (failed requests count as misses).
@@ -249,14 +255,23 @@ def ecdf_points(records: pl.LazyFrame, column: str, by: Sequence[str]) -> pl.Dat
 def box_stats(records: pl.LazyFrame, column: str, by: Sequence[str]) -> pl.DataFrame:
     """p10, p25, p50, p75, p90, mean and n of ``column`` per group (ok measured rows).
 
-    A list column (``itl_s``) is exploded first, so every gap counts once.
+    A list column (``itl_s``) is exploded, so every gap counts once; above
+    :data:`BOX_MAX_VALUES` gaps, from every k-th request only (a systematic sample).
     """
     by = list(by)
-    ok = records.filter(ok_mask()).select([*by, column])
-    schema = ok.collect_schema()
-    if isinstance(schema[column], pl.List):
-        ok = ok.explode(column)
-    col = pl.col(column).drop_nulls().drop_nans()
+    ok = records.filter(ok_mask()).select([*by, "request_index", column])
+    col = pl.col(column)
+    if isinstance(ok.collect_schema()[column], pl.List):
+        # A chart needs no 30 M gaps: above BOX_MAX_VALUES, keep every k-th request
+        # (systematic, deterministic) with all its gaps; exact ITL percentiles are in
+        # the summary tables. Explode inside the aggregation: exploding the frame
+        # would copy the group keys once per gap.
+        total = ok.select(pl.col(column).list.len().sum()).collect().item() or 0
+        step = max(1, -(-int(total) // BOX_MAX_VALUES))
+        if step > 1:
+            ok = ok.filter(pl.col("request_index") % step == 0)
+        col = col.list.explode(keep_nulls=False, empty_as_null=False)
+    col = col.drop_nulls().drop_nans()
     return (
         ok.group_by(by)
         .agg(
@@ -448,3 +463,30 @@ def error_examples(records: pl.LazyFrame) -> pl.DataFrame:
         .sort(["n", "series", "model", "error_class"], descending=[True, False, False, False])
         .collect()
     )
+
+
+#: Bootstrap intervals resample at most this many values per group (a seeded shuffle
+#: picks them), so intervals for a million records cost milliseconds.
+CI_MAX_VALUES: Final = 2000
+
+
+def decode_median_cis(
+    records: pl.LazyFrame, *, resamples: int = 1000, seed: int = 0
+) -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """Bootstrap 95% CI of the median decode tok/s per (run key, endpoint, model,
+    scenario), over ok measured requests (at most :data:`CI_MAX_VALUES` each)."""
+    from tokrate.stats import bootstrap_ci
+
+    keys = ["run_key", "endpoint", "model", "scenario"]
+    values = (
+        records.filter(ok_mask() & pl.col("decode_tps").is_not_null())
+        .group_by(keys)
+        .agg(pl.col("decode_tps").shuffle(seed=seed).head(CI_MAX_VALUES))
+        .collect()
+    )
+    out: dict[tuple[str, str, str, str], tuple[float, float]] = {}
+    for row in values.iter_rows(named=True):
+        ci = bootstrap_ci(row["decode_tps"], resamples=resamples, seed=seed)
+        if ci is not None:
+            out[(row["run_key"], row["endpoint"], row["model"], row["scenario"])] = ci
+    return out

@@ -99,9 +99,16 @@ def summary_table(run_key: str, summary: Mapping[str, Any], *, title: str | None
     return Table(title or f"Summary: {run_key}", header, tuple(rows), numeric=numeric)
 
 
-def comparison_table(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> Table:
+def comparison_table(
+    summaries: Sequence[tuple[str, Mapping[str, Any]]],
+    decode_ci: Mapping[tuple[str, str, str, str], tuple[float, float]] | None = None,
+) -> Table:
     """Multi-run: one row per (endpoint, model, level), a column per run for decode
-    tok/s p50 and TTFT p95 (the two numbers a run-vs-run decision turns on)."""
+    tok/s p50 and TTFT p95 (the two numbers a run-vs-run decision turns on).
+
+    ``decode_ci`` maps (run key, endpoint, model, scenario) to the bootstrap 95% CI of
+    the decode median, shown as "p50 [low–high]" so overlap is visible at a glance."""
+    decode_ci = decode_ci or {}
     keys: dict[tuple[str, str, str], None] = {}
     values: dict[tuple[str, tuple[str, str, str]], Mapping[str, Any]] = {}
     for run_key, summary in summaries:
@@ -125,12 +132,22 @@ def comparison_table(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> Tabl
                 if g is None:
                     cells.append(DASH)
                 elif metric == "decode":
-                    cells.append(fmt_num(g["decode_tps"]["p50"]))
+                    ci = decode_ci.get((r, str(g["endpoint"]), str(g["model"]), str(g["scenario"])))
+                    text = fmt_num(g["decode_tps"]["p50"])
+                    if ci is not None:
+                        text += f" [{ci[0]:,.1f}–{ci[1]:,.1f}]"
+                    cells.append(text)
                 else:
                     cells.append(fmt_ms(g["ttft_s"]["p95"]))
         rows.append(tuple(cells))
     numeric = (False,) * 3 + (True,) * (len(header) - 3)
-    return Table("Runs side by side", header, tuple(rows), numeric=numeric)
+    note = (
+        "Decode tok/s: median [bootstrap 95% CI of the median]; intervals that do not "
+        "overlap mean a real difference."
+        if decode_ci
+        else ""
+    )
+    return Table("Runs side by side", header, tuple(rows), note=note, numeric=numeric)
 
 
 def tier_table(

@@ -63,7 +63,17 @@ _UNSUPPORTED: Mapping[str, tuple[object, ...]] = {
 class _BadRequest(Exception):
     def __init__(self, status: int, message: str, type_: str, param: str | None, code: str | None):
         super().__init__(message)
-        self.status, self.message, self.type_, self.param, self.code = status, message, type_, param, code
+        self.status, self.message, self.type_, self.param, self.code = (
+            status,
+            message,
+            type_,
+            param,
+            code,
+        )
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
 
 
 def _invalid(message: str, param: str | None = None, code: str | None = None) -> _BadRequest:
@@ -101,7 +111,9 @@ class SimApp:
     def __init__(self, state: SimState) -> None:
         self.state = state
         self._engines: dict[str, BatchEngine | FixedEngine] = {}
-        self._length_rng = {name: random.Random(f"length:{state.seed}:{name}") for name in state.timings}
+        self._length_rng = {
+            name: random.Random(f"length:{state.seed}:{name}") for name in state.timings
+        }
         self._id_prefix = secrets.token_hex(4)
         self._counter = 0
         self._api_key = state.api_key.encode() if state.api_key else None
@@ -110,7 +122,9 @@ class SimApp:
         eng = self._engines.get(name)
         if eng is None:
             timing = self.state.timings[name]
-            eng = (FixedEngine if timing.tier.fixed_timing else BatchEngine)(timing, self.state.time_scale)
+            eng = (FixedEngine if timing.tier.fixed_timing else BatchEngine)(
+                timing, self.state.time_scale
+            )
             self._engines[name] = eng
         return eng
 
@@ -133,7 +147,7 @@ class SimApp:
             if path in ("/v1/chat/completions", "/v1/completions"):
                 _require_method(method, "POST")
                 body = await _read_body(receive)
-                await self._completion(body, send, chat=path == "/v1/chat/completions")
+                await self._completion(body, receive, send, chat=path == "/v1/chat/completions")
                 return
             if path == "/v1/models":
                 _require_method(method, "GET")
@@ -147,9 +161,13 @@ class SimApp:
                     raise _model_not_found(name)
                 await _respond(send, 200, orjson.dumps(found[0]))
                 return
-            raise _BadRequest(404, f"Unknown path {path!r}", "invalid_request_error", None, "unknown_url")
+            raise _BadRequest(
+                404, f"Unknown path {path!r}", "invalid_request_error", None, "unknown_url"
+            )
         except _BadRequest as err:
-            await _respond(send, err.status, error_body(err.message, err.type_, param=err.param, code=err.code))
+            await _respond(
+                send, err.status, error_body(err.message, err.type_, param=err.param, code=err.code)
+            )
 
     # --- helpers -------------------------------------------------------------------
 
@@ -165,7 +183,9 @@ class SimApp:
         if not hmac.compare_digest(got, b"Bearer " + self._api_key):
             raise _BadRequest(
                 401,
-                "Incorrect API key provided." if got else "Missing bearer authentication in header.",
+                "Incorrect API key provided."
+                if got
+                else "Missing bearer authentication in header.",
                 "invalid_request_error",
                 None,
                 "invalid_api_key",
@@ -173,7 +193,13 @@ class SimApp:
 
     def _models(self) -> list[dict[str, Any]]:
         return [
-            {"id": name, "object": "model", "created": 0, "owned_by": "tokrate-sim", "tokrate": t.describe()}
+            {
+                "id": name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "tokrate-sim",
+                "tokrate": t.describe(),
+            }
             for name, t in self.state.timings.items()
         ]
 
@@ -181,7 +207,7 @@ class SimApp:
         self._counter += 1
         return f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{self._counter:08x}"
 
-    async def _completion(self, raw: bytes, send: Send, *, chat: bool) -> None:
+    async def _completion(self, raw: bytes, receive: Receive, send: Send, *, chat: bool) -> None:
         received_ns = perf_counter_ns()
         plan = self._parse(raw, chat=chat)
         timing = self.state.timings[plan.model]
@@ -231,8 +257,23 @@ class SimApp:
             engine.submit(req, perf_counter_ns() if kind == "slow_first_byte" else received_ns)
         else:
             engine.submit(req)
+        # A client that hangs up stops its request (frees its batch slot), as real
+        # engines abort on disconnect; otherwise abandoned streams would slow others.
+        watcher = asyncio.ensure_future(_until_disconnect(receive))
         try:
-            await req.done
+            await asyncio.wait((req.done, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+        if not req.done.done():
+            req.cancel()
+            if truth:
+                truth.record(
+                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
+                    perf_counter_ns(), req.produced, kind,
+                )  # fmt: skip
+            return
+        try:
+            req.done.result()
         except InjectedDisconnect:
             if truth:
                 truth.record(
@@ -275,7 +316,9 @@ class SimApp:
             # Promise the whole body, send half, then drop the connection.
             headers = [*_JSON, (b"content-length", str(len(body)).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}
+            )
             raise InjectedDisconnect()
         await _respond(send, 200, body)
 
@@ -307,7 +350,9 @@ class SimApp:
                 raise _invalid("'messages' must be a non-empty array", "messages")
             for i, m in enumerate(messages):
                 if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                    raise _invalid(f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]")
+                    raise _invalid(
+                        f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
+                    )
             input_tokens = count_chat_tokens(messages)
             prompt_param = "messages"
         else:
@@ -315,7 +360,9 @@ class SimApp:
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
                 prompt = prompt[0]
             if not isinstance(prompt, str):
-                raise _invalid("'prompt' must be a string (batched prompts are not supported)", "prompt")
+                raise _invalid(
+                    "'prompt' must be a string (batched prompts are not supported)", "prompt"
+                )
             input_tokens = max(1, count_text_tokens(prompt))
             prompt_param = "prompt"
         stream = body.get("stream", False)
@@ -392,7 +439,9 @@ def _model_not_found(name: str) -> _BadRequest:
 
 def _require_method(method: str, allowed: str) -> None:
     if method != allowed:
-        raise _BadRequest(405, f"Method {method} not allowed; use {allowed}", "invalid_request_error", None, None)
+        raise _BadRequest(
+            405, f"Method {method} not allowed; use {allowed}", "invalid_request_error", None, None
+        )
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -401,20 +450,34 @@ async def _read_body(receive: Receive) -> bytes:
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":
-            raise asyncio.CancelledError  # client gone before sending its body
+            raise _ClientGone
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise _BadRequest(413, f"Request body over {MAX_BODY_BYTES} bytes", "invalid_request_error", None, None)
+            raise _BadRequest(
+                413,
+                f"Request body over {MAX_BODY_BYTES} bytes",
+                "invalid_request_error",
+                None,
+                None,
+            )
         parts.append(chunk)
         if not msg.get("more_body", False):
             return b"".join(parts)
 
 
+async def _until_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _respond(
     send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    hdrs = [*(headers if headers is not None else _JSON), (b"content-length", str(len(body)).encode())]
+    hdrs = [
+        *(headers if headers is not None else _JSON),
+        (b"content-length", str(len(body)).encode()),
+    ]
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -430,7 +493,11 @@ async def _fault_response(send: Send, fault: FaultRule) -> None:
         ra = f"{retry_after:g}".encode()
         await _respond(send, 429, body, [*_JSON, (b"retry-after", ra)])
     elif fault.kind == "http_503":
-        body = error_body("The engine is currently overloaded (simulated fault http_503).", "server_error", code="overloaded")
+        body = error_body(
+            "The engine is currently overloaded (simulated fault http_503).",
+            "server_error",
+            code="overloaded",
+        )
         await _respond(send, 503, body)
     else:
         body = error_body(

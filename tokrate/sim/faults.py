@@ -75,7 +75,9 @@ def _rule(text: str, where: str) -> tuple[str | None, FaultRule]:
     try:
         prob = float(prob_text)
     except ValueError:
-        raise ConfigError(f"{where}: fault {kind!r}: probability {prob_text!r} is not a number") from None
+        raise ConfigError(
+            f"{where}: fault {kind!r}: probability {prob_text!r} is not a number"
+        ) from None
     if not 0.0 <= prob <= 1.0:
         raise ConfigError(f"{where}: fault {kind!r}: probability must be in [0, 1], got {prob}")
     params = dict(FAULT_KINDS[kind])
@@ -99,7 +101,9 @@ def _rule(text: str, where: str) -> tuple[str | None, FaultRule]:
     return tier, FaultRule(kind, prob, MappingProxyType(params))
 
 
-def parse_faults(spec: str | None, *, where: str = "--faults") -> dict[str | None, dict[str, FaultRule]]:
+def parse_faults(
+    spec: str | None, *, where: str = "--faults"
+) -> dict[str | None, dict[str, FaultRule]]:
     """Parse SPEC into {tier or None: {kind: rule}}; raises ConfigError naming ``where``."""
     out: dict[str | None, dict[str, FaultRule]] = {}
     if not spec or not spec.strip():
@@ -126,13 +130,17 @@ class FaultPlan:
     ) -> None:
         unknown = sorted(t for t in rules if t is not None and t not in tier_names)
         if unknown:
-            raise ConfigError(f"faults: unknown tier {unknown[0]!r} (tiers: {', '.join(tier_names)})")
+            raise ConfigError(
+                f"faults: unknown tier {unknown[0]!r} (tiers: {', '.join(tier_names)})"
+            )
         base = dict(rules.get(None, {}))
         self._by_tier: dict[str, tuple[FaultRule, ...]] = {}
         self._rng: dict[str, random.Random] = {}
         for name in tier_names:
             merged = {**base, **rules.get(name, {})}
-            ordered = tuple(merged[k] for k in FAULT_KINDS if k in merged and merged[k].probability > 0)
+            ordered = tuple(
+                merged[k] for k in FAULT_KINDS if k in merged and merged[k].probability > 0
+            )
             total = sum(r.probability for r in ordered)
             if total > 1.0 + 1e-9:
                 raise ConfigError(f"faults: probabilities for tier {name!r} sum to {total:g} > 1")

@@ -217,7 +217,11 @@ class TierTiming:
 
     @classmethod
     def place(
-        cls, tier: Tier, gpu: HardwareProfile, efficiency: float, tier_efficiency: Mapping[str, float]
+        cls,
+        tier: Tier,
+        gpu: HardwareProfile,
+        efficiency: float,
+        tier_efficiency: Mapping[str, float],
     ) -> TierTiming:
         """Place ``tier`` on ``tier.gpus`` x ``gpu``.
 
@@ -259,7 +263,9 @@ class TierTiming:
     def decode_bound_tps(self) -> float:
         """Single-stream ceiling: aggregate bandwidth / active weight bytes (tokens/s)."""
         return decode_bound_tokens_per_s(
-            self.hardware.bandwidth_bytes_per_s, self.tier.active_params_b * 1e9, self.tier.bytes_per_param
+            self.hardware.bandwidth_bytes_per_s,
+            self.tier.active_params_b * 1e9,
+            self.tier.bytes_per_param,
         )
 
     @property

@@ -34,9 +34,13 @@ def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int
     }
 
 
-def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
+def error_body(
+    message: str, type_: str, *, param: str | None = None, code: str | None = None
+) -> bytes:
     """An OpenAI-style error object: ``{"error": {"message", "type", "param", "code"}}``."""
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+    return orjson.dumps(
+        {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    )
 
 
 class ChunkBytes:
@@ -55,7 +59,8 @@ class ChunkBytes:
         self._head = b"data: " + head[:-1]
         if chat:
             self._content_pre = (
-                self._head + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"'
+                self._head
+                + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"'
             )
             self._reasoning_pre = (
                 self._head

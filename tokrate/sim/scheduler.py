@@ -46,6 +46,7 @@ class SimRequest:
 
     __slots__ = (
         "aborting",
+        "cancelled",
         "chunks",
         "complete",
         "content_write_ns",
@@ -104,6 +105,7 @@ class SimRequest:
         self.dirty = False
         self.complete = False
         self.aborting = False
+        self.cancelled = False
         self.next_due_ns = 0
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.disconnect_at = self.stall_at = self.malformed_at = -1
@@ -117,6 +119,13 @@ class SimRequest:
             elif fault.kind == "malformed":
                 self.malformed_at = at
 
+    def cancel(self) -> None:
+        """The client went away: the engine drops this request at its next step."""
+        self.cancelled = True
+        self.pending = []
+        if not self.done.done():
+            self.done.cancel()
+
     @property
     def reserved_tokens(self) -> int:
         """KV cache reserved at admission: the whole context this request will reach."""
@@ -127,7 +136,9 @@ class SimRequest:
         return self.input_tokens + self.produced
 
     def usage(self) -> dict[str, Any]:
-        return usage_dict(self.input_tokens, self.produced, min(self.produced, self.reasoning_tokens))
+        return usage_dict(
+            self.input_tokens, self.produced, min(self.produced, self.reasoning_tokens)
+        )
 
     def produce(self, n_tokens: int, spawn: Callable[[Awaitable[None]], None]) -> bool:
         """Generate the next chunk of up to ``n_tokens`` tokens; True when generation ended.
@@ -180,7 +191,7 @@ class SimRequest:
             return  # the writer in progress loops and takes what was added meanwhile
         self.writing = True
         try:
-            while self.pending:
+            while self.pending and not self.cancelled:
                 if self.held_until_ns:
                     return  # a stall holds the writes; _release_after_hold flushes
                 body = b"".join(self.pending)
@@ -195,8 +206,10 @@ class SimRequest:
                     self.content_write_ns.extend([t] * n_content)
                 if final:
                     self.done_ns = t
-                await self.send({"type": "http.response.body", "body": body, "more_body": not final})
-            if self.complete and not self.done.done():
+                await self.send(
+                    {"type": "http.response.body", "body": body, "more_body": not final}
+                )
+            if self.complete and not self.done.done() and not self.cancelled:
                 if self.aborting:
                     self.done_ns = perf_counter_ns()
                     self.done.set_exception(InjectedDisconnect())
@@ -311,6 +324,9 @@ class BatchEngine(_EngineBase):
         joiners: list[SimRequest] = []
         while self.queue and len(self.batch) < cap_batch:
             head = self.queue[0]
+            if head.cancelled:
+                self.queue.popleft()
+                continue
             if self.kv_used_tokens + head.reserved_tokens > cap_tokens:
                 break  # FCFS: the head waits for memory; nobody overtakes it
             self.queue.popleft()
@@ -346,6 +362,9 @@ class BatchEngine(_EngineBase):
             step_start = deadline
             keep: list[SimRequest] = []
             for req in self.batch:
+                if req.cancelled:
+                    self.kv_used_tokens -= req.reserved_tokens
+                    continue
                 if req.produce(self.tokens_per_chunk, self._spawn):
                     self.kv_used_tokens -= req.reserved_tokens
                 else:
@@ -386,6 +405,8 @@ class FixedEngine(_EngineBase):
                 continue
             while heap and heap[0][0] <= now:
                 _, seq, req = heapq.heappop(heap)
+                if req.cancelled:
+                    continue
                 finished = False
                 while req.next_due_ns <= now:
                     if req.produce(k, self._spawn):

@@ -61,7 +61,9 @@ class SimConfig:
     """Custom accelerator; wins over ``hardware`` (a tiers file's [hardware] wins over both)."""
 
 
-def _resolve_tiers(cfg: SimConfig) -> tuple[tuple[Tier, ...], HardwareProfile, dict[str | None, dict[str, FaultRule]]]:
+def _resolve_tiers(
+    cfg: SimConfig,
+) -> tuple[tuple[Tier, ...], HardwareProfile, dict[str | None, dict[str, FaultRule]]]:
     tiers = cfg.tiers if cfg.tiers is not None else default_tiers()
     hw = cfg.hardware_profile or get_hardware(cfg.hardware)
     rules: dict[str | None, dict[str, FaultRule]] = {}
@@ -75,7 +77,9 @@ def _resolve_tiers(cfg: SimConfig) -> tuple[tuple[Tier, ...], HardwareProfile, d
         if t.faults:
             tier_rules = parse_faults(t.faults, where=f"tier {t.name!r}: faults")
             if set(tier_rules) - {None}:
-                raise ConfigError(f"tier {t.name!r}: faults must not name a tier (it applies to its own)")
+                raise ConfigError(
+                    f"tier {t.name!r}: faults must not name a tier (it applies to its own)"
+                )
             rules.setdefault(t.name, {}).update(tier_rules.get(None, {}))
     for k, v in parse_faults(cfg.faults).items():
         rules.setdefault(k, {}).update(v)

@@ -57,7 +57,9 @@ def _tier(raw: Any, where: str) -> Tier:
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in _TIER_FIELDS:
-            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(_TIER_FIELDS))})")
+            raise ConfigError(
+                f"{where}.{key}: unknown key (known: {', '.join(sorted(_TIER_FIELDS))})"
+            )
         if key in _INT_FIELDS:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{where}.{key}: must be an integer, got {value!r}")

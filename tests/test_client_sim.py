@@ -1,0 +1,100 @@
+"""The clients on the real simulator: stamps against its truth log, paths agree."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from pathlib import Path
+
+import orjson
+import uvloop
+
+from tokrate.client import build_record, open_client
+from tokrate.client.result import StreamResult
+from tokrate.sim import SimConfig, Tier, running_simulator
+from tokrate.spec import TimeoutsSpec
+
+FIXED = Tier(
+    name="fixed",
+    params_b=7.0,
+    active_params_b=7.0,
+    fixed_ttft_ms=200.0,
+    fixed_itl_ms=20.0,
+    output_tokens_min=16,
+    output_tokens_max=16,
+)
+
+
+def _rounds(base: str, rounds: int) -> dict[str, list[StreamResult]]:
+    """Each round runs one request per client at the same moment (3 streams in all)."""
+    from tests.test_client_basic import P
+    from tokrate.client import build_request
+    from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec
+
+    req = build_request(
+        EndpointSpec(name="sim", base_url=base),
+        ModelSpec(endpoint="sim", name="fixed"),
+        P(max_tokens=16),
+        ClientSpec(),
+        include_usage=True,
+        max_tokens=16,
+        ignore_eos=True,
+        unique_prefix=None,
+        api_key=None,
+    )
+
+    async def main() -> dict[str, list[StreamResult]]:
+        kinds = ("fast", "httpx", "openai")
+        clients = {k: open_client(k, pool_size=2, timeouts=TimeoutsSpec()) for k in kinds}
+        out: dict[str, list[StreamResult]] = {k: [] for k in kinds}
+        try:
+            for _ in range(rounds):
+                results = await asyncio.gather(*(clients[k].stream(req) for k in kinds))
+                for k, res in zip(kinds, results, strict=True):
+                    out[k].append(res)
+        finally:
+            for c in clients.values():
+                await c.aclose()
+        return out
+
+    return uvloop.run(main())
+
+
+def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
+    truth_path = tmp_path / "truth.jsonl"
+    cfg = SimConfig(tiers=(FIXED,), time_scale=1.0, truth_log=str(truth_path))
+    with running_simulator(cfg) as base:
+        by_kind = _rounds(base, rounds=3)
+    truth = {}
+    for line in truth_path.read_bytes().splitlines():
+        obj = orjson.loads(line)
+        truth[obj["id"]] = obj
+
+    medians: dict[str, tuple[float, float]] = {}
+    for kind, results in by_kind.items():
+        recs = [
+            build_record(r, run_id="r", scenario="s", prompt_id="p", task="t", request_index=i)
+            for i, r in enumerate(results)
+        ]
+        assert all(r.status == "ok" for r in recs), [r.error_message for r in recs]
+        assert all(r.output_tokens == 16 and r.tokens_source == "usage" for r in recs)
+        assert all(r.content_chunks == 16 for r in recs)
+        measured = recs[1:]  # the first round warms connections and the SDK
+        medians[kind] = (
+            statistics.median(r.ttft_s for r in measured),  # type: ignore[misc]
+            statistics.median(r.tpot_s for r in measured),  # type: ignore[misc]
+        )
+        for res in results:
+            t = truth[res.response_id]
+            writes = t["content_write_ns"]
+            assert len(writes) == len(res.chunk_ns) == 16
+            lags = [got - wrote for got, wrote in zip(res.chunk_ns, writes, strict=True)]
+            # Same CLOCK_MONOTONIC on both sides: a stamp can never precede the write.
+            assert min(lags) >= 0, (kind, min(lags))
+            if kind == "fast":
+                assert statistics.median(lags) < 5_000_000, (kind, statistics.median(lags))
+    fast_ttft, fast_tpot = medians["fast"]
+    assert abs(fast_ttft - 0.200) < 0.030 and abs(fast_tpot - 0.020) < 0.003, medians
+    for kind, (ttft, tpot) in medians.items():
+        assert abs(ttft - fast_ttft) / fast_ttft < 0.02, (kind, medians)
+        assert abs(tpot - fast_tpot) / fast_tpot < 0.02, (kind, medians)

@@ -1,0 +1,129 @@
+"""``--ray``: a real local Ray cluster (one node on 127.0.0.1, 2 CPUs) driving the real
+simulator, which runs in this process on 127.0.0.1 (reachable from the actors because
+they run on the same machine).
+
+Kept light for a 2-core machine: one cluster for the module, two actors of 0.5 CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_tasks
+
+from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
+from tokrate.records import RequestRecord
+from tokrate.run import run_benchmark
+from tokrate.store import load_run
+
+ray = pytest.importorskip("ray")
+
+pytestmark = [
+    pytest.mark.ray,
+    # Only deprecation notices raised inside Ray's own modules; every other warning
+    # (ours included) still fails the test.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """A private single-node cluster bound to 127.0.0.1; yields the node id."""
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        object_store_memory=80 * 1024 * 1024,
+        _node_ip_address="127.0.0.1",
+    )
+    try:
+        yield ray.get_runtime_context().get_node_id()
+    finally:
+        ray.shutdown()
+
+
+def test_ray_run_matches_a_local_run_and_builds_the_report(
+    ray_cluster: str, start_sim: Callable[..., str], tmp_path: Path
+) -> None:
+    url = start_sim(tiers=(FIXED,), time_scale=1.0)
+    local = run_benchmark(bench_spec(url, tmp_path, "local", workers=1))
+    on_ray = run_benchmark(bench_spec(url, tmp_path, "ray", workers=2, ray="auto", report=True))
+    assert local.exit_code == on_ray.exit_code == 0
+
+    run = load_run(on_ray.run_dir)
+    assert run.run["backend"] == "ray" and run.run["workers"] == 2
+    assert run.run["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
+    recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    assert sorted(r.request_index for r in recs) == list(range(16))
+    assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
+    assert {r.node_id for r in recs} == {ray_cluster}  # the Ray node that measured it
+    assert all(r.started_at > 0 and r.ttft_s is not None for r in recs)
+
+    assert local.summary is not None and on_ray.summary is not None
+    assert_close_summaries(local.summary, on_ray.summary, what="--ray")
+    try:
+        import tokrate.report  # noqa: F401
+    except ImportError:  # pragma: no cover - the report area not merged yet
+        return
+    assert (on_ray.run_dir / "report.html").is_file()
+    # Ray was already initialised by the fixture: the backend must leave it running.
+    assert ray.is_initialized()
+
+
+def test_a_killed_actor_becomes_worker_lost_and_the_rest_go_on(
+    ray_cluster: str, start_sim: Callable[..., str], tmp_path: Path
+) -> None:
+    from tokrate.backends.ray import RayBackend
+
+    url = start_sim(tiers=(SLOW,), time_scale=1.0)
+    spec = bench_spec(url, tmp_path, "k", model="slow-7b", concurrency=4, requests=24, max_tokens=6)
+    tasks = shard_tasks(spec, url, "slow-7b", 2)
+    backend = RayBackend(2, num_cpus=0.5)
+    events: list[Any] = []
+    w1_done: list[int] = []
+    killed: list[bool] = []
+
+    def on_event(ev: Any) -> None:
+        events.append(ev)
+        if isinstance(ev, RequestFinished) and ev.record.worker == "w1":
+            w1_done.append(ev.record.request_index)
+        # Kill w1 just after it started a request (after one of its records arrived):
+        # that request is then certainly in flight from the driver's point of view.
+        if isinstance(ev, RequestStarted) and ev.worker_id == "w1" and w1_done and not killed:
+            killed.append(True)
+            ray.kill(backend.actors[1], no_restart=True)
+
+    try:
+        backend.run_scenario(tasks, on_event, threading.Event())
+        assert killed
+        records = [e.record for e in events if isinstance(e, RequestFinished)]
+        w0 = [r for r in records if r.worker == "w0"]
+        w1 = [r for r in records if r.worker == "w1"]
+        assert len(w0) == 12 and all(r.status == "ok" for r in w0)  # the rest went on
+        assert [r for r in w1 if r.status == "ok"], "records returned before the kill stay"
+        lost = [r for r in w1 if r.error_class == "worker_lost"]
+        assert lost and all(r.status == "error" and r.node_id == ray_cluster for r in lost)
+        # Every request the driver saw start ends in exactly one record.
+        started = {
+            e.request_index for e in events if isinstance(e, RequestStarted) and e.worker_id == "w1"
+        }
+        assert {r.request_index for r in w1} == started
+        # (Other warnings, e.g. event-loop lag on a loaded machine, may come too.)
+        (warning,) = [
+            e for e in events if isinstance(e, WorkerWarning) and " lost in scenario " in e.message
+        ]
+        assert warning.worker_id == "w1" and "Ray actor" in warning.message
+        n_lost = (12 - len(w1)) + len(lost)
+        assert f"{n_lost} of 24 planned requests" in warning.message
+        # The next scenario gets a fresh actor in the dead one's place.
+        again: list[Any] = []
+        backend.run_scenario(tasks, again.append, threading.Event())
+        assert sum(isinstance(e, RequestFinished) for e in again) == 24
+    finally:
+        backend.close()
