@@ -25,9 +25,10 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=512)
     a = ap.parse_args()
     print(
-        "| client | streams | tokens | wall s | tokens/s | client CPU s | client-bound tokens/s |"
+        "| client | streams | tokens | wall s | tokens/s | client CPU s | client-bound tokens/s "
+        "| loop lag p99/max ms |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for kind in a.kinds.split(","):
         sim = Sim(ttft_ms=0, itl_ms=0, tokens=a.tokens)
         try:
@@ -38,7 +39,8 @@ def main() -> None:
         # server were infinitely fast and the client had a core to itself).
         print(f"| {kind} | {a.streams} | {load.tokens} | {load.wall_s:.2f} | "
               f"{load.tokens / load.wall_s:,.0f} | {load.cpu_s:.2f} | "
-              f"{load.tokens / max(load.cpu_s, 1e-9):,.0f} |", flush=True)  # fmt: skip
+              f"{load.tokens / max(load.cpu_s, 1e-9):,.0f} | {load.lag_p99_ms:.1f}/{load.lag_max_ms:.0f}"
+              f"{' WARNED' if load.lag_warned else ''} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

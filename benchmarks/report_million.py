@@ -47,6 +47,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, help="reuse/keep the run folder here")
     parser.add_argument("--build-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tokens < 2:
+        parser.error("--tokens must be >= 2 (TPOT needs two tokens)")
 
     if args.build_only is not None:
         return _build(args.build_only)

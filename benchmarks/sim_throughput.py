@@ -53,8 +53,10 @@ def _cpu_s(pid: int) -> float:
 class _Conn(asyncio.Protocol):
     """One keep-alive connection issuing the same streaming request back to back."""
 
-    def __init__(self, request: bytes, stats: dict[str, int], stop_at: float) -> None:
-        self.request, self.stats, self.stop_at = request, stats, stop_at
+    def __init__(
+        self, request: bytes, stats: dict[str, int], stop_at: float, window: tuple[float, float]
+    ) -> None:
+        self.request, self.stats, self.stop_at, self.window = request, stats, stop_at, window
         self.tail = b""
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
@@ -68,7 +70,11 @@ class _Conn(asyncio.Protocol):
         st["reads"] += 1
         st["bytes"] += len(data)
         # content events only: "data: {" ... with "content" / "text"; cheap count
-        st["events"] += data.count(b'"delta":{"content"')
+        n = data.count(b'"delta":{"content"')
+        st["events"] += n
+        now = time.perf_counter()
+        if self.window[0] <= now < self.window[1]:
+            st["window_events"] += n
         buf = self.tail + data
         if buf.endswith(b"0\r\n\r\n") and b"[DONE]" in buf[-64:]:
             st["responses"] += 1
@@ -86,7 +92,9 @@ class _Conn(asyncio.Protocol):
             self.done.set_result(None)
 
 
-async def _drive(url: str, model: str, streams: int, max_tokens: int, seconds: float) -> dict[str, float]:
+async def _drive(
+    url: str, model: str, streams: int, max_tokens: int, seconds: float
+) -> dict[str, float]:
     u = urlparse(url)
     body = json.dumps(
         {
@@ -101,22 +109,36 @@ async def _drive(url: str, model: str, streams: int, max_tokens: int, seconds: f
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {u.hostname}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
-    stats = {"events": 0, "reads": 0, "bytes": 0, "responses": 0}
+    stats = {"events": 0, "window_events": 0, "reads": 0, "bytes": 0, "responses": 0}
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()
     stop_at = t0 + seconds
+    # steady state only: after every connection is up, before the first ones stop
+    window = (t0 + 1.0, t0 + seconds - 0.25)
     conns = []
     for _ in range(streams):
         _, proto = await loop.create_connection(
-            lambda: _Conn(request, stats, stop_at), u.hostname, u.port
+            lambda: _Conn(request, stats, stop_at, window), u.hostname, u.port
         )
         conns.append(proto)
     await asyncio.gather(*(c.done for c in conns))
     elapsed = time.perf_counter() - t0
-    return {**stats, "elapsed": elapsed}
+    return {
+        **stats,
+        "elapsed": elapsed,
+        "window_s": window[1] - window[0],
+        "window_start_ns": int(window[0] * 1e9),
+        "window_end_ns": int(window[1] * 1e9),
+    }
 
 
-def _writes_from_truth(log: Path, model: str, itl_ns: int) -> tuple[int, int, list[float]]:
+def _writes_from_truth(
+    log: Path, model: str, itl_ns: int, window_ns: tuple[int, int]
+) -> tuple[int, int, list[float]]:
+    """(distinct writes, chunks) inside the window, and every chunk's lateness in ms.
+
+    The truth log and this process share CLOCK_MONOTONIC, so the window applies as is.
+    """
     writes = chunks = 0
     lateness_ms: list[float] = []
     for line in log.read_text().splitlines():
@@ -124,8 +146,9 @@ def _writes_from_truth(log: Path, model: str, itl_ns: int) -> tuple[int, int, li
         if row["model"] != model:
             continue
         ts = row["content_write_ns"]
-        chunks += len(ts)
-        writes += len(set(ts))
+        inside = [t for t in ts if window_ns[0] <= t < window_ns[1]]
+        chunks += len(inside)
+        writes += len(set(inside))
         for k, t in enumerate(ts):
             lateness_ms.append((t - (row["received_ns"] + k * itl_ns)) / 1e6)
     return writes, chunks, lateness_ms
@@ -150,11 +173,20 @@ def main() -> int:
         rows = []
         for name, model, streams, max_tokens in (
             ("zero delay, 512 tok/response", "zero", args.zero_streams, 512),
-            (f"5 ms ITL, {args.streams} streams", "itl5", args.streams, 400),
+            (f"5 ms ITL, {args.streams} streams", "itl5", args.streams, 100),
         ):
             log = Path(tmp) / f"truth-{model}.jsonl"
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tokrate", "sim", "--tiers", str(tiers), "--truth-log", str(log)],
+                [
+                    sys.executable,
+                    "-m",
+                    "tokrate",
+                    "sim",
+                    "--tiers",
+                    str(tiers),
+                    "--truth-log",
+                    str(log),
+                ],
                 stdout=subprocess.PIPE,
                 text=True,
             )
@@ -167,27 +199,39 @@ def main() -> int:
             finally:
                 proc.terminate()
                 proc.wait(timeout=15)
-            writes, chunks, late = _writes_from_truth(log, model, 5_000_000 if model == "itl5" else 0)
+            window_ns = (int(res["window_start_ns"]), int(res["window_end_ns"]))
+            itl_ns = 5_000_000 if model == "itl5" else 0
+            writes, _chunks, late = _writes_from_truth(log, model, itl_ns, window_ns)
             el = res["elapsed"]
             rows.append(
                 (
                     name,
-                    res["events"] / el,
-                    writes / el,
+                    res["window_events"] / res["window_s"],
+                    writes / res["window_s"],
                     res["reads"] / el,
                     cpu / el,
                     cpu / max(res["events"], 1) * 1e6,
                     statistics.median(late) if late and model == "itl5" else float("nan"),
-                    statistics.quantiles(late, n=100)[98] if len(late) > 100 and model == "itl5" else float("nan"),
+                    statistics.quantiles(late, n=100)[98]
+                    if len(late) > 100 and model == "itl5"
+                    else float("nan"),
                 )
             )
-    print(f"{'scenario':<30} {'events/s':>10} {'writes/s':>10} {'reads/s':>9} {'srv CPU':>8} "
-          f"{'CPU us/ev':>9} {'late p50':>9} {'late p99':>9}")
+    print(
+        f"{'scenario':<30} {'events/s':>10} {'writes/s':>10} {'reads/s':>9} {'srv CPU':>8} "
+        f"{'us CPU/ev':>9} {'ev/CPU-s':>10} {'late p50':>9} {'late p99':>9}"
+    )
     for r in rows:
-        print(f"{r[0]:<30} {r[1]:>10,.0f} {r[2]:>10,.0f} {r[3]:>9,.0f} {r[4]:>7.0%} "
-              f"{r[5]:>9.2f} {r[6]:>7.2f}ms {r[7]:>7.2f}ms")
-    print("events = content chunks received; writes = distinct server write times (truth log);"
-          " srv CPU = server process user+sys / wall (1 core = 100%)")
+        per_core = r[1] / r[4] if r[4] > 0 else float("nan")
+        print(
+            f"{r[0]:<30} {r[1]:>10,.0f} {r[2]:>10,.0f} {r[3]:>9,.0f} {r[4]:>7.0%} "
+            f"{r[5]:>9.2f} {per_core:>10,.0f} {r[6]:>7.2f}ms {r[7]:>7.2f}ms"
+        )
+    print(
+        "events/s = content chunks the client received per second in the steady-state window; writes = distinct server write times"
+        " (truth log); srv CPU = server user+sys / wall (one core = 100%); ev/CPU-s = what"
+        " one fully used core would carry; late = write time - due time (5 ms ITL only)"
+    )
     return 0
 
 

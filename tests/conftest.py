@@ -5,6 +5,9 @@
 - ``start_sim(**SimConfig kwargs)``: a factory for simulators with their own settings
   (faults, api_key, truth_log, tiers_file, tiers, ...); each one is stopped when the
   test ends. Returns the base URL.
+- ``start_sim_process(**SimConfig kwargs)``: the same, but the simulator runs in its own
+  process (``tokrate sim``), so it shares no GIL or event loop with the test's client;
+  use it where a test asserts on timing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tokrate.sim import SimConfig, running_simulator
+from tokrate.sim import SimConfig, running_simulator, simulator_process
 
 #: Time scale of the shared simulator: all modelled durations are divided by this.
 SIM_TIME_SCALE = 20.0
@@ -34,5 +37,16 @@ def start_sim() -> Iterator[Callable[..., str]]:
         def start(**kwargs: Any) -> str:
             kwargs.setdefault("time_scale", SIM_TIME_SCALE)
             return stack.enter_context(running_simulator(SimConfig(**kwargs)))
+
+        yield start
+
+
+@pytest.fixture
+def start_sim_process() -> Iterator[Callable[..., str]]:
+    with contextlib.ExitStack() as stack:
+
+        def start(**kwargs: Any) -> str:
+            kwargs.setdefault("time_scale", SIM_TIME_SCALE)
+            return stack.enter_context(simulator_process(SimConfig(**kwargs)))
 
         yield start

@@ -94,7 +94,12 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
             if kind == "fast":
                 assert statistics.median(lags) < 5_000_000, (kind, statistics.median(lags))
     fast_ttft, fast_tpot = medians["fast"]
-    assert abs(fast_ttft - 0.200) < 0.030 and abs(fast_tpot - 0.020) < 0.003, medians
+    for res in by_kind["fast"]:
+        t = truth[res.response_id]
+        server_ttft = t["content_write_ns"][0] - t["received_ns"]
+        client_ttft = res.chunk_ns[0] - res.t0_ns
+        # t0 precedes the send and the server's receipt: never shorter, barely longer.
+        assert 0 <= client_ttft - server_ttft < 20_000_000, (client_ttft, server_ttft)
     for kind, (ttft, tpot) in medians.items():
         assert abs(ttft - fast_ttft) / fast_ttft < 0.02, (kind, medians)
         assert abs(tpot - fast_tpot) / fast_tpot < 0.02, (kind, medians)

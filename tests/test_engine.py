@@ -15,7 +15,7 @@ import pytest
 from hostile_server import HostileServer, hostile_server
 
 from tokrate.engine import Target, WorkerTask, run_worker
-from tokrate.events import LoopLag, RequestFinished, RequestStarted, WorkerDone
+from tokrate.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.plan import build_plan
 from tokrate.records import RequestRecord
 from tokrate.run import count_outcomes
@@ -203,3 +203,20 @@ def test_retries_off_by_default(server: HostileServer) -> None:
     spec = RunSpec(load=LoadSpec(concurrency=(1,), requests=2))
     recs = _records(_run(spec, (_target("a", server.base_url("status", code=500)),)))
     assert [r.attempt for r in recs] == [1, 1]
+
+
+def test_open_loop_safety_cap_is_reported_never_silent(server: HostileServer) -> None:
+    spec = RunSpec(
+        load=LoadSpec(mode="open", concurrency=(), rates=(50.0,), arrival="constant", requests=6)
+    )
+    target = _target("a", server.base_url("ok", tokens=2, ttft_ms=200))
+    plan = build_plan(spec, len(PROMPTS), 1)
+    events: list[Any] = []
+    task = WorkerTask("r", "w0", plan.scenarios[0], spec, (target,), PROMPTS, open_loop_cap=2)
+    run_worker(task, events.append, threading.Event())
+    warnings = [e.message for e in events if isinstance(e, WorkerWarning)]
+    assert any("safety cap" in w for w in warnings)
+    recs = sorted(_records(events), key=lambda r: r.request_index)
+    assert len(recs) == 6
+    # Held-back sends show their wait: the 3rd request waited for a slot (~200 ms).
+    assert recs[2].send_delay_s is not None and recs[2].send_delay_s > 0.1

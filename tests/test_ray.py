@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_tasks
+from test_workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_tasks, truth_ttft
 
 from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.records import RequestRecord
@@ -51,7 +51,8 @@ def ray_cluster() -> Iterator[str]:
 def test_ray_run_matches_a_local_run_and_builds_the_report(
     ray_cluster: str, start_sim: Callable[..., str], tmp_path: Path
 ) -> None:
-    url = start_sim(tiers=(FIXED,), time_scale=1.0)
+    log = tmp_path / "truth.jsonl"
+    url = start_sim(tiers=(FIXED,), time_scale=1.0, truth_log=str(log))
     local = run_benchmark(bench_spec(url, tmp_path, "local", workers=1))
     on_ray = run_benchmark(bench_spec(url, tmp_path, "ray", workers=2, ray="auto", report=True))
     assert local.exit_code == on_ray.exit_code == 0
@@ -64,6 +65,12 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
     assert {r.node_id for r in recs} == {ray_cluster}  # the Ray node that measured it
     assert all(r.started_at > 0 and r.ttft_s is not None for r in recs)
+    # Actors on this host share its CLOCK_MONOTONIC with the simulator: each TTFT the
+    # actors measured matches the simulator's own first write within a few ms.
+    truth = truth_ttft(log)
+    for r in recs:
+        lag_s = r.ttft_s - (truth[r.response_id] - r.t0_ns) / 1e9  # type: ignore[index,operator]
+        assert -0.001 <= lag_s < 0.025, (r.worker, lag_s)
 
     assert local.summary is not None and on_ray.summary is not None
     assert_close_summaries(local.summary, on_ray.summary, what="--ray")
@@ -127,3 +134,20 @@ def test_a_killed_actor_becomes_worker_lost_and_the_rest_go_on(
         assert sum(isinstance(e, RequestFinished) for e in again) == 24
     finally:
         backend.close()
+
+
+def test_tokrate_run_with_ray_from_the_command_line(ray_cluster: str, tmp_path: Path) -> None:
+    """`tokrate run --ray ... --workers 2` against the embedded simulator (which the
+    actors reach on 127.0.0.1 because they share this machine)."""
+    from tokrate.cli import main
+
+    argv = ["run", "--ray", "local", "--workers", "2", "--concurrency", "2", "--requests", "4"]
+    argv += ["--max-tokens", "8", "--time-scale", "50", "--output-dir", str(tmp_path)]
+    argv += ["--run-id", "cli", "--quiet", "--no-report"]
+    assert main(argv) == 0
+    run = load_run(tmp_path / "cli")
+    assert run.run["backend"] == "ray" and run.run["workers"] == 2
+    counts = run.run["counts"]
+    assert counts["scheduled"] == counts["ok"] > 0 and counts["error"] == 0
+    assert set(run.records["worker"].to_list()) == {"w0", "w1"}
+    assert set(run.records["node_id"].to_list()) == {ray_cluster}

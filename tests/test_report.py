@@ -348,3 +348,13 @@ def test_multi_run_comparison_shows_decode_intervals(tmp_path: Path) -> None:
     slow_hi = float(lo_hi[1].group(2).replace(",", ""))  # type: ignore[union-attr]
     assert slow_hi < fast_lo  # efficiency 0.5 vs 0.8: intervals well apart
     assert "bootstrap 95% CI" in md
+
+
+def test_time_scaled_simulator_run_is_flagged(tmp_path: Path) -> None:
+    run = synthetic_run(tmp_path / "fast", run_id="fast", requests_per_level=5)
+    run_json = orjson.loads((run / "run.json").read_bytes())
+    run_json["config"]["simulator"] = {"time_scale": 20.0}
+    (run / "run.json").write_bytes(orjson.dumps(run_json))
+    out = build_report([run], tmp_path / "out", formats=("png",))
+    assert "simulator ran with time_scale=20" in (out / "report.html").read_text()
+    assert "simulator ran with time\\_scale=20" in (out / "summary.md").read_text()

@@ -127,3 +127,28 @@ def test_tiers_file(tmp_path: Path) -> None:
     )
     names = [t.name for t in load_tiers_file(path).tiers]
     assert names == ["sim-1b", "sim-13b", "sim-34b", "sim-70b", "sim-8x7b", "sim-7b"]
+
+
+def test_simulator_process_carries_the_whole_config(tmp_path: Path) -> None:
+    from tokrate.errors import SimulatorError
+    from tokrate.sim import SimConfig, Tier, simulator_process
+
+    log = tmp_path / "truth.jsonl"
+    tier = Tier("sim-fixed", 7.0, 7.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0, faults="http_500=0")
+    cfg = SimConfig(tiers=(tier,), api_key="sk-canary-proc", truth_log=str(log), seed=5,
+                    tier_efficiency={"sim-fixed": 0.5})  # fmt: skip
+    with simulator_process(cfg) as url, httpx.Client(timeout=10) as c:
+        assert c.get(f"{url}/models").status_code == 401
+        auth = {"Authorization": "Bearer sk-canary-proc"}
+        models = c.get(f"{url}/models", headers=auth).json()["data"]
+        assert [(m["id"], m["tokrate"]["efficiency"]) for m in models] == [("sim-fixed", 0.5)]
+        body = {
+            "model": "sim-fixed",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+        }
+        r = c.post(f"{url}/chat/completions", json=body, headers=auth)
+        assert r.json()["usage"]["completion_tokens"] == 4
+    assert json.loads(log.read_text())["model"] == "sim-fixed"
+    with pytest.raises(SimulatorError, match="do not fit"), simulator_process(hardware="l4"):
+        pass  # pragma: no cover

@@ -3,52 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
-
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, get_hardware
-from tokrate.sim import SimConfig, Tier, TierTiming, default_tiers
+from tokrate.sim import SimConfig, Tier, TierTiming, default_tiers, simulator_process
 
 SHORT = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
 def sim_process() -> Iterator[Callable[..., str]]:
-    """Start ``tokrate sim ARGS...`` in its own process (no GIL shared with the test
-    client, so timing tests measure the server, not the test's thread switching)."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> str:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tokrate", "sim", *args], stdout=subprocess.PIPE, text=True
-        )
-        procs.append(proc)
-        assert proc.stdout is not None
-        return proc.stdout.readline().strip()
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        proc.communicate(timeout=15)
+    """``simulator_process(**SimConfig kwargs)``: the simulator in its own process (no
+    GIL shared with the test client, so timing tests measure the server, not the
+    test's thread switching)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda **kw: stack.enter_context(simulator_process(SimConfig(**kw)))
 
 
 async def _raw_stream(url: str, model: str, max_tokens: int) -> list[int]:
-    """Like _stream over a bare socket: t0, then perf_counter_ns of each read that
-    carried content. Cheap enough for hundreds of concurrent long streams."""
+    """Like _stream over a bare socket: t0, then for every content chunk the
+    perf_counter_ns of the read that carried it. Cheap enough for hundreds of
+    concurrent long streams."""
     u = urlparse(url)
     body = json.dumps(
         {
@@ -68,8 +55,8 @@ async def _raw_stream(url: str, model: str, max_tokens: int) -> list[int]:
     try:
         writer.write(head + body)
         while data := await reader.read(1 << 16):
-            if b'"delta":{"content"' in data:
-                stamps.append(perf_counter_ns())
+            if n := data.count(b'"delta":{"content"'):
+                stamps.extend([perf_counter_ns()] * n)
     finally:
         writer.close()
         await writer.wait_closed()
@@ -144,7 +131,7 @@ def test_single_stream_decode_speed_matches_bound_times_efficiency(
     sim_process: Callable[..., str],
 ) -> None:
     """Every default tier, one stream each, ~0.8 s of decode: within 2% of bound x eff."""
-    url = sim_process("--time-scale", "1")
+    url = sim_process(time_scale=1.0)
     gpu = get_hardware("a100-80g")
     timings = {t.name: TierTiming.place(t, gpu, 0.8, {}) for t in default_tiers()}
     n_tokens = {name: max(16, round(0.8 * t.expected_decode_tps)) for name, t in timings.items()}
@@ -187,7 +174,7 @@ def test_queueing_raises_70b_ttft_before_7b(
     e2e: dict[str, float] = {}
     for model, (scale, streams, tokens) in runs.items():
         log = tmp_path / f"{model}.jsonl"
-        url = sim_process("--time-scale", str(scale), "--truth-log", str(log))
+        url = sim_process(time_scale=scale, truth_log=str(log))
 
         async def main(
             url: str = url, model: str = model, streams: int = streams, tokens: int = tokens

@@ -415,3 +415,12 @@ def test_command_line_rates_replace_a_file_concurrency_sweep(tmp_path: Path) -> 
         {"load.concurrency": (8,), "load.mode": "closed", "load.rates": ()},
     )
     assert (spec.load.mode, spec.load.concurrency) == ("closed", (8,))
+
+
+def test_typed_section_overrides() -> None:
+    from tokrate.spec import ClientSpec, SyntheticSpec, TimeoutsSpec
+
+    client = ClientSpec(kind="httpx", timeouts=TimeoutsSpec(idle_s=3.0))
+    spec = load_spec(None, {"client": client, "prompts.synthetic": SyntheticSpec(count=2)})
+    assert spec.client == client
+    assert spec.prompts.synthetic == SyntheticSpec(count=2)

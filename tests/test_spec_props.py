@@ -152,6 +152,7 @@ def test_one_wrong_value_names_its_key(folder: Path, section: str, name: str, va
             if section == "endpoint"
             else {"name": "m"}
         )
+        base.pop(name, None)  # the value under test replaces the base value
         text = f"[[{section}]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in base.items())
         key = f"{section}[0].{name}"
     else:

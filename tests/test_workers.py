@@ -103,7 +103,8 @@ def assert_close_summaries(one: dict[str, Any], many: dict[str, Any], *, what: s
     fixed-timing server at a load far below what one process can drive)."""
     assert schema(one) == schema(many), f"{what}: summary schema differs from one process"
     g1, g2 = one["groups"][0], many["groups"][0]
-    assert g1["counts"] == g2["counts"]
+    keys = ("endpoint", "model", "scenario", "concurrency", "rate_rps", "counts")
+    assert [g1[k] for k in keys] == [g2[k] for k in keys]
     assert g1["output_tokens_total"] == g2["output_tokens_total"]
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
         a, b = g1[metric]["p50"], g2[metric]["p50"]
@@ -142,6 +143,7 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     by_worker = {w: sum(r.worker == w for r in recs) for w in ("w0", "w1")}
     assert by_worker == {"w0": 8, "w1": 8}, by_worker  # concurrency 4 -> 2 + 2 streams
     assert all(r.node_id for r in recs)
+    assert {r.concurrency for r in recs} == {4}  # the level, though each worker ran 2
 
     # Each worker process measured with the host's monotonic clock: its TTFT matches
     # the simulator's own first write within a few ms.
@@ -155,6 +157,33 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
 
     assert single.summary is not None and double.summary is not None
     assert_close_summaries(single.summary, double.summary, what="--workers 2")
+
+
+def test_open_loop_rates_split_over_workers_keep_the_schedule(
+    start_sim: Callable[..., str], tmp_path: Path
+) -> None:
+    url = start_sim(tiers=(FIXED,), time_scale=1.0)
+    base = bench_spec(url, tmp_path, "rate", workers=2, requests=12)
+    spec = RunSpec(
+        endpoints=base.endpoints,
+        models=base.models,
+        load=LoadSpec(mode="open", rates=(40.0,), arrival="constant", requests=12, workers=2),
+        prompts=base.prompts,
+        output=base.output,
+    )
+    result = run_benchmark(spec)
+    run = load_run(result.run_dir)
+    assert run.run["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
+    recs = sorted(run.records.to_dicts(), key=lambda r: r["request_index"])
+    # Constant arrivals at 40/s dealt round-robin: request k is due at k/40 s on
+    # worker k mod 2, each worker on its own clock from the (common) scenario start.
+    assert [r["worker"] for r in recs] == ["w0", "w1"] * 6
+    for k, r in enumerate(recs):
+        assert r["scheduled_s"] == pytest.approx(k / 40.0)
+        # Records carry the scenario's level, not the worker's share, so they group
+        # with a one-process run of the same level.
+        assert r["rate_rps"] == 40.0
+        assert 0.0 <= r["send_delay_s"] < 0.05
 
 
 def test_open_backend_picks_the_backend_the_spec_asks_for(tmp_path: Path) -> None:
@@ -312,6 +341,8 @@ def test_a_killed_worker_during_run_benchmark_keeps_every_record_on_disk(
     spec = bench_spec(url, tmp_path, "kill", model="slow-7b", workers=2, requests=24, max_tokens=6)
     jsonl = tmp_path / "kill" / "records.jsonl"
     before_kill: list[dict[str, Any]] = []
+    # Children that exist already (another fixture's workers) are not this run's.
+    others = {p.pid for p in multiprocessing.active_children()}
 
     def killer() -> None:
         deadline = time.monotonic() + 60
@@ -320,7 +351,7 @@ def test_a_killed_worker_during_run_benchmark_keeps_every_record_on_disk(
             rows = [orjson.loads(x) for x in lines[:-1]]  # the last line may be torn
             if any(r["worker"] == "w1" for r in rows):
                 for p in multiprocessing.active_children():
-                    if p.name == "tokrate-worker-1" and p.pid:
+                    if p.name == "tokrate-worker-1" and p.pid and p.pid not in others:
                         before_kill.extend(rows)
                         os.kill(p.pid, signal.SIGKILL)
                         return
@@ -337,10 +368,33 @@ def test_a_killed_worker_during_run_benchmark_keeps_every_record_on_disk(
     assert {(r["request_index"], r["attempt"]) for r in before_kill} <= keys  # nothing lost
     lost = [r for r in rows if r["error_class"] == "worker_lost"]
     assert lost and all(r["worker"] == "w1" for r in lost)
+    assert {r["concurrency"] for r in rows} == {4}  # lost records group with the level
     counts = run.run["counts"]
     assert counts["scheduled"] == len(rows) == counts["ok"] + counts["error"]
     assert counts["error"] == len(lost)
     assert sum(r["worker"] == "w0" and r["status"] == "ok" for r in rows) == 12
     assert any(" lost in scenario c=4 " in w for w in run.run["warnings"])
-    group = run.summary["groups"][0]  # type: ignore[index]
+    (group,) = run.summary["groups"]  # type: ignore[index]
     assert group["errors_by_class"] == {"worker_lost": len(lost)}
+
+
+def test_a_worker_exception_is_re_raised_in_the_driver(
+    procs: ProcessBackend, sim_url: str, tmp_path: Path
+) -> None:
+    """A deliberate error inside the workers (here a reserved extra_body key) is not a
+    lost worker: it reaches the driver as the same one-line ConfigError."""
+    from tokrate.errors import ConfigError
+
+    spec = bench_spec(sim_url, tmp_path, "e", requests=4)
+    bad = Target(
+        EndpointSpec("sim", sim_url), ModelSpec("sim", "x", extra_body=(("stream", False),))
+    )
+    tasks = [
+        WorkerTask(t.run_id, t.worker_id, t.scenario, t.spec, (bad,), t.prompts)
+        for t in shard_tasks(spec, sim_url, "x", 2)
+    ]
+    events: list[Any] = []
+    with pytest.raises(ConfigError, match="extra_body may not set 'stream'"):
+        procs.run_scenario(tasks, events.append, threading.Event())
+    assert not any(isinstance(e, WorkerWarning) and "lost" in e.message for e in events)
+    assert len(set(procs.pids)) == 2  # both workers survive for the next scenario

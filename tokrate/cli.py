@@ -179,6 +179,8 @@ def _run_seconds(text: str, flag: str) -> float:
 
 def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The dotted load_spec overrides the flags ask for (endpoints/models aside)."""
+    import os
+
     o: dict[str, object] = {}
     if args.concurrency:
         o["load.concurrency"] = _run_list(args.concurrency, int, "--concurrency")
@@ -222,7 +224,9 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         if value is not None:
             o[key] = value
     if args.prompts:
-        o["prompts.paths"] = tuple(args.prompts)
+        # Relative to the current directory (config-file paths are relative to the
+        # config's folder), so the CLI hands over absolute paths.
+        o["prompts.paths"] = tuple(os.path.abspath(p) for p in args.prompts)
     if args.no_report:
         o["output.report"] = False
     return o

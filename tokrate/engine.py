@@ -194,7 +194,10 @@ class _Worker:
             )
         )
         if lag.exceeded:
-            self.emit(WorkerWarning(worker_id=self.task.worker_id, message=lag.message()))
+            where = f"scenario {self.scenario_name}, worker {self.task.worker_id}"
+            self.emit(
+                WorkerWarning(worker_id=self.task.worker_id, message=f"{where}: {lag.message()}")
+            )
         self.emit(WorkerDone(worker_id=self.task.worker_id, scenario=self.scenario_name))
 
     def _streams(self) -> int:

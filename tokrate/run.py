@@ -192,7 +192,7 @@ def check_ready(
         headers["Authorization"] = f"Bearer {api_key}"
     name = target.endpoint.name
     try:
-        with httpx.Client(timeout=timeout_s, headers=headers, trust_env=False) as http:
+        with httpx.Client(timeout=timeout_s, headers=headers) as http:
             resp = http.get(f"{base}/models")
             if resp.status_code in (401, 403):
                 raise EndpointUnreachable(

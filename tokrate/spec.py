@@ -617,6 +617,8 @@ def load_spec(
     sections: dict[str, object] = {}
     for name, cls in _SECTIONS.items():
         table = raw.get(name, {})
+        if isinstance(table, cls):  # a typed override: {"client": ClientSpec(...)}
+            table = _dataclass_to_raw(table)
         if not isinstance(table, dict):
             raise ctx.error(name, f"expected a table ([{name}]), got {_show(table)}")
         if name == "load":

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokrate.errors import TokrateError
 from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.records import RequestRecord
 
@@ -24,6 +25,7 @@ __all__ = [
     "PLAN_COUNT_CAP",
     "WorkerEnd",
     "WorkerLedger",
+    "driver_error",
     "planned_count",
     "resolve_worker_fn",
     "total_planned",
@@ -58,6 +60,27 @@ class WorkerEnd:
     worker_id: str
     error: BaseException | None = None
     traceback: str = ""
+
+
+def driver_error(exc: BaseException) -> BaseException:
+    """The exception to raise in the driver for one a worker function raised.
+
+    anyio task groups wrap what their tasks raise in (nested) ExceptionGroups; when
+    every leaf is a deliberate TokrateError, the first leaf is raised instead, so the
+    CLI prints its one line rather than a traceback. Anything else stays as it is.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack: list[BaseException] = [exc]
+        while stack:
+            e = stack.pop(0)
+            if isinstance(e, BaseExceptionGroup):
+                stack[:0] = list(e.exceptions)
+            else:
+                leaves.append(e)
+        if leaves and all(isinstance(e, TokrateError) for e in leaves):
+            return leaves[0]
+    return exc
 
 
 def planned_count(scenario: Any) -> int | None:
@@ -177,11 +200,18 @@ class WorkerLedger:
                     node_id=self.node_id,
                     api=str(task.spec.client.api),
                     client=str(task.spec.client.kind),
-                    concurrency=getattr(task.scenario, "concurrency", None),
-                    rate_rps=getattr(task.scenario, "rate_rps", None),
+                    # The scenario's level, not this shard's share (as the engine
+                    # records it), so lost requests group with the rest of the level.
+                    concurrency=_level(task.scenario, "concurrency"),
+                    rate_rps=_level(task.scenario, "rate_rps"),
                 )
             )
         return records
+
+
+def _level(scenario: Any, name: str) -> Any:
+    value = getattr(scenario, f"level_{name}", None)
+    return value if value is not None else getattr(scenario, name, None)
 
 
 def _scenario_name(scenario: Any) -> str:

@@ -14,7 +14,12 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from tokrate.backends._ledger import DEFAULT_WORKER_FN, WorkerEnd, resolve_worker_fn
+from tokrate.backends._ledger import (
+    DEFAULT_WORKER_FN,
+    WorkerEnd,
+    driver_error,
+    resolve_worker_fn,
+)
 
 __all__ = ["InProcessBackend"]
 
@@ -92,7 +97,7 @@ class InProcessBackend:
         if interrupted:
             raise KeyboardInterrupt
         if first_error is not None:
-            raise first_error
+            raise driver_error(first_error)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -37,6 +37,7 @@ from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
     WorkerLedger,
+    driver_error,
     resolve_worker_fn,
 )
 
@@ -301,7 +302,7 @@ class ProcessBackend:
         if interrupted:
             raise KeyboardInterrupt
         if first_error is not None:
-            raise first_error
+            raise driver_error(first_error)
 
     def _broadcast(self, msg: tuple[Any, ...], active: dict[int, WorkerLedger]) -> None:
         for i in active:

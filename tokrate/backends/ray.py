@@ -34,6 +34,7 @@ from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
     WorkerLedger,
+    driver_error,
     resolve_worker_fn,
 )
 from tokrate.errors import ConfigError, UsageError
@@ -267,7 +268,16 @@ class RayBackend:
                 " lower distributed.workers or num_cpus_per_worker"
             )
         for ref in ready:
-            self._nodes[refs[ref]] = str(ray.get(ref)["node_id"])
+            try:
+                info = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                # Typically the node lacks tokrate (or a different version of it).
+                first = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
+                raise ConfigError(
+                    f"distributed: a Ray worker failed to start ({type(exc).__name__}: {first});"
+                    f" install the same tokrate on every node ({INSTALL_HINT})"
+                ) from None
+            self._nodes[refs[ref]] = str(info["node_id"])
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this backend connected it. Idempotent."""
@@ -329,7 +339,7 @@ class RayBackend:
         if interrupted:
             raise KeyboardInterrupt
         if first_error is not None:
-            raise first_error
+            raise driver_error(first_error)
 
     def _deliver(
         self,

@@ -223,6 +223,8 @@ class _Conn(asyncio.Protocol):
                 self.close()
 
     def on_message_complete(self) -> None:
+        if self.parser.get_status_code() < 200:
+            return  # an interim 1xx response; the real one follows on this connection
         now = self.now
         state = self.state
         if state is not None:

@@ -91,6 +91,17 @@ def build_report(
     return out
 
 
+def _sim_time_scale(run: dict[str, Any]) -> float | None:
+    """The simulator's time_scale when a simulated run was sped up (else None)."""
+    if not any(t.get("simulated") for t in run.get("targets") or []):
+        return None
+    sim = (run.get("config") or {}).get("simulator") or {}
+    scale = sim.get("time_scale")
+    if isinstance(scale, int | float) and not isinstance(scale, bool) and scale != 1:
+        return float(scale)
+    return None
+
+
 def _by_size(summary: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``summary`` with groups ordered by endpoint, model size (active params,
     unknown last), model name, then the original (sweep) order — how readers scan."""
@@ -214,6 +225,13 @@ class _Document:
         for key, run in self.runs:
             prefix = f"{key}: " if self.multi else ""
             out += [f"{prefix}{w}" for w in run.run.get("warnings") or []]
+            scale = _sim_time_scale(run.run)
+            if scale is not None:
+                out.append(
+                    f"{prefix}the simulator ran with time_scale={scale:g}: every measured time "
+                    f"is 1/{scale:g} of the modelled one, so speeds sit {scale:g}× above the "
+                    "hardware bound; run with time_scale 1 for physical numbers"
+                )
             lag = run.run.get("loop_lag") or {}
             if lag.get("exceeded"):
                 out.append(

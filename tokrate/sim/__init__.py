@@ -13,7 +13,13 @@ from tokrate.sim.model import (
     count_text_tokens,
     default_tiers,
 )
-from tokrate.sim.server import SimConfig, build_state, running_simulator, serve
+from tokrate.sim.server import (
+    SimConfig,
+    build_state,
+    running_simulator,
+    serve,
+    simulator_process,
+)
 
 __all__ = [
     "FAULT_KINDS",
@@ -27,4 +33,5 @@ __all__ = [
     "parse_faults",
     "running_simulator",
     "serve",
+    "simulator_process",
 ]

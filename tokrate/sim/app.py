@@ -10,6 +10,7 @@ server's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import random
@@ -28,7 +29,7 @@ from tokrate.sim.protocol import ChunkBytes, completion_body, error_body, usage_
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog
 
-__all__ = ["SimApp", "SimState"]
+__all__ = ["ServerStopping", "SimApp", "SimState"]
 
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -80,12 +81,16 @@ def _invalid(message: str, param: str | None = None, code: str | None = None) ->
     return _BadRequest(400, message, "invalid_request_error", param, code)
 
 
+class ServerStopping(Exception):
+    """Raised into open request handlers when the simulator stops: connections drop."""
+
+
 class _DropInjectedDisconnect(logging.Filter):
-    """Keep uvicorn from logging a traceback for a deliberate (fault) disconnect."""
+    """Keep uvicorn from logging a traceback for a deliberate drop (fault or stop)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, InjectedDisconnect)
+        return not isinstance(exc, InjectedDisconnect | ServerStopping)
 
 
 _uvicorn_error = logging.getLogger("uvicorn.error")
@@ -117,6 +122,35 @@ class SimApp:
         self._id_prefix = secrets.token_hex(4)
         self._counter = 0
         self._api_key = state.api_key.encode() if state.api_key else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._active: set[SimRequest] = set()
+        self._stopping: asyncio.Future[None] | None = None
+
+    def stop_streams(self) -> None:
+        """Drop every open request now (thread-safe), so the server stops at once.
+
+        Called before uvicorn's shutdown; otherwise open streams would wait out the
+        graceful-shutdown timeout and then be cancelled with logged tracebacks.
+        """
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # loop already stopped
+                loop.call_soon_threadsafe(self._abort_all)
+
+    def _abort_all(self) -> None:
+        if self._stopping is not None and not self._stopping.done():
+            self._stopping.set_result(None)
+        for req in list(self._active):
+            req.cancelled = True
+            if not req.done.done():
+                req.done.set_exception(ServerStopping())
+
+    async def _sleep(self, seconds: float) -> None:
+        """asyncio.sleep that ends with ServerStopping when the server stops."""
+        assert self._stopping is not None
+        await asyncio.wait((self._stopping,), timeout=seconds)
+        if self._stopping.done():
+            raise ServerStopping()
 
     def engine(self, name: str) -> BatchEngine | FixedEngine:
         eng = self._engines.get(name)
@@ -129,6 +163,9 @@ class SimApp:
         return eng
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._stopping = self._loop.create_future()
         kind = scope["type"]
         if kind == "lifespan":
             await _lifespan(receive, send)
@@ -225,7 +262,7 @@ class SimApp:
             return
         if kind == "slow_first_byte":
             assert fault is not None
-            await asyncio.sleep(fault.param("seconds"))
+            await self._sleep(fault.param("seconds"))
         if kind == "html_200":
             t = perf_counter_ns()
             await _respond(send, 200, _HTML_ERROR, [(b"content-type", b"text/html; charset=utf-8")])
@@ -260,10 +297,12 @@ class SimApp:
         # A client that hangs up stops its request (frees its batch slot), as real
         # engines abort on disconnect; otherwise abandoned streams would slow others.
         watcher = asyncio.ensure_future(_until_disconnect(receive))
+        self._active.add(req)
         try:
             await asyncio.wait((req.done, watcher), return_when=asyncio.FIRST_COMPLETED)
         finally:
             watcher.cancel()
+            self._active.discard(req)
         if not req.done.done():
             req.cancel()
             if truth:
@@ -274,6 +313,13 @@ class SimApp:
             return
         try:
             req.done.result()
+        except ServerStopping:
+            if truth:
+                truth.record(
+                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
+                    perf_counter_ns(), req.produced, kind,
+                )  # fmt: skip
+            raise
         except InjectedDisconnect:
             if truth:
                 truth.record(
@@ -307,7 +353,7 @@ class SimApp:
         kind = fault.kind if fault else None
         if kind == "stall":
             assert fault is not None
-            await asyncio.sleep(fault.param("seconds"))
+            await self._sleep(fault.param("seconds"))
         if kind == "malformed":
             body = body[: len(body) // 2]
         t = perf_counter_ns()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tokrate.errors import SimulatorError
 from tokrate.hardware import HardwareProfile, decode_bound_tokens_per_s
@@ -313,8 +313,3 @@ class TierTiming:
             "fixed_ttft_ms": t.fixed_ttft_ms,
             "fixed_itl_ms": t.fixed_itl_ms,
         }
-
-
-def with_overrides(tier: Tier, **changes: object) -> Tier:
-    """A copy of ``tier`` with fields changed (validated again)."""
-    return replace(tier, **changes)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
@@ -30,6 +31,14 @@ from tokrate.sim.protocol import DONE, ChunkBytes, usage_dict
 __all__ = ["BatchEngine", "FixedEngine", "InjectedDisconnect", "SimRequest"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_log = logging.getLogger("tokrate.sim")
+
+#: Shortest sleep of the fixed-timing engine. Event-loop timers have 1 ms resolution
+#: (uvloop rounds to whole ms), so a shorter sleep returns at once and the loop would
+#: spin; waiting a full tick instead lets one wake-up serve every stream due within it
+#: (writes are then up to ~1 ms late, never early; the truth log records the real time).
+MIN_SLEEP_S = 0.001
 
 
 class InjectedDisconnect(Exception):
@@ -267,7 +276,25 @@ class _EngineBase:
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = asyncio.get_running_loop().create_task(self._guarded())
+
+    async def _guarded(self) -> None:
+        # A bug in an engine must fail its requests (their handlers then answer with a
+        # dropped connection), never leave them waiting forever.
+        try:
+            await self._run()
+        except Exception as err:
+            _log.exception("simulator engine for %s failed", self.timing.tier.name)
+            for req in self._requests():
+                if not req.done.done():
+                    req.done.set_exception(err)
+            self._forget()
+
+    def _requests(self) -> list[SimRequest]:
+        raise NotImplementedError
+
+    def _forget(self) -> None:
+        raise NotImplementedError
 
     def _mark(self, req: SimRequest) -> None:
         if not req.dirty:
@@ -308,6 +335,13 @@ class BatchEngine(_EngineBase):
         self.max_queue_seen = max(self.max_queue_seen, len(self.queue))
         self._ensure_running()
         self._alarm.poke()
+
+    def _requests(self) -> list[SimRequest]:
+        return [*self.batch, *self.queue]
+
+    def _forget(self) -> None:
+        self.batch, self.kv_used_tokens = [], 0
+        self.queue.clear()
 
     def stats(self) -> dict[str, int]:
         return {
@@ -384,6 +418,15 @@ class FixedEngine(_EngineBase):
         self._heap: list[tuple[int, int, SimRequest]] = []
         self._seq = 0
 
+    def _requests(self) -> list[SimRequest]:
+        return [entry[2] for entry in self._heap]
+
+    def _forget(self) -> None:
+        self._heap.clear()
+
+    def stats(self) -> dict[str, int]:
+        return {"running": len(self._heap)}
+
     def submit(self, req: SimRequest, received_ns: int) -> None:
         req.next_due_ns = received_ns + self._ttft_ns
         self._seq += 1
@@ -401,7 +444,7 @@ class FixedEngine(_EngineBase):
                 continue
             now = perf_counter_ns()
             if heap[0][0] > now:
-                await self._alarm.sleep((heap[0][0] - now) / 1e9)
+                await self._alarm.sleep(max((heap[0][0] - now) / 1e9, MIN_SLEEP_S))
                 continue
             while heap and heap[0][0] <= now:
                 _, seq, req = heapq.heappop(heap)

@@ -10,12 +10,19 @@ the caller's thread before any socket is opened.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
+import os
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -27,7 +34,7 @@ from tokrate.sim.model import Tier, TierTiming, default_tiers
 from tokrate.sim.tiers import load_tiers_file
 from tokrate.sim.truth import TruthLog
 
-__all__ = ["SimConfig", "build_state", "running_simulator", "serve"]
+__all__ = ["SimConfig", "build_state", "running_simulator", "serve", "simulator_process"]
 
 #: Seconds running_simulator waits for uvicorn to report it is serving.
 START_TIMEOUT_S = 15.0
@@ -166,9 +173,10 @@ def running_simulator(config: SimConfig | None = None, /, **overrides: Any) -> I
     sock: socket.socket | None = None
     thread: threading.Thread | None = None
     server: Any = None
+    app = SimApp(state)
     try:
         sock = _bind(cfg.host, cfg.port)
-        server = _uvicorn_server(SimApp(state))
+        server = _uvicorn_server(app)
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="tokrate-sim", daemon=True
         )
@@ -182,6 +190,7 @@ def running_simulator(config: SimConfig | None = None, /, **overrides: Any) -> I
             time.sleep(0.002)
         yield _base_url(sock)
     finally:
+        app.stop_streams()
         if server is not None:
             server.should_exit = True
         if thread is not None:
@@ -212,3 +221,89 @@ def serve(config: SimConfig, *, on_ready: Callable[[str], None] | None = None) -
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def _tiers_toml(tiers: tuple[Tier, ...], hw: HardwareProfile | None) -> str:
+    lines: list[str] = []
+    if hw is not None:
+        lines += [
+            "[hardware]",
+            f"name = {_toml_value(hw.name)}",
+            f"bandwidth_tb_s = {hw.bandwidth_bytes_per_s / 1e12!r}",
+            f"tflops = {hw.flops_per_s / 1e12!r}",
+            f"memory_gb = {hw.memory_bytes / 1e9!r}",
+        ]
+    for tier in tiers:
+        lines.append("[[tier]]")
+        for f in dataclasses.fields(tier):
+            value = getattr(tier, f.name)
+            if value is not None:
+                lines.append(f"{f.name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def simulator_process(config: SimConfig | None = None, /, **overrides: Any) -> Iterator[str]:
+    """Like :func:`running_simulator`, but ``tokrate sim`` runs in its own process.
+
+    For timing-sensitive measurements: an in-process simulator shares the GIL (and a
+    core) with the client it serves. The config is validated here first (same errors
+    as running_simulator); ``tiers``/``hardware_profile`` travel as a temporary tiers
+    file, the API key through an environment variable, never argv. Stops it with
+    SIGTERM on exit. Raises SimulatorError if the process does not come up.
+    """
+    cfg = replace(config or SimConfig(), **overrides) if overrides else (config or SimConfig())
+    state = build_state(cfg)  # raises exactly like running_simulator
+    if state.truth is not None:
+        state.truth.close()
+    if cfg.tiers_file and cfg.hardware_profile is not None:
+        raise ConfigError("simulator_process: put [hardware] into the tiers file instead")
+    with tempfile.TemporaryDirectory(prefix="tokrate-sim-") as tmp:
+        args = [sys.executable, "-m", "tokrate", "sim", "--host", cfg.host, "--port", str(cfg.port)]
+        tiers_file = cfg.tiers_file
+        if tiers_file is None and (cfg.tiers is not None or cfg.hardware_profile is not None):
+            tiers_file = str(Path(tmp) / "tiers.toml")
+            Path(tiers_file).write_text(
+                _tiers_toml(cfg.tiers or default_tiers(), cfg.hardware_profile), encoding="utf-8"
+            )
+        if tiers_file:
+            args += ["--tiers", tiers_file]
+        args += ["--hardware", cfg.hardware, "--efficiency", repr(cfg.efficiency)]
+        for name, eff in cfg.tier_efficiency.items():
+            args += ["--efficiency", f"{name}={eff!r}"]
+        args += ["--time-scale", repr(cfg.time_scale), "--seed", str(cfg.seed)]
+        if cfg.faults:
+            args += ["--faults", cfg.faults]
+        if cfg.truth_log:
+            args += ["--truth-log", cfg.truth_log]
+        env = dict(os.environ)
+        if cfg.api_key:
+            env["TOKRATE_SIM_API_KEY"] = cfg.api_key
+            args += ["--api-key", "TOKRATE_SIM_API_KEY"]
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            if not url.startswith("http://"):
+                _, err = proc.communicate(timeout=START_TIMEOUT_S)
+                last = (err.strip().splitlines() or ["no output"])[-1]
+                raise SimulatorError(f"simulator process did not start: {last}")
+            yield url
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
