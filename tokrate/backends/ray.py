@@ -203,6 +203,8 @@ class RayBackend:
                 need = math.ceil(spec.workers * spec.num_cpus_per_worker)
                 options["num_cpus"] = max(os.cpu_count() or 1, need)
                 options["include_dashboard"] = False
+                # Private means private: its services listen on loopback only.
+                options["_node_ip_address"] = "127.0.0.1"
             try:
                 ray.init(address=spec.ray, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
