@@ -30,6 +30,21 @@ pytestmark = [
 ]
 
 
+def test_an_unreachable_cluster_is_one_line_before_any_load(tmp_path: Path) -> None:
+    """A fresh process (Ray not initialised): nothing listens at the address, so the
+    run stops at once with exit 2 and one line, instead of Ray retrying for minutes."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "tokrate", "run", "--ray", "ray://127.0.0.1:1"]
+    argv += ["--output-dir", str(tmp_path), "--quiet", "--no-report"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "no Ray cluster answers at 127.0.0.1:1" in proc.stderr
+    assert not any(tmp_path.iterdir())  # no run folder was left behind
+
+
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
     """A private single-node cluster bound to 127.0.0.1; yields the node id."""

@@ -205,6 +205,8 @@ class RayBackend:
                 options["include_dashboard"] = False
                 # Private means private: its services listen on loopback only.
                 options["_node_ip_address"] = "127.0.0.1"
+            if spec.ray != "local":
+                _probe(spec.ray)
             try:
                 ray.init(address=spec.ray, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -374,6 +376,43 @@ class RayBackend:
             ledger.observe(ev)
             on_event(ev)
         return None
+
+
+def _probe(address: str | None) -> None:
+    """Fail fast, in one line, when nothing listens where ``address`` points: Ray's own
+    ray.init retries a dead address (e.g. a stale "auto" record of a cluster that is
+    gone) for minutes. Raises ConfigError; skips the check where the address cannot
+    be resolved without Ray internals."""
+    if not address:
+        return
+    if address.startswith("ray://"):
+        host_port = address.removeprefix("ray://").split("/", 1)[0]
+    elif address == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address_or_die
+        except ImportError:  # pragma: no cover - a Ray without this helper
+            return
+        try:
+            host_port = canonicalize_bootstrap_address_or_die("auto")
+        except ConnectionError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ConfigError(
+                f"distributed.ray: 'auto' found no running Ray cluster ({first[:160]});"
+                " start one with `ray start --head` or give --ray ray://HEAD:10001"
+            ) from None
+    else:
+        host_port = address
+    host, _, port = host_port.rpartition(":")
+    if not host or not port.isdigit():
+        return  # let ray.init report the malformed address
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"distributed.ray: no Ray cluster answers at {host_port} (from {address!r}:"
+            f" {exc.strerror or type(exc).__name__}); start one with `ray start --head`"
+            " or check the address"
+        ) from None
 
 
 def _actor_errors(ray: Any) -> tuple[type[BaseException], ...]:

@@ -62,6 +62,7 @@ class StreamState:
         "notes",
         "reasoning_chunks",
         "response_id",
+        "retry_after_s",
         "tool_chunks",
         "usage",
     )
@@ -85,6 +86,7 @@ class StreamState:
         self.error_message: str | None = None
         self.bytes_received = 0
         self.notes: list[str] = []
+        self.retry_after_s: float | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -95,12 +97,22 @@ class StreamState:
             self.end_ns = now_ns
         self.finished = True
 
-    def fail_http(self, status: int, reason: str, content_type: str, body: bytes, now: int) -> None:
+    def fail_http(
+        self,
+        status: int,
+        reason: str,
+        content_type: str,
+        body: bytes,
+        now: int,
+        retry_after: str | None = None,
+    ) -> None:
         """Record a response that is not an event stream (see :func:`needs_error_body`):
         ``http_4xx``/``http_429``/``http_5xx`` by status, or ``protocol`` for a 200 page.
         Notes :data:`REJECTED_NOTE` when a 400 names stream_options."""
         self.http_status = status
         self.bytes_received += len(body)
+        if retry_after is not None:
+            self.retry_after_s = parse_retry_after(retry_after)
         if status >= 300:
             self.fail(status_class(status), http_error_message(status, reason, body), now)
         else:
@@ -227,4 +239,26 @@ class StreamState:
             usage_rejected=usage_rejected,
             attempt=attempt,
             notes=tuple(self.notes),
+            retry_after_s=self.retry_after_s,
         )
+
+
+def parse_retry_after(value: str) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date
+    (RFC 9110 10.2.3); None when it is neither (the header is advisory)."""
+    import email.utils
+    import math
+    import time
+
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)

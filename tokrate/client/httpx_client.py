@@ -145,7 +145,12 @@ class HttpxClient:
                                 break
                         reason = response.reason_phrase
                         state.fail_http(
-                            status, reason, ctype, bytes(body[:ERROR_BODY_LIMIT]), perf_counter_ns()
+                            status,
+                            reason,
+                            ctype,
+                            bytes(body[:ERROR_BODY_LIMIT]),
+                            perf_counter_ns(),
+                            response.headers.get("retry-after"),
                         )
                     else:
                         idle = t.idle_s

@@ -63,6 +63,8 @@ class StreamResult:
     usage_rejected: bool = False
     attempt: int = 1
     notes: tuple[str, ...] = ()
+    #: Seconds from a 429/503 ``Retry-After`` header (None when absent or unparsable).
+    retry_after_s: float | None = None
 
     @property
     def content_chunks(self) -> int:
@@ -147,6 +149,8 @@ def build_record(
         notes["tool_chunks"] = result.tool_chunks
     if result.notes:
         notes["notes"] = list(result.notes)
+    if result.retry_after_s is not None:
+        notes["retry_after_s"] = result.retry_after_s
     if extra:
         notes.update(extra)
     return RequestRecord(

@@ -243,6 +243,7 @@ class SdkClient:
                         ctype,
                         raw[:ERROR_BODY_LIMIT],
                         perf_counter_ns(),
+                        response.headers.get("retry-after"),
                     )
                     return freeze()
                 idle = t.idle_s
@@ -277,6 +278,7 @@ class SdkClient:
                 response.headers.get("content-type", ""),
                 raw,
                 perf_counter_ns(),
+                response.headers.get("retry-after"),
             )
         except openai.APIError as exc:
             if isinstance(exc, openai.APIConnectionError):

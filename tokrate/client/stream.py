@@ -113,6 +113,7 @@ class _Conn(asyncio.Protocol):
         self.reason = b""
         self.headers_done = False
         self.content_type = b""
+        self.retry_after: str | None = None
         self.err_body: bytearray | None = None
         self.draining = False
         self.timer: asyncio.TimerHandle | None = None
@@ -190,8 +191,11 @@ class _Conn(asyncio.Protocol):
         self.reason = status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-type":
+        lower = name.lower()
+        if lower == b"content-type":
             self.content_type = value.lower()
+        elif lower == b"retry-after":
+            self.retry_after = value.decode("latin-1", "replace")
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -250,6 +254,7 @@ class _Conn(asyncio.Protocol):
         self.waiter = waiter
         self.headers_done = False
         self.content_type = b""
+        self.retry_after = None
         self.err_body = None
         self.reason = b""
         self.rx_bytes = 0
@@ -298,6 +303,7 @@ class _Conn(asyncio.Protocol):
             self.content_type.decode("latin-1", "replace"),
             bytes(self.err_body),
             now,
+            self.retry_after,
         )
 
     def _fail(self, error_class: str, message: str) -> None:
