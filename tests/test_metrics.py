@@ -166,7 +166,14 @@ def test_summarize_hand_computed_group() -> None:
     (g,) = summary["groups"]
     assert (g["endpoint"], g["model"], g["scenario"], g["concurrency"]) == ("ep", "m7b", "c1", 1)
     assert g["task"] is None
-    assert g["counts"] == {"scheduled": 5, "ok": 3, "error": 1, "cancelled": 1, "warmup": 1}
+    assert g["counts"] == {
+        "scheduled": 5,
+        "ok": 3,
+        "error": 1,
+        "cancelled": 1,
+        "warmup": 1,
+        "retried_attempts": 0,
+    }
     assert g["errors_by_class"] == {"cancelled": 1, "http_5xx": 1}
     assert g["ttft_s"]["n"] == 3
     assert g["ttft_s"]["p50"] == pytest.approx(0.2)
@@ -244,3 +251,25 @@ def test_all_failed_group_has_none_not_zero() -> None:
 def test_empty_frame() -> None:
     summary = summarize(records_to_frame([]), {"run_id": "r"})
     assert summary == {"schema_version": 1, "run_id": "r", "groups": []}
+
+
+def test_retried_request_counts_once_by_its_last_attempt() -> None:
+    records = [
+        rec(0, status="error", error_class="http_429", e2e_s=0.01, attempt=1),
+        rec(0, status="error", error_class="http_429", e2e_s=0.01, attempt=2),
+        ok_rec(0, 0.1, 1.1, 11, attempt=3),
+        rec(1, status="error", error_class="http_5xx", e2e_s=0.01, attempt=1),
+        ok_rec(2, 0.2, 1.2, 11),
+    ]
+    run = {"run_id": "r1", "scenarios": [{"name": "c1", "concurrency": 1}]}
+    (g,) = summarize(records_to_frame(records), run)["groups"]
+    assert g["counts"] == {
+        "scheduled": 3,
+        "ok": 2,
+        "error": 1,
+        "cancelled": 0,
+        "warmup": 0,
+        "retried_attempts": 2,
+    }
+    assert g["errors_by_class"] == {"http_5xx": 1}
+    assert g["ttft_s"]["n"] == 2

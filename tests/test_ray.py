@@ -46,9 +46,11 @@ def test_an_unreachable_cluster_is_one_line_before_any_load(tmp_path: Path) -> N
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """A private single-node cluster bound to 127.0.0.1; yields the node id."""
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private single-node cluster bound to 127.0.0.1, its logs and sockets in a
+    pytest temp folder (not the machine-wide /tmp/ray); yields the node id."""
     ray.init(
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
         address="local",
         num_cpus=2,
         include_dashboard=False,

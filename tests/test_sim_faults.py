@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from collections import Counter
 from pathlib import Path
 from time import perf_counter
@@ -145,6 +146,10 @@ def test_each_fault_at_its_rate_and_in_its_form(start_sim_process: Any, tmp_path
         return seen
 
     seen = Counter(asyncio.run(main()))
+    # the server logs a request just after its last write: give the last ones a moment
+    deadline = perf_counter() + 5
+    while len(log.read_text().splitlines()) < n and perf_counter() < deadline:
+        time.sleep(0.02)
     truth = Counter(json.loads(line)["fault"] or "none" for line in log.read_text().splitlines())
     assert sum(truth.values()) == n
     # what the client saw is exactly what the server injected

@@ -152,6 +152,15 @@ def test_single_stream_decode_speed_matches_bound_times_efficiency(
         assert _slope_tps(content) == pytest.approx(expected, rel=0.02), name
 
 
+def _truth_rows(log: Path, n: int) -> list[dict[str, Any]]:
+    """The truth log once it has ``n`` lines (a request is logged just after its last
+    write, so the client can finish reading a moment before)."""
+    deadline = time.monotonic() + 5
+    while len(log.read_text().splitlines()) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
 def _truth_ttft_s(log: Path) -> list[float]:
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     return [(r["content_write_ns"][0] - r["received_ns"]) / 1e9 for r in rows]
@@ -183,7 +192,9 @@ def test_queueing_raises_70b_ttft_before_7b(
 
         client = asyncio.run(main())
         assert all(len(c) >= 2 for c in client)
-        time.sleep(0.1)  # the truth log line is written just after the last write
+        deadline = time.monotonic() + 5  # a request is logged just after its last write
+        while len(log.read_text().splitlines()) < streams and time.monotonic() < deadline:
+            time.sleep(0.02)
         ttft = _truth_ttft_s(log)
         assert len(ttft) == streams
         p90[model] = statistics.quantiles(ttft, n=10)[-1]
@@ -198,7 +209,9 @@ def test_queueing_raises_70b_ttft_before_7b(
     assert p90["sim-7b"] < 0.25 * e2e["sim-7b"]
 
 
-def test_fixed_timing_tier_follows_truth_log(start_sim: Any, tmp_path: Path) -> None:
+def test_fixed_timing_tier_follows_truth_log(
+    sim_process: Callable[..., str], tmp_path: Path
+) -> None:
     """fixed_ttft_ms/fixed_itl_ms: every write at or just after its due time."""
     log = tmp_path / "truth.jsonl"
     tier = Tier(
@@ -211,14 +224,14 @@ def test_fixed_timing_tier_follows_truth_log(start_sim: Any, tmp_path: Path) -> 
         output_tokens_max=128,
     )
     scale = 10.0
-    url = start_sim(tiers=(tier,), truth_log=str(log), time_scale=scale)
+    url = sim_process(tiers=(tier,), truth_log=str(log), time_scale=scale)
 
     async def main() -> list[list[int]]:
         async with httpx.AsyncClient(timeout=30) as client:
             return await asyncio.gather(*(_stream(client, url, "sim-fixed", 128) for _ in range(8)))
 
     client_stamps = asyncio.run(main())
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows = _truth_rows(log, 8)
     assert len(rows) == 8
     ttft_ns, itl_ns = int(200e6 / scale), int(20e6 / scale)
     lateness = []
@@ -242,7 +255,7 @@ def test_zero_delay_tier_answers_in_one_write(start_sim: Any, tmp_path: Path) ->
     tier = Tier("sim-zero", 1.0, 1.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0)
     url = start_sim(tiers=(tier,), truth_log=str(log))
     asyncio.run(_one(url, "sim-zero", 500))
-    row = json.loads(log.read_text())
+    (row,) = _truth_rows(log, 1)
     assert len(set(row["content_write_ns"])) == 1 and len(row["content_write_ns"]) == 500
 
 

@@ -200,14 +200,23 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> d
     if met is not None:
         d = d.with_columns(met.alias("slo_met"))
     keys = list(GROUP_KEYS)
-    groups_q = d.group_by(keys).agg(_aggregations(met is not None, DIST_METRICS))
-    tasks_q = d.group_by([*keys, "task"]).agg(_aggregations(met is not None, _TASK_METRICS))
+    # With a retry policy one request has several records (attempt 1, 2, ...); it counts
+    # once, by its last attempt, and the superseded attempts are counted apart.
+    attempt = pl.col("attempt").fill_null(1)
+    is_final = attempt == attempt.max().over([*keys, "request_index"])
+    final = d.filter(is_final)
+    groups_q = final.group_by(keys).agg(_aggregations(met is not None, DIST_METRICS))
+    tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, _TASK_METRICS))
     errors_q = (
-        d.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
+        final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
         .group_by([*keys, "error_class"])
         .agg(pl.len().alias("n"))
     )
-    groups_df, tasks_df, errors_df = pl.collect_all([groups_q, tasks_q, errors_q])
+    retried_q = d.filter(~is_final).group_by(keys).agg(pl.len().alias("n_retried"))
+    groups_df, tasks_df, errors_df, retried_df = pl.collect_all(
+        [groups_q, tasks_q, errors_q, retried_q]
+    )
+    groups_df = groups_df.join(retried_df, on=keys, how="left", nulls_equal=True)
     groups_df = groups_df.join(_itl_stats(lf, keys), on=keys, how="left", nulls_equal=True)
 
     errors: dict[tuple[str, str, str], dict[str, int]] = {}
@@ -230,6 +239,7 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> d
             scenario,
             targets.get((row["endpoint"], row["model"]), {}),
         )
+        group["counts"]["retried_attempts"] = int(row.get("n_retried") or 0)
         group["errors_by_class"] = errors.get(key, {})
         group["by_task"] = by_task.get(key, [])
         groups.append(group)
