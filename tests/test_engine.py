@@ -220,3 +220,17 @@ def test_open_loop_safety_cap_is_reported_never_silent(server: HostileServer) ->
     assert len(recs) == 6
     # Held-back sends show their wait: the 3rd request waited for a slot (~200 ms).
     assert recs[2].send_delay_s is not None and recs[2].send_delay_s > 0.1
+
+
+def test_a_config_error_while_building_requests_surfaces_as_itself(
+    server: HostileServer,
+) -> None:
+    from tokrate.errors import ConfigError
+
+    spec = RunSpec(load=LoadSpec(concurrency=(2,), requests=2))
+    target = Target(
+        endpoint=EndpointSpec("ep", server.base_url("ok")),
+        model=ModelSpec("ep", "m", extra_body=(("stream", False),)),
+    )
+    with pytest.raises(ConfigError, match="extra_body may not set 'stream'"):
+        _run(spec, (target,))

@@ -1,11 +1,16 @@
 """tokrate: client-side LLM speed benchmarks.
 
-The public API is re-exported here as one sorted ``__all__`` (a test checks it).
+The public API is re-exported here as one sorted ``__all__`` (a test checks it). The
+heavier entry points (report, compare, history, simulator) load on first use, so
+``import tokrate`` and worker processes stay cheap.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import (
     ConfigError,
@@ -20,22 +25,75 @@ from tokrate.errors import (
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
 from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.run import RunResult, run_benchmark
+from tokrate.spec import RunSpec, load_spec
+
+if TYPE_CHECKING:
+    from tokrate.compare import Comparison, check_baseline, compare_runs
+    from tokrate.history import build_history, load_history
+    from tokrate.metrics import summarize
+    from tokrate.plan import build_plan
+    from tokrate.prompts import load_prompts
+    from tokrate.report import build_report
+    from tokrate.sim import SimConfig, running_simulator
+    from tokrate.store import LoadedRun, load_run
+
+#: name -> module of the entry points imported on first attribute access.
+_LAZY: dict[str, str] = {
+    "Comparison": "tokrate.compare",
+    "LoadedRun": "tokrate.store",
+    "SimConfig": "tokrate.sim",
+    "build_history": "tokrate.history",
+    "build_plan": "tokrate.plan",
+    "build_report": "tokrate.report",
+    "check_baseline": "tokrate.compare",
+    "compare_runs": "tokrate.compare",
+    "load_history": "tokrate.history",
+    "load_prompts": "tokrate.prompts",
+    "load_run": "tokrate.store",
+    "running_simulator": "tokrate.sim",
+    "summarize": "tokrate.metrics",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tokrate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
+    "Comparison",
     "ConfigError",
     "EndpointUnreachable",
     "HARDWARE_PROFILES",
     "HardwareProfile",
+    "LoadedRun",
     "OutputError",
     "PromptError",
     "RECORD_SCHEMA_VERSION",
     "RequestRecord",
     "RunFolderError",
     "RunResult",
+    "RunSpec",
+    "SimConfig",
     "SimulatorError",
     "TokrateError",
     "UsageError",
     "__version__",
+    "build_history",
+    "build_plan",
+    "build_report",
+    "check_baseline",
+    "compare_runs",
     "get_hardware",
+    "load_history",
+    "load_prompts",
+    "load_run",
+    "load_spec",
     "run_benchmark",
+    "running_simulator",
+    "summarize",
 ]

@@ -276,7 +276,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(result.summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        print_summary(result.summary, Console())
+        # Piped or redirected output gets a fixed width wide enough for every column, so
+        # a CI log or a file is never truncated to 80 columns.
+        out = Console() if sys.stdout.isatty() else Console(width=160)
+        print_summary(result.summary, out)
     state = "interrupted" if result.interrupted else "complete"
     err.print(f"run {state}: {result.run_dir}", markup=False, highlight=False)
     return result.exit_code

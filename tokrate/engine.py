@@ -40,6 +40,7 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
+from tokrate.errors import unwrap_tokrate_error
 from tokrate.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.records import RequestRecord
 from tokrate.spec import EndpointSpec, ModelSpec, RunSpec
@@ -120,7 +121,13 @@ def run_worker(task: WorkerTask, emit: Emit, stop: threading.Event) -> None:
         options: dict[str, Any] = {"use_uvloop": True}
     except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
         options = {}
-    anyio.run(worker.main, backend="asyncio", backend_options=options)
+    try:
+        anyio.run(worker.main, backend="asyncio", backend_options=options)
+    except BaseExceptionGroup as group:
+        surfaced = unwrap_tokrate_error(group)
+        if surfaced is group:
+            raise
+        raise surfaced from None
 
 
 class _Worker:

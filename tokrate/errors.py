@@ -16,6 +16,7 @@ __all__ = [
     "SimulatorError",
     "TokrateError",
     "UsageError",
+    "unwrap_tokrate_error",
 ]
 
 
@@ -69,3 +70,24 @@ class SimulatorError(TokrateError):
     """The simulator cannot start (e.g. a tier does not fit its GPUs)."""
 
     exit_code = 2
+
+
+def unwrap_tokrate_error(exc: BaseException) -> BaseException:
+    """The exception to surface for one that may be an (anyio) ExceptionGroup.
+
+    Task groups wrap what their tasks raise in (nested) ExceptionGroups; when every leaf
+    is a deliberate TokrateError, the first leaf is returned, so the CLI prints its one
+    line rather than a traceback. Anything else is returned unchanged.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack: list[BaseException] = [exc]
+        while stack:
+            e = stack.pop(0)
+            if isinstance(e, BaseExceptionGroup):
+                stack[:0] = list(e.exceptions)
+            else:
+                leaves.append(e)
+        if leaves and all(isinstance(e, TokrateError) for e in leaves):
+            return leaves[0]
+    return exc

@@ -191,7 +191,8 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> d
 
     ``records`` has RECORD_POLARS_SCHEMA; ``run`` is the run.json dict (uses
     ``run_id``, ``slo``, ``targets`` and ``scenarios``; each may be missing). Groups are
-    ordered by endpoint, model, then scenario in run.json order (sweep order).
+    ordered by target in run.json order (then endpoint, model), then scenario in run.json
+    order (sweep order).
     """
     lf = records.lazy() if isinstance(records, pl.DataFrame) else records
     slo = {k: (run.get("slo") or {}).get(k) for k in SLO_KEYS}
@@ -243,8 +244,12 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> d
         group["errors_by_class"] = errors.get(key, {})
         group["by_task"] = by_task.get(key, [])
         groups.append(group)
+    # Targets in run.json order (the config's, or the simulator's tiers by size), then
+    # scenarios in sweep order; names sort only what run.json does not list.
+    target_order = {key: i for i, key in enumerate(targets)}
     groups.sort(
         key=lambda g: (
+            target_order.get((g["endpoint"], g["model"]), len(target_order)),
             str(g["endpoint"]),
             str(g["model"]),
             order.get(g["scenario"], len(order)),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokrate.errors import TokrateError
+from tokrate.errors import unwrap_tokrate_error
 from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.records import RequestRecord
 
@@ -63,24 +63,9 @@ class WorkerEnd:
 
 
 def driver_error(exc: BaseException) -> BaseException:
-    """The exception to raise in the driver for one a worker function raised.
-
-    anyio task groups wrap what their tasks raise in (nested) ExceptionGroups; when
-    every leaf is a deliberate TokrateError, the first leaf is raised instead, so the
-    CLI prints its one line rather than a traceback. Anything else stays as it is.
-    """
-    if isinstance(exc, BaseExceptionGroup):
-        leaves: list[BaseException] = []
-        stack: list[BaseException] = [exc]
-        while stack:
-            e = stack.pop(0)
-            if isinstance(e, BaseExceptionGroup):
-                stack[:0] = list(e.exceptions)
-            else:
-                leaves.append(e)
-        if leaves and all(isinstance(e, TokrateError) for e in leaves):
-            return leaves[0]
-    return exc
+    """The exception to raise in the driver for one a worker function raised (see
+    :func:`tokrate.errors.unwrap_tokrate_error`)."""
+    return unwrap_tokrate_error(exc)
 
 
 def planned_count(scenario: Any) -> int | None:
