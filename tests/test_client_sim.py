@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import uvloop
 
 from tokrate.client import build_record, open_client
 from tokrate.client.result import StreamResult
-from tokrate.sim import SimConfig, Tier, running_simulator
+from tokrate.sim import SimConfig, Tier, simulator_process
 from tokrate.spec import TimeoutsSpec
 
 FIXED = Tier(
@@ -26,7 +25,8 @@ FIXED = Tier(
 
 
 def _rounds(base: str, rounds: int) -> dict[str, list[StreamResult]]:
-    """Each round runs one request per client at the same moment (3 streams in all)."""
+    """Each client streams ``rounds`` requests, one at a time (low load: one stream in
+    flight, so no client's parsing can delay another's stamps)."""
     from tests.test_client_basic import P
     from tokrate.client import build_request
     from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec
@@ -49,9 +49,8 @@ def _rounds(base: str, rounds: int) -> dict[str, list[StreamResult]]:
         out: dict[str, list[StreamResult]] = {k: [] for k in kinds}
         try:
             for _ in range(rounds):
-                results = await asyncio.gather(*(clients[k].stream(req) for k in kinds))
-                for k, res in zip(kinds, results, strict=True):
-                    out[k].append(res)
+                for k in kinds:
+                    out[k].append(await clients[k].stream(req))
         finally:
             for c in clients.values():
                 await c.aclose()
@@ -63,8 +62,10 @@ def _rounds(base: str, rounds: int) -> dict[str, list[StreamResult]]:
 def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
     truth_path = tmp_path / "truth.jsonl"
     cfg = SimConfig(tiers=(FIXED,), time_scale=1.0, truth_log=str(truth_path))
-    with running_simulator(cfg) as base:
-        by_kind = _rounds(base, rounds=3)
+    # The server in its own process: in-process it would share the GIL and a core with
+    # the three clients it is judging.
+    with simulator_process(cfg) as base:
+        by_kind = _rounds(base, rounds=4)
     truth = {}
     for line in truth_path.read_bytes().splitlines():
         obj = orjson.loads(line)
@@ -94,7 +95,9 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
             if kind == "fast":
                 assert statistics.median(lags) < 5_000_000, (kind, statistics.median(lags))
     fast_ttft, fast_tpot = medians["fast"]
-    for res in by_kind["fast"]:
+    # Round 1 opens the connections and meets the server's cold first request; the
+    # timing claims are about the warm rounds.
+    for res in by_kind["fast"][1:]:
         t = truth[res.response_id]
         server_ttft = t["content_write_ns"][0] - t["received_ns"]
         client_ttft = res.chunk_ns[0] - res.t0_ns

@@ -19,11 +19,8 @@ def _block(lang: str, after: str) -> str:
 
 
 def test_sample_nightly_toml_loads(tmp_path: Path) -> None:
-    import tokrate.spec
+    from tokrate.spec import load_spec
 
-    load_spec = getattr(tokrate.spec, "load_spec", None)
-    if load_spec is None:
-        pytest.skip("tokrate.spec.load_spec has not landed yet")
     path = tmp_path / "nightly.toml"
     path.write_text(_block("toml", "### Sample `nightly.toml`"), encoding="utf-8")
     spec = load_spec(path, {})

@@ -27,14 +27,10 @@ from pathlib import Path
 
 import pytest
 
+import tokrate.run as run_mod
+import tokrate.sim as sim
 from tokrate.compare import LATEST_GOOD
-
-sim = pytest.importorskip("tokrate.sim")
-run_mod = pytest.importorskip("tokrate.run")
-if not hasattr(sim, "running_simulator") or not hasattr(run_mod, "run_benchmark"):
-    pytest.skip("simulator server or run_benchmark not landed yet", allow_module_level=True)
-
-from tokrate.spec import (  # noqa: E402
+from tokrate.spec import (
     EndpointSpec,
     LoadSpec,
     ModelSpec,

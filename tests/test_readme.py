@@ -28,3 +28,26 @@ def test_ci_calls_the_readme_test_command() -> None:
     test_cmd = _readme_commands()[1].strip()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_cmd in ci.splitlines(), ".ci/run must call the README's test command verbatim"
+
+
+def test_readme_scheduled_workflow_is_valid_and_fails_on_regression() -> None:
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Scheduled runs") :]
+    block = re.search(r"```yaml\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    flow = yaml.safe_load(block.group(1))
+    steps = flow["jobs"]["bench"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "--baseline latest-good" in runs and "$GITHUB_STEP_SUMMARY" in runs
+    assert steps[-1]["if"] == "steps.bench.outputs.code != '0'"
+
+
+def test_readme_documents_every_error_class() -> None:
+    from tokrate.records import ERROR_CLASSES
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Failure handling") :]
+    for name in ERROR_CLASSES:
+        assert f"| `{name}` |" in section, name

@@ -424,3 +424,15 @@ def test_typed_section_overrides() -> None:
     spec = load_spec(None, {"client": client, "prompts.synthetic": SyntheticSpec(count=2)})
     assert spec.client == client
     assert spec.prompts.synthetic == SyntheticSpec(count=2)
+
+
+def test_compare_thresholds_load_and_bad_ones_name_their_index(tmp_path: Path) -> None:
+    from tokrate.errors import ConfigError
+    from tokrate.spec import load_spec
+
+    path = tmp_path / "bench.toml"
+    path.write_text('[compare]\nthresholds = ["ttft_p95=+20%", "e2e_p95=off"]\n', encoding="utf-8")
+    assert load_spec(path, {}).compare.thresholds == ("ttft_p95=+20%", "e2e_p95=off")
+    path.write_text('[compare]\nthresholds = ["ttft_p95=+20%", "tpot_p50=-5%"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"key 'compare.thresholds\[1\]': tpot_p50 gets worse"):
+        load_spec(path, {})

@@ -147,6 +147,13 @@ def _add_run(sub: argparse._SubParsersAction[_Parser]) -> None:
     a("--workers", type=int, metavar="N", help="local worker processes")
     a("--ray", metavar="ADDR", help="run workers on a Ray cluster (auto or ray://host:port)")
     a("--baseline", metavar="REF", help="compare against a run folder or latest-good")
+    a(
+        "--threshold",
+        action="append",
+        default=None,
+        metavar="METRIC=+N%",
+        help="with --baseline: adjust a regression threshold (repeatable; as for compare)",
+    )
     a("--quiet", action="store_true", help="no live progress and no summary table")
     a("--json", action="store_true", help="print summary.json to stdout")
     a("--no-report", action="store_true", help="skip charts and HTML")
@@ -229,6 +236,8 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["prompts.paths"] = tuple(os.path.abspath(p) for p in args.prompts)
     if args.no_report:
         o["output.report"] = False
+    if args.threshold:
+        o["compare.thresholds"] = tuple(args.threshold)
     return o
 
 

@@ -513,9 +513,10 @@ def run_benchmark(
         _report(run_dir, spec, warnings, console)
     exit_code = 130 if interrupted else 0
     if spec.baseline and not interrupted:
-        from tokrate.compare import check_baseline
+        from tokrate.compare import check_baseline, merge_thresholds, parse_threshold
 
-        code = check_baseline(run_dir, spec.baseline, Path(spec.output.dir))
+        thresholds = merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds)
+        code = check_baseline(run_dir, spec.baseline, Path(spec.output.dir), thresholds)
         exit_code = max(exit_code, code)
     return RunResult(
         run_dir=run_dir,

@@ -24,6 +24,7 @@ from tokrate.errors import ConfigError as _ConfigError
 
 __all__ = [
     "ClientSpec",
+    "CompareSpec",
     "DistributedSpec",
     "EndpointSpec",
     "LoadSpec",
@@ -208,6 +209,15 @@ class DistributedSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CompareSpec:
+    """Regression thresholds for ``baseline`` comparisons, as ``tokrate compare
+    --threshold`` strings (``"ttft_p95=+10%"``, ``"decode_tps_p50=-5%"``,
+    ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults."""
+
+    thresholds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     endpoints: tuple[EndpointSpec, ...] = ()
     models: tuple[ModelSpec, ...] = ()
@@ -218,6 +228,7 @@ class RunSpec:
     client: ClientSpec = field(default_factory=ClientSpec)
     simulator: SimulatorSpec = field(default_factory=SimulatorSpec)
     distributed: DistributedSpec = field(default_factory=DistributedSpec)
+    compare: CompareSpec = field(default_factory=CompareSpec)
     baseline: str | None = None
     source: str | None = None
     """The config file this spec was loaded from, for error messages and run.json."""
@@ -295,6 +306,7 @@ _SECTIONS: dict[str, type] = {
     "client": ClientSpec,
     "simulator": SimulatorSpec,
     "distributed": DistributedSpec,
+    "compare": CompareSpec,
 }
 _TOP_LEVEL = ("baseline", *_ARRAY_TABLES, *_SECTIONS)
 #: Override keys that name the array tables by their RunSpec field names.
@@ -779,8 +791,17 @@ def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
 
 def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
     """Cross-field rules that no single value can express."""
+    from tokrate.compare import parse_threshold
+    from tokrate.errors import UsageError
     from tokrate.hardware import get_hardware
     from tokrate.records import ERROR_CLASSES
+
+    for i, text in enumerate(spec.compare.thresholds):
+        try:
+            parse_threshold(text)
+        except UsageError as err:
+            detail = str(err).split(": ", 1)[-1]
+            raise ctx.error(f"compare.thresholds[{i}]", f"{detail} (got {text!r})") from None
 
     load = spec.load
     if load.mode == "open" and not load.rates:
