@@ -123,14 +123,17 @@ honour_retry_after = true
 # tiers_file = "tiers.toml"
 hardware = "a100-80g"
 efficiency = 0.8            # fraction of the hardware bound the simulated engine reaches
-time_scale = 1.0            # < 1 runs faster than real time (tests)
+time_scale = 1.0            # > 1 runs the clock faster than real time (tests); 1 = real
 seed = 0
 
 # [distributed]             # spread the load over a Ray cluster
-# ray = "auto"              # "auto" or "ray://host:10001"
+# ray = "auto"              # "auto", "local" (a private 127.0.0.1 cluster) or "ray://host:10001"
 # workers = 2
 # num_cpus_per_worker = 1.0
 # resources = {{ }}
+
+[compare]                   # thresholds for `baseline` comparisons (see docs/regressions.md)
+thresholds = []             # e.g. ["ttft_p95=+10%", "decode_tps_p50=-5%", "e2e_p95=off"]
 """
 
 

@@ -284,6 +284,15 @@ class SimApp:
             send=send,
         )
         engine = self.engine(plan.model)
+        if truth and plan.stream:
+
+            def record_truth() -> None:
+                truth.record(
+                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
+                    req.done_ns, req.produced, kind,
+                )  # fmt: skip
+
+            req.before_final = record_truth
         if plan.stream:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
             if chat:
@@ -305,7 +314,7 @@ class SimApp:
             self._active.discard(req)
         if not req.done.done():
             req.cancel()
-            if truth:
+            if truth and (not plan.stream or req.before_final is not None):
                 truth.record(
                     rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
                     perf_counter_ns(), req.produced, kind,
@@ -314,14 +323,14 @@ class SimApp:
         try:
             req.done.result()
         except ServerStopping:
-            if truth:
+            if truth and (not plan.stream or req.before_final is not None):
                 truth.record(
                     rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
                     perf_counter_ns(), req.produced, kind,
                 )  # fmt: skip
             raise
         except InjectedDisconnect:
-            if truth:
+            if truth and (not plan.stream or req.before_final is not None):
                 truth.record(
                     rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
                     req.done_ns, req.produced, kind,
@@ -329,7 +338,7 @@ class SimApp:
             raise
         if not plan.stream:
             await self._send_whole(send, req, rid, plan.model, created, chat, fault)
-        if truth:
+        if truth and not plan.stream:
             truth.record(
                 rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
                 req.done_ns, req.produced, kind,

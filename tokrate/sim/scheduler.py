@@ -55,6 +55,7 @@ class SimRequest:
 
     __slots__ = (
         "aborting",
+        "before_final",
         "cancelled",
         "chunks",
         "complete",
@@ -109,6 +110,9 @@ class SimRequest:
         self.content_write_ns: list[int] = []
         self.first_write_ns: int | None = None
         self.done_ns: int | None = None
+        #: Called once, after done_ns is stamped and before the final write is handed to
+        #: the socket: the truth log line then exists before a client can see [DONE].
+        self.before_final: Callable[[], None] | None = None
         self.held_until_ns = 0
         self.writing = False
         self.dirty = False
@@ -215,6 +219,9 @@ class SimRequest:
                     self.content_write_ns.extend([t] * n_content)
                 if final:
                     self.done_ns = t
+                    hook, self.before_final = self.before_final, None
+                    if hook is not None:
+                        hook()
                 await self.send(
                     {"type": "http.response.body", "body": body, "more_body": not final}
                 )
