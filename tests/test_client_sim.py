@@ -13,11 +13,14 @@ from tokrate.client.result import StreamResult
 from tokrate.sim import SimConfig, Tier, simulator_process
 from tokrate.spec import TimeoutsSpec
 
+#: TTFT 500 ms: the httpx and SDK paths build their request after t0 (what an
+#: application sees), which costs a few ms on a busy 2-core machine; 2% of 500 ms leaves
+#: room for that, so the test judges measurement agreement, not request building.
 FIXED = Tier(
     name="fixed",
     params_b=7.0,
     active_params_b=7.0,
-    fixed_ttft_ms=200.0,
+    fixed_ttft_ms=500.0,
     fixed_itl_ms=20.0,
     output_tokens_min=16,
     output_tokens_max=16,
@@ -65,7 +68,7 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
     # The server in its own process: in-process it would share the GIL and a core with
     # the three clients it is judging.
     with simulator_process(cfg) as base:
-        by_kind = _rounds(base, rounds=4)
+        by_kind = _rounds(base, rounds=3)
     truth = {}
     for line in truth_path.read_bytes().splitlines():
         obj = orjson.loads(line)
