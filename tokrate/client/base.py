@@ -8,7 +8,7 @@ and ``openai`` (:mod:`tokrate.client.sdk`).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
 from tokrate.client.request import PreparedRequest
@@ -16,7 +16,7 @@ from tokrate.client.result import StreamResult
 from tokrate.errors import ConfigError
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["CLIENT_KINDS", "StreamClient", "open_client"]
+__all__ = ["CLIENT_KINDS", "StreamClient", "open_client", "with_usage_fallback"]
 
 CLIENT_KINDS = ("fast", "httpx", "openai")
 
@@ -42,6 +42,23 @@ class StreamClient(Protocol):
     ) -> StreamResult: ...
 
     async def aclose(self) -> None: ...
+
+
+#: One send of a request, called as ``send(req, attempt=n, usage_rejected=flag)``.
+Attempt = Callable[..., Awaitable[StreamResult]]
+
+
+async def with_usage_fallback(send: Attempt, req: PreparedRequest) -> StreamResult:
+    """Send ``req``; when the server rejected ``stream_options`` (a 400/422 naming it),
+    send it once more without, marked ``usage_rejected``. The only resend a client
+    makes on its own, and the result says so."""
+    from tokrate.client.accumulate import REJECTED_NOTE
+    from tokrate.client.request import without_stream_options
+
+    result = await send(req, attempt=1, usage_rejected=False)
+    if REJECTED_NOTE in result.notes and req.include_usage:
+        result = await send(without_stream_options(req), attempt=2, usage_rejected=True)
+    return result
 
 
 def open_client(

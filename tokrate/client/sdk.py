@@ -24,13 +24,13 @@ import orjson
 
 from tokrate.client.accumulate import (
     ERROR_BODY_LIMIT,
-    REJECTED_NOTE,
     StreamState,
     needs_error_body,
 )
+from tokrate.client.base import with_usage_fallback
 from tokrate.client.failures import classify_httpx_exception
 from tokrate.client.httpx_client import HTTP2_AVAILABLE, timeout_message
-from tokrate.client.request import PreparedRequest, without_stream_options
+from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import DEFAULT_MAX_LINE_BYTES, SSEProtocolError
 from tokrate.spec import TimeoutsSpec
@@ -159,11 +159,7 @@ class SdkClient:
         on_partial: Callable[[StreamResult], None] | None = None,
     ) -> StreamResult:
         """Like :meth:`tokrate.client.stream.FastClient.stream`."""
-        result = await self._attempt(req, on_partial, attempt=1, usage_rejected=False)
-        if REJECTED_NOTE in result.notes and req.include_usage:
-            retry = without_stream_options(req)
-            result = await self._attempt(retry, on_partial, attempt=2, usage_rejected=True)
-        return result
+        return await with_usage_fallback(lambda r, **kw: self._attempt(r, on_partial, **kw), req)
 
     async def _attempt(
         self,

@@ -39,12 +39,12 @@ import httptools
 from tokrate import __version__
 from tokrate.client.accumulate import (
     ERROR_BODY_LIMIT,
-    REJECTED_NOTE,
     StreamState,
     needs_error_body,
 )
+from tokrate.client.base import with_usage_fallback
 from tokrate.client.failures import classify_exception
-from tokrate.client.request import PreparedRequest, without_stream_options
+from tokrate.client.request import PreparedRequest
 from tokrate.client.result import NS_PER_S, StreamResult
 from tokrate.spec import TimeoutsSpec
 
@@ -491,11 +491,9 @@ class FastClient:
             target = self._target(req.url)
         except ValueError as exc:
             return _failed(req, "connect", str(exc))
-        result = await self._attempt(req, target, on_partial, attempt=1)
-        if REJECTED_NOTE in result.notes and req.include_usage:
-            retry = without_stream_options(req)
-            result = await self._attempt(retry, target, on_partial, attempt=2, usage_rejected=True)
-        return result
+        return await with_usage_fallback(
+            lambda r, **kw: self._attempt(r, target, on_partial, **kw), req
+        )
 
     async def _attempt(
         self,
