@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -221,11 +222,15 @@ def main() -> int:
         f"{'scenario':<30} {'events/s':>10} {'writes/s':>10} {'reads/s':>9} {'srv CPU':>8} "
         f"{'us CPU/ev':>9} {'ev/CPU-s':>10} {'late p50':>9} {'late p99':>9}"
     )
+
+    def ms(value: float) -> str:
+        return "–" if math.isnan(value) else f"{value:.2f}ms"
+
     for r in rows:
         per_core = r[1] / r[4] if r[4] > 0 else float("nan")
         print(
             f"{r[0]:<30} {r[1]:>10,.0f} {r[2]:>10,.0f} {r[3]:>9,.0f} {r[4]:>7.0%} "
-            f"{r[5]:>9.2f} {per_core:>10,.0f} {r[6]:>7.2f}ms {r[7]:>7.2f}ms"
+            f"{r[5]:>9.2f} {per_core:>10,.0f} {ms(r[6]):>9} {ms(r[7]):>9}"
         )
     print(
         "events/s = content chunks the client received per second in the steady-state window; writes = distinct server write times"

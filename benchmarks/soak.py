@@ -76,6 +76,8 @@ def main() -> int:
     print(f"{'t (s)':>8} {'client RSS (MiB)':>17} {'records on disk':>16}")
     for t, rss, n in samples:
         print(f"{t:8.0f} {rss:17.1f} {n:16d}")
+    # Samples before the first record are interpreter start-up, not steady state.
+    samples = [s for s in samples if s[2] > 0]
     if len(samples) >= 4:
         q = len(samples) // 4
         first = sum(s[1] for s in samples[:q]) / q
