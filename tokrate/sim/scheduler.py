@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
@@ -263,7 +264,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-class _EngineBase:
+class _EngineBase(ABC):
     def __init__(self, timing: TierTiming, time_scale: float) -> None:
         self.timing = timing
         self.time_scale = time_scale
@@ -297,11 +298,13 @@ class _EngineBase:
                     req.done.set_exception(err)
             self._forget()
 
+    @abstractmethod
     def _requests(self) -> list[SimRequest]:
-        raise NotImplementedError
+        """Every request the engine holds (queued or running)."""
 
+    @abstractmethod
     def _forget(self) -> None:
-        raise NotImplementedError
+        """Drop every held request (after a failure has been set on them)."""
 
     def _mark(self, req: SimRequest) -> None:
         if not req.dirty:
@@ -314,8 +317,9 @@ class _EngineBase:
             req.dirty = False
             await req.flush()
 
+    @abstractmethod
     async def _run(self) -> None:
-        raise NotImplementedError
+        """The engine loop: admit, step and write until the server stops."""
 
     def stats(self) -> dict[str, int]:
         return {}
