@@ -10,6 +10,8 @@ Schema history (bump RECORD_SCHEMA_VERSION and add a line for every change; read
 keep loading every version listed here):
 
     1: first version.
+    2: ``connect_s`` (seconds of TCP (+TLS) set-up of a new connection, 0.0 on a
+       reused one, None when unknown); v1 records load with connect_s None.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Final, Literal
 import polars as pl
 
 __all__ = [
+    "ADDED_COLUMNS",
     "ERROR_CLASSES",
     "RECORD_POLARS_SCHEMA",
     "RECORD_SCHEMA_HISTORY",
@@ -29,10 +32,17 @@ __all__ = [
     "TOKENS_SOURCES",
     "RequestRecord",
     "records_to_frame",
+    "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 1
-RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
+RECORD_SCHEMA_VERSION: Final = 2
+RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
+    1: "first version",
+    2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
+}
+#: Columns added after version 1, with the version that added them: a frame from an
+#: older writer gets them as nulls (see :func:`upgrade_frame`).
+ADDED_COLUMNS: Final[dict[str, int]] = {"connect_s": 2}
 
 Status = Literal["ok", "error", "cancelled"]
 STATUSES: Final = ("ok", "error", "cancelled")
@@ -60,7 +70,12 @@ class RequestRecord:
     Invariants (checked in ``__post_init__``): ``status`` is one of STATUSES;
     ``status == "ok"`` implies ``error_class is None``; ``error_class`` is one of
     ERROR_CLASSES when set; every offset in ``chunk_offsets_s`` is >= 0 and the list is
-    non-decreasing.
+    non-decreasing; ``connect_s`` is None or >= 0.
+
+    ``connect_s`` is the TCP (+TLS) set-up of the connection this request opened
+    (seconds, inside its TTFT, since t0 is taken before the connection is taken from
+    the pool), 0.0 when it reused a kept-alive connection, None when the client could
+    not tell (or the connection never came up: error_class "connect").
     """
 
     run_id: str
@@ -100,6 +115,7 @@ class RequestRecord:
     rate_rps: float | None = None
     attempt: int = 1
     content_chunks: int = 0
+    connect_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +127,8 @@ class RequestRecord:
             raise ValueError(f"unknown error_class {self.error_class!r}")
         if self.tokens_source is not None and self.tokens_source not in TOKENS_SOURCES:
             raise ValueError(f"unknown tokens_source {self.tokens_source!r}")
+        if self.connect_s is not None and not self.connect_s >= 0:
+            raise ValueError(f"connect_s must be >= 0 or None, got {self.connect_s!r}")
         previous = 0.0
         for offset in self.chunk_offsets_s:
             if offset < previous:
@@ -174,8 +192,20 @@ RECORD_POLARS_SCHEMA: Final[dict[str, Any]] = {
     "rate_rps": pl.Float64,
     "attempt": pl.Int64,
     "content_chunks": pl.Int64,
+    "connect_s": pl.Float64,
     "extra": pl.String,
 }
+
+
+def upgrade_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every column of :data:`ADDED_COLUMNS` it lacks added as nulls
+    (a records.parquet written by an older tokrate), so readers see one schema."""
+    missing = [name for name in ADDED_COLUMNS if name not in frame.columns]
+    if not missing:
+        return frame
+    return frame.with_columns(
+        pl.lit(None, dtype=RECORD_POLARS_SCHEMA[name]).alias(name) for name in missing
+    )
 
 
 def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.DataFrame:

@@ -33,7 +33,7 @@ import orjson
 import polars as pl
 
 from tokrate.errors import OutputError, RunFolderError
-from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame
+from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame, upgrade_frame
 
 __all__ = [
     "MIN_FREE_BYTES",
@@ -303,7 +303,7 @@ def load_run(path: Path | str) -> LoadedRun:
     jsonl = folder / _JSONL
     if parquet.exists() and not interrupted:
         try:
-            records = pl.read_parquet(parquet)
+            records = upgrade_frame(pl.read_parquet(parquet))
         except Exception as err:
             raise RunFolderError(f"{parquet}: unreadable ({err})") from None
         missing = [c for c in RECORD_POLARS_SCHEMA if c not in records.columns]
@@ -313,7 +313,7 @@ def load_run(path: Path | str) -> LoadedRun:
     elif jsonl.exists():
         records = read_records_jsonl(jsonl)
     elif parquet.exists():
-        records = pl.read_parquet(parquet)
+        records = upgrade_frame(pl.read_parquet(parquet))
     else:
         records = records_to_frame([])
     summary = None

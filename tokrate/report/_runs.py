@@ -16,7 +16,7 @@ import orjson
 import polars as pl
 
 from tokrate.errors import RunFolderError
-from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame
+from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame, upgrade_frame
 
 __all__ = ["RunData", "read_run"]
 
@@ -98,7 +98,7 @@ def _read_run(path: Path) -> RunData:
 
 def _read_parquet(path: Path) -> pl.DataFrame:
     try:
-        frame = pl.read_parquet(path)
+        frame = upgrade_frame(pl.read_parquet(path))
     except Exception as err:  # polars raises several unrelated types for a bad file
         raise RunFolderError(f"{path}: unreadable parquet ({type(err).__name__})") from None
     missing = [c for c in RECORD_POLARS_SCHEMA if c not in frame.columns]
