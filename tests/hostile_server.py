@@ -311,6 +311,12 @@ class HostileServer:
         out.body(b"data: [DONE]" + nl + nl)
         truth.done_ns = time.perf_counter_ns()
         truth.output_tokens = sent
+        tail = float(o.get("tail_ms", "0")) / 1000
+        if tail:
+            # [DONE] in one read, the chunked body's terminator in a later one (as
+            # llama-server sends them): the connection is still busy in between.
+            await out.w.drain()
+            await asyncio.sleep(tail)
         await out.end()
         return True
 

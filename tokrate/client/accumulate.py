@@ -49,6 +49,7 @@ class StreamState:
         "answer_chunks",
         "bytes_received",
         "chunk_ns",
+        "connect_ns",
         "decoder",
         "done",
         "end_ns",
@@ -87,6 +88,9 @@ class StreamState:
         self.bytes_received = 0
         self.notes: list[str] = []
         self.retry_after_s: float | None = None
+        #: Set-up of the connection this request opened (ns), 0 when it reused one,
+        #: None while unknown; the transport sets it.
+        self.connect_ns: int | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -240,6 +244,7 @@ class StreamState:
             attempt=attempt,
             notes=tuple(self.notes),
             retry_after_s=self.retry_after_s,
+            connect_ns=self.connect_ns,
         )
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
+
+if TYPE_CHECKING:
+    from tokrate.client.accumulate import StreamState
 from tokrate.errors import ConfigError
 from tokrate.spec import TimeoutsSpec
 
@@ -21,6 +24,8 @@ __all__ = ["CLIENT_KINDS", "StreamClient", "open_client", "with_usage_fallback"]
 CLIENT_KINDS = ("fast", "httpx", "openai")
 
 PartialSink = Callable[[StreamResult], None]
+#: Receives each attempt's live StreamState when it starts (read-only use: progress).
+StateWatch = Callable[["StreamState"], None]
 
 
 class StreamClient(Protocol):
@@ -28,7 +33,9 @@ class StreamClient(Protocol):
 
     ``stream`` never raises for a request failure (the result carries it); it lets
     cancellation propagate after handing the partial facts to ``on_partial``.
-    ``notices`` are one-line remarks for the run's warnings.
+    ``notices`` are one-line remarks for the run's warnings. Every result carries
+    ``connect_ns``: the set-up of the connection the request opened, 0 when it reused
+    one, None when unknown.
     """
 
     @property
@@ -38,8 +45,19 @@ class StreamClient(Protocol):
     def notices(self) -> list[str]: ...
 
     async def stream(
-        self, req: PreparedRequest, *, on_partial: PartialSink | None = None
+        self,
+        req: PreparedRequest,
+        *,
+        on_partial: PartialSink | None = None,
+        watch: StateWatch | None = None,
     ) -> StreamResult: ...
+
+    async def preconnect(self, url: str, n: int) -> list[int | None]:
+        """Open up to ``n`` keep-alive connections to ``url``'s origin before any
+        measured request (at most ``pool_size`` stay); returns the set-up time in ns of
+        each connection opened, None for one that failed. Never raises for network
+        errors: a failure shows again on the request that needs the connection."""
+        ...
 
     async def aclose(self) -> None: ...
 

@@ -5,6 +5,9 @@ Same facts as the fast client (shared :class:`~tokrate.client.accumulate.StreamS
 same timeouts: connect (httpx), first body byte from send, idle gap between reads and
 total, enforced with one ``asyncio.timeout`` rescheduled per read. The pool never caps
 concurrency (``max_connections=None``); ``pool_size`` keep-alive connections are kept.
+Connection set-up (``connect_ns``) comes from httpcore's ``trace`` extension
+(:class:`~tokrate.client.connect_trace.ConnectTrace`); :func:`preconnect_http` opens
+connections ahead of the measurement with cheap GET requests held open together.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import ssl
 import time
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import httpx
@@ -26,14 +29,60 @@ from tokrate.client.accumulate import (
     needs_error_body,
 )
 from tokrate.client.base import with_usage_fallback
+from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.failures import classify_httpx_exception
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
+from tokrate.client.stream import DRAIN_WAIT_S
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["HttpxClient", "timeout_message"]
+__all__ = ["HttpxClient", "preconnect_http", "timeout_message"]
 
 HTTP2_AVAILABLE: Final = importlib.util.find_spec("h2") is not None
+#: Warm-up requests preconnect_http sends at once, and how long it reads each answer.
+_PRECONNECT_BATCH: Final = 64
+_PRECONNECT_READ_S: Final = 5.0
+
+
+async def preconnect_http(client: Any, url: str, n: int, pool_size: int) -> list[int | None]:
+    """Open up to ``min(n, pool_size)`` connections of ``client`` (an httpx-style
+    AsyncClient) to ``url``'s origin: GET ``url`` that many times, every response held
+    open until all have answered (so each takes its own connection; HTTP/2 multiplexes
+    them on one), then each body read and closed, which leaves the connections in the
+    pool. Any status counts. Returns the set-up time (ns) of every connection
+    opened, None for one that failed. Never raises for network errors."""
+    out: list[int | None] = []
+    held: list[Any] = []
+    remaining = min(n, pool_size)
+
+    async def one() -> None:
+        trace = ConnectTrace()
+        try:
+            request = client.build_request("GET", url, extensions={"trace": trace})
+            held.append(await client.send(request, stream=True))
+        except Exception:  # every failure is the request's own business later
+            out.append(None)
+            return
+        took = trace.connect_ns
+        if took:  # 0: an HTTP/2 stream on a connection already open
+            out.append(took)
+
+    try:
+        while remaining > 0:
+            batch = min(remaining, _PRECONNECT_BATCH)
+            async with anyio.create_task_group() as tg:
+                for _ in range(batch):
+                    tg.start_soon(one)
+            remaining -= batch
+    finally:
+        # Read each (small) body to its end, so its connection goes back to the pool
+        # rather than being closed half-read; give up on one that takes too long.
+        with anyio.CancelScope(shield=True):
+            for response in held:
+                with anyio.move_on_after(_PRECONNECT_READ_S):
+                    await response.aread()
+                await response.aclose()
+    return out
 
 
 def timeout_message(t: TimeoutsSpec, state: StreamState, *, total_hit: bool) -> str:
@@ -80,31 +129,43 @@ class HttpxClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def preconnect(self, url: str, n: int) -> list[int | None]:
+        """Open up to ``n`` connections to ``url``'s origin (see :func:`preconnect_http`)."""
+        return await preconnect_http(self._client, url, n, self.pool_size)
+
     async def stream(
         self,
         req: PreparedRequest,
         *,
         on_partial: Callable[[StreamResult], None] | None = None,
+        watch: Callable[[StreamState], None] | None = None,
     ) -> StreamResult:
         """Like :meth:`tokrate.client.stream.FastClient.stream`."""
-        return await with_usage_fallback(lambda r, **kw: self._attempt(r, on_partial, **kw), req)
+        return await with_usage_fallback(
+            lambda r, **kw: self._attempt(r, on_partial, watch, **kw), req
+        )
 
     async def _attempt(
         self,
         req: PreparedRequest,
         on_partial: Callable[[StreamResult], None] | None,
+        watch: Callable[[StreamState], None] | None,
         *,
         attempt: int,
         usage_rejected: bool,
     ) -> StreamResult:
         t = self.timeouts
+        trace = ConnectTrace()
         request = self._client.build_request(
             "POST",
             req.url,
             content=req.body,
             headers=[*req.headers, ("Accept-Encoding", "identity")],
+            extensions={"trace": trace},
         )
         state = StreamState()
+        if watch is not None:
+            watch(state)
         loop = asyncio.get_running_loop()
         got_headers = False
         started_at = time.time()
@@ -112,6 +173,7 @@ class HttpxClient:
         total_deadline = loop.time() + t.total_s
 
         def freeze() -> StreamResult:
+            state.connect_ns = trace.connect_ns
             return state.result(
                 client=self.kind,
                 api=req.api,
@@ -150,12 +212,20 @@ class HttpxClient:
                         )
                     else:
                         idle = t.idle_s
-                        async for data in response.aiter_raw():
+                        raw = response.aiter_raw()
+                        async for data in raw:
                             now = perf_counter_ns()
                             if state.feed(data, now):
                                 break
                             cm.deadline = min(total_deadline, loop.time() + idle)
                         state.finish(perf_counter_ns())
+                        if state.done and state.error_class is None:
+                            # Read the body to its end (the chunked terminator follows
+                            # [DONE]), so the connection goes back to the pool instead of
+                            # being closed half-read.
+                            cm.deadline = min(total_deadline, loop.time() + DRAIN_WAIT_S)
+                            async for _ in raw:
+                                pass
                 finally:
                     with anyio.CancelScope(shield=True):  # close even when timed out
                         await response.aclose()

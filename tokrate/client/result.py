@@ -13,6 +13,7 @@ docs/architecture.md and DESIGN.md define it:
   else the number of content-bearing chunks (``"chunks"``)
 - ``tpot_s`` = (e2e - ttft) / (output_tokens - 1) for ok records with >= 2 tokens
 - ``chunk_offsets_s`` = every content-bearing chunk arrival - t0 (ITL = diffs)
+- ``connect_s`` = the request's connection set-up (ns / 1e9): 0.0 reused, None unknown
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class StreamResult:
     notes: tuple[str, ...] = ()
     #: Seconds from a 429/503 ``Retry-After`` header (None when absent or unparsable).
     retry_after_s: float | None = None
+    #: DNS + TCP (+ TLS) set-up of the connection this request opened, in ns (inside
+    #: the TTFT: t0 comes first); 0 when it reused a kept-alive connection; None when
+    #: unknown or when no connection came up.
+    connect_ns: int | None = None
 
     @property
     def content_chunks(self) -> int:
@@ -191,5 +196,9 @@ def build_record(
         rate_rps=rate_rps,
         attempt=result.attempt if attempt is None else attempt,
         content_chunks=len(offsets),
+        # A connection that never came up has no set-up time, whatever a transport saw.
+        connect_s=None
+        if result.connect_ns is None or result.error_class == "connect"
+        else result.connect_ns / NS_PER_S,
         extra=notes,
     )

@@ -5,7 +5,9 @@ Chunks are stamped when the SDK yields them (after its SSE decoding and pydantic
 parsing: that is the point of this mode), then classified by the same code as the other
 clients via ``chunk.to_dict()``. A thin httpx transport wrapper stamps the first raw body
 byte and watches the raw bytes for ``[DONE]`` (the SDK hides it), so ``first_byte_s``
-and truncation mean the same as elsewhere. ``max_retries=0``: no hidden retries.
+and truncation mean the same as elsewhere; it also hands httpcore a ``trace`` callback
+(:class:`~tokrate.client.connect_trace.ConnectTrace`), so ``connect_ns`` is measured
+as on the httpx path. ``max_retries=0``: no hidden retries.
 One ``AsyncOpenAI`` per (base URL, key) over one pooled ``httpx.AsyncClient``.
 """
 
@@ -28,8 +30,9 @@ from tokrate.client.accumulate import (
     needs_error_body,
 )
 from tokrate.client.base import with_usage_fallback
+from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.failures import classify_httpx_exception
-from tokrate.client.httpx_client import HTTP2_AVAILABLE, timeout_message
+from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http, timeout_message
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import DEFAULT_MAX_LINE_BYTES, SSEProtocolError
@@ -42,7 +45,9 @@ except ImportError:  # pragma: no cover - depends on the installed openai
 
 __all__ = ["SdkClient"]
 
-_CURRENT: ContextVar[StreamState | None] = ContextVar("tokrate_sdk_state", default=None)
+_CURRENT: ContextVar[tuple[StreamState, ConnectTrace] | None] = ContextVar(
+    "tokrate_sdk_state", default=None
+)
 _DONE: Final = b"data: [DONE]"
 
 
@@ -82,10 +87,12 @@ class _StampingTransport(httpx.AsyncBaseTransport):
         self._inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        current = _CURRENT.get()
+        if current is not None:
+            request.extensions = {**request.extensions, "trace": current[1]}
         response = await self._inner.handle_async_request(request)
-        state = _CURRENT.get()
-        if state is not None and isinstance(response.stream, httpx.AsyncByteStream):
-            response.stream = _StampingStream(response.stream, state)
+        if current is not None and isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _StampingStream(response.stream, current[0])
         return response
 
     async def aclose(self) -> None:
@@ -138,6 +145,11 @@ class SdkClient:
         self._sdks.clear()
         await self._http.aclose()
 
+    async def preconnect(self, url: str, n: int) -> list[int | None]:
+        """Open up to ``n`` connections to ``url``'s origin in the SDK's pool (see
+        :func:`tokrate.client.httpx_client.preconnect_http`)."""
+        return await preconnect_http(self._http, url, n, self.pool_size)
+
     def _sdk(self, base_url: str, api_key: str | None) -> openai.AsyncOpenAI:
         key = (base_url, api_key)
         sdk = self._sdks.get(key)
@@ -157,14 +169,18 @@ class SdkClient:
         req: PreparedRequest,
         *,
         on_partial: Callable[[StreamResult], None] | None = None,
+        watch: Callable[[StreamState], None] | None = None,
     ) -> StreamResult:
         """Like :meth:`tokrate.client.stream.FastClient.stream`."""
-        return await with_usage_fallback(lambda r, **kw: self._attempt(r, on_partial, **kw), req)
+        return await with_usage_fallback(
+            lambda r, **kw: self._attempt(r, on_partial, watch, **kw), req
+        )
 
     async def _attempt(
         self,
         req: PreparedRequest,
         on_partial: Callable[[StreamResult], None] | None,
+        watch: Callable[[StreamState], None] | None,
         *,
         attempt: int,
         usage_rejected: bool,
@@ -185,14 +201,18 @@ class SdkClient:
         model = body.pop("model")
         body.pop("stream", None)
         state = StreamState()
+        if watch is not None:
+            watch(state)
         loop = asyncio.get_running_loop()
         got_headers = False
-        token = _CURRENT.set(state)
+        trace = ConnectTrace()
+        token = _CURRENT.set((state, trace))
         started_at = time.time()
         t0 = perf_counter_ns()
         total_deadline = loop.time() + t.total_s
 
         def freeze() -> StreamResult:
+            state.connect_ns = trace.connect_ns
             return state.result(
                 client=self.kind,
                 api=req.api,

@@ -13,8 +13,14 @@ gap between reads (after the first body byte), total; one watchdog timer per req
 re-armed only when it fires, so a timeout costs nothing per read.
 
 The pool keeps up to ``pool_size`` idle keep-alive connections per origin and never
-caps concurrency: when more requests are in flight than ``pool_size`` it opens extra
-connections (closed after use) and records one notice.
+caps concurrency: when more requests are in flight to an origin than ``pool_size`` it
+opens extra connections (closed after use when the pool is full) and records one
+notice saying so; it says it only then. A connection whose response already gave
+[DONE] but whose body terminator has not been read yet (the next read, microseconds
+later) is waited for, up to :data:`DRAIN_WAIT_S`, before a new one is opened, so a
+closed loop keeps one connection per stream. :meth:`FastClient.preconnect` opens
+connections ahead of the measurement. ``connect_ns`` of each result is the DNS + TCP
+(+ TLS) set-up of the connection it opened, 0 on a reused one.
 
 A request to an origin that an HTTP(S)_PROXY / ALL_PROXY variable applies to goes
 through the httpx client instead (with a one-line notice on stderr), since this client
@@ -48,9 +54,15 @@ from tokrate.client.request import PreparedRequest
 from tokrate.client.result import NS_PER_S, StreamResult
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["FastClient"]
+__all__ = ["DRAIN_WAIT_S", "FastClient"]
 
 _USER_AGENT: Final = f"tokrate/{__version__}"
+#: Longest wait (seconds, before t0) for a connection that delivered [DONE] and awaits
+#: only its body terminator, rather than opening a new connection.
+DRAIN_WAIT_S: Final = 0.05
+#: Connections :meth:`FastClient.preconnect` opens at once (a burst of hundreds of
+#: SYNs can overflow a server's accept backlog).
+_PRECONNECT_BATCH: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +342,7 @@ class _Conn(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()
         self.client._forget(self)
+        self.client._wake(self.origin)
 
 
 class FastClient:
@@ -363,6 +376,10 @@ class FastClient:
         self._closed = False
         self._pending: list[tuple[_Conn, bytes, int]] = []
         self._drain_scheduled = False
+        # Requests holding (or opening) a connection, per origin: the pool overflowed
+        # only when this exceeds pool_size.
+        self._busy: dict[tuple[str, str, int], int] = {}
+        self._drain_waiters: dict[tuple[str, str, int], list[asyncio.Future[None]]] = {}
 
     async def __aenter__(self) -> FastClient:
         return self
@@ -395,26 +412,61 @@ class FastClient:
             conn.close()
         else:
             idle.append(conn)
+            self._wake(conn.origin)
 
-    async def _acquire(self, target: _Target) -> tuple[_Conn, bool]:
-        origin = target.origin
+    def _wake(self, origin: tuple[str, str, int]) -> None:
+        """A connection of ``origin`` went idle or away: wake one drain waiter."""
+        waiters = self._drain_waiters.get(origin)
+        while waiters:
+            waiter = waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _take_idle(self, origin: tuple[str, str, int]) -> _Conn | None:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                return conn, True
+                return conn
+        return None
+
+    async def _idle_or_drained(self, origin: tuple[str, str, int]) -> _Conn | None:
+        """An idle connection; else, while some connection is only reading its body
+        terminator and no other request already waits for it, that one (waited for
+        up to DRAIN_WAIT_S); else None: then a new connection must be opened. One
+        waiter per draining connection, so concurrent requests are never serialized
+        onto one connection."""
+        conn = self._take_idle(origin)
+        if conn is not None:
+            return conn
+        draining = sum(1 for c in self._open.get(origin, ()) if c.draining)
+        waiters = self._drain_waiters.setdefault(origin, [])
+        if draining <= sum(1 for w in waiters if not w.done()):
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, DRAIN_WAIT_S)
+        except TimeoutError:
+            return None
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+        return self._take_idle(origin)
+
+    async def _connect(self, target: _Target) -> tuple[_Conn, int]:
+        """Open a new connection to ``target``'s origin; returns it and its set-up time
+        (ns: DNS + TCP + TLS). Raises what create_connection raises, or TimeoutError."""
+        origin = target.origin
         opened = self._open.setdefault(origin, set())
-        if len(opened) >= self.pool_size and not any("pool" in n for n in self.notices):
-            self.notices.append(
-                f"more requests in flight than pool_size={self.pool_size}: "
-                "opened extra connections (not kept alive)"
-            )
         loop = asyncio.get_running_loop()
         conn = _Conn(self, origin)
         ctx: ssl.SSLContext | None = None
         if target.scheme == "https":
             ctx = self._ssl_context or ssl.create_default_context()
         opened.add(conn)  # before the await, so concurrent connects count too
+        start = perf_counter_ns()
         try:
             await asyncio.wait_for(
                 loop.create_connection(
@@ -429,7 +481,52 @@ class FastClient:
         except BaseException:
             opened.discard(conn)
             raise
-        return conn, False
+        return conn, perf_counter_ns() - start
+
+    def _note_overflow(self, target: _Target) -> None:
+        """Called before a request opens a new connection: the pool overflowed only when
+        more requests are in flight to the origin than pool_size."""
+        in_flight = self._busy.get(target.origin, 0)
+        if in_flight <= self.pool_size:
+            return
+        if not any("pool_size" in n for n in self.notices):
+            self.notices.append(
+                f"more requests in flight to {target.host_header} ({in_flight}) than"
+                f" pool_size={self.pool_size}: opened extra connections (not kept alive)"
+            )
+
+    async def preconnect(self, url: str, n: int) -> list[int | None]:
+        """Open up to ``n`` new connections to ``url``'s origin and park them idle (at
+        most ``pool_size`` stay), so the measured requests reuse them. Returns each
+        connection's set-up time in ns, None for one that failed (its error shows again
+        on the request that needs the connection). Never raises for network errors."""
+        if n < 1:
+            return []
+        if self._proxied_url(url):
+            assert self._fallback is not None
+            fallback: list[int | None] = await self._fallback.preconnect(url, n)
+            return fallback
+        try:
+            target = self._target(url)
+        except ValueError:
+            return [None] * n
+        out: list[int | None] = []
+
+        async def one() -> None:
+            try:
+                conn, took = await self._connect(target)
+            except (OSError, TimeoutError, ssl.SSLError):
+                out.append(None)
+                return
+            out.append(took)
+            self._release(conn)
+
+        remaining = min(n, self.pool_size)
+        while remaining > 0:
+            batch = min(remaining, _PRECONNECT_BATCH)
+            await asyncio.gather(*(one() for _ in range(batch)))
+            remaining -= batch
+        return out
 
     # --- requests ---------------------------------------------------------------------
 
@@ -450,25 +547,31 @@ class FastClient:
         lines.extend(f"{k}: {v}" for k, v in req.headers)
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def _via_proxy(self, req: PreparedRequest, on_partial: Any) -> StreamResult | None:
-        proxied = self._proxied.get(req.url)
+    def _proxied_url(self, url: str) -> bool:
+        """Whether a proxy applies to ``url`` (then the httpx fallback serves it)."""
+        proxied = self._proxied.get(url)
         if proxied is None:
-            proxy = proxy_for(req.url)
-            proxied = self._proxied[req.url] = proxy is not None
+            proxy = proxy_for(url)
+            proxied = self._proxied[url] = proxy is not None
             if proxied:
                 notice = (
-                    f"tokrate: a proxy applies to {req.url.split('/')[2]}; "
+                    f"tokrate: a proxy applies to {url.split('/')[2]}; "
                     "using the httpx client for it"
                 )
                 self.notices.append(notice)
                 print(notice, file=sys.stderr)
-        if not proxied:
-            return None
-        if self._fallback is None:
+        if proxied and self._fallback is None:
             from tokrate.client.httpx_client import HttpxClient
 
             self._fallback = HttpxClient(pool_size=self.pool_size, timeouts=self.timeouts)
-        result: StreamResult = await self._fallback.stream(req, on_partial=on_partial)
+        return proxied
+
+    async def _via_proxy(
+        self, req: PreparedRequest, on_partial: Any, watch: Any
+    ) -> StreamResult | None:
+        if not self._proxied_url(req.url):
+            return None
+        result: StreamResult = await self._fallback.stream(req, on_partial=on_partial, watch=watch)
         return result
 
     async def stream(
@@ -476,15 +579,19 @@ class FastClient:
         req: PreparedRequest,
         *,
         on_partial: Callable[[StreamResult], None] | None = None,
+        watch: Callable[[StreamState], None] | None = None,
     ) -> StreamResult:
         """Send ``req`` and read its stream to the end.
 
         Never raises for a request failure: the result carries error_class/message and
         whatever timings were observed. Cancellation is not swallowed: the connection is
         dropped, ``on_partial`` (when given) receives the partial result with
-        error_class "cancelled", and CancelledError propagates.
+        error_class "cancelled", and CancelledError propagates. ``watch`` (when given)
+        receives each attempt's live StreamState as it starts, so a caller can read
+        ``len(state.chunk_ns)`` while the stream runs (live progress) at no cost per
+        chunk.
         """
-        via = await self._via_proxy(req, on_partial)
+        via = await self._via_proxy(req, on_partial, watch)
         if via is not None:
             return via
         try:
@@ -492,7 +599,7 @@ class FastClient:
         except ValueError as exc:
             return _failed(req, "connect", str(exc))
         return await with_usage_fallback(
-            lambda r, **kw: self._attempt(r, target, on_partial, **kw), req
+            lambda r, **kw: self._attempt(r, target, on_partial, watch, **kw), req
         )
 
     async def _attempt(
@@ -500,6 +607,7 @@ class FastClient:
         req: PreparedRequest,
         target: _Target,
         on_partial: Callable[[StreamResult], None] | None,
+        watch: Callable[[StreamState], None] | None,
         *,
         attempt: int,
         usage_rejected: bool = False,
@@ -507,57 +615,71 @@ class FastClient:
         head = self._head(req, target)
         payload = head + req.body
         loop = asyncio.get_running_loop()
+        origin = target.origin
         stale_retry = False
-        while True:
-            state = StreamState()
-            if stale_retry:
-                state.notes.append("stale keep-alive connection: resent on a new one")
-            started_at = time.time()
-            t0 = perf_counter_ns()
-            conn: _Conn | None = None
-            try:
-                conn, reused = await self._acquire(target)
-            except asyncio.CancelledError:
-                state.fail("cancelled", "cancelled while connecting", perf_counter_ns())
-                if on_partial is not None:
-                    on_partial(_freeze(state, req, t0, started_at, attempt, usage_rejected))
-                raise
-            except TimeoutError:
-                state.fail(
-                    "connect",
-                    f"connect timeout {self.timeouts.connect_s:g} s to {target.host_header}",
-                    perf_counter_ns(),
-                )
+        self._busy[origin] = self._busy.get(origin, 0) + 1
+        try:
+            while True:
+                state = StreamState()
+                if watch is not None:
+                    watch(state)
+                if stale_retry:
+                    state.notes.append("stale keep-alive connection: resent on a new one")
+                # Waiting for a connection that is only reading its body terminator is
+                # the previous request's tail, not this one's latency: before t0.
+                conn = await self._idle_or_drained(origin)
+                started_at = time.time()
+                t0 = perf_counter_ns()
+                reused = conn is not None
+                if conn is None:
+                    self._note_overflow(target)
+                    try:
+                        conn, state.connect_ns = await self._connect(target)
+                    except asyncio.CancelledError:
+                        state.fail("cancelled", "cancelled while connecting", perf_counter_ns())
+                        if on_partial is not None:
+                            on_partial(_freeze(state, req, t0, started_at, attempt, usage_rejected))
+                        raise
+                    except TimeoutError:
+                        state.fail(
+                            "connect",
+                            f"connect timeout {self.timeouts.connect_s:g} s to {target.host_header}",
+                            perf_counter_ns(),
+                        )
+                        return _freeze(state, req, t0, started_at, attempt, usage_rejected)
+                    except OSError as exc:
+                        cls, message = classify_exception(exc, connected=False)
+                        state.fail(cls, f"{message} ({target.host_header})", perf_counter_ns())
+                        return _freeze(state, req, t0, started_at, attempt, usage_rejected)
+                else:
+                    state.connect_ns = 0
+                waiter: asyncio.Future[None] = loop.create_future()
+                conn.start(state, waiter, t0, self.timeouts)
+                assert conn.transport is not None
+                conn.transport.write(payload)
+                try:
+                    await waiter
+                except asyncio.CancelledError:
+                    conn._resolve()
+                    conn.close()
+                    state.fail("cancelled", "cancelled", perf_counter_ns())
+                    if on_partial is not None:
+                        on_partial(_freeze(state, req, t0, started_at, attempt, usage_rejected))
+                    raise
+                # A reused keep-alive connection the server had already closed gives EOF
+                # with no byte of response: resend once on a fresh connection (recorded).
+                if (
+                    reused
+                    and not stale_retry
+                    and conn.rx_bytes == 0
+                    and state.http_status is None
+                    and state.error_class in ("protocol", "truncated")
+                ):
+                    stale_retry = True
+                    continue
                 return _freeze(state, req, t0, started_at, attempt, usage_rejected)
-            except OSError as exc:
-                cls, message = classify_exception(exc, connected=False)
-                state.fail(cls, f"{message} ({target.host_header})", perf_counter_ns())
-                return _freeze(state, req, t0, started_at, attempt, usage_rejected)
-            waiter: asyncio.Future[None] = loop.create_future()
-            conn.start(state, waiter, t0, self.timeouts)
-            assert conn.transport is not None
-            conn.transport.write(payload)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                conn._resolve()
-                conn.close()
-                state.fail("cancelled", "cancelled", perf_counter_ns())
-                if on_partial is not None:
-                    on_partial(_freeze(state, req, t0, started_at, attempt, usage_rejected))
-                raise
-            # A reused keep-alive connection the server had already closed gives EOF
-            # with no byte of response: resend once on a fresh connection (recorded).
-            if (
-                reused
-                and not stale_retry
-                and conn.rx_bytes == 0
-                and state.http_status is None
-                and state.error_class in ("protocol", "truncated")
-            ):
-                stale_retry = True
-                continue
-            return _freeze(state, req, t0, started_at, attempt, usage_rejected)
+        finally:
+            self._busy[origin] -= 1
 
     async def aclose(self) -> None:
         """Close every connection (idle or busy) and the proxy fallback client."""
@@ -567,6 +689,11 @@ class FastClient:
                 conn.close()
         self._open.clear()
         self._idle.clear()
+        for waiters in self._drain_waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._drain_waiters.clear()
         if self._fallback is not None:
             await self._fallback.aclose()
 

@@ -1,0 +1,56 @@
+"""Connection set-up time for the httpx and openai paths, from httpcore's ``trace``.
+
+httpcore calls a request's ``extensions["trace"]`` callback around every step it
+takes for that request; a request that opens a connection sees
+``connection.connect_tcp.started`` ... ``connection.connect_tcp.complete`` (and, on
+https, ``connection.start_tls.*``; through a proxy the same names under ``proxy.``),
+one that reuses a kept-alive connection (or an HTTP/2 stream on an open connection)
+sees none of them. :class:`ConnectTrace` turns that into the record's ``connect_ns``:
+the ``perf_counter_ns`` span from the first connect step's start to the last one's
+completion, 0 when no connect step ran, None when one started and never completed.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import Any, Final
+
+__all__ = ["ConnectTrace"]
+
+_STEPS: Final = ("connect_tcp", "connect_unix_socket", "start_tls")
+
+
+class ConnectTrace:
+    """An async ``trace`` extension callback (httpcore awaits it on async clients)."""
+
+    __slots__ = ("_done", "_open_steps", "_started_ns")
+
+    def __init__(self) -> None:
+        self._started_ns: int | None = None
+        self._done: int | None = None
+        self._open_steps = 0
+
+    async def __call__(self, name: str, info: dict[str, Any]) -> None:
+        _prefix, _, rest = name.partition(".")
+        step, _, phase = rest.rpartition(".")
+        if step not in _STEPS:
+            return
+        now = perf_counter_ns()
+        if phase == "started":
+            if self._started_ns is None:
+                self._started_ns = now
+            self._open_steps += 1
+        elif phase == "complete":
+            self._open_steps -= 1
+            self._done = now
+        # "failed" leaves the step open: the connection never came up.
+
+    @property
+    def connect_ns(self) -> int | None:
+        """Set-up span in ns; 0 when the request reused a connection; None when a
+        connect step started but did not complete."""
+        if self._started_ns is None:
+            return 0
+        if self._open_steps > 0 or self._done is None:
+            return None
+        return self._done - self._started_ns
