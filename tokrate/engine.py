@@ -5,9 +5,12 @@ in-process backend, a spawned process for ``--workers N``, a Ray actor). It owns
 event loop (uvloop where installed, else the stock asyncio loop), one connection pool
 sized to the load, and an anyio task group that owns every request task:
 
-- closed loop (``concurrency`` N): N stream tasks pull the next planned request from
-  the shard's lazy iterator the moment their previous request ends. No task list is
-  built up front, so memory is bounded by N, not by the plan's length.
+- closed loop (``concurrency`` N, per target): every target gets its own N stream
+  tasks, each pulling that target's next planned request from the shard's lazy
+  iterator the moment its previous request ends, in every targets mode. So a slow
+  target never takes a fast one's slots and "c=1" is single-stream for every model:
+  no target ever has more than N requests in flight. No task list is built up front,
+  so memory is bounded by N x targets, not by the plan's length.
 - open loop (``rate_rps``): requests are sent at absolute deadlines
   ``scenario start + scheduled_s`` (never "sleep the gap after the previous send", which
   drifts). Each record keeps ``scheduled_s`` and ``send_delay_s`` (actual t0 minus the
@@ -16,8 +19,14 @@ sized to the load, and an anyio task group that owns every request task:
   (:data:`OPEN_LOOP_CAP`, default 10,000); when the cap holds a send back, a
   WorkerWarning says so and the delay lands in ``send_delay_s`` (never a silent cap).
 
-Every request emits RequestStarted just before it is sent and RequestFinished with its
-record the moment it ends; failures are data on the record, never exceptions. A server
+Before the measured window (``start_ns``) the worker opens the connections the load
+will use (``[client] preconnect``, default on: closed loop one per stream; open loop
+one per request/s of rate, at least one, at most :data:`PRECONNECT_OPEN_LOOP_MAX`) and
+emits their set-up times (Preconnected), so TTFT carries no handshake. Every request
+emits RequestStarted just before it is sent and RequestFinished with its record the
+moment it ends; failures are data on the record, never exceptions. Every
+:data:`PROGRESS_INTERVAL_S` the worker emits StreamProgress (tokens so far per target,
+counting content chunks of requests still streaming). A server
 that rejects ``stream_options.include_usage`` is asked without it for the rest of the
 worker. The retry policy (``spec.client.retry``, off by default) re-sends failed
 requests of the listed error classes; every attempt is its own record (``attempt``).
@@ -41,12 +50,22 @@ import anyio
 import anyio.abc
 
 from tokrate.errors import unwrap_tokrate_error
-from tokrate.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
+from tokrate.events import (
+    LoopLag,
+    Preconnected,
+    RequestFinished,
+    RequestStarted,
+    StreamProgress,
+    WorkerDone,
+    WorkerWarning,
+)
 from tokrate.records import RequestRecord
 from tokrate.spec import EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
     "OPEN_LOOP_CAP",
+    "PRECONNECT_OPEN_LOOP_MAX",
+    "PROGRESS_INTERVAL_S",
     "STOP_GRACE_S",
     "Target",
     "WorkerTask",
@@ -59,6 +78,10 @@ STOP_GRACE_S: Final = 5.0
 OPEN_LOOP_CAP: Final = 10_000
 #: How often the engine polls the cross-thread stop flag (seconds).
 _STOP_POLL_S: Final = 0.05
+#: Seconds between StreamProgress events of a worker.
+PROGRESS_INTERVAL_S: Final = 0.25
+#: Most connections an open-loop scenario opens ahead per endpoint origin.
+PRECONNECT_OPEN_LOOP_MAX: Final = 256
 
 Emit = Callable[[Any], None]
 
@@ -162,6 +185,11 @@ class _Worker:
         self.start_ns = 0
         self.cap_warned = False
         self.client: Any = None
+        n_targets = len(task.targets)
+        # Progress: output tokens of finished requests per target, and the live
+        # StreamState of every request in flight (its chunk count grows as it streams).
+        self.done_tokens = [0] * n_targets
+        self.live: dict[int, tuple[int, Any]] = {}
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -175,9 +203,12 @@ class _Worker:
         )
         monitor = LagMonitor()
         try:
+            if self.spec.client.preconnect:
+                await self._preconnect()
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._watch_stop)
                 outer.start_soon(monitor.run)
+                outer.start_soon(self._report_progress)
                 async with anyio.create_task_group() as tg:
                     self.start_ns = time.perf_counter_ns()
                     if self.open_loop:
@@ -185,11 +216,18 @@ class _Worker:
                     else:
                         await self._closed_loop(tg)
                 outer.cancel_scope.cancel()
+            self._emit_progress()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.client.aclose()
         for notice in getattr(self.client, "notices", ()):
-            self.emit(WorkerWarning(worker_id=self.task.worker_id, message=str(notice)))
+            self.emit(
+                WorkerWarning(
+                    worker_id=self.task.worker_id,
+                    message=f"scenario {self.scenario_name}: {notice}",
+                    kind="client",
+                )
+            )
         lag = monitor.summary()
         self.emit(
             LoopLag(
@@ -203,9 +241,75 @@ class _Worker:
         if lag.exceeded:
             where = f"scenario {self.scenario_name}, worker {self.task.worker_id}"
             self.emit(
-                WorkerWarning(worker_id=self.task.worker_id, message=f"{where}: {lag.message()}")
+                WorkerWarning(
+                    worker_id=self.task.worker_id,
+                    message=f"{where}: {lag.message()}",
+                    kind="loop_lag",
+                )
             )
         self.emit(WorkerDone(worker_id=self.task.worker_id, scenario=self.scenario_name))
+
+    # --- before the window: connections ------------------------------------------
+
+    def _preconnect_counts(self) -> dict[str, tuple[Target, int]]:
+        """Connections to open per endpoint (by base URL): what the load will hold."""
+        targets = tuple(_scenario_attr(self.scenario, "target_indices", ()) or ())
+        out: dict[str, tuple[Target, int]] = {}
+        for index in targets:
+            target = self.task.targets[index]
+            if self.open_loop:
+                # The in-flight count a rate implies is unknown before the first
+                # answers; one connection per request/s of this shard's rate.
+                want = max(1, math.ceil(float(_scenario_attr(self.scenario, "rate_rps") or 0)))
+            else:
+                want = int(_scenario_attr(self.scenario, "concurrency", 0) or 0)
+            first, n = out.get(target.base_url, (target, 0))
+            out[target.base_url] = (first, n + want)
+        if self.open_loop:
+            out = {
+                url: (t, max(1, min(n, PRECONNECT_OPEN_LOOP_MAX))) for url, (t, n) in out.items()
+            }
+        return {url: (t, n) for url, (t, n) in out.items() if n > 0}
+
+    async def _preconnect(self) -> None:
+        """Open the connections the load will use, before the measured window, and
+        emit their set-up times. Endpoints that share an origin share a pool, so
+        their counts add up; the pool keeps at most ``pool_size``."""
+        for url, (target, n) in self._preconnect_counts().items():
+            if self.stop.is_set():
+                return
+            took = await self.client.preconnect(f"{url.rstrip('/')}/models", n)
+            self.emit(
+                Preconnected(
+                    worker_id=self.task.worker_id,
+                    scenario=self.scenario_name,
+                    endpoint=target.endpoint.name,
+                    connect_s=tuple(None if ns is None else ns / 1e9 for ns in took),
+                )
+            )
+
+    # --- progress ------------------------------------------------------------------
+
+    async def _report_progress(self) -> None:
+        while True:
+            await anyio.sleep(PROGRESS_INTERVAL_S)
+            self._emit_progress()
+
+    def _emit_progress(self) -> None:
+        tokens = list(self.done_tokens)
+        in_flight = [0] * len(tokens)
+        for target_index, state in self.live.values():
+            in_flight[target_index] += 1
+            if state is not None:
+                tokens[target_index] += len(state.chunk_ns)
+        self.emit(
+            StreamProgress(
+                worker_id=self.task.worker_id,
+                scenario=self.scenario_name,
+                tokens=tuple(tokens),
+                in_flight=tuple(in_flight),
+            )
+        )
 
     def _streams(self) -> int:
         """Closed loop: requests in flight in this shard (level x targets)."""
@@ -240,20 +344,17 @@ class _Worker:
     # --- load loops --------------------------------------------------------------
 
     async def _closed_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        """``concurrency`` streams per target over that target's own requests, in
+        every targets mode: a slow target never holds a fast one's slots, so no target
+        ever has more than ``concurrency`` requests in flight. Streams start
+        interleaved across targets (slot 0 of every target, then slot 1, ...)."""
         sc = self.scenario
         targets = tuple(_scenario_attr(sc, "target_indices", ()) or ())
         per_target = int(_scenario_attr(sc, "concurrency", 0) or 0)
-        if _scenario_attr(sc, "targets_mode") == "parallel" and len(targets) > 1:
-            # Each target has its own `concurrency` streams over its own requests, so a
-            # slow target never holds back a fast one.
+        planned: dict[int, Iterator[Any]] = {t: iter(sc.requests(target=t)) for t in targets}
+        for _ in range(per_target):
             for t in targets:
-                planned: Iterator[Any] = iter(sc.requests(target=t))
-                for _ in range(per_target):
-                    tg.start_soon(self._stream, planned)
-            return
-        shared: Iterator[Any] = iter(sc.requests())
-        for _ in range(self._streams()):
-            tg.start_soon(self._stream, shared)
+                tg.start_soon(self._stream, planned[t])
 
     async def _stream(self, planned: Iterator[Any]) -> None:
         # next() on the shared iterator is synchronous, so the N streams of one event
@@ -290,6 +391,7 @@ class _Worker:
                             " in flight (the open-loop safety cap); later sends wait and their"
                             " send_delay_s shows it. Lower the rate or use --workers."
                         ),
+                        kind="open_loop_cap",
                     )
                 )
             await cap.acquire()
@@ -382,12 +484,19 @@ class _Worker:
         partial: list[Any] = []
         started_at = time.time()
         t0_ns = time.perf_counter_ns()
+        key = id(partial)
+        self.live[key] = (pr.target_index, None)
+
+        def watch(state: Any) -> None:
+            self.live[key] = (pr.target_index, state)
+
         with anyio.CancelScope() as scope:
             self.in_flight[id(scope)] = scope
             try:
-                result = await self.client.stream(req, on_partial=partial.append)
+                result = await self.client.stream(req, on_partial=partial.append, watch=watch)
             finally:
                 self.in_flight.pop(id(scope), None)
+                del self.live[key]
         if result is None and partial:
             # Cancelled after the grace period: the client handed over what it had
             # measured (first byte, chunks) with error_class "cancelled".
@@ -407,6 +516,10 @@ class _Worker:
             )
         if result.usage_rejected:
             self.usage_rejected.add(target.endpoint.name)
+        usage = result.usage
+        self.done_tokens[pr.target_index] += (
+            usage["completion_tokens"] if usage is not None else len(result.chunk_ns)
+        )
         send_delay_s = None
         if deadline_ns is not None:
             send_delay_s = max(0.0, (result.t0_ns - deadline_ns) / 1e9)

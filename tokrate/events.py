@@ -16,8 +16,10 @@ from tokrate.records import RequestRecord
 __all__ = [
     "Event",
     "LoopLag",
+    "Preconnected",
     "RequestFinished",
     "RequestStarted",
+    "StreamProgress",
     "WorkerDone",
     "WorkerWarning",
 ]
@@ -46,10 +48,40 @@ class RequestFinished:
 
 @dataclass(frozen=True, slots=True)
 class WorkerWarning:
-    """Something a user must know about the measurement (one line, ends with what to do)."""
+    """Something a user must know about the measurement (one line, ends with what to do).
+
+    ``kind`` groups warnings that say the same thing (``"loop_lag"``,
+    ``"open_loop_cap"``, ``"client"``), so repeats collapse to one line with a count.
+    """
 
     worker_id: str
     message: str
+    kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamProgress:
+    """A worker's running totals for its shard of ``scenario``, emitted a few times a
+    second (never per chunk). Tuples are indexed by target index: ``tokens`` = output
+    tokens of finished requests plus content chunks received so far by requests still
+    in flight (so the count rises as chunks arrive); ``in_flight`` = requests in flight.
+    """
+
+    worker_id: str
+    scenario: str
+    tokens: tuple[int, ...]
+    in_flight: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preconnected:
+    """Connections a worker opened to ``endpoint`` before the measured window of
+    ``scenario``: the set-up time of each in seconds (None: that one failed)."""
+
+    worker_id: str
+    scenario: str
+    endpoint: str
+    connect_s: tuple[float | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,4 +105,12 @@ class WorkerDone:
     scenario: str
 
 
-Event = RequestStarted | RequestFinished | WorkerWarning | LoopLag | WorkerDone
+Event = (
+    RequestStarted
+    | RequestFinished
+    | WorkerWarning
+    | LoopLag
+    | WorkerDone
+    | StreamProgress
+    | Preconnected
+)

@@ -21,10 +21,16 @@ Semantics (documented in docs/config.md):
 - Prompt order: every target walks the same seeded sequence of prompt indices (each
   pass over the prompts is a fresh permutation), so the k-th request of every target
   asks the same prompt and targets are compared on identical work.
-- Targets: ``interleaved`` mixes the targets of one scenario in seeded balanced blocks
-  (each block of n requests holds every target once) over one shared schedule;
-  ``parallel`` gives each target its own independent schedule (merged in time order);
-  ``sequential`` runs one scenario per target.
+- Targets: ``interleaved`` and ``parallel`` run every target of a scenario in the same
+  time window, ``sequential`` runs one scenario per target. A level is per target in
+  every mode. Closed loop: each target has its own ``concurrency`` slots (the engine
+  runs ``requests(target=t)`` per target), so interleaved and parallel differ only in
+  how request indices are dealt (interleaved: seeded balanced blocks, each block of n
+  requests holding every target once). Open loop: ``interleaved`` draws one arrival
+  process at the total rate (rate x targets) and deals its arrivals to the targets in
+  seeded balanced blocks, so each target gets exactly ``rate`` on average and arrivals
+  stay interleaved; ``parallel`` gives each target its own independent arrival process
+  at ``rate`` (merged in time order).
 - Arrivals (open loop, per stream of requests): ``constant`` (every 1/rate s),
   ``poisson`` (exponential gaps), ``gamma`` with ``burstiness`` = 1/shape = the squared
   coefficient of variation of the gaps (1 = Poisson, > 1 burstier, < 1 more regular);
@@ -99,8 +105,9 @@ class ScenarioPlan:
     - ``mode``: "closed" or "open". ``concurrency`` (closed) / ``rate_rps`` (open) is
       the level *per target* in this shard; the other is None.
     - ``streams``: closed loop, requests in flight in total in this shard
-      (concurrency x len(target_indices)); parallel mode means ``concurrency`` streams
-      per target (use ``requests(target=t)`` per target). None in open loop.
+      (concurrency x len(target_indices)): ``concurrency`` streams per target in every
+      targets mode (the engine runs ``requests(target=t)`` per target). None in open
+      loop.
     - ``total_rate_rps``: open loop, arrivals/s summed over targets in this shard.
     - ``requests_per_target``: measured requests per target (None: duration-bound).
     - ``warmup_requests``: warm-up requests per target before those.

@@ -149,7 +149,7 @@ class WorkerLedger:
             f" {len(records)} in-flight requests recorded as worker_lost, {unsent}{share};"
             " the other workers went on. Re-run the scenario for full load."
         )
-        events.append(WorkerWarning(worker_id=self.worker_id, message=message))
+        events.append(WorkerWarning(worker_id=self.worker_id, message=message, kind="worker_lost"))
         self.in_flight.clear()
         self.done = True
         return events
