@@ -49,6 +49,7 @@ ArrivalKind = Literal["constant", "poisson", "gamma"]
 TargetsMode = Literal["interleaved", "sequential", "parallel"]
 LengthDistribution = Literal["normal", "lognormal", "uniform"]
 TextSplit = Literal["blocks", "file"]
+ModelCheck = Literal["auto", "probe", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,10 @@ class EndpointSpec:
     base_url: str
     api_key_env: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    #: Pre-flight check that every model exists before any load: "auto" (GET /models
+    #: when the endpoint has it, else one tiny request per model), "probe" (always the
+    #: tiny request: for endpoints whose /models lists nothing useful), "off".
+    model_check: ModelCheck = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,10 @@ class ClientSpec:
     #: Prepend a short random prefix to every prompt so provider prompt caching cannot
     #: flatter TTFT.
     unique_prompts: bool = True
+    #: Open the pool's connections before each scenario's measured window, so TTFT
+    #: never carries a TCP/TLS handshake; False measures cold starts (then the TTFT of
+    #: a request that opened a connection includes its set-up, ``connect_s``).
+    preconnect: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +194,10 @@ class OutputSpec:
     formats: tuple[str, ...] = ("png", "svg")
     hardware: str = "a100-80g"
     report: bool = True
+    #: A name for the run that reports, compare and history show instead of its id.
+    label: str | None = None
+    #: Seconds between plain progress lines when stderr is not a terminal (CI logs).
+    progress_interval_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +295,8 @@ _CONSTRAINTS: dict[str, str] = {
     "slo.itl_p99_s": "pos",
     "output.dir": "nonempty",
     "output.run_id": "nonempty",
+    "output.label": "nonempty",
+    "output.progress_interval_s": "pos",
     "client.timeouts.connect_s": "pos",
     "client.timeouts.first_byte_s": "pos",
     "client.timeouts.idle_s": "pos",

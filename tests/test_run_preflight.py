@@ -1,0 +1,152 @@
+"""Pre-flight before any load (issue 11): an unknown model, a server without /models, a
+wrong key, the opt-out, and a run in which a target got no ok request at all.
+
+Real loopback servers: the simulator (its /models lists its tiers) and the hostile
+server (any status, any body, on every path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.hostile_server import HostileServer
+from tokrate.cli import main
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileServer]:
+    with HostileServer() as s:
+        yield s
+
+
+def _run(out: Path, url: str, *models: str, extra: tuple[str, ...] = ()) -> int:
+    argv = ["run", "--base-url", url, "--output-dir", str(out), "--no-report"]
+    for m in models:
+        argv += ["-m", m]
+    argv += ["--concurrency", "2", "--requests", "4", "--max-tokens", "4", *extra]
+    return main(argv)
+
+
+def _error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith("tokrate: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_unknown_model_exits_2_naming_it_with_a_suggestion(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(tmp_path, sim_url, "sim-7b", "sim-70x")
+    line = _error_line(capsys.readouterr().err)
+    assert code == 2
+    assert "does not serve model 'sim-70x'" in line
+    assert "did you mean 'sim-70b'" in line and "nothing was sent" in line
+    assert not any(tmp_path.iterdir())  # no run folder: nothing was measured
+
+
+def test_no_suggestion_lists_what_it_serves(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(tmp_path, sim_url, "gpt-4o") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "it serves 'sim-1b', 'sim-7b'" in line and "and 1 more" in line
+
+
+def test_without_models_list_a_probe_per_model_decides(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /models answers an event stream (no list): one tiny request per model instead,
+    # and the hostile server answers it fine, so the run goes ahead.
+    assert _run(tmp_path, hostile.base_url("ok", tokens=3), "any-model") == 0
+    probes = [r for r in hostile.requests if r["body"].get("max_tokens") == 1]
+    assert probes and probes[-1]["body"]["model"] == "any-model"
+    assert probes[-1]["body"]["stream"] is False
+
+
+def test_probe_failure_shows_the_servers_status_and_body(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = hostile.base_url("status", code=404, body="The_model_x_does_not_exist")
+    assert _run(tmp_path, url, "x") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "a one-token request to model 'x' failed (HTTP 404" in line
+    assert "The model x does not exist" in line
+
+
+def test_wrong_key_through_a_gateway_shows_the_reply_not_base_url(
+    hostile: HostileServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-canary-0123456789abcdef"
+    monkeypatch.setenv("GATEWAY_KEY", key)
+    # The gateway answers 400 (not 401) to a bad key.
+    url = hostile.base_url("status", code=400, body="invalid_api_key")
+    code = _run(tmp_path, url, "m", extra=("--api-key-env", "GATEWAY_KEY"))
+    err = capsys.readouterr().err
+    line = _error_line(err)
+    assert code == 2
+    assert "(HTTP 400 Bad Request: " in line and "invalid api key" in line
+    assert "check base_url" not in line and key not in err
+
+
+def test_the_reply_line_is_redacted() -> None:
+    from types import SimpleNamespace
+
+    from tokrate.preflight import _reply
+
+    key = "not-a-bearer-shape-key-1234"
+    body = f'{{"error": "bad key {key}, Bearer abc.def and sk-abcdefghijk"}}\nsecond line'.encode()
+    text = _reply(SimpleNamespace(status_code=400, reason_phrase="Bad Request", content=body), key)
+    assert text.startswith("HTTP 400 Bad Request: {")
+    assert key not in text and "abc.def" not in text and "sk-abcdefghijk" not in text
+    assert "second line" not in text  # the first line only
+
+
+def test_401_says_check_the_key(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = hostile.base_url("status", code=401, body="Incorrect_API_key_provided")
+    assert _run(tmp_path, url, "m") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "answered HTTP 401" in line and "Incorrect API key provided" in line
+    assert "API key" in line.split(";")[-2]
+
+
+def test_model_check_off_skips_it_and_a_target_with_no_ok_request_exits_1(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = hostile.base_url("status", code=404, body="no_such_model")
+    code = _run(tmp_path, url, "ghost", extra=("--model-check", "off"))
+    err = capsys.readouterr().err
+    assert code == 1, err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error: target")]
+    assert line.startswith("error: target endpoint/ghost got 0 ok requests of 4 (http_4xx 4)")
+    assert "HTTP 404" in line and "no such model" in line
+    (run_dir,) = tmp_path.iterdir()
+    import orjson
+
+    run = orjson.loads((run_dir / "run.json").read_bytes())
+    assert any(w.startswith("target endpoint/ghost got 0 ok") for w in run["warnings"])
+
+
+def test_one_failing_target_among_good_ones_exits_1_and_names_it(
+    start_sim: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = start_sim(faults="sim-70b:http_500=1.0")
+    code = _run(tmp_path, url, "sim-1b", "sim-70b")
+    err = capsys.readouterr().err
+    assert code == 1, err
+    failed = [ln for ln in err.splitlines() if ln.startswith("error: target")]
+    assert len(failed) == 1 and "endpoint/sim-70b got 0 ok requests of 4 (http_5xx 4)" in failed[0]
+
+
+def test_probe_mode_checks_by_request_even_with_a_models_list(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(tmp_path, sim_url, "sim-1b", extra=("--model-check", "probe"))
+    assert code == 0, capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""Pre-flight: before any load, every endpoint answers and serves every model asked for.
+
+Per endpoint, by its ``model_check`` (``[[endpoint]] model_check``, ``--model-check``):
+
+- ``"auto"`` (default): ``GET {base_url}/models``. When it answers 2xx with a usable
+  list (OpenAI's ``{"data": [{"id": ...}]}``, or a bare list of such objects), every
+  model must be in it, else :class:`ModelNotServed` (exit 2) names the missing model,
+  with a "did you mean" from the list. When the endpoint has no such list (404, an
+  empty or unparsable answer), one tiny request per model (``max_tokens`` 1, not
+  streamed) decides instead.
+- ``"probe"``: always the tiny request per model: for endpoints whose /models lists
+  nothing useful (aliases, a gateway's own names).
+- ``"off"``: only that the endpoint answers HTTP at all.
+
+Every failure is one line (exit 2) that shows what the server said: its HTTP status and
+the first line of its body, redacted (bearer tokens, ``sk-`` keys and the endpoint's
+own key removed); a 401/403 adds "check its API key". Nothing here is timed: these
+requests never become records.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from tokrate.client.failures import redact
+from tokrate.engine import Target
+from tokrate.errors import ConfigError, EndpointUnreachable
+
+__all__ = ["BODY_LINE_CHARS", "ModelNotServed", "check_targets", "served_models"]
+
+#: Characters of a server's reply kept in a pre-flight error line.
+BODY_LINE_CHARS: Final = 200
+_TIMEOUT_S: Final = 10.0
+
+
+class ModelNotServed(ConfigError):
+    """An endpoint does not serve a model the config asks for (exit 2)."""
+
+
+def served_models(payload: bytes) -> list[str] | None:
+    """Model ids from a /models body; None when it is not a usable, non-empty list."""
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    items = doc.get("data") if isinstance(doc, dict) else doc
+    if not isinstance(items, list):
+        return None
+    ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
+    return ids or None
+
+
+def _first_line(body: bytes, secret: str | None) -> str:
+    text = body.decode("utf-8", "replace")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if not line:
+        return "<empty body>"
+    if len(line) > BODY_LINE_CHARS:
+        line = line[:BODY_LINE_CHARS] + "..."
+    return redact(line, (secret,) if secret else ())
+
+
+def _reply(resp: Any, secret: str | None) -> str:
+    """``HTTP 404 Not Found: <first line of the body>``."""
+    reason = f" {resp.reason_phrase}" if resp.reason_phrase else ""
+    return f"HTTP {resp.status_code}{reason}: {_first_line(resp.content, secret)}"
+
+
+def _did_you_mean(name: str, served: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, served, n=3, cutoff=0.5)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    shown = ", ".join(repr(s) for s in served[:5])
+    more = f" and {len(served) - 5} more" if len(served) > 5 else ""
+    return f"it serves {shown}{more}"
+
+
+def check_targets(
+    targets: Sequence[Target],
+    api_keys: Mapping[str, str],
+    *,
+    api: str = "chat",
+    timeout_s: float = _TIMEOUT_S,
+) -> None:
+    """Run the pre-flight of every endpoint of ``targets`` (see the module docstring).
+
+    ``api`` ("chat" | "completions") picks the route of the tiny probe request.
+
+    Raises:
+        EndpointUnreachable: no HTTP answer, a 401/403, or a failed probe (exit 2).
+        ModelNotServed: /models lists models and one asked for is not among them.
+    """
+    by_endpoint: dict[str, list[Target]] = {}
+    for t in targets:
+        by_endpoint.setdefault(t.endpoint.name, []).append(t)
+    for group in by_endpoint.values():
+        _check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s)
+
+
+def _check_endpoint(
+    targets: Sequence[Target], api_key: str | None, api: str, timeout_s: float
+) -> None:
+    import httpx
+
+    endpoint = targets[0].endpoint
+    base = targets[0].base_url.rstrip("/")
+    name = endpoint.name
+    headers = dict(endpoint.headers)
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    where = f"endpoint {name!r} ({base})"
+    try:
+        with httpx.Client(timeout=timeout_s, headers=headers) as http:
+            served: list[str] | None = None
+            if endpoint.model_check != "probe":
+                resp = http.get(f"{base}/models")
+                _refuse_auth(resp, where, endpoint.api_key_env, api_key)
+                if endpoint.model_check == "off":
+                    return
+                if resp.is_success:
+                    served = served_models(resp.content)
+            if served is not None:
+                for t in targets:
+                    if t.model.name not in served:
+                        raise ModelNotServed(
+                            f"{where} does not serve model {t.model.name!r}"
+                            f" (GET /models lists {len(served)});"
+                            f" {_did_you_mean(t.model.name, served)}; nothing was sent"
+                        )
+                return
+            for t in targets:
+                _probe(http, t, base, where, api, endpoint.api_key_env, api_key)
+    except httpx.HTTPError as err:
+        reason = type(err).__name__
+        detail = str(err).splitlines()[0] if str(err) else ""
+        detail = redact(detail, (api_key,) if api_key else ())
+        raise EndpointUnreachable(
+            f"{where} is unreachable: {reason}{': ' + detail if detail else ''}; nothing was sent"
+        ) from None
+
+
+def _refuse_auth(resp: Any, where: str, key_env: str | None, api_key: str | None) -> None:
+    if resp.status_code in (401, 403):
+        hint = f"check its API key ({key_env})" if key_env else "it wants an API key (api_key_env)"
+        raise EndpointUnreachable(
+            f"{where} answered {_reply(resp, api_key)}; {hint}; nothing was sent"
+        )
+
+
+def _probe(
+    http: Any,
+    target: Target,
+    base: str,
+    where: str,
+    api: str,
+    key_env: str | None,
+    api_key: str | None,
+) -> None:
+    """One request of one output token for ``target``'s model; raise on failure."""
+    model = target.model.name
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
+    if api == "completions":
+        body["prompt"] = "ping"
+        route = "completions"
+    else:
+        body["messages"] = [{"role": "user", "content": "ping"}]
+        route = "chat/completions"
+    resp = http.post(f"{base}/{route}", json=body)
+    if resp.is_success:
+        return
+    _refuse_auth(resp, where, key_env, api_key)
+    if resp.status_code == 404:
+        raise ModelNotServed(
+            f"{where}: a one-token request to model {model!r} failed ({_reply(resp, api_key)});"
+            " check the model name and base_url; nothing was sent"
+        )
+    raise EndpointUnreachable(
+        f"{where}: a one-token request to model {model!r} failed ({_reply(resp, api_key)});"
+        " nothing was sent"
+    )
