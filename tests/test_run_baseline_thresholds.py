@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tokrate.cli import main
 
 
@@ -33,3 +35,31 @@ def test_thresholds_from_the_command_line_reach_the_comparison(tmp_path: Path) -
     assert limits["ttft_p95"] == 0.5
     assert "e2e_p95" not in limits
     assert "tpot_p50" in limits  # the other defaults stay
+
+
+def test_run_with_baseline_prints_the_verdicts_and_a_one_line_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(run_id: str, *extra: str) -> int:
+        return main(
+            [
+                "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "6",
+                "--max-tokens", "8", "--time-scale", "20", "--output-dir", str(tmp_path),
+                "--run-id", run_id, "--no-report", *extra,
+            ]
+        )  # fmt: skip
+
+    assert run("first", "--baseline", "latest-good") == 0
+    out, err = capsys.readouterr()
+    assert "baseline latest-good: no baseline run yet; this run becomes latest-good" in err
+    assert "tokrate compare" not in out
+    code = run("second", "--baseline", "latest-good")
+    out, err = capsys.readouterr()
+    assert code in (0, 1)
+    # The same table as `tokrate compare`, after the summary, on stdout.
+    assert "tokrate compare: " in out and "vs baseline first" in out
+    assert "verdict" in out and "ttft_p95" in out
+    (result,) = [ln for ln in err.splitlines() if ln.startswith("baseline ")]
+    assert result.startswith("baseline first: ")
+    assert ("REGRESSION" in result) == (code == 1)
+    assert "regressed" in result and "unchanged" in result

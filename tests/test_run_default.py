@@ -1,25 +1,40 @@
-"""The embedded default: `tokrate run` with nothing else, at real time."""
+"""The embedded default: `tokrate run` with nothing else, at real time, runs clean."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import tokrate.sim
 from tokrate.cli import main
 from tokrate.sim.model import default_tiers
 from tokrate.store import load_run
 
 
-def test_embedded_default_benchmarks_every_tier(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_embedded_default_benchmarks_every_tier_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    started: list[Any] = []
+    real = tokrate.sim.simulator_process
+
+    @contextlib.contextmanager
+    def spy(config: Any = None, /, **kw: Any) -> Iterator[str]:
+        with real(config, **kw) as url:
+            started.append(url)
+            yield url
+
+    monkeypatch.setattr(tokrate.sim, "simulator_process", spy)
     t = time.monotonic()
     rc = main(["run", "--output-dir", str(tmp_path)])
     elapsed = time.monotonic() - t
     out, err = capsys.readouterr()
     assert rc == 0, err
+    assert len(started) == 1  # the simulator ran in its own process
     (run_dir,) = list(tmp_path.iterdir())
     run = load_run(run_dir)
     tiers = {tier.name for tier in default_tiers()}
@@ -29,7 +44,45 @@ def test_embedded_default_benchmarks_every_tier(
     assert run.run["config"]["simulator"]["time_scale"] == 1.0  # honest real time
     assert all(t["simulated"] for t in run.run["targets"])
     assert (run_dir / "report.html").exists()
-    assert "sim-70b" in out and f"run complete: {run_dir}" in err.replace("\n", "")
+    # Clean: no warning in the terminal, run.json or the report about its own design.
+    assert "warning" not in err
+    assert run.run["warnings"] == []
+    summary_md = (run_dir / "summary.md").read_text()
+    assert "**Warnings**" not in summary_md
+    # Demo SLOs: the tier pick is a real decision (the big tiers miss, small ones pass).
+    assert run.run["slo"]["ttft_s"] == 0.5 and run.run["slo"]["tpot_s"] == 0.03
+    assert "4/6: sim-1b, sim-7b, sim-8x7b, sim-13b" in summary_md
+    # Rows by model size: 8x7b (12.9B active) sits between 7b and 13b.
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("sim-")]
+    assert rows == [m for m in ("sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b")
+                    for _ in (1, 8)]  # fmt: skip
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert f"run complete: {run_dir}" in err.replace("\n", "")
     # The documented bound is 60 s on a 2-core machine; the run is mostly modelled
     # (real-time) decoding, so load on the machine barely moves it.
     assert elapsed < 60.0
+
+
+def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "4", "--max-tokens", "4",
+            "--time-scale", "20", "--output-dir", str(tmp_path), "--no-report",
+            "--label", "nightly a100 [fp8]",
+        ]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    (run_dir,) = list(tmp_path.iterdir())
+    run = load_run(run_dir)
+    assert run.run["label"] == "nightly a100 [fp8]"
+    assert run.run["config"]["output"]["label"] == "nightly a100 [fp8]"
+    assert out.splitlines()[0].startswith("tokrate run nightly a100 [fp8] · ")
+    assert err.rstrip().endswith(f"run complete: {run_dir} (nightly a100 [fp8])")
+    # Without a label run.json still has the key, set to null.
+    rc = main(["run", "-m", "sim-1b", "--requests", "2", "--max-tokens", "2",
+               "--time-scale", "20", "--output-dir", str(tmp_path / "b"), "--no-report",
+               "--quiet"])  # fmt: skip
+    assert rc == 0
+    (other,) = list((tmp_path / "b").iterdir())
+    assert load_run(other).run["label"] is None

@@ -15,9 +15,9 @@ from tokrate.store import load_run
 
 
 def _start(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:
-    # The embedded simulator runs inside the tokrate process itself, so killing it
-    # leaves no half-open server behind in the test process. sim-70b at real time
-    # with 6 tokens: ~0.35 s per request, 2 streams.
+    # The embedded simulator runs in a child process of tokrate that exits with it
+    # (even after a SIGKILL, see the test below). sim-70b at real time with 6 tokens:
+    # ~0.35 s per request, 2 streams.
     cmd = [
         sys.executable, "-m", "tokrate", "run", "-m", "sim-70b", "--max-tokens", "6",
         "--concurrency", "2", "--requests", "400", "--time-scale", "1",
@@ -71,9 +71,27 @@ def test_sigkill_leaves_every_finished_request_readable(tmp_path: Path) -> None:
     complete = [ln for ln in lines if ln.endswith(b"}")]
     assert loaded.records.height == len(complete) >= 4
     assert set(loaded.records["status"].to_list()) == {"ok"}
+    # The embedded simulator's process noticed its parent is gone and stopped serving.
+    _assert_port_closes(loaded.run["targets"][0]["base_url"])
     # The report reads the killed run and says it was interrupted.
     from tokrate.report import build_report
 
     out = build_report([run_dir], formats=("svg",))
     html = (out / "report.html").read_text()
     assert "interrupted" in html
+
+
+def _assert_port_closes(base_url: str) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((parts.hostname, parts.port), timeout=1):
+                pass
+        except OSError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the simulator at {base_url} outlived its killed parent")

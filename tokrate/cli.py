@@ -154,6 +154,24 @@ def _add_run(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="METRIC=+N%",
         help="with --baseline: adjust a regression threshold (repeatable; as for compare)",
     )
+    a("--label", metavar="TEXT", help="a name for the run, shown instead of its id")
+    a(
+        "--no-preconnect",
+        action="store_true",
+        help="measure cold starts: open no connection before the window (TTFT then"
+        " includes TCP/TLS set-up)",
+    )
+    a(
+        "--model-check",
+        choices=("auto", "probe", "off"),
+        help="pre-flight model check of every endpoint (default auto: /models, else a"
+        " one-token request per model)",
+    )
+    a(
+        "--progress-interval",
+        metavar="SECONDS",
+        help="seconds between plain progress lines when stderr is not a terminal (10)",
+    )
     a("--quiet", action="store_true", help="no live progress and no summary table")
     a("--json", action="store_true", help="print summary.json to stdout")
     a("--no-report", action="store_true", help="skip charts and HTML")
@@ -236,12 +254,22 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["prompts.paths"] = tuple(os.path.abspath(p) for p in args.prompts)
     if args.no_report:
         o["output.report"] = False
+    if args.no_preconnect:
+        o["client.preconnect"] = False
+    if args.label is not None:
+        o["output.label"] = args.label
+    if args.progress_interval is not None:
+        o["output.progress_interval_s"] = _run_seconds(
+            args.progress_interval, "--progress-interval"
+        )
     if args.threshold:
         o["compare.thresholds"] = tuple(args.threshold)
     return o
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    import dataclasses
+
     import orjson
     from rich.console import Console
 
@@ -260,20 +288,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("tokrate run: --time-scale applies to the simulator only")
     if args.base_url:
         endpoint = EndpointSpec(
-            name="endpoint", base_url=args.base_url, api_key_env=args.api_key_env
+            name="endpoint",
+            base_url=args.base_url,
+            api_key_env=args.api_key_env,
+            model_check=args.model_check or "auto",
         )
         overrides["endpoints"] = [endpoint]
         if not args.model:
             raise UsageError("tokrate run: --base-url needs at least one -m/--model")
         overrides["models"] = [ModelSpec(endpoint="endpoint", name=m) for m in args.model]
     spec = load_spec(args.config, overrides)
-    if not args.base_url and (args.model or args.api_key_env):
-        # -m / --api-key-env on top of a config file (or the simulator): attach to the
-        # configured endpoints, which only the loaded spec knows.
+    if not args.base_url and (args.model or args.api_key_env or args.model_check):
+        # -m / --api-key-env / --model-check on top of a config file (or the
+        # simulator): attach to the configured endpoints, which only the loaded spec
+        # knows.
         again = dict(overrides)
-        if args.api_key_env:
+        if args.api_key_env or args.model_check:
             again["endpoints"] = [
-                EndpointSpec(e.name, e.base_url, args.api_key_env, e.headers)
+                dataclasses.replace(
+                    e,
+                    api_key_env=args.api_key_env or e.api_key_env,
+                    model_check=args.model_check or e.model_check,
+                )
                 for e in spec.endpoints
             ]
         if args.model:
@@ -285,12 +321,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(result.summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        # Piped or redirected output gets a fixed width wide enough for every column, so
-        # a CI log or a file is never truncated to 80 columns.
-        out = Console() if sys.stdout.isatty() else Console(width=160)
-        print_summary(result.summary, out)
+        # The tables fit 80 columns; a pipe or file gets plain text at that width.
+        out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
+        name = result.label or result.run_dir.name
+        print_summary(result.summary, out, title=f"tokrate run {name}")
+        if result.comparison is not None:
+            from tokrate.compare import render_table
+
+            out.print()
+            render_table(result.comparison, out)
     state = "interrupted" if result.interrupted else "complete"
-    err.print(f"run {state}: {result.run_dir}", markup=False, highlight=False)
+    label = f" ({result.label})" if result.label else ""
+    err.print(
+        f"run {state}: {result.run_dir}{label}", markup=False, highlight=False, soft_wrap=True
+    )
+    if result.baseline_result is not None:
+        err.print(result.baseline_result, markup=False, highlight=False, soft_wrap=True)
     return result.exit_code
 
 

@@ -34,7 +34,7 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -950,8 +950,12 @@ def check_baseline(
     baseline: str,
     reports_root: Path,
     thresholds: Sequence[Threshold] | None = None,
+    on_comparison: Callable[[Comparison], None] | None = None,
 ) -> int:
     """Compare a finished run against ``baseline`` and return the exit code (0 / 1).
+
+    ``on_comparison`` receives the Comparison when there was a baseline to compare
+    with (``tokrate run --baseline`` prints its table).
 
     ``baseline`` is a run folder path or ``latest-good`` (the pointer file
     ``reports_root/latest-good``). Writes ``comparison.md`` and ``comparison.json``
@@ -987,6 +991,8 @@ def check_baseline(
             _write_pointer(reports_root, run_dir)
         return 0
     comparison = compare_runs(base_dir, run_dir, thresholds)
+    if on_comparison is not None:
+        on_comparison(comparison)
     (run_dir / "comparison.md").write_text(render_markdown(comparison), encoding="utf-8")
     (run_dir / "comparison.json").write_text(render_json(comparison), encoding="utf-8")
     code = comparison.exit_code

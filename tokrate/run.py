@@ -5,13 +5,17 @@ Pipeline (each step finishes before the next starts; nothing is sent before step
 1. open the run folder (:class:`~tokrate.store.RunStore` checks it is creatable,
    writable and has free space);
 2. resolve targets: the configured endpoints x models, or, with no endpoint, the
-   embedded simulator (started in-process on 127.0.0.1) with every default tier;
-3. readiness check of every endpoint (GET ``{base_url}/models``, falling back to a
-   one-token request): unreachable -> EndpointUnreachable (exit 2);
+   embedded simulator (``tokrate sim`` in its own process on 127.0.0.1, so it shares
+   no interpreter lock with the measuring loop) with every default tier; targets are
+   ordered by endpoint (config order), then model size, then name;
+3. pre-flight of every endpoint (:mod:`tokrate.preflight`): it answers, and serves
+   every model (its /models list, or one tiny request per model); otherwise
+   EndpointUnreachable / ModelNotServed (exit 2), showing the server's reply;
 4. load prompts, build the plan, open the backend, and run scenario after scenario,
    feeding every event to the store (the only writer) and to progress;
 5. finalize (records.parquet, summary.json, run.json), build the report, check the
-   baseline.
+   baseline. A target that got no ok request at all makes the exit code 1, with one
+   line per such target naming its error classes and counts.
 
 Ctrl-C (KeyboardInterrupt) or ``stop.set()``: workers stop scheduling, in-flight
 requests get the grace period, the rest are recorded as cancelled, everything is
@@ -36,8 +40,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokrate.engine import Target, WorkerTask
-from tokrate.errors import ConfigError, EndpointUnreachable
-from tokrate.events import LoopLag, RequestFinished, WorkerWarning
+from tokrate.errors import ConfigError
+from tokrate.events import LoopLag, Preconnected, RequestFinished, WorkerWarning
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagSummary, merge
 from tokrate.records import RequestRecord
 from tokrate.spec import EndpointSpec, ModelSpec, RunSpec, prompts_base_dir, spec_to_dict
@@ -47,7 +51,7 @@ __all__ = [
     "EMBEDDED_DEFAULTS",
     "SIM_ENDPOINT",
     "RunResult",
-    "check_ready",
+    "collapse_warnings",
     "count_outcomes",
     "resolve_targets",
     "run_benchmark",
@@ -58,17 +62,21 @@ SIM_ENDPOINT: Final = "sim"
 
 #: What ``tokrate run`` with no config and no endpoint uses (each a load_spec dotted
 #: override; any flag the user gives wins). Six tiers in parallel on an honest
-#: real-time simulator: a sweep of 1 and 8 streams, 8 requests per target and level,
-#: 48 output tokens each, so the slowest tier (the largest model) bounds the run well
-#: under 60 s.
+#: real-time simulator: a sweep of 1 and 8 streams per tier, 30 requests per target and
+#: level (what a stable p95 needs, so the demo triggers none of the small-sample
+#: warnings), 16 output tokens each (15 decode gaps: TPOT is exact on the simulator),
+#: so the slowest tier (the largest model) bounds the run well under 60 s; and demo SLOs (TTFT <= 0.5 s, TPOT <= 30 ms: at least ~33
+#: tok/s per stream), so the tier pick table shows a real decision: the large tiers
+#: miss them, the small ones meet them.
 EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
     "load.concurrency": (1, 8),
-    "load.requests": 8,
+    "load.requests": 30,
     "load.targets": "parallel",
-    "prompts.max_tokens": 48,
+    "prompts.max_tokens": 16,
+    "slo.ttft_s": 0.5,
+    "slo.tpot_s": 0.03,
 }
 
-_READY_TIMEOUT_S: Final = 10.0
 _LIBRARIES: Final = (
     "anyio",
     "httpx",
@@ -84,13 +92,25 @@ _LIBRARIES: Final = (
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """What a run produced. ``exit_code``: 0 ok, 1 baseline regression, 130 interrupted."""
+    """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression or a target
+    that got no ok request; 130 interrupted.
+
+    ``warnings`` are one line each (repeats of one kind collapsed, see
+    :func:`collapse_warnings`); ``failed_targets`` the lines naming every target with
+    no ok request (its error classes with counts); ``comparison`` the
+    ``tokrate.compare.Comparison`` of a ``baseline`` check (None without one or when
+    there was no baseline yet); ``baseline_result`` a one-line verdict of that check.
+    """
 
     run_dir: Path
     summary: dict[str, Any] | None
     exit_code: int
     interrupted: bool
     warnings: tuple[str, ...] = ()
+    failed_targets: tuple[str, ...] = ()
+    label: str | None = None
+    comparison: Any = None
+    baseline_result: str | None = None
 
 
 # --- targets and readiness -------------------------------------------------------
@@ -145,7 +165,7 @@ def resolve_targets(spec: RunSpec, sim_url: str | None = None) -> tuple[Target, 
                 gpus=getattr(tier, "gpus", None),
             )
             targets.append(Target(endpoint=endpoint, model=model, simulated=True))
-        return tuple(targets)
+        return _by_size(targets, [SIM_ENDPOINT])
     where = spec.source or "config"
     by_name = {e.name: e for e in spec.endpoints}
     if not spec.models:
@@ -156,7 +176,20 @@ def resolve_targets(spec: RunSpec, sim_url: str | None = None) -> tuple[Target, 
         if found is None:
             raise ConfigError(f"{where}: model {m.name!r} names unknown endpoint {m.endpoint!r}")
         targets.append(Target(endpoint=found, model=_sizes(m)))
-    return tuple(targets)
+    return _by_size(targets, [e.name for e in spec.endpoints])
+
+
+def _by_size(targets: Sequence[Target], endpoint_order: Sequence[str]) -> tuple[Target, ...]:
+    """Targets by endpoint (config order), then model size (active parameters, else
+    total; unknown last), then name: how a reader scans a size comparison."""
+    rank = {name: i for i, name in enumerate(endpoint_order)}
+
+    def key(t: Target) -> tuple[int, float, str]:
+        m = t.model
+        size = m.active_params_b if m.active_params_b is not None else m.params_b
+        return (rank.get(t.endpoint.name, len(rank)), size if size else float("inf"), m.name)
+
+    return tuple(sorted(targets, key=key))
 
 
 def api_keys(spec: RunSpec) -> dict[str, str]:
@@ -175,53 +208,6 @@ def api_keys(spec: RunSpec) -> dict[str, str]:
                 )
             keys[e.name] = value
     return keys
-
-
-def check_ready(
-    target: Target, api_key: str | None, *, timeout_s: float = _READY_TIMEOUT_S
-) -> None:
-    """Fail fast before any load: GET {base_url}/models, else a one-token request.
-
-    Raises: EndpointUnreachable (one line naming endpoint and URL; never the key).
-    """
-    import httpx
-
-    base = target.base_url.rstrip("/")
-    headers = dict(target.endpoint.headers)
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    name = target.endpoint.name
-    try:
-        with httpx.Client(timeout=timeout_s, headers=headers) as http:
-            resp = http.get(f"{base}/models")
-            if resp.status_code in (401, 403):
-                raise EndpointUnreachable(
-                    f"endpoint {name!r} ({base}) answered {resp.status_code}: check its API"
-                    f" key (api_key_env); nothing was sent"
-                )
-            if resp.is_success:
-                return
-            body = {
-                "model": target.model.name,
-                "messages": [{"role": "user", "content": "ping"}],
-                "max_tokens": 1,
-            }
-            resp = http.post(f"{base}/chat/completions", json=body)
-            if resp.is_success:
-                return
-            raise EndpointUnreachable(
-                f"endpoint {name!r} ({base}): /models and a one-token request both failed"
-                f" (HTTP {resp.status_code}); check base_url; nothing was sent"
-            )
-    except httpx.HTTPError as err:
-        reason = type(err).__name__
-        detail = str(err).splitlines()[0] if str(err) else ""
-        if api_key and api_key in detail:
-            detail = detail.replace(api_key, "<redacted>")
-        raise EndpointUnreachable(
-            f"endpoint {name!r} ({base}) is unreachable: {reason}"
-            f"{': ' + detail if detail else ''}; nothing was sent"
-        ) from None
 
 
 # --- run.json contents -----------------------------------------------------------
@@ -282,17 +268,97 @@ def count_outcomes(records: Sequence[RequestRecord]) -> dict[str, int]:
 # --- the run ---------------------------------------------------------------------
 
 
+def collapse_warnings(warnings: Sequence[tuple[str, str]]) -> list[str]:
+    """One line per kind of warning, in order of first appearance: ``(kind, message)``
+    pairs of one kind (a non-empty kind) become the first message plus how many more
+    there were; pairs without a kind are only de-duplicated."""
+    return [line for line, _n in _collapsed(warnings)]
+
+
+def _collapsed(warnings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+    groups: dict[str, list[str]] = {}
+    for kind, message in warnings:
+        bucket = groups.setdefault(kind or f"\x00{message}", [])
+        if message not in bucket:
+            bucket.append(message)
+    out = []
+    for messages in groups.values():
+        extra = len(messages) - 1
+        more = f" (and {extra} more like it)" if extra else ""
+        out.append((messages[0] + more, len(messages)))
+    return out
+
+
+class _TargetOutcomes:
+    """Per target: ok requests, and failures by error class with a first example."""
+
+    __slots__ = ("errors", "example", "ok", "total")
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.total = 0
+        self.errors: dict[str, int] = {}
+        self.example: str | None = None
+
+    def add(self, record: RequestRecord) -> None:
+        self.total += 1
+        if record.status == "ok":
+            self.ok += 1
+            return
+        cls = record.error_class or record.status
+        self.errors[cls] = self.errors.get(cls, 0) + 1
+        if self.example is None and record.error_message:
+            self.example = record.error_message
+
+    def failure_line(self, label: str) -> str:
+        if self.total == 0:
+            return f"target {label} got no request (the run ended before its turn)"
+        classes = ", ".join(f"{cls} {n}" for cls, n in sorted(self.errors.items()))
+        example = f"; first: {self.example}" if self.example else ""
+        return f"target {label} got 0 ok requests of {self.total} ({classes}){example}"
+
+
 class _Collector:
     """Driver-side event sink: store first (nothing lost), then progress."""
 
-    def __init__(self, store: RunStore, progress: Any) -> None:
+    def __init__(self, store: RunStore, progress: Any, targets: Sequence[Target]) -> None:
         self.store = store
         self.progress = progress
         # Outcome counts kept incrementally (memory stays flat on long runs; the
         # records themselves live on disk only).
         self.counts = {"scheduled": 0, "ok": 0, "error": 0, "cancelled": 0}
         self.lags: list[LagSummary] = []
-        self.warnings: list[str] = []
+        self.raw_warnings: list[tuple[str, str]] = []
+        self.labels = [t.label for t in targets]
+        self.outcomes = {label: _TargetOutcomes() for label in self.labels}
+        #: Preconnected set-up times per (scenario, endpoint), for run.json.
+        self.connections: dict[tuple[str, str], list[float | None]] = {}
+
+    @property
+    def warnings(self) -> list[str]:
+        return collapse_warnings(self.raw_warnings)
+
+    def warn(self, message: str, kind: str = "") -> None:
+        self.raw_warnings.append((kind, message))
+
+    def failed_targets(self) -> list[str]:
+        return [
+            outcome.failure_line(label)
+            for label, outcome in self.outcomes.items()
+            if outcome.ok == 0
+        ]
+
+    def connections_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "scenario": scenario,
+                "endpoint": endpoint,
+                "opened": sum(1 for v in values if v is not None),
+                "failed": sum(1 for v in values if v is None),
+                "connect_s": [round(v, 6) for v in values if v is not None],
+            }
+            for (scenario, endpoint), values in self.connections.items()
+        ]
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, RequestFinished):
@@ -304,20 +370,28 @@ class _Collector:
             else:
                 self.counts["scheduled"] += 1
             self.counts[record.status] += 1
+            outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
+            if outcome is not None:
+                outcome.add(record)
         elif isinstance(event, LoopLag):
             self.lags.append(LagSummary(event.max_ms, event.p99_ms, event.samples))
-        elif isinstance(event, WorkerWarning) and event.message not in self.warnings:
-            self.warnings.append(event.message)
+        elif isinstance(event, WorkerWarning):
+            self.warn(event.message, event.kind)
+        elif isinstance(event, Preconnected):
+            key = (event.scenario, event.endpoint)
+            self.connections.setdefault(key, []).extend(event.connect_s)
         if self.progress is not None:
             self.progress.on_event(event)
 
 
 @contextlib.contextmanager
 def _simulator(spec: RunSpec) -> Iterator[str | None]:
+    """The embedded simulator, in its own process: sharing this interpreter would put
+    its CPU work (and its lock) on the measuring loop's timestamps."""
     if not spec.uses_simulator:
         yield None
         return
-    from tokrate.sim import SimConfig, running_simulator
+    from tokrate.sim import SimConfig, simulator_process
 
     s = spec.simulator
     config = SimConfig(
@@ -327,7 +401,7 @@ def _simulator(spec: RunSpec) -> Iterator[str | None]:
         time_scale=s.time_scale,
         seed=s.seed,
     )
-    with running_simulator(config) as url:
+    with simulator_process(config) as url:
         yield url
 
 
@@ -384,6 +458,18 @@ def _planned_per_target(scenario: Any, n_targets: int) -> list[int | None]:
     return list(counts)
 
 
+def _scenario_info(scenario: Any, n_targets: int) -> Any:
+    from tokrate.progress import ScenarioInfo
+
+    return ScenarioInfo(
+        name=str(getattr(scenario, "name", "")),
+        planned=tuple(_planned_per_target(scenario, n_targets)),
+        duration_s=getattr(scenario, "duration_s", None),
+        concurrency=getattr(scenario, "concurrency", None),
+        rate_rps=getattr(scenario, "rate_rps", None),
+    )
+
+
 def run_benchmark(
     spec: RunSpec,
     *,
@@ -394,14 +480,19 @@ def run_benchmark(
 ) -> RunResult:
     """Run the benchmark ``spec`` describes and write its run folder (see module doc).
 
-    ``console`` is a rich Console for live progress and warnings (None: no drawing);
-    ``quiet`` suppresses the live progress but not warnings. ``base_dir`` resolves
-    relative prompt paths (default: the config file's folder, else the cwd).
+    ``console`` is a rich Console for live progress and warnings (None: no drawing; a
+    console that is not a terminal gets one plain progress line every
+    ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
+    warnings or the lines naming failed targets. ``base_dir`` resolves relative prompt
+    paths (default: the config file's folder, else the cwd).
 
-    Raises: ConfigError, PromptError, OutputError, EndpointUnreachable (all before any
-    load is sent); SimulatorError when the embedded simulator cannot start.
+    Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
+    EndpointUnreachable (all before any load is sent); SimulatorError when the
+    embedded simulator cannot start.
     """
+    from tokrate.engine import STOP_GRACE_S
     from tokrate.plan import build_plan, shard
+    from tokrate.preflight import check_targets
     from tokrate.prompts import load_prompts
 
     stop = stop or threading.Event()
@@ -417,8 +508,7 @@ def run_benchmark(
         try:
             sim_url = stack.enter_context(_simulator(spec))
             targets = resolve_targets(spec, sim_url)
-            for t in targets:
-                check_ready(t, keys.get(t.endpoint.name))
+            check_targets(targets, keys, api=spec.client.api)
             plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
             from tokrate.backends import open_backend
 
@@ -431,6 +521,7 @@ def run_benchmark(
         store.start(
             {
                 "run_id": run_id,
+                "label": spec.output.label,
                 "tokrate_version": _version(),
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
@@ -445,30 +536,37 @@ def run_benchmark(
                 else spec.simulator.hardware,
                 "backend": backend.kind,
                 "workers": backend.workers,
+                "preconnect": spec.client.preconnect,
+                "connections": [],
                 "warnings": [],
                 "loop_lag": None,
                 "counts": None,
             }
         )
         progress = None
-        if console is not None:
+        if console is not None and not quiet:
             from tokrate.progress import RunProgress
 
-            progress = RunProgress(console, [t.label for t in targets], live=not quiet)
+            progress = RunProgress(
+                console,
+                [t.label for t in targets],
+                [_scenario_info(sc, len(targets)) for sc in plan.scenarios],
+                title=f"tokrate run {spec.output.label or run_id}",
+                stop=stop,
+                grace_s=STOP_GRACE_S,
+                interval_s=spec.output.progress_interval_s,
+            )
             stack.enter_context(progress)
-        sink = _Collector(store, progress)
+        sink = _Collector(store, progress, targets)
         stack.enter_context(_sigint_sets(stop))
         interrupted = False
         try:
-            for k, scenario in enumerate(plan.scenarios):
+            for k, _scenario in enumerate(plan.scenarios):
                 if stop.is_set():
                     interrupted = True
                     break
                 if progress is not None:
-                    progress.start_scenario(
-                        str(getattr(scenario, "name", k)),
-                        _planned_per_target(scenario, len(targets)),
-                    )
+                    progress.start_scenario(k)
                 tasks = [
                     WorkerTask(
                         run_id=run_id,
@@ -499,6 +597,9 @@ def run_benchmark(
             # Judged per worker and scenario (each against its own sample count).
             "exceeded": any(part.exceeded for part in sink.lags),
         }
+        failed = [] if interrupted else sink.failed_targets()
+        for line in failed:
+            sink.warn(line, "no_ok_requests")
         counts = dict(sink.counts)
         status = "interrupted" if interrupted else "complete"
         _frame, summary = store.finalize(
@@ -507,23 +608,68 @@ def run_benchmark(
             warnings=sink.warnings,
             loop_lag=loop_lag,
             counts=counts,
+            connections=sink.connections_json(),
         )
     warnings = list(sink.warnings)
+    if console is not None:
+        _print_warnings(console, sink, failed)
     if spec.output.report:
         _report(run_dir, spec, warnings, console)
-    exit_code = 130 if interrupted else 0
+    exit_code = 130 if interrupted else (1 if failed else 0)
+    comparison: list[Any] = []
+    baseline_result = None
     if spec.baseline and not interrupted:
         from tokrate.compare import check_baseline, merge_thresholds, parse_threshold
 
         thresholds = merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds)
-        code = check_baseline(run_dir, spec.baseline, Path(spec.output.dir), thresholds)
+        code = check_baseline(
+            run_dir,
+            spec.baseline,
+            Path(spec.output.dir),
+            thresholds,
+            on_comparison=comparison.append,
+        )
         exit_code = max(exit_code, code)
+        baseline_result = _baseline_line(spec.baseline, comparison[0] if comparison else None)
     return RunResult(
         run_dir=run_dir,
         summary=summary,
         exit_code=exit_code,
         interrupted=interrupted,
         warnings=tuple(warnings),
+        failed_targets=tuple(failed),
+        label=spec.output.label,
+        comparison=comparison[0] if comparison else None,
+        baseline_result=baseline_result,
+    )
+
+
+def _print_warnings(console: Any, sink: _Collector, failed: Sequence[str]) -> None:
+    """After the run. With live progress the first warning of each kind was printed as
+    it came, so only kinds that repeated print again, collapsed with their count;
+    without it (``--quiet``) every collapsed warning prints now. Then one error line
+    per target without a single ok request."""
+    live = sink.progress is not None
+    for line, n in _collapsed(sink.raw_warnings):
+        if line in failed or (live and n == 1):
+            continue
+        console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+    for line in failed:
+        console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _baseline_line(baseline: str, comparison: Any) -> str:
+    """One line: what the baseline check decided."""
+    if comparison is None:
+        return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
+    n = comparison.counts
+    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
+        comparison.verdict
+    ]
+    return (
+        f"baseline {comparison.baseline_run_id}: {word} ({n['regressed']} regressed,"
+        f" {n['improved']} improved, {n['unchanged']} unchanged,"
+        f" {n['not_comparable']} not comparable)"
     )
 
 
@@ -552,7 +698,9 @@ def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Any) -> 
         )
         warnings.append(message)
         if console is not None:
-            console.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+            console.print(
+                f"[yellow]warning:[/] {message}", markup=True, highlight=False, soft_wrap=True
+            )
 
 
 def _version() -> str:

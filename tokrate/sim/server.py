@@ -38,6 +38,9 @@ __all__ = ["SimConfig", "build_state", "running_simulator", "serve", "simulator_
 
 #: Seconds running_simulator waits for uvicorn to report it is serving.
 START_TIMEOUT_S = 15.0
+#: Environment variable simulator_process sets to its own pid, so the child exits once
+#: that parent is gone.
+_PARENT_ENV = "TOKRATE_SIM_PARENT_PID"
 
 
 @dataclass(frozen=True)
@@ -212,12 +215,16 @@ def serve(config: SimConfig, *, on_ready: Callable[[str], None] | None = None) -
         stop.set()
 
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Started by simulator_process: exit with the parent, even one killed by SIGKILL
+    # (which cannot stop its child itself), instead of serving on as an orphan.
+    parent = os.environ.get(_PARENT_ENV)
     try:
         with running_simulator(config) as url:
             if on_ready is not None:
                 on_ready(url)
             while not stop.wait(0.5):
-                pass
+                if parent is not None and str(os.getppid()) != parent:
+                    break
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -258,7 +265,8 @@ def simulator_process(config: SimConfig | None = None, /, **overrides: Any) -> I
     core) with the client it serves. The config is validated here first (same errors
     as running_simulator); ``tiers``/``hardware_profile`` travel as a temporary tiers
     file, the API key through an environment variable, never argv. Stops it with
-    SIGTERM on exit. Raises SimulatorError if the process does not come up.
+    SIGTERM on exit; the child also exits by itself within a second of this process
+    dying (even by SIGKILL). Raises SimulatorError if the process does not come up.
     """
     cfg = replace(config or SimConfig(), **overrides) if overrides else (config or SimConfig())
     state = build_state(cfg)  # raises exactly like running_simulator
@@ -285,6 +293,7 @@ def simulator_process(config: SimConfig | None = None, /, **overrides: Any) -> I
         if cfg.truth_log:
             args += ["--truth-log", cfg.truth_log]
         env = dict(os.environ)
+        env[_PARENT_ENV] = str(os.getpid())
         if cfg.api_key:
             env["TOKRATE_SIM_API_KEY"] = cfg.api_key
             args += ["--api-key", "TOKRATE_SIM_API_KEY"]
