@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -83,34 +84,147 @@ def render_markdown(
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_summary(summary: Mapping[str, Any], console: Console) -> None:
+#: Terminal table columns: (key, header, justify right). Units live in the headers,
+#: so cells are bare numbers and the table fits 80 columns.
+_TERMINAL_COLUMNS: Final = (
+    ("endpoint", "endpoint", False),
+    ("model", "model", False),
+    ("load", "load", False),
+    ("ok", "ok", True),
+    ("err", "err", True),
+    ("ttft_p50", "TTFT\np50 ms", True),
+    ("ttft_p95", "TTFT\np95 ms", True),
+    ("tpot_p50", "TPOT\np50 ms", True),
+    ("decode", "tok/s\nstream", True),
+    ("agg", "tok/s\ntotal", True),
+    ("goodput", "goodput\nreq/s", True),
+)
+
+
+#: Columns holding names (may fold); the narrowest a name column gets.
+_NAMES: Final = ("endpoint", "model")
+_NAME_MIN_WIDTH: Final = 8
+
+
+def _ms(seconds: float | None) -> str:
+    return fmt_ms(seconds).removesuffix(" ms")
+
+
+def _tps(value: float | None) -> str:
+    """Tokens/s to about 3 significant digits (whole numbers from 100 up)."""
+    if value is None:
+        return fmt_num(None)
+    return fmt_num(value, 0 if value >= 100 else 1)
+
+
+def _load(g: Mapping[str, Any]) -> str:
+    if g.get("concurrency") is not None:
+        return f"c={g['concurrency']}"
+    if g.get("rate_rps") is not None:
+        return f"{g['rate_rps']:g}/s"
+    return str(g["scenario"])
+
+
+def _cells(g: Mapping[str, Any]) -> dict[str, str]:
+    counts = g["counts"]
+    goodput = g.get("goodput_rps")
+    return {
+        "endpoint": str(g["endpoint"]),
+        "model": str(g["model"]),
+        "load": _load(g),
+        "ok": str(counts["ok"]),
+        "err": str(counts["error"] + counts["cancelled"]),
+        "ttft_p50": _ms(g["ttft_s"]["p50"]),
+        "ttft_p95": _ms(g["ttft_s"]["p95"]),
+        "tpot_p50": _ms(g["tpot_s"]["p50"]),
+        "decode": _tps(g["decode_tps"]["p50"]),
+        "agg": _tps(g.get("aggregate_output_tps")),
+        "goodput": fmt_num(goodput, 2),
+    }
+
+
+def render_summary(
+    summary: Mapping[str, Any], console: Console, *, title: str | None = None
+) -> None:
     """Print the terminal summary table (one row per model x load level) to ``console``.
 
-    Cells are rich ``Text`` objects, so "[" in a model name is never read as markup.
+    Fits 80 columns with every number whole: units sit in the headers, there are no
+    vertical rules, and columns that say nothing are left out: the endpoint and the
+    load level when every row has the same one, the error count when it is 0
+    everywhere (each moves into the title), goodput when no SLO is set. When the
+    names would have to fold, endpoint and model share one ``target`` column
+    (endpoint/model).
+    Only names ever wrap. A title line comes first: ``title`` (default ``tokrate run
+    <run_id>``) plus what the dropped columns held. Cells are rich ``Text``
+    objects, so "[" in a model name is never read as markup.
     """
     groups: list[Mapping[str, Any]] = list(summary.get("groups") or [])
-    table = RichTable(title=Text(f"tokrate run {summary.get('run_id') or ''}".strip()))
-    columns = (
-        "endpoint", "model", "level", "ok", "err", "TTFT p50", "TTFT p95", "TPOT p50",
-        "decode tok/s", "agg tok/s", "goodput/s",
-    )  # fmt: skip
-    for i, name in enumerate(columns):
-        table.add_column(name, justify="right" if i >= 3 else "left", no_wrap=i < 3)
-    for g in groups:
-        counts = g["counts"]
-        level = (
-            f"c={g['concurrency']}"
-            if g.get("concurrency") is not None
-            else (f"{g['rate_rps']:g}/s" if g.get("rate_rps") is not None else str(g["scenario"]))
-        )
-        cells = (
-            str(g["endpoint"]), str(g["model"]), level, str(counts["ok"]),
-            str(counts["error"] + counts["cancelled"]), fmt_ms(g["ttft_s"]["p50"]),
-            fmt_ms(g["ttft_s"]["p95"]), fmt_ms(g["tpot_s"]["p50"]), fmt_num(g["decode_tps"]["p50"]),
-            fmt_num(g.get("aggregate_output_tps")), fmt_num(g.get("goodput_rps"), 2),
-        )  # fmt: skip
-        table.add_row(*(Text(c) for c in cells))
     if not groups:
         console.print(Text("no requests recorded"))
         return
+    rows = [_cells(g) for g in groups]
+    heading = title or f"tokrate run {summary.get('run_id') or ''}".strip()
+    shown: list[tuple[str, str, bool]] = []
+    for key, header, right in _TERMINAL_COLUMNS:
+        values = {r[key] for r in rows}
+        if key in ("endpoint", "load") and len(values) == 1:
+            value = next(iter(values))
+            heading += f" · endpoint {value}" if key == "endpoint" else f" · {value}"
+            continue
+        if key == "err" and values == {"0"}:
+            heading += " · no errors"
+            continue
+        if key == "goodput" and all(g.get("goodput_rps") is None for g in groups):
+            continue
+        shown.append((key, header, right))
+    needed = _table_width(shown, rows, names_whole=True)
+    if needed > console.width and {"endpoint", "model"} <= {k for k, *_ in shown}:
+        for r in rows:
+            r["model"] = f"{r['endpoint']}/{r['model']}"
+        shown = [
+            ("model", "target", False) if key == "model" else (key, header, right)
+            for key, header, right in shown
+            if key != "endpoint"
+        ]
+    table = RichTable(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for key, header, right in shown:
+        if key in _NAMES:
+            # Names fold onto more lines when space runs short; numbers never do.
+            table.add_column(header, overflow="fold", min_width=_width(key, header, rows), ratio=1)
+        else:
+            table.add_column(
+                header,
+                justify="right" if right else "left",
+                no_wrap=True,
+                min_width=_width(key, header, rows),
+            )
+    for r in rows:
+        table.add_row(*(Text(r[key]) for key, _h, _r in shown))
+    console.print(Text(heading))
     console.print(table)
+
+
+def _width(key: str, header: str, rows: Sequence[Mapping[str, str]], *, whole: bool = False) -> int:
+    """The narrowest a column may be: its widest cell (a name: at most _NAME_MIN_WIDTH
+    unless ``whole``) and the longest line of its header."""
+    widest = max(len(r[key]) for r in rows)
+    if key in _NAMES and not whole:
+        return min(widest, _NAME_MIN_WIDTH)
+    return max(widest, *(len(line) for line in header.split("\n")))
+
+
+def _table_width(
+    shown: Sequence[tuple[str, str, bool]],
+    rows: Sequence[Mapping[str, str]],
+    *,
+    names_whole: bool = False,
+) -> int:
+    """Characters the table needs: columns plus the two between neighbours (names
+    unfolded with ``names_whole``, else at their narrowest)."""
+    widths = [_width(key, header, rows, whole=names_whole) for key, header, _r in shown]
+    return sum(widths) + 2 * (len(shown) - 1)
