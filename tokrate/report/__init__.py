@@ -28,6 +28,7 @@ from tokrate.errors import OutputError, UsageError
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
+from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report._runs import RunData, read_run
 from tokrate.report.html import ChartImage, render_html
@@ -217,6 +218,7 @@ class _Document:
                 ("requests", str(run.records.height)),
             )  # fmt: skip
             out += [(f"{prefix}{k}", v) for k, v in fields]
+        out += _connect.notes([(k, r.run, r.records) for k, r in self.runs])
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 
@@ -368,6 +370,17 @@ class _Document:
             self.notes.append(
                 "cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)"
             )
+        connects = _connect.connect_points([(k, r.run, r.records) for k, r in self.runs])
+        if connects.height:
+            yield (
+                "connect_time",
+                "Connect time",
+                "DNS + TCP (+ TLS) set-up of every connection: solid, opened before the "
+                "measured window (preconnect); dashed, opened by a request (inside its TTFT).",
+                _connect.connect_chart(connects),
+            )
+        else:
+            self.notes.append("connect time: no connection set-up recorded in these runs")
 
     def fit_notes(self) -> list[tuple[str, str]]:
         out = []

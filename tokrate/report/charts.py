@@ -45,6 +45,7 @@ CHART_NAMES: Final = (
     "throughput_vs_latency",
     "timeline",
     "cost_vs_speed",
+    "connect_time",
 )
 
 _PALETTE: Final = (
