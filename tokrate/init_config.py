@@ -21,6 +21,8 @@ name = "local-vllm"                      # label in records and reports (unique)
 base_url = "http://127.0.0.1:8000/v1"    # where /chat/completions hangs
 api_key_env = "VLLM_API_KEY"             # NAME of the env var with the key, never the key
 headers = { "X-Team" = "perf" }          # extra headers; auth/key/token values are redacted
+model_check = "auto"                     # pre-flight: "auto" (/models, else a 1-token request
+                                         # per model), "probe" (always that request), "off"
 
 [[model]]
 endpoint = "local-vllm"                  # must name an [[endpoint]]
@@ -65,7 +67,8 @@ requests = 32               # measured requests per target and level
 # duration_s = 60.0         # or/also bound each level by time (requests then defaults to unbounded)
 warmup_requests = 0         # per target, sent first, recorded but excluded from metrics
 warmup_s = 0.0              # requests sent in the first warmup_s seconds are warm-up too
-targets = "interleaved"     # "interleaved" (mixed in one window), "sequential", "parallel"
+targets = "interleaved"     # "interleaved" (mixed in one window), "sequential", "parallel";
+                            # in every mode each target gets its own concurrency slots
 seed = 0                    # same seed: same prompt order and arrival times
 ignore_eos = false          # ask the server to generate exactly max_tokens (vLLM/SGLang)
 workers = 1                 # local worker processes (each its own event loop)
@@ -97,15 +100,19 @@ ttft_s = 2.0                # example
 [output]
 dir = "reports"             # run folders go to reports/<run-id>/
 # run_id = "nightly-001"    # default: a timestamp
+# label = "nightly a100"    # a name reports, compare and history show instead of the id
 formats = ["png", "svg"]    # chart formats ("png", "svg", "pdf")
 hardware = "a100-80g"       # GPU profile of the bound line (a100-80g, h100-sxm, h200, l4, rtx-4090)
 report = true               # build charts and report.html at the end
+progress_interval_s = 10.0  # without a terminal (CI logs): one progress line this often
 
 [client]
 kind = "fast"               # "fast" (lean raw reader), "httpx", "openai" (the official SDK)
 api = "chat"                # "chat" (/chat/completions) or "completions"
 include_usage = true        # ask for stream_options.include_usage (retried without if rejected)
 unique_prompts = true       # random prefix per request so provider prompt caches cannot help
+preconnect = true           # open connections before each measured window (false measures
+                            # cold starts: TTFT then includes the TCP/TLS handshake)
 
 [client.timeouts]           # seconds
 connect_s = 10.0

@@ -84,13 +84,15 @@ def format_duration(seconds: float | None) -> str:
 
 
 class _Row:
-    __slots__ = ("done", "errors", "in_flight", "total")
+    __slots__ = ("done", "errors", "finished_at", "in_flight", "total")
 
     def __init__(self, total: int | None) -> None:
         self.done = 0
         self.errors = 0
         self.in_flight = 0
         self.total = total
+        #: When the target's last planned request ended (its tok/s stops there).
+        self.finished_at: float | None = None
 
 
 class RunProgress:
@@ -225,6 +227,8 @@ class RunProgress:
         row = self.rows[i]
         row.in_flight = max(0, row.in_flight - 1)
         row.done += 1
+        if row.total is not None and row.done >= row.total and row.finished_at is None:
+            row.finished_at = time.monotonic()
         if rec.status != "ok":
             row.errors += 1
         elif rec.e2e_s is not None:
@@ -350,7 +354,8 @@ class RunProgress:
                 if row.total == 0:
                     continue  # not part of this scenario (sequential mode)
                 total = "?" if row.total is None else str(row.total)
-                tps = tok / elapsed if elapsed > 0 else 0.0
+                active = (row.finished_at or time.monotonic()) - self.started
+                tps = tok / active if active > 0 else 0.0
                 eta = self._row_eta(row, elapsed, i)
                 eta_text = "done" if eta == 0.0 else format_duration(eta)
                 table.add_row(
