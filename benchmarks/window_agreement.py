@@ -94,6 +94,7 @@ def measure(
             "server_tps": server_tps,
             "server_span_s": span_s,
             "requests": len(rows),
+            "lag_warned": bool(run.run["loop_lag"]["exceeded"]),
         }
 
 
@@ -116,7 +117,8 @@ def main() -> None:
         diff = m["tokrate_tps"] / m["server_tps"] - 1.0
         print(
             f"| {rep + 1} | {m['requests']} | {m['tokrate_tps']:,.0f} | {m['window_s']:.3f} |"
-            f" {m['server_tps']:,.0f} | {m['server_span_s']:.3f} | {diff:+.2%} |",
+            f" {m['server_tps']:,.0f} | {m['server_span_s']:.3f} | {diff:+.2%} |"
+            f" {'yes' if m['lag_warned'] else 'no'} |",
             flush=True,
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
