@@ -167,6 +167,20 @@ def test_grace_period_says_what_it_waits_for() -> None:
     assert "of the 5 s grace left" in line
 
 
+def test_a_log_shows_the_grace_period_at_once() -> None:
+    console, buf = _console(terminal=False)
+    stop = threading.Event()
+    progress = RunProgress(console, ["sim/a"], SCENARIOS, interval_s=3600, stop=stop)
+    with progress:
+        progress.start_scenario(0)
+        progress.on_event(RequestStarted("w0", "c=1", 0, 0, 0.0))
+        stop.set()
+        time.sleep(0.6)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2, lines  # the scenario start, then the stop: not every 0.25 s
+    assert "stopping: waiting for 1 request in flight to finish" in lines[1]
+
+
 def test_cli_prints_progress_lines_into_a_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -328,8 +328,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if result.comparison is not None:
             from tokrate.compare import render_table
 
-            out.print()
-            render_table(result.comparison, out)
+            # Exactly what `tokrate compare` prints, on the console it would use.
+            tty = sys.stdout.isatty()
+            compare_out = Console() if tty else Console(width=160, color_system=None)
+            compare_out.print()
+            render_table(result.comparison, compare_out)
     state = "interrupted" if result.interrupted else "complete"
     label = f" ({result.label})" if result.label else ""
     err.print(

@@ -10,7 +10,7 @@ driver (nothing here enters a measurement).
   what the run is waiting for (requests in flight, grace seconds left).
 - Anywhere else (a CI log, a pipe): one plain line every ``interval_s`` seconds
   (``[output] progress_interval_s``, default 10) from a timer thread, plus one when
-  each scenario starts, in this form::
+  each scenario starts and one when Ctrl-C starts the grace period, in this form::
 
       [  12s] scenario 2 of 4 (c=8): 37/96 requests, 1,234 tok/s, 0 errors, 8 in flight, ETA ~45s
 
@@ -179,8 +179,17 @@ class RunProgress:
             self._ticker = None
 
     def _tick(self) -> None:
-        while not self._closed.wait(self.interval_s):
-            self._print_line()
+        """Plain lines: one every ``interval_s``, and one at once when a stop begins
+        (so a log shows what the grace period waits for)."""
+        last = time.monotonic()
+        stop_told = False
+        while not self._closed.wait(min(0.25, self.interval_s)):
+            stopping = self.stop is not None and self.stop.is_set()
+            now = time.monotonic()
+            if now - last >= self.interval_s or (stopping and not stop_told):
+                stop_told = stop_told or stopping
+                last = now
+                self._print_line()
 
     def _print_line(self) -> None:
         line = self.plain_line()
@@ -199,7 +208,7 @@ class RunProgress:
                 _Row(planned[i] if i < len(planned) else None) for i in range(len(self.labels))
             ]
             self.snapshots = {}
-        if self.live is None:
+        if self.live is None and self._ticker is not None:
             self._print_line()
 
     def on_event(self, event: Any) -> None:
