@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tokrate.errors import (
     ConfigError,
     EndpointUnreachable,
+    ModelNotServed,
     OutputError,
     PromptError,
     RunFolderError,
@@ -71,6 +72,7 @@ __all__ = [
     "HARDWARE_PROFILES",
     "HardwareProfile",
     "LoadedRun",
+    "ModelNotServed",
     "OutputError",
     "PromptError",
     "RECORD_SCHEMA_VERSION",

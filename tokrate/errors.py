@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "EndpointUnreachable",
+    "ModelNotServed",
     "OutputError",
     "PromptError",
     "RunFolderError",
@@ -46,6 +47,11 @@ class PromptError(TokrateError):
     """A prompt file is unreadable or malformed; the message names file and line."""
 
     exit_code = 2
+
+
+class ModelNotServed(ConfigError):
+    """Pre-flight: an endpoint does not serve a model the run asks for (its /models list
+    lacks it, or a one-token request for it got 404); nothing was sent."""
 
 
 class EndpointUnreachable(TokrateError):

@@ -28,17 +28,13 @@ import orjson
 
 from tokrate.client.failures import redact
 from tokrate.engine import Target
-from tokrate.errors import ConfigError, EndpointUnreachable
+from tokrate.errors import EndpointUnreachable, ModelNotServed
 
-__all__ = ["BODY_LINE_CHARS", "ModelNotServed", "check_targets", "served_models"]
+__all__ = ["BODY_LINE_CHARS", "check_targets", "served_models"]
 
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
 _TIMEOUT_S: Final = 10.0
-
-
-class ModelNotServed(ConfigError):
-    """An endpoint does not serve a model the config asks for (exit 2)."""
 
 
 def served_models(payload: bytes) -> list[str] | None:
