@@ -1,17 +1,16 @@
 """Shared pieces of the client benchmarks (run by hand; not tests).
 
-The simulator always runs in a SEPARATE process (``python -m tokrate sim``) so client
+The simulator always runs in a SEPARATE process (``tokrate.sim.spawn_simulator``) so client
 and server never share an event loop; its truth log gives the server's write time of
 every content chunk on the same CLOCK_MONOTONIC the client stamps with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -22,45 +21,30 @@ from typing import Any
 import anyio
 import orjson
 
-from tokrate.client import build_request, open_client
+from tokrate.client import RequestSettings, build_request, open_client
 from tokrate.client.result import StreamResult
-from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.prompts import Prompt
+from tokrate.sim import SimConfig, Tier, spawn_simulator
+from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.targets import Target
 
 KINDS = ("fast", "httpx", "openai", "naive")
 
 
-@dataclass
-class Prompt:
-    id: str = "bench"
-    task: str = "bench"
-    messages: tuple[dict[str, str], ...] = ({"role": "user", "content": "hello"},)
-    prompt: str | None = None
-    max_tokens: int | None = None
-
-
 class Sim:
-    """``python -m tokrate sim`` with one fixed-timing tier, in its own process."""
+    """``tokrate sim`` with one fixed-timing tier, in its own process (the library's
+    :func:`tokrate.sim.spawn_simulator`), with a truth log."""
 
     def __init__(self, *, ttft_ms: float, itl_ms: float, tokens: int) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="tokrate-bench-"))
         self.truth_path = self.dir / "truth.jsonl"
-        tiers = self.dir / "tiers.toml"
-        tiers.write_text(
-            "include_defaults = false\n[[tier]]\n"
-            f'name = "fixed"\nparams_b = 7.0\nfixed_ttft_ms = {ttft_ms}\n'
-            f"fixed_itl_ms = {itl_ms}\noutput_tokens_min = {tokens}\n"
-            f"output_tokens_max = {tokens}\n"
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tokrate", "sim", "--tiers", str(tiers),
-             "--truth-log", str(self.truth_path)],
-            stdout=subprocess.PIPE,
-            text=True,
+        tier = Tier(
+            "fixed", 7.0, 7.0, fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms,
+            output_tokens_min=tokens, output_tokens_max=tokens,
         )  # fmt: skip
-        assert self.proc.stdout is not None
-        self.base_url = self.proc.stdout.readline().strip()
-        if not self.base_url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"simulator did not start: {self.base_url!r}")
+        self._stack = contextlib.ExitStack()
+        config = SimConfig(tiers=(tier,), truth_log=str(self.truth_path))
+        self.base_url, self.pid = self._stack.enter_context(spawn_simulator(config))
 
     def truth(self) -> dict[str, dict[str, Any]]:
         time.sleep(0.2)  # the sim flushes a line per finished request
@@ -71,19 +55,22 @@ class Sim:
         return out
 
     def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
+        self._stack.close()
 
 
 def request(base_url: str, tokens: int) -> Any:
+    target = Target(
+        EndpointSpec(name="sim", base_url=base_url), ModelSpec(endpoint="sim", name="fixed")
+    )
+    prompt = Prompt(
+        id="bench", task="bench", messages=({"role": "user", "content": "hello"},),
+        prompt=None, max_tokens=tokens, input_tokens_est=8, source="bench",
+    )  # fmt: skip
     return build_request(
-        EndpointSpec(name="sim", base_url=base_url),
-        ModelSpec(endpoint="sim", name="fixed"),
-        Prompt(),
-        ClientSpec(),
+        target,
+        prompt,
+        RequestSettings(ignore_eos=True),
         include_usage=True,
-        max_tokens=tokens,
-        ignore_eos=True,
         unique_prefix=None,
         api_key=None,
     )

@@ -90,7 +90,7 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
             "before": statistics.fmean(before),
             "after": statistics.fmean(after),
             "opened": int((rec["connect_s"] > 0).sum()),
-            "lag_p99": float(run.run["loop_lag"]["p99_ms"]),
+            "lag_p99": float(run.info.loop_lag.p99_ms or 0.0) if run.info.loop_lag else 0.0,
         }
 
 

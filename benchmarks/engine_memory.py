@@ -11,19 +11,12 @@ idle baseline, per stream, event-loop lag, and errors.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
-_SERVER = r"""
-import sys
-from tokrate.sim import SimConfig, serve
-from tokrate.sim.model import Tier
-tier = Tier("wide", 1.0, 1.0, fixed_ttft_ms=2000.0, fixed_itl_ms=50.0, max_batch=100000)
-serve(SimConfig(tiers=(tier,)), on_ready=lambda url: print(url, flush=True))
-"""
+from tokrate.sim import SimConfig, Tier, simulator_process
 
 
 def _rss_kib() -> int:
@@ -35,7 +28,7 @@ def _rss_kib() -> int:
 
 
 def _run(url: str, streams: int) -> dict[str, Any]:
-    from tokrate.engine import Target, WorkerTask, run_worker
+    from tokrate.engine import Target, WorkerSettings, WorkerTask, run_worker
     from tokrate.events import LoopLag, RequestFinished
     from tokrate.plan import build_plan
     from tokrate.prompts import Prompt
@@ -45,10 +38,15 @@ def _run(url: str, streams: int) -> dict[str, Any]:
         load=LoadSpec(concurrency=(streams,), requests=streams),
         prompts=PromptsSpec(max_tokens=10),
     )
-    prompt = Prompt("p", "chat", ({"role": "user", "content": "hi"},), None, None, 2, "bench")
+    prompt = Prompt("p", "chat", ({"role": "user", "content": "hi"},), None, 10, 2, "bench")
     target = Target(EndpointSpec("sim", url), ModelSpec("sim", "wide"), simulated=True)
     task = WorkerTask(
-        "bench", "w0", build_plan(spec, 1, 1).scenarios[0], spec, (target,), (prompt,)
+        "bench",
+        "w0",
+        build_plan(spec, 1, 1).scenarios[0],
+        WorkerSettings.from_spec(spec),
+        (target,),
+        (prompt,),
     )
     events: list[Any] = []
     peak = [0]
@@ -83,10 +81,9 @@ def _run(url: str, streams: int) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     levels = [int(a) for a in argv] or [100, 1000, 2000]
-    server = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().strip()
+    # Exact timing, no batch limit: every stream stays in flight ~2 s.
+    tier = Tier("wide", 1.0, 1.0, fixed_ttft_ms=2000.0, fixed_itl_ms=50.0, max_batch=100000)
+    with simulator_process(SimConfig(tiers=(tier,))) as url:
         _run(url, 10)  # warm imports and the loop once, outside the measurement
         print(
             "| streams | RSS base MiB | RSS peak MiB | KiB / in-flight stream | errors | lag p99 ms | lag max ms | wall s |"
@@ -99,9 +96,6 @@ def main(argv: list[str]) -> None:
                 f" {r['kib_per_stream']:.1f} | {r['errors']} | {r['lag_p99_ms']:.1f} |"
                 f" {r['lag_max_ms']:.1f} | {r['wall_s']:.2f} |"
             )
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 if __name__ == "__main__":

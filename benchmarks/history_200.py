@@ -17,9 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from compare_runfolders import make_records, summary_of, write_run
+from helpers.runfolders import make_records, summary_of, write_run
 
-from tokrate.history import build_history, load_history
+from tokrate.history import load_history
+from tokrate.report.history import build_history
 
 
 def main() -> None:

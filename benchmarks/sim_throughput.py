@@ -24,12 +24,12 @@ import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlparse
+
+from tokrate.sim import SimConfig, spawn_simulator
 
 TIERS = """
 [[tier]]
@@ -177,29 +177,11 @@ def main() -> int:
             (f"5 ms ITL, {args.streams} streams", "itl5", args.streams, 100),
         ):
             log = Path(tmp) / f"truth-{model}.jsonl"
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tokrate",
-                    "sim",
-                    "--tiers",
-                    str(tiers),
-                    "--truth-log",
-                    str(log),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert proc.stdout is not None
-                url = proc.stdout.readline().strip()
-                cpu0 = _cpu_s(proc.pid)
+            config = SimConfig(tiers_file=str(tiers), truth_log=str(log))
+            with spawn_simulator(config) as (url, pid):
+                cpu0 = _cpu_s(pid)
                 res = runner(_drive(url, model, streams, max_tokens, args.seconds))
-                cpu = _cpu_s(proc.pid) - cpu0
-            finally:
-                proc.terminate()
-                proc.wait(timeout=15)
+                cpu = _cpu_s(pid) - cpu0
             window_ns = (int(res["window_start_ns"]), int(res["window_end_ns"]))
             itl_ns = 5_000_000 if model == "itl5" else 0
             writes, _chunks, late = _writes_from_truth(log, model, itl_ns, window_ns)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tokrate.sim import SimConfig, simulator_process
+
 INTERVAL_S = 30.0
 
 
@@ -44,14 +46,7 @@ def main() -> int:
     duration_s = float(sys.argv[1]) if len(sys.argv) > 1 else 1800.0
     streams = int(sys.argv[2]) if len(sys.argv) > 2 else 32
     out = Path(tempfile.mkdtemp(prefix="tokrate-soak-"))
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "tokrate", "sim", "--time-scale", "1"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert sim.stdout is not None
-        url = sim.stdout.readline().strip()
+    with simulator_process(SimConfig(time_scale=1.0)) as url:
         client = subprocess.Popen(
             [
                 sys.executable, "-m", "tokrate", "run", "--base-url", url, "-m", "sim-7b",
@@ -68,9 +63,6 @@ def main() -> int:
                 samples.append((time.monotonic() - start, rss, _records_on_disk(out)))
             time.sleep(INTERVAL_S)
         rc = client.wait()
-    finally:
-        sim.terminate()
-        sim.wait(10)
 
     print(f"soak: {duration_s:.0f} s, {streams} streams, sim-7b at time-scale 1, exit {rc}")
     print(f"{'t (s)':>8} {'client RSS (MiB)':>17} {'records on disk':>16}")

@@ -87,14 +87,15 @@ def measure(
         rows = [truth[rid] for rid in measured["response_id"].to_list() if rid in truth]
         span_s = (max(r["done_ns"] for r in rows) - min(r["received_ns"] for r in rows)) / 1e9
         server_tps = sum(r["output_tokens"] for r in rows) / span_s
-        (group,) = result.summary["groups"]  # type: ignore[index]
+        assert result.summary is not None
+        (group,) = result.summary.groups
         return {
-            "tokrate_tps": group["aggregate_output_tps"],
-            "window_s": group["window_s"],
+            "tokrate_tps": group.aggregate_output_tps,
+            "window_s": group.window_s,
             "server_tps": server_tps,
             "server_span_s": span_s,
             "requests": len(rows),
-            "lag_warned": bool(run.run["loop_lag"]["exceeded"]),
+            "lag_warned": run.info.loop_lag is not None and run.info.loop_lag.exceeded,
         }
 
 

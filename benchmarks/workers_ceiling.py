@@ -24,12 +24,12 @@ import argparse
 import os
 import platform
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tokrate.sim import SimConfig, spawn_simulator
 
 TIERS = """
 [[tier]]
@@ -94,39 +94,29 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tiers = Path(tmp) / "tiers.toml"
         tiers.write_text(TIERS)
-        sim = subprocess.Popen(
-            [sys.executable, "-m", "tokrate", "sim", "--tiers", str(tiers)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert sim.stdout is not None
-            url = sim.stdout.readline().strip()
+        with spawn_simulator(SimConfig(tiers_file=str(tiers))) as (url, sim_pid):
             for workers in counts:
                 spec = _spec(url, Path(tmp), workers, args.concurrency, args.seconds)
-                sim0, cpu0, t0 = _proc_cpu_s(sim.pid), _own_cpu_s(), time.perf_counter()
+                sim0, cpu0, t0 = _proc_cpu_s(sim_pid), _own_cpu_s(), time.perf_counter()
                 result = run_benchmark(spec)
                 wall = time.perf_counter() - t0
-                cpu, sim_cpu = _own_cpu_s() - cpu0, _proc_cpu_s(sim.pid) - sim0
-                group = (result.summary or {"groups": [{}]})["groups"][0]
-                tokens = group.get("output_tokens_total") or 0
+                cpu, sim_cpu = _own_cpu_s() - cpu0, _proc_cpu_s(sim_pid) - sim0
+                assert result.summary is not None and result.summary.groups
+                group = result.summary.groups[0]
                 lag = sum("lag" in w.lower() for w in result.warnings)
                 rows.append(
                     (
                         workers,
-                        group.get("aggregate_output_tps") or 0.0,
-                        group.get("requests_per_s") or 0.0,
-                        (group.get("ttft_s") or {}).get("p50"),
-                        cpu / max(tokens, 1) * 1e5,
+                        group.aggregate_output_tps or 0.0,
+                        group.requests_per_s or 0.0,
+                        group.ttft_s.p50,
+                        cpu / max(group.output_tokens_total, 1) * 1e5,
                         cpu / wall,
                         sim_cpu / wall,
                         lag,
-                        (group.get("counts") or {}).get("error", 0),
+                        group.counts.error,
                     )
                 )
-        finally:
-            sim.terminate()
-            sim.wait(timeout=15)
 
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores, {platform.python_version()};"

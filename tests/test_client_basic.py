@@ -1,68 +1,25 @@
-"""The streaming clients against a real loopback server (tests/hostile_server.py)."""
+"""The streaming clients against a real loopback server (tests/helpers/hostile_server.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import pytest
 import uvloop
+from helpers.hostile_server import HostileServer
+from helpers.requests import KINDS, record, req_for, stream_one
 
-from tests.hostile_server import HostileServer
-from tokrate.client import build_record, build_request, open_client
+from tokrate.client import open_client
 from tokrate.client.result import StreamResult
-from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec, TimeoutsSpec
-
-KINDS = ("fast", "httpx", "openai")
-
-
-@dataclass(frozen=True)
-class P:
-    id: str = "p1"
-    task: str = "chat"
-    messages: tuple[dict[str, Any], ...] | None = ({"role": "user", "content": "hi"},)
-    prompt: str | None = None
-    max_tokens: int | None = 8
+from tokrate.spec import TimeoutsSpec
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[HostileServer]:
     with HostileServer() as s:
         yield s
-
-
-def req_for(base: str, *, api: str = "chat", key: str | None = None, **kw: Any) -> Any:
-    return build_request(
-        EndpointSpec(name="e", base_url=base),
-        ModelSpec(endpoint="e", name="m"),
-        P(**kw),
-        ClientSpec(api=api),  # type: ignore[arg-type]
-        include_usage=True,
-        max_tokens=None,
-        ignore_eos=False,
-        unique_prefix=None,
-        api_key=key,
-    )
-
-
-def stream_one(kind: str, req: Any, timeouts: TimeoutsSpec | None = None) -> StreamResult:
-    async def main() -> StreamResult:
-        client = open_client(kind, pool_size=2, timeouts=timeouts or TimeoutsSpec())
-        try:
-            return await client.stream(req)
-        finally:
-            await client.aclose()
-
-    return uvloop.run(main())
-
-
-def record(result: StreamResult) -> Any:
-    return build_record(
-        result, run_id="r", scenario="s", prompt_id="p1", task="chat", request_index=0
-    )
 
 
 @pytest.mark.parametrize("kind", KINDS)

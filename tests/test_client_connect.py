@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 import uvloop
+from helpers.hostile_server import HostileServer
+from helpers.requests import KINDS, record, req_for
 
-from tests.hostile_server import HostileServer
-from tests.test_client_basic import KINDS, record, req_for
 from tokrate.client import open_client
 from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.result import StreamResult
@@ -93,7 +93,7 @@ def test_a_refused_connection_has_no_set_up_time() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for kind in KINDS:
-        from tests.test_client_basic import stream_one
+        from helpers.requests import stream_one
 
         rec = record(stream_one(kind, req_for(f"http://127.0.0.1:{port}/v1")))
         assert rec.error_class == "connect" and rec.connect_s is None, kind

@@ -4,29 +4,19 @@ from __future__ import annotations
 
 import pytest
 import uvloop
+from helpers.requests import record, request
 
-from tests.test_client_basic import P
-from tokrate.client import build_record, build_request, open_client
+from tokrate.client import open_client
 from tokrate.client.accumulate import parse_retry_after
 from tokrate.sim import SimConfig, running_simulator
-from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.spec import TimeoutsSpec
 
 
 @pytest.mark.parametrize("kind", ["fast", "httpx", "openai"])
 def test_429_retry_after_is_recorded(kind: str) -> None:
     cfg = SimConfig(time_scale=20.0, faults="http_429=1.0:retry_after=3")
     with running_simulator(cfg) as base:
-        req = build_request(
-            EndpointSpec(name="sim", base_url=base),
-            ModelSpec(endpoint="sim", name="sim-1b"),
-            P(max_tokens=4),
-            ClientSpec(),
-            include_usage=True,
-            max_tokens=4,
-            ignore_eos=True,
-            unique_prefix=None,
-            api_key=None,
-        )
+        req = request(base, "sim-1b", ignore_eos=True, max_tokens=4)
 
         async def main() -> object:
             client = open_client(kind, pool_size=1, timeouts=TimeoutsSpec())  # type: ignore[arg-type]
@@ -36,7 +26,7 @@ def test_429_retry_after_is_recorded(kind: str) -> None:
                 await client.aclose()
 
         result = uvloop.run(main())
-    rec = build_record(result, run_id="r", scenario="s", prompt_id="p", task="t", request_index=0)  # type: ignore[arg-type]
+    rec = record(result)  # type: ignore[arg-type]
     assert rec.status == "error"
     assert rec.error_class == "http_429"
     assert rec.http_status == 429

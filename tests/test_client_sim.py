@@ -7,8 +7,9 @@ from pathlib import Path
 
 import orjson
 import uvloop
+from helpers.requests import record, request
 
-from tokrate.client import build_record, open_client
+from tokrate.client import open_client
 from tokrate.client.result import StreamResult
 from tokrate.sim import SimConfig, Tier, simulator_process
 from tokrate.spec import TimeoutsSpec
@@ -30,21 +31,7 @@ FIXED = Tier(
 def _rounds(base: str, rounds: int) -> dict[str, list[StreamResult]]:
     """Each client streams ``rounds`` requests, one at a time (low load: one stream in
     flight, so no client's parsing can delay another's stamps)."""
-    from tests.test_client_basic import P
-    from tokrate.client import build_request
-    from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec
-
-    req = build_request(
-        EndpointSpec(name="sim", base_url=base),
-        ModelSpec(endpoint="sim", name="fixed"),
-        P(max_tokens=16),
-        ClientSpec(),
-        include_usage=True,
-        max_tokens=16,
-        ignore_eos=True,
-        unique_prefix=None,
-        api_key=None,
-    )
+    req = request(base, "fixed", ignore_eos=True, max_tokens=16)
 
     async def main() -> dict[str, list[StreamResult]]:
         kinds = ("fast", "httpx", "openai")
@@ -76,10 +63,7 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
 
     medians: dict[str, tuple[float, float]] = {}
     for kind, results in by_kind.items():
-        recs = [
-            build_record(r, run_id="r", scenario="s", prompt_id="p", task="t", request_index=i)
-            for i, r in enumerate(results)
-        ]
+        recs = [record(r, request_index=i) for i, r in enumerate(results)]
         assert all(r.status == "ok" for r in recs), [r.error_message for r in recs]
         assert all(r.output_tokens == 16 and r.tokens_source == "usage" for r in recs)
         assert all(r.content_chunks == 16 for r in recs)

@@ -14,22 +14,24 @@ from typing import Any
 import orjson
 import pytest
 import uvloop
+from helpers.hostile_server import HostileServer
+from helpers.requests import prompt, record, req_for, stream_one
 
 import tokrate.client as client_api
-from tests.hostile_server import HostileServer
-from tests.test_client_basic import P, record, req_for, stream_one
 from tokrate.client import (
+    RequestSettings,
     StreamResult,
-    build_record,
     build_request,
     classify_chunk,
     open_client,
     without_stream_options,
 )
 from tokrate.client.chunks import ChunkError
-from tokrate.client.failures import redact, snippet, status_class
+from tokrate.client.failures import snippet, status_class
 from tokrate.errors import ConfigError, PromptError
-from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.redact import redact_text as redact
+from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.targets import Target
 
 
 def test_public_names_sorted_and_resolve() -> None:
@@ -42,18 +44,21 @@ def test_public_names_sorted_and_resolve() -> None:
 
 
 def _build(**kw: Any) -> Any:
-    defaults: dict[str, Any] = dict(
-        include_usage=True, max_tokens=None, ignore_eos=False, unique_prefix=None, api_key=None
-    )
     model = kw.pop("model", ModelSpec(endpoint="e", name="m"))
-    client = kw.pop("client", ClientSpec())
-    prompt = kw.pop("prompt", P())
+    settings = kw.pop("settings", RequestSettings())
+    p = kw.pop("prompt", prompt())
     endpoint = EndpointSpec(name="e", base_url="http://127.0.0.1:1/v1/", headers=(("X-A", "1"),))
-    return build_request(endpoint, model, prompt, client, **{**defaults, **kw})
+    args: dict[str, Any] = {"include_usage": True, "unique_prefix": None, "api_key": None, **kw}
+    return build_request(Target(endpoint, model), p, settings, **args)
 
 
 def test_request_body_and_headers() -> None:
-    req = _build(max_tokens=32, ignore_eos=True, unique_prefix="[ref:abc]", api_key="sk-secret")
+    req = _build(
+        prompt=prompt(max_tokens=32),
+        settings=RequestSettings(ignore_eos=True),
+        unique_prefix="[ref:abc]",
+        api_key="sk-secret",
+    )
     body = orjson.loads(req.body)
     assert req.url == "http://127.0.0.1:1/v1/chat/completions"
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
@@ -72,13 +77,13 @@ def test_request_prompt_max_tokens_extra_body_and_completions() -> None:
     body = orjson.loads(_build(model=model, include_usage=False).body)
     assert body["max_tokens"] == 8 and body["temperature"] == 0.0 and body["seed"] == 7
     assert "stream_options" not in body
-    legacy = _build(client=ClientSpec(api="completions"), unique_prefix="[u]")
+    legacy = _build(settings=RequestSettings(api="completions"), unique_prefix="[u]")
     assert legacy.url.endswith("/v1/completions")
     assert orjson.loads(legacy.body)["prompt"] == "[u] hi"
     with pytest.raises(ConfigError, match="stream"):
         _build(model=ModelSpec(endpoint="e", name="m", extra_body=(("stream", False),)))
     with pytest.raises(PromptError, match="p1"):
-        _build(prompt=P(messages=None, prompt=None))
+        _build(prompt=prompt(messages=None))
 
 
 def test_unique_prefix_is_short_and_unique() -> None:
@@ -143,9 +148,7 @@ def test_build_record_formulas_by_hand() -> None:
         done=True,
         http_status=200,
     )
-    rec = build_record(
-        res, run_id="r", scenario="s", prompt_id="p", task="t", request_index=3, scheduled_s=1.0
-    )
+    rec = record(res, prompt_id="p", task="t", request_index=3, scheduled_s=1.0)
     assert rec.status == "ok" and rec.t0_ns == t0 and rec.started_at == 1.5
     assert rec.first_byte_s == pytest.approx(0.05)
     assert rec.ttft_s == pytest.approx(0.1) and rec.first_answer_s == pytest.approx(0.12)
@@ -154,16 +157,15 @@ def test_build_record_formulas_by_hand() -> None:
     assert rec.output_tokens == 7 and rec.tokens_source == "usage"
     assert rec.tpot_s == pytest.approx((0.16 - 0.1) / 6)
     assert rec.input_tokens == 30 and rec.reasoning_tokens == 2 and rec.content_chunks == 3
-    no_usage = build_record(
-        StreamResult(**{**_fields(res), "usage": None}),
-        run_id="r", scenario="s", prompt_id="p", task="t", request_index=3, input_tokens=25,
-    )  # fmt: skip
+    no_usage = record(
+        StreamResult(**{**_fields(res), "usage": None}), request_index=3, input_tokens=25
+    )
     assert no_usage.output_tokens == 3 and no_usage.tokens_source == "chunks"
     assert no_usage.tpot_s == pytest.approx((0.16 - 0.1) / 2) and no_usage.input_tokens == 25
-    failed = build_record(
+    failed = record(
         StreamResult(**{**_fields(res), "error_class": "truncated", "error_message": "cut"}),
-        run_id="r", scenario="s", prompt_id="p", task="t", request_index=3,
-    )  # fmt: skip
+        request_index=3,
+    )
     assert failed.status == "error" and failed.tpot_s is None and failed.ttft_s is not None
 
 

@@ -1,6 +1,6 @@
 """compare_runs / check_baseline / `tokrate compare` on synthetic run folders.
 
-The folders are built from seeded lognormal records (tests/compare_runfolders.py), so
+The folders are built from seeded lognormal records (tests/helpers/runfolders.py), so
 every planted change is known exactly. The simulator-based done-when tests live in
 tests/test_compare_sim.py.
 """
@@ -12,24 +12,16 @@ import re
 from pathlib import Path
 
 import pytest
-from compare_runfolders import make_records, write_run
+from helpers.runfolders import make_records, write_run
 
+from tokrate.baseline import check_baseline
 from tokrate.cli import main
-from tokrate.compare import (
-    COMPARISON_SCHEMA_VERSION,
-    DEFAULT_THRESHOLDS,
-    LATEST_GOOD,
-    Comparison,
-    Threshold,
-    check_baseline,
-    compare_runs,
-    merge_thresholds,
-    newcombe_interval,
-    parse_threshold,
-    render_json,
-    render_markdown,
-)
+from tokrate.compare import COMPARISON_SCHEMA_VERSION, Comparison, compare_runs
 from tokrate.errors import RunFolderError, UsageError
+from tokrate.report.comparison import render_json, render_markdown
+from tokrate.stats import newcombe_interval
+from tokrate.store import LATEST_GOOD
+from tokrate.thresholds import DEFAULT_THRESHOLDS, Threshold, merge_thresholds, parse_threshold
 
 
 def _pair(tmp_path: Path, **current: object) -> tuple[Path, Path]:
@@ -111,7 +103,7 @@ def test_different_load_and_prompts_are_not_comparable(tmp_path: Path) -> None:
         "different load settings (load.mode: 'closed' vs 'open')"
     }
     c = compare_runs(base, open_loop)
-    assert c.verdict == "not_comparable" and c.exit_code == 0
+    assert c.verdict == "not_comparable" and c.exit_code == 2  # nothing comparable
 
 
 def test_too_few_samples(tmp_path: Path) -> None:
@@ -165,8 +157,8 @@ def test_markdown_verdict_line_first_and_json_schema(tmp_path: Path) -> None:
     row = doc["results"][0]
     assert set(row) == {
         "endpoint", "model", "scenario", "label", "metric", "unit", "direction", "baseline",
-        "current", "change", "change_kind", "ci", "threshold", "n_baseline", "n_current",
-        "verdict", "reason",
+        "current", "change", "change_kind", "ci", "threshold", "threshold_source",
+        "n_baseline", "n_current", "verdict", "reason",
     }  # fmt: skip
 
 
@@ -188,7 +180,7 @@ def test_parse_threshold() -> None:
 def test_thresholds_as_mapping(tmp_path: Path) -> None:
     base, cur = _pair(tmp_path, slow={"sim-70b": 1.2})
     c = compare_runs(base, cur, {"tpot_p50": "+50%", "ttft_p95": "off"})
-    assert [t.metric for t in c.thresholds] == [
+    assert [t.metric for t in c.thresholds.metrics] == [
         "tpot_p50",
         "e2e_p95",
         "decode_tps_p50",
@@ -280,7 +272,7 @@ def test_block_bootstrap_keeps_a_shared_stall_together() -> None:
     and every replicate keeps the block's values (circular, so no value is dropped)."""
     import numpy as np
 
-    from tokrate.compare import _bootstrap_stats
+    from tokrate.stats import block_bootstrap as _bootstrap_stats
 
     values = np.full(60, 0.030) + np.linspace(0, 0.003, 60)
     values[20:24] = 0.090
@@ -299,7 +291,7 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from tokrate.compare import render_table
+    from tokrate.report.comparison import render_table
 
     one = {"models": ("sim-70b",), "n": 20, "noise": 0.0}
     base = write_run(tmp_path, "base", make_records("base", **one))  # type: ignore[arg-type]
@@ -326,23 +318,28 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
         "past its threshold and an interval excluding 0.\n"
     )
     buf = io.StringIO()
-    render_table(c, Console(file=buf, width=120, color_system=None))
-    lines = buf.getvalue().splitlines()
-    assert lines[0] == (
-        "tokrate compare: REGRESSION (4 regressed, 0 improved, 1 unchanged, 0 not "
-        "comparable) — cur vs baseline base"
-    )
-    assert lines[3].rstrip() == (
-        " sim-70b c=4 │ ttft_p95       │     120 ms │     150 ms │ 1.25x slower [1.25, 1.25] "
-        "│      +10% │ regressed"
-    )
+    render_table(c, Console(file=buf, width=80, color_system=None))
+    assert buf.getvalue() == (
+        "tokrate compare: REGRESSION — cur vs baseline base\n"
+        "4 regressed, 0 improved, 1 unchanged, 0 not comparable\n"
+        "thresholds: ttft_p95 +10%, tpot_p50 +5%, e2e_p95 +10%, decode_tps_p50 -5%, \n"
+        "error_rate +1pp\n"
+        "target / metric   baseline → current  change [95% CI]            verdict  \n"
+        "──────────────────────────────────────────────────────────────────────────\n"
+        "sim-70b c=4                                                               \n"
+        "  ttft_p95              120 → 150 ms  1.25x slower [1.25, 1.25]  regressed\n"
+        "  tpot_p50            45.0 → 56.2 ms  1.25x slower [1.25, 1.25]  regressed\n"
+        "  e2e_p95           1,515 → 1,894 ms  1.25x slower [1.25, 1.25]  regressed\n"
+        "  decode_tps_p50   22.2 → 17.8 tok/s  1.25x slower [1.25, 1.25]  regressed\n"
+        "  error_rate             0.0% → 0.0%  +0.0pp [-16.1, +16.1]      unchanged\n"
+    ), buf.getvalue()
 
 
 def test_zero_values_render_without_a_ratio(tmp_path: Path) -> None:
     """A TPOT of 0 (every token in one chunk) has no finite ratio: plain change shown."""
     import dataclasses
 
-    from tokrate.compare import describe_change
+    from tokrate.report.comparison import describe_change
 
     base = write_run(tmp_path, "b", make_records("b", seed=1, models=("sim-7b",)))
     zero = [

@@ -29,7 +29,6 @@ import pytest
 
 import tokrate.run as run_mod
 import tokrate.sim as sim
-from tokrate.compare import LATEST_GOOD
 from tokrate.spec import (
     EndpointSpec,
     LoadSpec,
@@ -39,6 +38,7 @@ from tokrate.spec import (
     RunSpec,
     SyntheticSpec,
 )
+from tokrate.store import LATEST_GOOD
 
 #: The simulator's clock runs this many times faster than model time.
 TIME_SCALE = 5.0

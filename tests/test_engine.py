@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hostile_server import HostileServer, hostile_server
+from helpers.hostile_server import HostileServer, hostile_server
 
-from tokrate.engine import Target, WorkerTask, run_worker
+from tokrate.collector import count_outcomes
+from tokrate.engine import Target, WorkerSettings, WorkerTask, run_worker
 from tokrate.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.plan import build_plan
 from tokrate.records import RequestRecord
-from tokrate.run import count_outcomes
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, RetrySpec, RunSpec
+from tokrate.stopping import Stop
 
 
 class _Prompt:
@@ -64,12 +65,12 @@ def _run(
         run_id="r",
         worker_id="w0",
         scenario=plan.scenarios[scenario],
-        spec=spec,
+        settings=WorkerSettings.from_spec(spec),
         targets=targets,
         prompts=PROMPTS,
         grace_s=grace_s,
     )
-    run_worker(task, events.append, stop or threading.Event())
+    run_worker(task, events.append, stop or Stop())
     return events
 
 
@@ -128,7 +129,7 @@ def test_parallel_targets_run_their_own_streams(server: HostileServer) -> None:
 def test_stop_grace_then_cancel_keeps_partial_timings(server: HostileServer) -> None:
     spec = RunSpec(load=LoadSpec(concurrency=(3,), requests=50))
     url = server.base_url("ok", tokens=200, itl_ms=20)
-    stop = threading.Event()
+    stop = Stop()
     timer = threading.Timer(0.3, stop.set)
     timer.start()
     t = time.perf_counter()
@@ -212,8 +213,16 @@ def test_open_loop_safety_cap_is_reported_never_silent(server: HostileServer) ->
     target = _target("a", server.base_url("ok", tokens=2, ttft_ms=200))
     plan = build_plan(spec, len(PROMPTS), 1)
     events: list[Any] = []
-    task = WorkerTask("r", "w0", plan.scenarios[0], spec, (target,), PROMPTS, open_loop_cap=2)
-    run_worker(task, events.append, threading.Event())
+    task = WorkerTask(
+        "r",
+        "w0",
+        plan.scenarios[0],
+        WorkerSettings.from_spec(spec),
+        (target,),
+        PROMPTS,
+        open_loop_cap=2,
+    )
+    run_worker(task, events.append, Stop())
     warnings = [e.message for e in events if isinstance(e, WorkerWarning)]
     assert any("safety cap" in w for w in warnings)
     recs = sorted(_records(events), key=lambda r: r.request_index)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from tokrate.engine import Target, WorkerTask, run_worker
+from tokrate.engine import Target, WorkerSettings, WorkerTask, run_worker
 from tokrate.events import LoopLag, RequestFinished, WorkerWarning
 from tokrate.plan import build_plan
 from tokrate.prompts import Prompt
 from tokrate.sim.model import Tier
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+from tokrate.stopping import Stop
 
 STREAMS = 1000
 
@@ -20,7 +20,7 @@ def test_thousand_concurrent_streams(start_sim: Callable[..., str]) -> None:
     # Exact timing, no batch limit: every stream is in flight at once for ~1 s.
     tier = Tier("wide", 1.0, 1.0, fixed_ttft_ms=600.0, fixed_itl_ms=50.0, max_batch=4096)
     url = start_sim(tiers=(tier,), time_scale=1.0)
-    prompt = Prompt("p", "chat", ({"role": "user", "content": "hi"},), None, None, 2, "test")
+    prompt = Prompt("p", "chat", ({"role": "user", "content": "hi"},), None, 8, 2, "test")
     spec = RunSpec(
         load=LoadSpec(concurrency=(STREAMS,), requests=STREAMS),
         prompts=PromptsSpec(max_tokens=8),
@@ -28,8 +28,10 @@ def test_thousand_concurrent_streams(start_sim: Callable[..., str]) -> None:
     target = Target(EndpointSpec("sim", url), ModelSpec("sim", "wide"), simulated=True)
     plan = build_plan(spec, 1, 1)
     events: list[Any] = []
-    task = WorkerTask("r", "w0", plan.scenarios[0], spec, (target,), (prompt,))
-    run_worker(task, events.append, threading.Event())
+    task = WorkerTask(
+        "r", "w0", plan.scenarios[0], WorkerSettings.from_spec(spec), (target,), (prompt,)
+    )
+    run_worker(task, events.append, Stop())
     recs = [e.record for e in events if isinstance(e, RequestFinished)]
     assert len(recs) == STREAMS
     bad = [(r.error_class, r.error_message) for r in recs if r.status != "ok"]

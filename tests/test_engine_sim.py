@@ -6,7 +6,7 @@ numbers are arrival stamps, so (measured - truth) is the client's own error.
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,13 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from tokrate.engine import Target, WorkerTask, run_worker
+from tokrate.engine import Target, WorkerSettings, WorkerTask, run_worker
 from tokrate.events import RequestFinished
 from tokrate.plan import build_plan
 from tokrate.prompts import Prompt
 from tokrate.records import RequestRecord
 from tokrate.sim.model import Tier
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+from tokrate.stopping import Stop
 
 PROMPTS = tuple(
     Prompt(
@@ -51,8 +52,12 @@ def _run(url: str, model: str, *, include_usage: bool = True, n: int = 8, c: int
     target = Target(EndpointSpec("sim", url), ModelSpec("sim", model), simulated=True)
     plan = build_plan(spec, len(PROMPTS), 1)
     events: list[Any] = []
-    task = WorkerTask("r", "w0", plan.scenarios[0], spec, (target,), PROMPTS)
-    run_worker(task, events.append, threading.Event())
+    # The prompts carry the output cap, as load_prompts applies [prompts] max_tokens.
+    prompts = tuple(dataclasses.replace(p, max_tokens=max_tokens) for p in PROMPTS)
+    task = WorkerTask(
+        "r", "w0", plan.scenarios[0], WorkerSettings.from_spec(spec), (target,), prompts
+    )
+    run_worker(task, events.append, Stop())
     return [e.record for e in events if isinstance(e, RequestFinished)]
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from compare_runfolders import make_records, summary_of, write_run
+from helpers.runfolders import make_records, summary_of, write_run
 
 from tokrate.cli import main
 from tokrate.errors import UsageError
-from tokrate.history import build_history, load_history
+from tokrate.history import load_history
+from tokrate.report.history import build_history
 
 
 def _stamp(i: int) -> str:
@@ -104,12 +105,15 @@ def test_broken_and_newer_folders_are_skipped_with_a_warning(
     history = load_history(tmp_path)
     assert history.runs == 4  # three good runs + the one read from its records
     text = "\n".join(history.warnings)
-    assert f"skipping {tmp_path / 'torn'}: run.json unreadable" in text
+    assert f"skipping {tmp_path / 'torn'}: run.json: unreadable" in text
     assert (
-        f"skipping {tmp_path / 'future'}: run folder layout_version 2 is not one this "
-        "tokrate reads (1); upgrade tokrate"
+        f"skipping {tmp_path / 'future'}: run.json: layout_version 2 is not supported "
+        "(known: [1]); upgrade tokrate"
     ) in text
-    assert f"{tmp_path / 'newsummary'}: summary.json schema_version 99" in text
+    assert (
+        f"{tmp_path / 'newsummary' / 'summary.json'}: schema_version 99 is not supported"
+        " (known: [1]); upgrade tokrate; using records instead"
+    ) in text
     assert f"skipping {tmp_path / 'killed'}: run status is 'running', not 'complete'" in text
     assert all("\n" not in w for w in history.warnings)
     assert main(["history", str(tmp_path), "-o", str(tmp_path / "out")]) == 0

@@ -6,8 +6,9 @@ from typing import Any
 
 import polars as pl
 import pytest
+from helpers.documents import summary_dict as summarize
 
-from tokrate.metrics import derive, summarize
+from tokrate.metrics import derive
 from tokrate.records import RequestRecord, records_to_frame
 from tokrate.stats import (
     bootstrap_ci,
@@ -105,17 +106,15 @@ def test_t_quantiles() -> None:
 
 
 def test_stability_warnings_say_what_to_do() -> None:
-    group = {
-        "endpoint": "sim",
-        "model": "sim-70b",
-        "concurrency": 8,
-        "scenario": "c8",
-        "counts": {"scheduled": 5, "ok": 5, "error": 0},
-    }
+    import dataclasses
+
+    from tokrate.summary import Group, GroupCounts
+
+    group = Group("sim", "sim-70b", "c8", 8, None, GroupCounts(scheduled=5, ok=5))
     assert stability_warnings([group]) == [
         "only 5 ok requests for sim/sim-70b c=8: run with --requests >= 30 for a stable p95"
     ]
-    failed = {**group, "counts": {"scheduled": 4, "ok": 0, "error": 4}}
+    failed = dataclasses.replace(group, counts=GroupCounts(scheduled=4, ok=0, error=4))
     assert "every request failed" in stability_warnings([failed])[0]
 
 

@@ -7,7 +7,6 @@ Kept light for a 2-core machine: one cluster for the module, two actors of 0.5 C
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from test_workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_
 from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.records import RequestRecord
 from tokrate.run import run_benchmark
+from tokrate.stopping import Stop
 from tokrate.store import load_run
 
 ray = pytest.importorskip("ray")
@@ -75,8 +75,8 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     assert local.exit_code == on_ray.exit_code == 0
 
     run = load_run(on_ray.run_dir)
-    assert run.run["backend"] == "ray" and run.run["workers"] == 2
-    assert run.run["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
+    assert run.info.to_dict()["backend"] == "ray" and run.info.to_dict()["workers"] == 2
+    assert run.info.to_dict()["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
     recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
     assert sorted(r.request_index for r in recs) == list(range(16))
     assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
@@ -124,7 +124,7 @@ def test_a_killed_actor_becomes_worker_lost_and_the_rest_go_on(
             ray.kill(backend.actors[1], no_restart=True)
 
     try:
-        backend.run_scenario(tasks, on_event, threading.Event())
+        backend.run_scenario(tasks, on_event, Stop())
         assert killed
         records = [e.record for e in events if isinstance(e, RequestFinished)]
         w0 = [r for r in records if r.worker == "w0"]
@@ -147,7 +147,7 @@ def test_a_killed_actor_becomes_worker_lost_and_the_rest_go_on(
         assert f"{n_lost} of 24 planned requests" in warning.message
         # The next scenario gets a fresh actor in the dead one's place.
         again: list[Any] = []
-        backend.run_scenario(tasks, again.append, threading.Event())
+        backend.run_scenario(tasks, again.append, Stop())
         assert sum(isinstance(e, RequestFinished) for e in again) == 24
     finally:
         backend.close()
@@ -163,8 +163,8 @@ def test_tokrate_run_with_ray_from_the_command_line(ray_cluster: str, tmp_path: 
     argv += ["--run-id", "cli", "--quiet", "--no-report"]
     assert main(argv) == 0
     run = load_run(tmp_path / "cli")
-    assert run.run["backend"] == "ray" and run.run["workers"] == 2
-    counts = run.run["counts"]
+    assert run.info.to_dict()["backend"] == "ray" and run.info.to_dict()["workers"] == 2
+    counts = run.info.to_dict()["counts"]
     assert counts["scheduled"] == counts["ok"] > 0 and counts["error"] == 0
     assert set(run.records["worker"].to_list()) == {"w0", "w1"}
     assert set(run.records["node_id"].to_list()) == {ray_cluster}

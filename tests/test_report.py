@@ -14,12 +14,14 @@ from rich.console import Console
 from tokrate.cli import main
 from tokrate.hardware import get_hardware
 from tokrate.records import RequestRecord, records_to_frame
+from tokrate.redact import REDACTED, Redactor
 from tokrate.report import build_report
 from tokrate.report import data as rdata
-from tokrate.report.html import REDACTED, redact_config
 from tokrate.report.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
-from tokrate.report.text import md_escape, render_summary
+from tokrate.report.text import render_summary
 from tokrate.stats import fit_power_law
+from tokrate.store import load_run
+from tokrate.textfmt import md_escape
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +45,9 @@ def built(sweep_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _points(run: Path) -> pl.DataFrame:
-    run_json = orjson.loads((run / "run.json").read_bytes())
-    records = pl.read_parquet(run / "records.parquet")
-    combined = rdata.combine_runs([("r", run_json, records)])
-    sizes = rdata.targets_frame([("r", run_json)])
+    loaded = load_run(run)
+    combined = rdata.combine_runs([("r", loaded.records)])
+    sizes = rdata.targets_frame([("r", loaded.info)])
     points, _ = rdata.size_speed_points(combined, sizes, get_hardware("a100-80g"))
     return points
 
@@ -207,7 +208,7 @@ def test_hostile_strings_are_escaped_in_html_and_markdown(tmp_path: Path) -> Non
     assert "<script" not in page and "<img src=x" not in page and "<b>task" not in page
     assert "evil&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;|col" in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "sk-canary" not in page and "MY_KEY" in page and REDACTED in page
+    assert "sk-canary" not in page and "MY_KEY" in page and "&lt;redacted&gt;" in page
     md = (out / "summary.md").read_text()
     assert "<script" not in md and "<img" not in md and "sk-canary" not in md
     assert "evil&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;\\|col break" in md
@@ -228,7 +229,7 @@ def test_md_escape_and_redaction() -> None:
         "max_tokens": 5,
         "headers": [["X-Api-Key", "v"], ["Accept", "a"]],
     }
-    assert redact_config(cfg) == {
+    assert Redactor().value(cfg) == {
         "api_key_env": "K", "api_key": REDACTED, "max_tokens": 5,
         "headers": [["X-Api-Key", REDACTED], ["Accept", "a"]],
     }  # fmt: skip
@@ -236,16 +237,17 @@ def test_md_escape_and_redaction() -> None:
 
 def test_render_summary_terminal_table(sweep_run: Path) -> None:
     from tokrate.metrics import summarize
+    from tokrate.summary import Summary
 
-    run_json = orjson.loads((sweep_run / "run.json").read_bytes())
-    summary = summarize(pl.read_parquet(sweep_run / "records.parquet"), run_json)
+    loaded = load_run(sweep_run)
+    summary = summarize(loaded.records, loaded.info)
     buf = io.StringIO()
     render_summary(summary, Console(file=buf, width=200, color_system=None))
     text = buf.getvalue()
     assert "tokrate run sweep" in text
     assert len([line for line in text.splitlines() if "sim-70b" in line]) == 3
     buf = io.StringIO()
-    render_summary({"run_id": "x", "groups": []}, Console(file=buf, width=80))
+    render_summary(Summary(run_id="x", groups=()), Console(file=buf, width=80))
     assert buf.getvalue() == "no requests recorded\n"
 
 
@@ -283,7 +285,7 @@ def test_ecdf_downsampled_and_exact_at_ends() -> None:
             for i in range(n)
         ]
     )  # fmt: skip
-    lf = rdata.combine_runs([("r", {}, frame)])
+    lf = rdata.combine_runs([("r", frame)])
     ecdf = rdata.ecdf_points(lf, "ttft_s", ["series", "model"])
     assert ecdf.height <= rdata.ECDF_MAX_POINTS + 1
     assert ecdf["x"].min() == 1.0 and ecdf["x"].max() == float(n)
@@ -330,7 +332,12 @@ def test_size_chart_labels_never_overlap() -> None:
                 assert not a.overlaps(b)
 
 
-def test_multi_run_comparison_shows_decode_intervals(tmp_path: Path) -> None:
+def test_runs_side_by_side_say_what_compare_says(tmp_path: Path) -> None:
+    """The report's multi-run table uses compare's functions: each later run's change,
+    interval and verdict against the first are exactly `tokrate compare first later`'s."""
+    from tokrate.compare import compare_runs
+    from tokrate.report.comparison import describe_change
+
     tiers = [SyntheticTier("m-7b", 7.0, 7.0)]
     a = synthetic_run(tmp_path / "a", run_id="fast", tiers=tiers, requests_per_level=40, seed=1)
     b = synthetic_run(
@@ -341,13 +348,10 @@ def test_multi_run_comparison_shows_decode_intervals(tmp_path: Path) -> None:
     block = md.split("### Runs side by side")[1].split("### ")[0]
     (row,) = [line for line in block.splitlines() if line.startswith("| sim | m-7b | c=1 |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    fast, slow = cells[3], cells[4]
-    lo_hi = [re.search(r"\\?\[([\d.,]+)–([\d.,]+)\\?\]", c) for c in (fast, slow)]
-    assert all(lo_hi)
-    fast_lo = float(lo_hi[0].group(1).replace(",", ""))  # type: ignore[union-attr]
-    slow_hi = float(lo_hi[1].group(2).replace(",", ""))  # type: ignore[union-attr]
-    assert slow_hi < fast_lo  # efficiency 0.5 vs 0.8: intervals well apart
-    assert "bootstrap 95% CI" in md
+    result = compare_runs(a, b).result("sim", "m-7b", "c1", "decode_tps_p50")
+    assert result is not None and result.verdict == "regressed"
+    assert md_escape(f"{describe_change(result)}, regressed") in cells[4]
+    assert "block-bootstrap 95% interval" in md
 
 
 def test_time_scaled_simulator_run_is_flagged(tmp_path: Path) -> None:

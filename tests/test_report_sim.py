@@ -46,9 +46,9 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_simulator_run_follows_the_physics(sim_run: Path) -> None:
     loaded = load_run(sim_run)
-    combined = rdata.combine_runs([("simrun", loaded.run, loaded.records)])
-    sizes = rdata.targets_frame([("simrun", loaded.run)])
-    hardware = get_hardware(loaded.run.get("hardware") or "a100-80g")
+    combined = rdata.combine_runs([("simrun", loaded.records)])
+    sizes = rdata.targets_frame([("simrun", loaded.info)])
+    hardware = get_hardware(loaded.info.hardware or "a100-80g")
     points, notes = rdata.size_speed_points(combined, sizes, hardware)
     assert notes == []
     tiers = {t.name: t for t in default_tiers()}

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from tokrate.report.text import render_summary
+from tokrate.summary import Summary
 
 
 def _dist(p50: float | None, p95: float | None = None) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def _group(
 
 def _render(summary: dict[str, Any], **kw: Any) -> str:
     buf = io.StringIO()
-    render_summary(summary, Console(file=buf, width=80, color_system=None), **kw)
+    typed = Summary.from_dict({"schema_version": 1, **summary})
+    render_summary(typed, Console(file=buf, width=80, color_system=None), **kw)
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
     return text
@@ -93,7 +95,7 @@ def test_open_loop_levels_read_as_rates() -> None:
         "groups": [_group("m", None, rate=2.0), _group("m", None, rate=0.5)],
     }
     text = _render(summary)
-    assert [line.split()[1] for line in text.splitlines()[4:]] == ["2/s", "0.5/s"]
+    assert [line.split()[1] for line in text.splitlines()[4:]] == ["rate=2/s", "rate=0.5/s"]
 
 
 SNAPSHOT_SIMPLE = (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hostile_server import HostileServer, hostile_server
+from helpers.hostile_server import HostileServer, hostile_server
 
 from tokrate.cli import main
 from tokrate.errors import EndpointUnreachable, OutputError
@@ -57,13 +57,18 @@ def test_run_benchmark_writes_a_complete_folder(
     assert result.exit_code == 0 and not result.interrupted
     assert result.run_dir == tmp_path / "run1"
     loaded = load_run(result.run_dir)
-    assert loaded.run["status"] == "complete" and not loaded.interrupted
+    assert loaded.info.to_dict()["status"] == "complete" and not loaded.interrupted
     assert loaded.records.height == 2 * 2 * 3  # targets x levels x requests
-    assert loaded.run["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
-    assert [s["name"] for s in loaded.run["scenarios"]] == ["c=1", "c=2"]
-    sizes = {t["model"]: t["params_b"] for t in loaded.run["targets"]}
+    assert loaded.info.to_dict()["counts"] == {
+        "scheduled": 12,
+        "ok": 12,
+        "error": 0,
+        "cancelled": 0,
+    }
+    assert [s["name"] for s in loaded.info.to_dict()["scenarios"]] == ["c=1", "c=2"]
+    sizes = {t["model"]: t["params_b"] for t in loaded.info.to_dict()["targets"]}
     assert sizes == {"small-7b": 7.0, "large-70b": 70.0}
-    assert loaded.run["loop_lag"]["threshold_ms"] == 5.0
+    assert loaded.info.to_dict()["loop_lag"]["threshold_ms"] == 5.0
     assert (result.run_dir / "records.parquet").exists()
     assert (result.run_dir / "summary.json").exists() and result.summary is not None
     with pytest.raises(OutputError, match="already exists"):

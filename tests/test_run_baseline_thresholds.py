@@ -13,7 +13,7 @@ from tokrate.cli import main
 def _run(out: Path, run_id: str, *extra: str) -> int:
     return main(
         [
-            "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "6",
+            "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "12",
             "--max-tokens", "8", "--time-scale", "20", "--output-dir", str(out),
             "--run-id", run_id, "--quiet", "--no-report", *extra,
         ]
@@ -43,7 +43,7 @@ def test_run_with_baseline_prints_the_verdicts_and_a_one_line_result(
     def run(run_id: str, *extra: str) -> int:
         return main(
             [
-                "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "6",
+                "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "12",
                 "--max-tokens", "8", "--time-scale", "20", "--output-dir", str(tmp_path),
                 "--run-id", run_id, "--no-report", *extra,
             ]

@@ -173,7 +173,7 @@ def test_cold_start_connect_s_marks_exactly_the_requests_that_opened_a_connectio
         result = run_benchmark(spec)
     assert result.exit_code == 0
     run = load_run(result.run_dir)
-    assert run.run["preconnect"] is False and run.run["connections"] == []
+    assert run.info.to_dict()["preconnect"] is False and run.info.to_dict()["connections"] == []
     records = run.records
     assert records.height == 15 and (records["status"] == "ok").all()
     opened = [log.opened[rid] for rid in records["response_id"]]
@@ -190,8 +190,8 @@ def test_preconnect_records_the_set_up_times_in_run_json(tmp_path: Path) -> None
     with _logged_simulator() as (url, _log):
         result = run_benchmark(_spec(url, tmp_path, "warm", c=3, per_stream=2))
     run = load_run(result.run_dir)
-    assert run.run["preconnect"] is True
-    (entry,) = run.run["connections"]
+    assert run.info.to_dict()["preconnect"] is True
+    (entry,) = run.info.to_dict()["connections"]
     assert entry["scenario"] == "c=3" and entry["endpoint"] == "sim"
     assert entry["opened"] == 3 and entry["failed"] == 0
     assert len(entry["connect_s"]) == 3 and all(0 < s < 1 for s in entry["connect_s"])

@@ -41,25 +41,27 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     tiers = {tier.name for tier in default_tiers()}
     assert set(run.records["model"].unique().to_list()) == tiers
     assert set(run.records["scenario"].unique().to_list()) == {"c=1", "c=8"}
-    assert run.run["status"] == "complete" and run.run["counts"]["error"] == 0
-    assert run.run["config"]["simulator"]["time_scale"] == 1.0  # honest real time
-    assert all(t["simulated"] for t in run.run["targets"])
+    assert run.info.to_dict()["status"] == "complete" and run.info.to_dict()["counts"]["error"] == 0
+    assert run.info.to_dict()["config"]["simulator"]["time_scale"] == 1.0  # honest real time
+    assert all(t["simulated"] for t in run.info.to_dict()["targets"])
     assert (run_dir / "report.html").exists()
     # Clean: no warning in the terminal, run.json or the report about its own design.
     # An event-loop lag warning is a fact about the machine, not the design: on a
     # machine that other processes keep busy (load average at or above one core) the
     # client may honestly be late, and saying so is right; on a quiet one it must not be.
-    warnings = list(run.run["warnings"])
+    warnings = list(run.info.to_dict()["warnings"])
     if os.getloadavg()[0] >= 1.0:
         warnings = [w for w in warnings if "event-loop lag" not in w]
         err = "\n".join(line for line in err.splitlines() if "event-loop lag" not in line)
     assert "warning" not in err
     assert warnings == []
     summary_md = (run_dir / "summary.md").read_text()
-    if not run.run["warnings"]:
+    if not run.info.to_dict()["warnings"]:
         assert "**Warnings**" not in summary_md
     # Demo SLOs: the tier pick is a real decision (the big tiers miss, small ones pass).
-    assert run.run["slo"]["ttft_s"] == 0.5 and run.run["slo"]["tpot_s"] == 0.03
+    assert (
+        run.info.to_dict()["slo"]["ttft_s"] == 0.5 and run.info.to_dict()["slo"]["tpot_s"] == 0.03
+    )
     assert "4/6: sim-1b, sim-7b, sim-8x7b, sim-13b" in summary_md
     # Rows by model size: 8x7b (12.9B active) sits between 7b and 13b.
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("sim-")]
@@ -84,8 +86,8 @@ def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert rc == 0, err
     (run_dir,) = list(tmp_path.iterdir())
     run = load_run(run_dir)
-    assert run.run["label"] == "nightly a100 [fp8]"
-    assert run.run["config"]["output"]["label"] == "nightly a100 [fp8]"
+    assert run.info.to_dict()["label"] == "nightly a100 [fp8]"
+    assert run.info.to_dict()["config"]["output"]["label"] == "nightly a100 [fp8]"
     assert out.splitlines()[0].startswith("tokrate run nightly a100 [fp8] · ")
     assert err.rstrip().endswith(f"run complete: {run_dir} (nightly a100 [fp8])")
     # Without a label run.json still has the key, set to null.
@@ -94,4 +96,4 @@ def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
                "--quiet"])  # fmt: skip
     assert rc == 0
     (other,) = list((tmp_path / "b").iterdir())
-    assert load_run(other).run["label"] is None
+    assert load_run(other).info.to_dict()["label"] is None

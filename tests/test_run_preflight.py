@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.hostile_server import HostileServer
 
-from tests.hostile_server import HostileServer
 from tokrate.cli import main
 
 
@@ -97,7 +97,7 @@ def test_wrong_key_through_a_gateway_shows_the_reply_not_base_url(
 def test_the_reply_line_is_redacted() -> None:
     from types import SimpleNamespace
 
-    from tokrate.preflight import _reply
+    from tokrate.client.preflight import _reply
 
     key = "not-a-bearer-shape-key-1234"
     body = f'{{"error": "bad key {key}, Bearer abc.def and sk-abcdefghijk"}}\nsecond line'.encode()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ import pytest
 from rich.console import Console
 
 from tokrate.events import RequestFinished, RequestStarted, StreamProgress, WorkerWarning
-from tokrate.progress import RunProgress, ScenarioInfo, compact_table, format_duration
+from tokrate.progress import RunProgress, ScenarioInfo, format_duration
 from tokrate.records import RequestRecord
+from tokrate.stopping import Stop
 
 #: One plain progress line (docs/running.md shows the same form).
 LINE = re.compile(
@@ -152,7 +152,7 @@ def test_overall_eta_covers_later_scenarios(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_grace_period_says_what_it_waits_for() -> None:
     console, _ = _console()
-    stop = threading.Event()
+    stop = Stop()
     progress = RunProgress(
         console, ["sim/a"], SCENARIOS, live=False, interval_s=3600, stop=stop, grace_s=5.0
     )
@@ -169,7 +169,7 @@ def test_grace_period_says_what_it_waits_for() -> None:
 
 def test_a_log_shows_the_grace_period_at_once() -> None:
     console, buf = _console(terminal=False)
-    stop = threading.Event()
+    stop = Stop()
     progress = RunProgress(console, ["sim/a"], SCENARIOS, interval_s=3600, stop=stop)
     with progress:
         progress.start_scenario(0)
@@ -200,25 +200,3 @@ def test_cli_prints_progress_lines_into_a_log(
     assert any("scenario 2 of 2 (c=2)" in ln for ln in lines)
     assert len(lines) >= 4, err
     assert all(LINE.match(ln) for ln in lines), lines
-
-
-def test_compact_table_shows_each_group() -> None:
-    console, buf = _console()
-    summary = {
-        "run_id": "x",
-        "groups": [
-            {
-                "model": "sim-7b",
-                "scenario": "c=1",
-                "counts": {"ok": 8, "scheduled": 8, "error": 0},
-                "ttft_s": {"p50": 0.0123, "p99": 0.02},
-                "tpot_s": {"p50": 0.0086},
-                "decode_tps": {"p50": 116.3},
-                "aggregate_output_tps": 114.0,
-            }
-        ],
-    }
-    console.print(compact_table(summary))
-    line = next(ln for ln in buf.getvalue().splitlines() if "sim-7b" in ln)
-    for cell in ("c=1", "8/8", "12", "20", "9", "116.3", "114.0"):
-        assert cell in line, cell

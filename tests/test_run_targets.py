@@ -3,8 +3,9 @@ then model size, then name (issue 11)."""
 
 from __future__ import annotations
 
-from tokrate.run import resolve_targets
+from tokrate.sim import default_tiers
 from tokrate.spec import load_spec
+from tokrate.targets import resolve_targets
 
 
 def test_targets_by_endpoint_then_size_then_name() -> None:
@@ -34,5 +35,7 @@ def test_targets_by_endpoint_then_size_then_name() -> None:
 
 def test_simulator_tiers_by_active_size() -> None:
     spec = load_spec(None, {})
-    names = [t.model.name for t in resolve_targets(spec, "http://127.0.0.1:1/v1")]
+    names = [
+        t.model.name for t in resolve_targets(spec, ("http://127.0.0.1:1/v1", default_tiers()))
+    ]
     assert names == ["sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b"]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tokrate.engine import Target
+from tokrate.collector import Collector, collapse_warnings
 from tokrate.events import WorkerWarning
 from tokrate.progress import RunProgress
-from tokrate.run import _Collector, _print_warnings, collapse_warnings
 from tokrate.spec import EndpointSpec, ModelSpec
 from tokrate.store import RunStore
+from tokrate.targets import Target
 
 
 def test_collapse_keeps_the_first_of_each_kind_with_a_count() -> None:
@@ -32,9 +32,9 @@ def test_collapse_keeps_the_first_of_each_kind_with_a_count() -> None:
     ]
 
 
-def _sink(tmp_path: Path, progress: object) -> _Collector:
+def _sink(tmp_path: Path, progress: object) -> Collector:
     target = Target(EndpointSpec("sim", "http://127.0.0.1:1/v1"), ModelSpec("sim", "m"))
-    return _Collector(RunStore(tmp_path / "run"), progress, [target])
+    return Collector(RunStore(tmp_path / "run"), progress, [target])
 
 
 def test_terminal_prints_each_kind_once_live_then_the_count(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_terminal_prints_each_kind_once_live_then_the_count(tmp_path: Path) -> N
     for c in (1, 8, 16):
         sink(WorkerWarning("w0", f"scenario c={c}: event-loop lag", kind="loop_lag"))
     sink(WorkerWarning("w0", "a proxy applies", kind="client"))
-    _print_warnings(console, sink, [])
+    sink.print_warnings(console, [])
     assert buf.getvalue().splitlines() == [
         "warning: scenario c=1: event-loop lag",  # live, first of its kind
         "warning: a proxy applies",
@@ -63,7 +63,7 @@ def test_quiet_prints_the_collapsed_list_once_at_the_end(tmp_path: Path) -> None
     sink = _sink(tmp_path, None)
     for c in (1, 8):
         sink(WorkerWarning("w0", f"scenario c={c}: event-loop lag", kind="loop_lag"))
-    _print_warnings(console, sink, ["target sim/m got 0 ok requests of 4 (http_5xx 4)"])
+    sink.print_warnings(console, ["target sim/m got 0 ok requests of 4 (http_5xx 4)"])
     assert buf.getvalue().splitlines() == [
         "warning: scenario c=1: event-loop lag (and 1 more like it)",
         "error: target sim/m got 0 ok requests of 4 (http_5xx 4)",

@@ -56,7 +56,7 @@ def test_ceiling_run_throughput_matches_the_servers_count(
         spec = replace(spec, client=replace(spec.client, preconnect=False))
     result = run_benchmark(spec)
     assert result.summary is not None
-    (group,) = result.summary["groups"]
+    (group,) = result.summary.to_dict()["groups"]
     truth = {}
     for line in truth_path.read_bytes().splitlines():
         row = orjson.loads(line)

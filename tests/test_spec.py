@@ -19,6 +19,7 @@ from tokrate.spec import (
     prompts_base_dir,
     spec_to_dict,
 )
+from tokrate.targets import resolve_targets
 
 FULL = """
 baseline = "latest-good"
@@ -117,7 +118,8 @@ def test_full_layout_loads_every_section(tmp_path: Path) -> None:
         ("X-Team", "perf"),
         ("Authorization", "Bearer literal-header-secret"),
     )
-    big, moe = spec.models
+    sized = {t.model.name: t.model for t in resolve_targets(spec)}
+    big, moe = sized["llama-3.1-70b-instruct"], sized["mixtral-8x7b"]
     assert (big.params_b, big.active_params_b) == (70.0, 70.0)  # inferred, dense
     # user-given total wins; active keeps the inferred MoE ratio (12.9 / 46.7)
     assert moe.params_b == 47.0
@@ -161,7 +163,7 @@ def test_overrides_win_over_the_file_and_take_typed_specs(tmp_path: Path) -> Non
     assert spec.load.concurrency == (4, 16) and spec.load.requests == 5
     assert spec.client.kind == "openai"
     assert spec.endpoints == (ep,)
-    assert spec.models[0].params_b == 0.5
+    assert resolve_targets(spec)[0].model.params_b == 0.5
 
 
 def test_model_endpoint_defaults_to_the_only_endpoint(tmp_path: Path) -> None:
@@ -172,7 +174,7 @@ def test_model_endpoint_defaults_to_the_only_endpoint(tmp_path: Path) -> None:
         ),
         {},
     )
-    assert spec.models[0].endpoint == "a" and spec.models[0].params_b == 7.0
+    assert spec.models[0].endpoint == "a" and resolve_targets(spec)[0].model.params_b == 7.0
 
 
 def test_simulator_models_use_endpoint_sim(tmp_path: Path) -> None:
@@ -347,7 +349,7 @@ def test_example_config_loads(tmp_path: Path, with_endpoints: bool) -> None:
     assert spec.load.concurrency == (1, 4, 16)
     assert spec.uses_simulator is not with_endpoints
     if with_endpoints:
-        assert [m.active_params_b for m in spec.models] == [8.0, 12.9]
+        assert [t.model.active_params_b for t in resolve_targets(spec)] == [8.0, 12.9]
 
 
 def test_loadspec_defaults_unchanged() -> None:

@@ -6,6 +6,7 @@ not with wall-clock expectations, so they hold on a loaded 2-core machine.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -19,7 +20,7 @@ import pytest
 from tokrate.backends import open_backend
 from tokrate.backends.inprocess import InProcessBackend
 from tokrate.backends.processes import ProcessBackend
-from tokrate.engine import Target, WorkerTask
+from tokrate.engine import Target, WorkerSettings, WorkerTask
 from tokrate.events import RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.plan import build_plan, shard
 from tokrate.records import RequestRecord
@@ -35,6 +36,7 @@ from tokrate.spec import (
     RunSpec,
     SyntheticSpec,
 )
+from tokrate.stopping import Stop
 from tokrate.store import load_run
 
 #: Exact timing (real time): TTFT 40 ms, ITL 4 ms, 12 tokens -> ~84 ms per request.
@@ -78,7 +80,9 @@ def shard_tasks(spec: RunSpec, url: str, model: str, n: int) -> list[WorkerTask]
     target = Target(EndpointSpec("sim", url), ModelSpec("sim", model), simulated=True)
     plan = build_plan(spec, len(prompts), 1)
     return [
-        WorkerTask("r", f"w{i}", part.scenarios[0], spec, (target,), prompts)
+        WorkerTask(
+            "r", f"w{i}", part.scenarios[0], WorkerSettings.from_spec(spec), (target,), prompts
+        )
         for i, part in enumerate(shard(plan, n))
     ]
 
@@ -98,9 +102,10 @@ def schema(obj: Any) -> Any:
     return None
 
 
-def assert_close_summaries(one: dict[str, Any], many: dict[str, Any], *, what: str) -> None:
+def assert_close_summaries(one: Any, many: Any, *, what: str) -> None:
     """Same schema; per-request latencies agree within noise (both measure the same
     fixed-timing server at a load far below what one process can drive)."""
+    one, many = one.to_dict(), many.to_dict()
     assert schema(one) == schema(many), f"{what}: summary schema differs from one process"
     g1, g2 = one["groups"][0], many["groups"][0]
     keys = ("endpoint", "model", "scenario", "concurrency", "rate_rps", "counts")
@@ -136,8 +141,8 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     assert single.exit_code == double.exit_code == 0
 
     run = load_run(double.run_dir)
-    assert run.run["backend"] == "processes" and run.run["workers"] == 2
-    assert run.run["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
+    assert run.info.to_dict()["backend"] == "processes" and run.info.to_dict()["workers"] == 2
+    assert run.info.to_dict()["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
     recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
     assert sorted(r.request_index for r in recs) == list(range(16))  # disjoint, complete
     by_worker = {w: sum(r.worker == w for r in recs) for w in ("w0", "w1")}
@@ -173,7 +178,7 @@ def test_open_loop_rates_split_over_workers_keep_the_schedule(
     )
     result = run_benchmark(spec)
     run = load_run(result.run_dir)
-    assert run.run["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
+    assert run.info.to_dict()["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
     recs = sorted(run.records.to_dicts(), key=lambda r: r["request_index"])
     # Constant arrivals at 40/s dealt round-robin: request k is due at k/40 s on
     # worker k mod 2, each worker on its own clock from the (common) scenario start.
@@ -219,7 +224,7 @@ def test_records_stream_back_while_the_scenario_runs(
         if isinstance(ev, WorkerDone):
             done_at[ev.worker_id] = len(events)
 
-    procs.run_scenario(tasks, on_event, threading.Event())
+    procs.run_scenario(tasks, on_event, Stop())
     # Each worker runs 4 sequential ~150 ms requests; its first record reached the
     # driver long before its last events did: records stream, they are not batched
     # up to the end.
@@ -250,7 +255,7 @@ def test_a_killed_worker_becomes_worker_lost_and_the_rest_go_on(
             killed.append(pid)
             os.kill(pid, signal.SIGKILL)
 
-    procs.run_scenario(tasks, on_event, threading.Event())
+    procs.run_scenario(tasks, on_event, Stop())
     assert killed
     records = [e.record for e in events if isinstance(e, RequestFinished)]
     w0 = [r for r in records if r.worker == "w0"]
@@ -280,7 +285,7 @@ def test_a_killed_worker_becomes_worker_lost_and_the_rest_go_on(
     assert f"{100 * n_lost / 24:.1f}%" in warning.message
     # The dead worker is replaced for the next scenario.
     again: list[Any] = []
-    procs.run_scenario(tasks, again.append, threading.Event())
+    procs.run_scenario(tasks, again.append, Stop())
     assert sum(isinstance(e, RequestFinished) for e in again) == 24
     assert killed[0] not in procs.pids
 
@@ -292,11 +297,8 @@ def test_stop_cancels_in_flight_requests_in_every_worker(
     spec = bench_spec(
         url, tmp_path, "c", model="slow-7b", concurrency=2, requests=200, max_tokens=200
     )
-    tasks = [
-        WorkerTask(t.run_id, t.worker_id, t.scenario, t.spec, t.targets, t.prompts, grace_s=0.2)
-        for t in shard_tasks(spec, url, "slow-7b", 2)
-    ]
-    stop = threading.Event()
+    tasks = [dataclasses.replace(t, grace_s=0.2) for t in shard_tasks(spec, url, "slow-7b", 2)]
+    stop = Stop()
     events: list[Any] = []
 
     def on_event(ev: Any) -> None:
@@ -369,12 +371,12 @@ def test_a_killed_worker_during_run_benchmark_keeps_every_record_on_disk(
     lost = [r for r in rows if r["error_class"] == "worker_lost"]
     assert lost and all(r["worker"] == "w1" for r in lost)
     assert {r["concurrency"] for r in rows} == {4}  # lost records group with the level
-    counts = run.run["counts"]
+    counts = run.info.to_dict()["counts"]
     assert counts["scheduled"] == len(rows) == counts["ok"] + counts["error"]
     assert counts["error"] == len(lost)
     assert sum(r["worker"] == "w0" and r["status"] == "ok" for r in rows) == 12
-    assert any(" lost in scenario c=4 " in w for w in run.run["warnings"])
-    (group,) = run.summary["groups"]  # type: ignore[index]
+    assert any(" lost in scenario c=4 " in w for w in run.info.to_dict()["warnings"])
+    (group,) = run.summary.to_dict()["groups"]  # type: ignore[index]
     assert group["errors_by_class"] == {"worker_lost": len(lost)}
 
 
@@ -389,12 +391,9 @@ def test_a_worker_exception_is_re_raised_in_the_driver(
     bad = Target(
         EndpointSpec("sim", sim_url), ModelSpec("sim", "x", extra_body=(("stream", False),))
     )
-    tasks = [
-        WorkerTask(t.run_id, t.worker_id, t.scenario, t.spec, (bad,), t.prompts)
-        for t in shard_tasks(spec, sim_url, "x", 2)
-    ]
+    tasks = [dataclasses.replace(t, targets=(bad,)) for t in shard_tasks(spec, sim_url, "x", 2)]
     events: list[Any] = []
     with pytest.raises(ConfigError, match="extra_body may not set 'stream'"):
-        procs.run_scenario(tasks, events.append, threading.Event())
+        procs.run_scenario(tasks, events.append, Stop())
     assert not any(isinstance(e, WorkerWarning) and "lost" in e.message for e in events)
     assert len(set(procs.pids)) == 2  # both workers survive for the next scenario

@@ -26,32 +26,57 @@ from tokrate.errors import (
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
 from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.run import RunResult, run_benchmark
-from tokrate.spec import RunSpec, load_spec
+from tokrate.rundata import RunInfo
+from tokrate.spec import (
+    ClientSpec,
+    CompareSpec,
+    DistributedSpec,
+    EndpointSpec,
+    LoadSpec,
+    ModelSpec,
+    OutputSpec,
+    PromptsSpec,
+    RetrySpec,
+    RunSpec,
+    SimulatorSpec,
+    SloSpec,
+    SyntheticSpec,
+    TimeoutsSpec,
+    load_spec,
+)
+from tokrate.stopping import Stop
+from tokrate.summary import Group, Summary
+from tokrate.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
 
 if TYPE_CHECKING:
-    from tokrate.compare import Comparison, check_baseline, compare_runs
-    from tokrate.history import build_history, load_history
+    from tokrate.baseline import check_baseline
+    from tokrate.compare import Comparison, compare_runs
+    from tokrate.history import History, load_history, noise_thresholds
     from tokrate.metrics import summarize
     from tokrate.plan import build_plan
     from tokrate.prompts import load_prompts
     from tokrate.report import build_report
-    from tokrate.sim import SimConfig, running_simulator
+    from tokrate.report.history import build_history
+    from tokrate.sim import SimConfig, running_simulator, simulator_process
     from tokrate.store import LoadedRun, load_run
 
 #: name -> module of the entry points imported on first attribute access.
 _LAZY: dict[str, str] = {
     "Comparison": "tokrate.compare",
+    "History": "tokrate.history",
     "LoadedRun": "tokrate.store",
     "SimConfig": "tokrate.sim",
-    "build_history": "tokrate.history",
+    "build_history": "tokrate.report.history",
     "build_plan": "tokrate.plan",
     "build_report": "tokrate.report",
-    "check_baseline": "tokrate.compare",
+    "check_baseline": "tokrate.baseline",
     "compare_runs": "tokrate.compare",
     "load_history": "tokrate.history",
     "load_prompts": "tokrate.prompts",
     "load_run": "tokrate.store",
+    "noise_thresholds": "tokrate.history",
     "running_simulator": "tokrate.sim",
+    "simulator_process": "tokrate.sim",
     "summarize": "tokrate.metrics",
 }
 
@@ -66,22 +91,43 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ClientSpec",
+    "CompareSpec",
     "Comparison",
     "ConfigError",
+    "DEFAULT_THRESHOLDS",
+    "DistributedSpec",
+    "EndpointSpec",
     "EndpointUnreachable",
+    "Group",
     "HARDWARE_PROFILES",
     "HardwareProfile",
+    "History",
+    "LoadSpec",
     "LoadedRun",
     "ModelNotServed",
+    "ModelSpec",
     "OutputError",
+    "OutputSpec",
     "PromptError",
+    "PromptsSpec",
     "RECORD_SCHEMA_VERSION",
     "RequestRecord",
+    "RetrySpec",
     "RunFolderError",
+    "RunInfo",
     "RunResult",
     "RunSpec",
     "SimConfig",
     "SimulatorError",
+    "SimulatorSpec",
+    "SloSpec",
+    "Stop",
+    "Summary",
+    "SyntheticSpec",
+    "Threshold",
+    "ThresholdSet",
+    "TimeoutsSpec",
     "TokrateError",
     "UsageError",
     "__version__",
@@ -95,7 +141,10 @@ __all__ = [
     "load_prompts",
     "load_run",
     "load_spec",
+    "noise_thresholds",
+    "parse_threshold",
     "run_benchmark",
     "running_simulator",
+    "simulator_process",
     "summarize",
 ]

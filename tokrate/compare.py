@@ -1,162 +1,87 @@
-"""Regression verdicts: compare one stored run against a baseline run.
+"""Regression verdicts: one stored run against a baseline run.
 
-``compare_runs`` reads two run folders (it never measures), matches targets by
-endpoint + model name and scenarios by name, and for every metric that has a threshold
-reports the baseline value, the current value, the relative change, a seeded 95%
-bootstrap confidence interval of that change, and a verdict:
+The one set of comparison functions: ``tokrate compare``, ``tokrate run --baseline``,
+the report's "runs side by side" and ``tokrate history``'s change markers all call
+:func:`compare_loaded`, so the same pair of runs gets the same verdict everywhere.
+
+Targets match by endpoint + model name and scenarios by name. For every metric with a
+threshold a row reports the baseline value, the current value, the change, a seeded
+95% bootstrap confidence interval of that change, and a verdict:
 
 - ``regressed``: the change is worse than the threshold *and* its interval excludes zero;
 - ``improved``: the change is better than the threshold *and* its interval excludes zero;
 - ``unchanged``: anything else ("not significant" is an answer);
 - ``not_comparable``: the target or scenario is missing on one side, the prompts or the
-  load differ, or one side has too few samples.
+  load differ, or one side has fewer than ``min_samples`` values.
 
-All values are computed from the per-request records (status ``ok``, warm-up excluded),
-the same rows that are resampled for the interval, so a value and its interval always
-agree. Percentiles use linear interpolation (numpy's default, as summary.json). The
-interval is a circular block bootstrap in send order with blocks as long as the number
-of requests in flight together: concurrent requests share every stall, so they are
-resampled together (see ``_bootstrap_stats``).
-
-``check_baseline`` is the ``tokrate run --baseline REF`` step: it compares a finished run
-against REF (a run folder or ``latest-good``), writes ``comparison.md`` and
-``comparison.json`` into the run folder, and moves the ``latest-good`` pointer only when
-the run passes.
+Values are computed from the per-request records :func:`tokrate.metrics.analysed`
+keeps (final attempts of measured requests; status ok for latencies), the same rows
+that are resampled for the interval, so a value and its interval always agree and
+equal summary.json's. Percentiles use linear interpolation. The interval is a circular
+block bootstrap in send order with blocks as long as the number of requests in flight
+together (:func:`tokrate.stats.block_bootstrap`); error rates use Newcombe's interval.
 
 Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
 
     1: first version.
+    (later, optional: baseline/current "label", threshold "source")
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
-import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import numpy as np
-import orjson
 import polars as pl
 
-from tokrate.errors import RunFolderError, UsageError
+from tokrate.metrics import analysed
+from tokrate.rundata import RunInfo
+from tokrate.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
+from tokrate.store import LoadedRun, load_run
+from tokrate.thresholds import (
+    Direction,
+    SeriesKey,
+    Threshold,
+    ThresholdSet,
+    metric_column,
+    metric_unit,
+)
 
 __all__ = [
     "COMPARISON_SCHEMA_VERSION",
-    "DEFAULT_THRESHOLDS",
-    "LATEST_GOOD",
-    "METRICS",
-    "Comparison",
     "CompareSettings",
+    "Comparison",
     "MetricResult",
-    "Threshold",
     "Verdict",
-    "check_baseline",
+    "compare_loaded",
     "compare_runs",
-    "describe_change",
-    "merge_thresholds",
-    "metric_direction",
-    "newcombe_interval",
-    "parse_threshold",
-    "render_json",
-    "render_markdown",
-    "render_table",
 ]
 
 COMPARISON_SCHEMA_VERSION: Final = 1
 COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
 
-#: Name of the pointer file in the reports root. A plain text file holding the run
-#: folder's name, not a symlink: it survives artefact stores, caches, zip files and
-#: Windows checkouts, none of which keep symlinks reliably.
-LATEST_GOOD: Final = "latest-good"
-
 Verdict = Literal["improved", "unchanged", "regressed", "not_comparable"]
-Direction = Literal["lower_is_better", "higher_is_better"]
 
-#: Per-request series a metric can be built on: name -> (record-derived column, unit,
-#: direction). ``decode_tps`` is 1 / tpot_s per request (DESIGN.md).
-_SERIES: Final[dict[str, tuple[str, str, Direction]]] = {
-    "ttft": ("ttft_s", "s", "lower_is_better"),
-    "first_answer": ("first_answer_s", "s", "lower_is_better"),
-    "tpot": ("tpot_s", "s", "lower_is_better"),
-    "e2e": ("e2e_s", "s", "lower_is_better"),
-    "decode_tps": ("decode_tps", "tok/s", "higher_is_better"),
-}
-_STATS: Final[dict[str, float | None]] = {
-    "p50": 0.50,
-    "p90": 0.90,
-    "p95": 0.95,
-    "p99": 0.99,
-    "mean": None,
-}
-
-#: Every metric name ``compare`` understands: ``<series>_<stat>`` plus ``error_rate``.
-METRICS: Final[tuple[str, ...]] = (
-    *(f"{s}_{t}" for s in _SERIES for t in _STATS),
-    "error_rate",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """How much worse a metric may get before it counts as a regression.
-
-    ``limit`` is a fraction of the baseline value (0.10 = 10%) for every metric except
-    ``error_rate``, where it is an absolute difference in rate (0.01 = 1 percentage
-    point). ``floor`` is an absolute change (in the metric's unit) below which nothing is
-    called a change, so sub-millisecond jitter on a fast endpoint is never news.
-    Invariant: ``limit >= 0`` and ``floor >= 0``; the direction comes from the metric.
-    """
-
-    metric: str
-    limit: float
-    floor: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise UsageError(f"unknown metric {self.metric!r} (known: {', '.join(METRICS)})")
-        if not (self.limit >= 0 and self.floor >= 0):
-            raise UsageError(f"threshold for {self.metric} must be >= 0")
-
-    @property
-    def direction(self) -> Direction:
-        return metric_direction(self.metric)
-
-    def describe(self) -> str:
-        """``+10%`` / ``-5%`` / ``+1.0pp``: the sign shows which way is worse."""
-        sign = "-" if self.direction == "higher_is_better" else "+"
-        if self.metric == "error_rate":
-            return f"+{self.limit * 100:g}pp"
-        return f"{sign}{self.limit * 100:g}%"
-
-
-#: Defaults: loose enough that two identical runs on a busy machine agree, tight enough
-#: to catch a provider getting a tenth slower. Floors: 1 ms on latencies, 0.1 ms on TPOT.
-DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = (
-    Threshold("ttft_p95", 0.10, 0.001),
-    Threshold("tpot_p50", 0.05, 0.0001),
-    Threshold("e2e_p95", 0.10, 0.001),
-    Threshold("decode_tps_p50", 0.05),
-    Threshold("error_rate", 0.01),
-)
+_VERDICTS: Final = ("regressed", "improved", "unchanged", "not_comparable")
 
 
 @dataclass(frozen=True, slots=True)
 class CompareSettings:
     """Statistics knobs. ``resamples`` bootstrap draws at ``confidence``, seeded by
     ``seed`` (plus a stable hash of each row's key, so rows are independent but every
-    rerun gives the same interval). ``min_samples``: fewer ok requests on either side
-    make a row not comparable."""
+    rerun gives the same interval). ``min_samples``: fewer values on either side make
+    a row not comparable. ``intervals`` False skips the bootstrap where the verdict
+    does not depend on it (a change within its threshold): history does, the verdict
+    is the same."""
 
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
     min_samples: int = 10
+    intervals: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +90,8 @@ class MetricResult:
 
     ``change`` is relative (current / baseline - 1) for every metric but ``error_rate``,
     where it is the absolute difference of the rates; ``ci_low``/``ci_high`` bound the
-    same quantity. Values are in ``unit``. Unknown is ``None``.
+    same quantity. Values are in ``unit``. Unknown is ``None``. ``label`` names the row
+    ("sim-7b c=4", or "endpoint/model c=4" where a model name is ambiguous).
     """
 
     endpoint: str
@@ -186,6 +112,10 @@ class MetricResult:
     n_current: int = 0
     label: str = ""
 
+    @property
+    def key(self) -> SeriesKey:
+        return (self.endpoint, self.model, self.scenario, self.metric)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "endpoint": self.endpoint,
@@ -201,6 +131,7 @@ class MetricResult:
             "change_kind": "absolute" if self.metric == "error_rate" else "relative",
             "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
             "threshold": None if self.threshold is None else self.threshold.describe(),
+            "threshold_source": None if self.threshold is None else self.threshold.source,
             "n_baseline": self.n_baseline,
             "n_current": self.n_current,
             "verdict": self.verdict,
@@ -210,41 +141,64 @@ class MetricResult:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Everything ``compare_runs`` found; render with ``render_*``. Frozen."""
+    """Everything a comparison found; render with ``tokrate.report.comparison``."""
 
     baseline_dir: str
     current_dir: str
     baseline_run_id: str
     current_run_id: str
     results: tuple[MetricResult, ...]
-    thresholds: tuple[Threshold, ...]
+    thresholds: ThresholdSet
     settings: CompareSettings
     warnings: tuple[str, ...] = ()
+    baseline_label: str | None = None
+    current_label: str | None = None
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline_label or self.baseline_run_id
+
+    @property
+    def current_name(self) -> str:
+        return self.current_label or self.current_run_id
 
     @property
     def regressed(self) -> bool:
         return any(r.verdict == "regressed" for r in self.results)
 
     @property
+    def comparable(self) -> bool:
+        """Whether at least one row could be judged."""
+        return any(r.verdict != "not_comparable" for r in self.results)
+
+    @property
     def verdict(self) -> str:
         """``regressed``, ``not_comparable`` (nothing could be compared) or ``ok``."""
         if self.regressed:
             return "regressed"
-        if not self.results or all(r.verdict == "not_comparable" for r in self.results):
+        if not self.comparable:
             return "not_comparable"
         return "ok"
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {v: 0 for v in ("regressed", "improved", "unchanged", "not_comparable")}
+        out = dict.fromkeys(_VERDICTS, 0)
         for r in self.results:
             out[r.verdict] += 1
         return out
 
     @property
     def exit_code(self) -> int:
-        """0 no regression, 1 at least one regression (the CLI's contract)."""
-        return 1 if self.regressed else 0
+        """0 no regression, 1 at least one regression, 2 nothing was comparable."""
+        if self.regressed:
+            return 1
+        return 0 if self.comparable else 2
+
+    def result(self, endpoint: str, model: str, scenario: str, metric: str) -> MetricResult | None:
+        for r in self.results:
+            if r.key == (endpoint, model, scenario, metric):
+                return r
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON document (docs/regressions.md), schema_version 1."""
@@ -254,11 +208,25 @@ class Comparison:
             "kind": "tokrate-comparison",
             "verdict": self.verdict,
             "counts": self.counts,
-            "baseline": {"path": self.baseline_dir, "run_id": self.baseline_run_id},
-            "current": {"path": self.current_dir, "run_id": self.current_run_id},
+            "baseline": {
+                "path": self.baseline_dir,
+                "run_id": self.baseline_run_id,
+                "label": self.baseline_label,
+            },
+            "current": {
+                "path": self.current_dir,
+                "run_id": self.current_run_id,
+                "label": self.current_label,
+            },
             "thresholds": [
-                {"metric": t.metric, "limit": t.limit, "floor": t.floor, "text": t.describe()}
-                for t in self.thresholds
+                {
+                    "metric": t.metric,
+                    "limit": t.limit,
+                    "floor": t.floor,
+                    "text": t.describe(),
+                    "source": t.source,
+                }
+                for t in self.thresholds.metrics
             ],
             "settings": {
                 "confidence": s.confidence,
@@ -271,126 +239,21 @@ class Comparison:
         }
 
 
-# --- thresholds ----------------------------------------------------------------------
-
-_THRESHOLD_RE = re.compile(r"^\s*([a-z0-9_]+)\s*=\s*([+-]?)\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*$")
+# --- comparability -----------------------------------------------------------------
 
 
-def metric_direction(metric: str) -> Direction:
-    """Which way is better for a metric name from METRICS."""
-    if metric == "error_rate":
-        return "lower_is_better"
-    return _SERIES[metric.rsplit("_", 1)[0]][2]
-
-
-def parse_threshold(text: str) -> Threshold | str:
-    """Parse ``METRIC=+10%`` / ``decode_tps_p50=-5%`` / ``error_rate=+1pp`` /
-    ``METRIC=off``.
-
-    Returns the Threshold, or the metric name alone for ``off`` (drop that metric).
-    The sign is optional but, when given, must point the metric's worse way (``+`` for
-    latencies and error rate, ``-`` for throughput). For ``error_rate`` both ``%`` and
-    ``pp`` mean percentage points. The default absolute floor of the metric is kept.
-    Raises UsageError (one line, naming the argument).
-    """
-    name, _, value = text.partition("=")
-    name = name.strip()
-    if value.strip().lower() == "off":
-        if name not in METRICS:
-            raise UsageError(f"--threshold {text!r}: unknown metric {name!r}")
-        return name
-    m = _THRESHOLD_RE.match(text)
-    if m is None:
-        raise UsageError(
-            f"--threshold {text!r}: expected METRIC=+10% (or error_rate=+1pp, METRIC=off)"
-        )
-    metric, sign, number, unit = m.groups()
-    if metric not in METRICS:
-        raise UsageError(f"--threshold {text!r}: unknown metric {metric!r}")
-    if unit == "pp" and metric != "error_rate":
-        raise UsageError(f"--threshold {text!r}: 'pp' is only for error_rate")
-    if unit is None and metric != "error_rate":
-        raise UsageError(f"--threshold {text!r}: give a percentage, e.g. {metric}=+10%")
-    worse = "-" if metric_direction(metric) == "higher_is_better" else "+"
-    if sign and sign != worse:
-        raise UsageError(
-            f"--threshold {text!r}: {metric} gets worse when it goes {worse} "
-            f"(write {metric}={worse}{number}{unit or ''})"
-        )
-    floor = next((t.floor for t in DEFAULT_THRESHOLDS if t.metric == metric), 0.0)
-    return Threshold(metric, float(number) / 100.0, floor)
-
-
-def merge_thresholds(
-    overrides: Iterable[Threshold | str], base: Sequence[Threshold] = DEFAULT_THRESHOLDS
-) -> tuple[Threshold, ...]:
-    """Defaults with overrides applied in order (a str drops that metric)."""
-    merged = {t.metric: t for t in base}
-    for item in overrides:
-        if isinstance(item, str):
-            merged.pop(item, None)
-        else:
-            merged[item.metric] = item
-    return tuple(merged.values())
-
-
-# --- reading run folders -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    path: Path
-    run: dict[str, Any]
-    records: pl.DataFrame
-
-
-def _read_run(path: Path) -> _Run:
-    """run.json and records of a run folder via ``tokrate.store.load_run`` (which reads
-    records.jsonl for an interrupted run). Raises RunFolderError naming the folder."""
-    from tokrate.store import load_run
-
-    loaded = load_run(path)
-    return _Run(Path(loaded.path), dict(loaded.run), loaded.records)
-
-
-# --- grouping and comparability ------------------------------------------------------
-
-
-def _measured(records: pl.DataFrame) -> pl.DataFrame:
-    """Non-warm-up rows with the derived ``decode_tps`` column."""
-    return records.filter(~pl.col("warmup").fill_null(False)).with_columns(
-        pl.when(pl.col("tpot_s") > 0)
-        .then(1.0 / pl.col("tpot_s"))
-        .otherwise(None)
-        .alias("decode_tps")
-    )
-
-
-def _scenario_defs(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for sc in run.get("scenarios") or ():
-        if isinstance(sc, dict) and "name" in sc:
-            out[str(sc["name"])] = {k: sc.get(k) for k in ("concurrency", "rate_rps", "arrival")}
-    return out
-
-
-#: Load settings outside the scenario list that change what a latency means.
-_LOAD_KEYS: Final = ("mode", "burstiness", "ignore_eos", "targets", "arrival")
-
-
-def _load_defs(run: Mapping[str, Any]) -> dict[str, Any]:
-    config = run.get("config") or {}
-    load = config.get("load") or {}
-    out = {k: load.get(k) for k in _LOAD_KEYS if k in load}
-    if any(isinstance(t, dict) and t.get("simulated") for t in run.get("targets") or ()):
-        # The embedded simulator's clock speed changes every latency by design.
-        out["simulator.time_scale"] = (config.get("simulator") or {}).get("time_scale")
-    return out
-
-
-def _prompt_defs(run: Mapping[str, Any]) -> dict[str, Any] | None:
-    prompts = (run.get("config") or {}).get("prompts")
-    return prompts if isinstance(prompts, dict) else None
+def run_problem(base: RunInfo, cur: RunInfo) -> str | None:
+    """Why two runs cannot be compared at all (other load settings, other prompts, an
+    other simulator clock), or None."""
+    load_b, load_c = base.load_identity, cur.load_identity
+    for k in sorted(load_b.keys() | load_c.keys()):
+        if load_b.get(k) != load_c.get(k):
+            name = k if k.startswith("simulator.") else f"load.{k}"
+            return f"different load settings ({name}: {load_b.get(k)!r} vs {load_c.get(k)!r})"
+    pb, pc = base.prompts_identity, cur.prompts_identity
+    if pb is not None and pc is not None and pb != pc:
+        return "different prompts (config.prompts)"
+    return None
 
 
 def _task_mix(frame: pl.DataFrame) -> dict[str, float]:
@@ -400,8 +263,8 @@ def _task_mix(frame: pl.DataFrame) -> dict[str, float]:
     return {str(t): n / frame.height for t, n in counts.iter_rows()}
 
 
-def _prompt_problem(base: pl.DataFrame, cur: pl.DataFrame) -> str | None:
-    """Why the two groups' prompts differ, or None when they match.
+def prompt_problem(base: pl.DataFrame, cur: pl.DataFrame) -> str | None:
+    """Why two groups' prompts differ, or None when they match.
 
     Runs draw prompts in a seeded order, so two comparable runs may not send exactly
     the same ids; they must share most of them (Jaccard >= 0.5) and the same task mix
@@ -420,253 +283,45 @@ def _prompt_problem(base: pl.DataFrame, cur: pl.DataFrame) -> str | None:
     return None
 
 
-# --- statistics ----------------------------------------------------------------------
-
-#: Bootstrap work is done in blocks of at most this many drawn values (8 bytes each
-#: for the indices and the values): bounded memory for runs of any size.
-_BLOCK_ELEMENTS: Final = 2_000_000
+# --- one row ------------------------------------------------------------------------
 
 
-def _stat(values: np.ndarray, q: float | None, axis: int | None = None) -> Any:
-    if q is None:
-        return np.mean(values, axis=axis)
-    return np.quantile(values, q, axis=axis)
-
-
-def _bootstrap_stats(
-    values: np.ndarray, q: float | None, resamples: int, block: int, rng: np.random.Generator
-) -> np.ndarray:
-    """``resamples`` circular-block-bootstrap replicates of the statistic.
-
-    ``values`` are in send order. Each replicate strings together random runs of
-    ``block`` consecutive requests (wrapping around) until it has n values. Requests in
-    flight together share the server's and the client machine's state, so one stall
-    slows all of them at once; resampling them as a block keeps that correlation, where
-    an i.i.d. bootstrap would count one stall ``block`` times as independent evidence.
-    ``block == 1`` is the ordinary bootstrap. Vectorised, in chunks of bounded memory.
-    """
-    n = values.size
-    block = max(1, min(block, n))
-    n_blocks = -(-n // block)
-    per_chunk = max(1, _BLOCK_ELEMENTS // max(n_blocks * block, 1))
-    offsets = np.arange(block)
-    out = np.empty(resamples)
-    done = 0
-    while done < resamples:
-        k = min(per_chunk, resamples - done)
-        starts = rng.integers(0, n, size=(k, n_blocks, 1))
-        idx = ((starts + offsets) % n).reshape(k, n_blocks * block)[:, :n]
-        out[done : done + k] = _stat(values[idx], q, axis=1)
-        done += k
-    return out
-
-
-def _block_length(group: pl.DataFrame, n: int) -> int:
+def _in_flight(group: pl.DataFrame) -> float | None:
     """Requests in flight together: the closed-loop concurrency, or for open loop
-    rate x median E2E; capped so that a replicate has at least 5 blocks."""
+    rate x median E2E."""
     conc = group["concurrency"].drop_nulls()
     if conc.len():
-        block = int(conc.max())  # type: ignore[arg-type]
-    else:
-        rate = group["rate_rps"].drop_nulls()
-        e2e = group["e2e_s"].drop_nulls()
-        block = (
-            round(float(rate.max()) * float(e2e.median()))  # type: ignore[arg-type]
-            if rate.len() and e2e.len()
-            else 1
-        )
-    return max(1, min(block, n // 5))
+        return float(conc.max())  # type: ignore[arg-type]
+    rate = group["rate_rps"].drop_nulls()
+    e2e = group["e2e_s"].drop_nulls()
+    if rate.len() and e2e.len():
+        return float(rate.max()) * float(e2e.median())  # type: ignore[arg-type]
+    return None
 
 
-def _relative_change_ci(
-    base: np.ndarray,
-    cur: np.ndarray,
-    q: float | None,
-    blocks: tuple[int, int],
-    s: CompareSettings,
-    key: str,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of stat(cur) / stat(base) - 1.
-
-    Both runs are resampled independently (they are independent samples), each in
-    blocks of its own ``blocks`` length; the seed mixes the settings' seed with a CRC
-    of the row key so each row is reproducible.
-    """
-    rng = np.random.default_rng([s.seed, zlib.crc32(key.encode())])
-    b = _bootstrap_stats(base, q, s.resamples, blocks[0], rng)
-    c = _bootstrap_stats(cur, q, s.resamples, blocks[1], rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = c / b - 1.0
-    ratio = ratio[np.isfinite(ratio)]
-    if ratio.size == 0:
-        return (math.nan, math.nan)
-    alpha = (1.0 - s.confidence) / 2.0
-    lo, hi = np.quantile(ratio, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
-
-
-def _z(confidence: float) -> float:
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
-
-
-def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return centre - half, centre + half
-
-
-def newcombe_interval(
-    k_base: int, n_base: int, k_cur: int, n_cur: int, confidence: float = 0.95
-) -> tuple[float, float]:
-    """Newcombe's hybrid-score interval of p_cur - p_base (two proportions).
-
-    Built from the two Wilson intervals, it stays sensible at 0 errors and small n,
-    where the normal approximation collapses to a zero-width interval.
-    Requires n_base > 0 and n_cur > 0.
-    """
-    z = _z(confidence)
-    p1, p2 = k_base / n_base, k_cur / n_cur
-    l1, u1 = _wilson(k_base, n_base, z)
-    l2, u2 = _wilson(k_cur, n_cur, z)
-    d = p2 - p1
-    return (
-        d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
-        d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
-    )
-
-
-def _judge(
-    change: float, ci: tuple[float, float], abs_change: float, t: Threshold
+def judge(
+    change: float, ci: tuple[float, float] | None, abs_change: float, t: Threshold
 ) -> tuple[Verdict, str]:
-    """Verdict from a change expressed so that positive is *worse*."""
-    lo, hi = ci
+    """Verdict from a change expressed so that positive is *worse*; ``ci`` (same
+    orientation) is only consulted when the change passes the threshold."""
     if change > t.limit and abs_change > t.floor:
-        if lo > 0:
+        assert ci is not None
+        if ci[0] > 0:
             return "regressed", f"worse than {t.describe()} and the interval excludes 0"
         return "unchanged", "worse than the threshold but not significant"
     if -change > t.limit and abs_change > t.floor:
-        if hi < 0:
+        assert ci is not None
+        if ci[1] < 0:
             return "improved", "better than the threshold and the interval excludes 0"
         return "unchanged", "better than the threshold but not significant"
     return "unchanged", f"within {t.describe()}"
 
 
-# --- the comparison ------------------------------------------------------------------
+def _needs_interval(change: float, abs_change: float, t: Threshold, s: CompareSettings) -> bool:
+    return s.intervals or (abs(change) > t.limit and abs_change > t.floor)
 
 
-def _label(endpoint: str, model: str, scenario: str, ambiguous: set[str]) -> str:
-    target = f"{endpoint}/{model}" if model in ambiguous else model
-    return f"{target} {scenario}"
-
-
-def compare_runs(
-    baseline: Path | str,
-    current: Path | str,
-    thresholds: Sequence[Threshold] | Mapping[str, str] | None = None,
-    *,
-    settings: CompareSettings | None = None,
-) -> Comparison:
-    """Compare ``current`` against ``baseline`` (two run folders).
-
-    ``thresholds``: None for DEFAULT_THRESHOLDS; a sequence of Threshold replaces them
-    (``merge_thresholds`` starts from the defaults); a mapping of CLI-style texts, e.g.
-    ``{"ttft_p95": "+20%", "e2e_p95": "off"}``, is applied on top of the defaults. Reads only; never raises for a missing model, other
-    prompts or other load: those rows are ``not_comparable``.
-    Raises RunFolderError (one line) when a folder cannot be read.
-    """
-    s = settings or CompareSettings()
-    if thresholds is None:
-        ths = DEFAULT_THRESHOLDS
-    elif isinstance(thresholds, Mapping):
-        ths = merge_thresholds(parse_threshold(f"{k}={v}") for k, v in thresholds.items())
-    else:
-        ths = tuple(thresholds)
-    base_run = _read_run(Path(baseline))
-    cur_run = _read_run(Path(current))
-    base = _measured(base_run.records)
-    cur = _measured(cur_run.records)
-    warnings: list[str] = []
-    for side, run in (("baseline", base_run), ("current", cur_run)):
-        if run.run.get("status") not in (None, "complete"):
-            warnings.append(f"{side} run {run.path.name} is {run.run.get('status')}")
-
-    run_problem: str | None = None
-    load_b, load_c = _load_defs(base_run.run), _load_defs(cur_run.run)
-    for k in sorted(load_b.keys() | load_c.keys()):
-        if load_b.get(k) != load_c.get(k):
-            name = k if k.startswith("simulator.") else f"load.{k}"
-            run_problem = (
-                f"different load settings ({name}: {load_b.get(k)!r} vs {load_c.get(k)!r})"
-            )
-            break
-    pb, pc = _prompt_defs(base_run.run), _prompt_defs(cur_run.run)
-    if run_problem is None and pb is not None and pc is not None and pb != pc:
-        run_problem = "different prompts (config.prompts)"
-    sc_base, sc_cur = _scenario_defs(base_run.run), _scenario_defs(cur_run.run)
-
-    keys_b = set(base.select("endpoint", "model", "scenario").unique().iter_rows())
-    keys_c = set(cur.select("endpoint", "model", "scenario").unique().iter_rows())
-    targets_b = {(e, m) for e, m, _ in keys_b}
-    targets_c = {(e, m) for e, m, _ in keys_c}
-    models: dict[str, set[str]] = {}
-    for e, m, _ in keys_b | keys_c:
-        models.setdefault(m, set()).add(e)
-    ambiguous = {m for m, eps in models.items() if len(eps) > 1}
-
-    results: list[MetricResult] = []
-    for endpoint, model, scenario in sorted(keys_b | keys_c):
-        label = _label(endpoint, model, scenario, ambiguous)
-        gb = base.filter(
-            (pl.col("endpoint") == endpoint)
-            & (pl.col("model") == model)
-            & (pl.col("scenario") == scenario)
-        )
-        gc = cur.filter(
-            (pl.col("endpoint") == endpoint)
-            & (pl.col("model") == model)
-            & (pl.col("scenario") == scenario)
-        )
-        problem = run_problem
-        if problem is None:
-            if (endpoint, model) not in targets_b:
-                problem = "model missing in baseline"
-            elif (endpoint, model) not in targets_c:
-                problem = "model missing in current run"
-            elif gb.height == 0:
-                problem = "scenario missing in baseline"
-            elif gc.height == 0:
-                problem = "scenario missing in current run"
-            elif sc_base.get(scenario) != sc_cur.get(scenario):
-                problem = "different load (scenario definition)"
-            else:
-                problem = _prompt_problem(gb, gc)
-        for t in ths:
-            results.append(
-                replace(
-                    _compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}"),
-                    endpoint=endpoint,
-                    model=model,
-                    scenario=scenario,
-                    label=label,
-                )
-            )
-    return Comparison(
-        baseline_dir=str(baseline),
-        current_dir=str(current),
-        baseline_run_id=str(base_run.run.get("run_id") or Path(baseline).name),
-        current_run_id=str(cur_run.run.get("run_id") or Path(current).name),
-        results=tuple(results),
-        thresholds=ths,
-        settings=s,
-        warnings=tuple(warnings),
-    )
-
-
-def _compare_metric(
+def compare_metric(
     gb: pl.DataFrame,
     gc: pl.DataFrame,
     t: Threshold,
@@ -674,14 +329,15 @@ def _compare_metric(
     problem: str | None,
     key: str,
 ) -> MetricResult:
-    """One row (endpoint/model/scenario/label are filled in by the caller)."""
+    """One row from two groups of :func:`tokrate.metrics.analysed` records
+    (endpoint/model/scenario/label are filled in by the caller)."""
     metric = t.metric
     empty = MetricResult(
         endpoint="",
         model="",
         scenario="",
         metric=metric,
-        unit="rate" if metric == "error_rate" else _SERIES[metric.rsplit("_", 1)[0]][1],
+        unit=metric_unit(metric),
         direction=t.direction,
         threshold=t,
         verdict="not_comparable",
@@ -689,20 +345,18 @@ def _compare_metric(
     )
     if metric == "error_rate":
         return _compare_error_rate(gb, gc, t, s, problem, empty)
-    series, stat = metric.rsplit("_", 1)
-    column = _SERIES[series][0]
+    column, q = metric_column(metric)
     # Send order (wall clock at t0) so that the bootstrap's blocks are neighbours in time.
     ob = gb.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
     oc = gc.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
     vb = ob[column].to_numpy().astype(float)
     vc = oc[column].to_numpy().astype(float)
-    q = _STATS[stat]
     out = replace(
         empty,
         n_baseline=int(vb.size),
         n_current=int(vc.size),
-        baseline=float(_stat(vb, q)) if vb.size else None,
-        current=float(_stat(vc, q)) if vc.size else None,
+        baseline=float(sample_stat(vb, q)) if vb.size else None,
+        current=float(sample_stat(vc, q)) if vc.size else None,
     )
     if problem is not None:
         return out
@@ -715,13 +369,29 @@ def _compare_metric(
     if out.baseline <= 0:
         return replace(out, reason="baseline value is 0")
     change = out.current / out.baseline - 1.0
-    blocks = (_block_length(ob, vb.size), _block_length(oc, vc.size))
-    lo, hi = _relative_change_ci(vb, vc, q, blocks, s, f"{key}|{metric}")
-    if math.isnan(lo):
-        return replace(out, reason="bootstrap interval undefined")
     sign = -1.0 if t.direction == "higher_is_better" else 1.0
+    abs_change = abs(out.current - out.baseline)
+    if not _needs_interval(change, abs_change, t, s):
+        verdict, reason = judge(sign * change, None, abs_change, t)
+        return replace(out, change=change, verdict=verdict, reason=reason)
+    blocks = (
+        block_length(_in_flight(ob), int(vb.size)),
+        block_length(_in_flight(oc), int(vc.size)),
+    )
+    lo, hi = relative_change_ci(
+        vb,
+        vc,
+        q,
+        blocks,
+        confidence=s.confidence,
+        resamples=s.resamples,
+        seed=s.seed,
+        key=f"{key}|{metric}",
+    )
+    if math.isnan(lo):
+        return replace(out, change=change, reason="bootstrap interval undefined")
     worse_ci = (sign * lo, sign * hi) if sign > 0 else (sign * hi, sign * lo)
-    verdict, reason = _judge(sign * change, worse_ci, abs(out.current - out.baseline), t)
+    verdict, reason = judge(sign * change, worse_ci, abs_change, t)
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
 
 
@@ -758,244 +428,125 @@ def _compare_error_rate(
     assert out.baseline is not None and out.current is not None
     change = out.current - out.baseline
     lo, hi = newcombe_interval(kb, nb, kc, nc, s.confidence)
-    verdict, reason = _judge(change, (lo, hi), abs(change), t)
+    verdict, reason = judge(change, (lo, hi), abs(change), t)
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
 
 
-# --- rendering -----------------------------------------------------------------------
+# --- the comparison -----------------------------------------------------------------
 
 
-def _fmt_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    if unit == "s":
-        # Three significant digits, like the run report: 1,515 ms / 45.0 ms / 0.043 ms.
-        ms = value * 1000.0
-        if abs(ms) >= 100:
-            return f"{ms:,.0f} ms"
-        if abs(ms) >= 10:
-            return f"{ms:.1f} ms"
-        return f"{ms:.2f} ms" if abs(ms) >= 1 else f"{ms:.3f} ms"
-    if unit == "rate":
-        return f"{value * 100:.1f}%"
-    return f"{value:.1f} {unit}"
+def _row_label(endpoint: str, model: str, scenario: str, ambiguous: set[str]) -> str:
+    target = f"{endpoint}/{model}" if model in ambiguous else model
+    return f"{target} {scenario}"
 
 
-def describe_change(r: MetricResult) -> str:
-    """``1.21x slower [1.15, 1.27]``: a ratio where > 1 always reads the worse way for
-    "slower" and the better way for "faster"; ``+2.0pp [0.4, 3.9]`` for error rate."""
-    if r.change is None or r.ci_low is None or r.ci_high is None:
-        return "–"
-    if r.metric == "error_rate":
-        return f"{r.change * 100:+.1f}pp [{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"
-    ratio, lo, hi = 1.0 + r.change, 1.0 + r.ci_low, 1.0 + r.ci_high
-    if ratio <= 0 or lo <= 0:
-        # A value (or a replicate) of 0 has no finite ratio: show the plain change.
-        return f"{r.change:+.0%} [{r.ci_low:+.0%}, {r.ci_high:+.0%}]"
-    # Latency: a ratio > 1 is slower; throughput: a ratio < 1 is slower. The number
-    # shown is always >= 1 (hyperfine style), so a ratio below 1 is inverted, which
-    # also swaps the interval's ends.
-    worse = ratio > 1.0 if r.direction == "lower_is_better" else ratio < 1.0
-    word = "slower" if worse else "faster"
-    if ratio >= 1.0:
-        shown, a, b = ratio, lo, hi
-    else:
-        shown = 1.0 / ratio
-        a = 1.0 / hi if hi > 0 else math.inf
-        b = 1.0 / lo if lo > 0 else math.inf
-    return f"{shown:.2f}x {word} [{a:.2f}, {b:.2f}]"
+def _groups(frame: pl.DataFrame) -> dict[tuple[str, str, str], pl.DataFrame]:
+    if frame.height == 0:
+        return {}
+    parts = frame.partition_by(["endpoint", "model", "scenario"], as_dict=True)
+    return {(str(k[0]), str(k[1]), str(k[2])): v for k, v in parts.items()}
 
 
-def _line(r: MetricResult) -> str:
-    if r.verdict == "not_comparable":
-        return f"{r.label} {r.metric}: not comparable ({r.reason})"
-    return f"{r.label} {r.metric}: {describe_change(r)}, {r.verdict}"
-
-
-def _headline(c: Comparison) -> str:
-    n = c.counts
-    parts = f"{n['regressed']} regressed, {n['improved']} improved, {n['unchanged']} unchanged, {n['not_comparable']} not comparable"
-    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "NOT COMPARABLE"}[
-        c.verdict
+def compare_loaded(
+    base: LoadedRun,
+    cur: LoadedRun,
+    thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
+    *,
+    settings: CompareSettings | None = None,
+    only: set[tuple[str, str, str]] | None = None,
+) -> Comparison:
+    """Compare two loaded runs (see the module doc); ``only`` limits the rows to those
+    (endpoint, model, scenario) groups. Never raises for a missing model, other
+    prompts or other load: those rows are ``not_comparable``."""
+    s = settings or CompareSettings()
+    ths = ThresholdSet.of(thresholds)
+    warnings = [
+        f"{side} run {run.path.name} is {run.info.status}"
+        for side, run in (("baseline", base), ("current", cur))
+        if run.info.interrupted
     ]
-    return f"tokrate compare: {word} ({parts}) — {c.current_run_id} vs baseline {c.baseline_run_id}"
-
-
-def render_markdown(c: Comparison) -> str:
-    """A CI step summary: the verdict line first, then the lines that need attention,
-    then the full table. Plain GitHub-flavoured markdown."""
-    icon = {"regressed": "❌", "ok": "✅", "not_comparable": "⚠️"}[c.verdict]
-    out = [f"### {icon} {_headline(c)}", ""]
-    notable = [r for r in c.results if r.verdict in ("regressed", "improved")]
-    notable.sort(key=lambda r: r.verdict != "regressed")
-    not_comp = [r for r in c.results if r.verdict == "not_comparable"]
-    for r in notable:
-        out.append(f"- {_line(r)}")
-    # One line per target when all its metrics share the reason (a missing model),
-    # else one line per metric.
-    reasons: dict[str, set[str]] = {}
-    for r in c.results:
-        reasons.setdefault(r.label, set()).add(r.reason if r.verdict == "not_comparable" else "")
-    seen: set[str] = set()
-    for r in not_comp:
-        if len(reasons[r.label]) == 1:
-            if r.label not in seen:
-                seen.add(r.label)
-                out.append(f"- {r.label}: not comparable ({r.reason})")
-        else:
-            out.append(f"- {_line(r)}")
-    for w in c.warnings:
-        out.append(f"- warning: {w}")
-    if len(out) > 2:
-        out.append("")
-    out.append("| target | metric | baseline | current | change [95% CI] | threshold | verdict |")
-    out.append("|---|---|---:|---:|---|---:|---|")
-    for r in c.results:
-        th = r.threshold.describe() if r.threshold else "–"
-        out.append(
-            f"| {_md_escape(r.label)} | {r.metric} | {_fmt_value(r.baseline, r.unit)} "
-            f"| {_fmt_value(r.current, r.unit)} | {describe_change(r)} | {th} | "
-            f"{r.verdict.replace('_', ' ')} |"
+    problem_all = run_problem(base.info, cur.info)
+    groups_b = _groups(analysed(base.records))
+    groups_c = _groups(analysed(cur.records))
+    keys = sorted(groups_b.keys() | groups_c.keys())
+    if only is not None:
+        keys = [k for k in keys if k in only]
+    targets_b = {(e, m) for e, m, _ in groups_b}
+    targets_c = {(e, m) for e, m, _ in groups_c}
+    endpoints_of: dict[str, set[str]] = {}
+    for e, m, _ in groups_b.keys() | groups_c.keys():
+        endpoints_of.setdefault(m, set()).add(e)
+    ambiguous = {m for m, eps in endpoints_of.items() if len(eps) > 1}
+    empty = analysed(base.records).head(0)
+    results: list[MetricResult] = []
+    for endpoint, model, scenario in keys:
+        gb = groups_b.get((endpoint, model, scenario), empty)
+        gc = groups_c.get((endpoint, model, scenario), empty)
+        problem = problem_all or _group_problem(
+            base.info, cur.info, (endpoint, model, scenario), gb, gc, targets_b, targets_c
         )
-    s = c.settings
-    out.append("")
-    out.append(
-        f"{s.confidence:.0%} bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
-        "a regression needs the change past its threshold and an interval excluding 0."
+        label = _row_label(endpoint, model, scenario, ambiguous)
+        for metric in (t.metric for t in ths.metrics):
+            t = ths.for_series(endpoint, model, scenario, metric)
+            row = compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}")
+            results.append(
+                replace(row, endpoint=endpoint, model=model, scenario=scenario, label=label)
+            )
+    return Comparison(
+        baseline_dir=str(base.path),
+        current_dir=str(cur.path),
+        baseline_run_id=base.info.run_id,
+        current_run_id=cur.info.run_id,
+        results=tuple(results),
+        thresholds=ths,
+        settings=s,
+        warnings=tuple(warnings),
+        baseline_label=base.info.label,
+        current_label=cur.info.label,
     )
-    return "\n".join(out) + "\n"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def render_json(c: Comparison) -> str:
-    """The JSON document (schema_version 1), indented, with a trailing newline."""
-    return orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
-
-
-def render_table(c: Comparison, console: Any) -> None:
-    """Print the verdict line and a rich table to ``console`` (rich.console.Console)."""
-    from rich.table import Table
-
-    style = {
-        "regressed": "bold red",
-        "improved": "green",
-        "unchanged": "",
-        "not_comparable": "yellow",
-    }
-    console.print(_headline(c))
-    table = Table(show_edge=False)
-    for name, justify in (
-        ("target", "left"),
-        ("metric", "left"),
-        ("baseline", "right"),
-        ("current", "right"),
-        ("change [95% CI]", "left"),
-        ("threshold", "right"),
-        ("verdict", "left"),
+def _group_problem(
+    base: RunInfo,
+    cur: RunInfo,
+    key: tuple[str, str, str],
+    gb: pl.DataFrame,
+    gc: pl.DataFrame,
+    targets_b: set[tuple[str, str]],
+    targets_c: set[tuple[str, str]],
+) -> str | None:
+    endpoint, model, scenario = key
+    if (endpoint, model) not in targets_b:
+        return "model missing in baseline"
+    if (endpoint, model) not in targets_c:
+        return "model missing in current run"
+    if gb.height == 0:
+        return "scenario missing in baseline"
+    if gc.height == 0:
+        return "scenario missing in current run"
+    sb, sc = base.scenario(scenario), cur.scenario(scenario)
+    if (sb is None) != (sc is None) or (
+        sb is not None and sc is not None and sb.definition != sc.definition
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for r in c.results:
-        table.add_row(
-            r.label,
-            r.metric,
-            _fmt_value(r.baseline, r.unit),
-            _fmt_value(r.current, r.unit),
-            describe_change(r) if r.verdict != "not_comparable" else r.reason,
-            r.threshold.describe() if r.threshold else "–",
-            r.verdict.replace("_", " "),
-            style=style[r.verdict] or None,
-        )
-    console.print(table)
-    for w in c.warnings:
-        console.print(f"warning: {w}")
+        return "different load (scenario definition)"
+    return prompt_problem(gb, gc)
 
 
-# --- tokrate run --baseline ----------------------------------------------------------
+def compare_runs(
+    baseline: Path | str,
+    current: Path | str,
+    thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
+    *,
+    settings: CompareSettings | None = None,
+) -> Comparison:
+    """Compare ``current`` against ``baseline`` (two run folders; reads only).
 
-
-def _resolve_baseline(baseline: str, reports_root: Path) -> Path | None:
-    """The baseline folder for REF, or None when REF is latest-good and none exists yet.
-    Raises RunFolderError when the pointer names a folder that is gone."""
-    if baseline != LATEST_GOOD:
-        return Path(baseline)
-    pointer = reports_root / LATEST_GOOD
-    if not pointer.is_file():
-        return None
-    name = pointer.read_text(encoding="utf-8").strip()
-    target = reports_root / name
-    if not name or not target.is_dir():
-        raise RunFolderError(
-            f"{pointer}: names run folder {name!r}, which does not exist under {reports_root}"
-        )
-    return target
-
-
-def _write_pointer(reports_root: Path, run_dir: Path) -> None:
-    """Atomically point latest-good at ``run_dir`` (write a temp file, then rename)."""
-    pointer = reports_root / LATEST_GOOD
-    try:
-        name = str(run_dir.resolve().relative_to(reports_root.resolve()))
-    except ValueError:
-        name = str(run_dir.resolve())
-    tmp = pointer.with_name(f".{LATEST_GOOD}.{os.getpid()}.tmp")
-    tmp.write_text(name.replace(os.sep, "/") + "\n", encoding="utf-8")
-    os.replace(tmp, pointer)
-
-
-def check_baseline(
-    run_dir: Path,
-    baseline: str,
-    reports_root: Path,
-    thresholds: Sequence[Threshold] | None = None,
-    on_comparison: Callable[[Comparison], None] | None = None,
-) -> int:
-    """Compare a finished run against ``baseline`` and return the exit code (0 / 1).
-
-    ``on_comparison`` receives the Comparison when there was a baseline to compare
-    with (``tokrate run --baseline`` prints its table).
-
-    ``baseline`` is a run folder path or ``latest-good`` (the pointer file
-    ``reports_root/latest-good``). Writes ``comparison.md`` and ``comparison.json``
-    into ``run_dir``. With ``latest-good``: when no pointer exists yet the run passes
-    and becomes latest-good; otherwise the pointer moves to this run only when it has
-    no regression and the run completed. Raises RunFolderError for an unreadable
-    folder or a dangling pointer.
+    ``thresholds``: None for DEFAULT_THRESHOLDS; a sequence of Threshold replaces them
+    (``merge_thresholds`` starts from the defaults); a mapping of CLI-style texts, e.g.
+    ``{"ttft_p95": "+20%", "e2e_p95": "off"}``, is applied on top of the defaults; a
+    ThresholdSet (e.g. fitted to history's noise) as is.
+    Raises RunFolderError (one line) when a folder cannot be read.
     """
-    run_dir = Path(run_dir)
-    reports_root = Path(reports_root)
-    base_dir = _resolve_baseline(baseline, reports_root)
-    run = _read_run(run_dir).run
-    complete = run.get("status") in (None, "complete")
-    if base_dir is None:
-        text = f"### ✅ tokrate compare: no baseline yet — {run_dir.name} becomes {LATEST_GOOD}\n"
-        doc: dict[str, Any] = {
-            "schema_version": COMPARISON_SCHEMA_VERSION,
-            "kind": "tokrate-comparison",
-            "verdict": "no_baseline",
-            "counts": {},
-            "baseline": None,
-            "current": {"path": str(run_dir), "run_id": run.get("run_id")},
-            "thresholds": [],
-            "settings": {},
-            "warnings": [],
-            "results": [],
-        }
-        if not complete:
-            text = f"### ⚠️ tokrate compare: no baseline yet; {run_dir.name} is {run.get('status')}, so it does not become {LATEST_GOOD}\n"
-        (run_dir / "comparison.md").write_text(text, encoding="utf-8")
-        (run_dir / "comparison.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-        if complete:
-            _write_pointer(reports_root, run_dir)
-        return 0
-    comparison = compare_runs(base_dir, run_dir, thresholds)
-    if on_comparison is not None:
-        on_comparison(comparison)
-    (run_dir / "comparison.md").write_text(render_markdown(comparison), encoding="utf-8")
-    (run_dir / "comparison.json").write_text(render_json(comparison), encoding="utf-8")
-    code = comparison.exit_code
-    if baseline == LATEST_GOOD and code == 0 and complete:
-        _write_pointer(reports_root, run_dir)
-    return code
+    return compare_loaded(
+        load_run(Path(baseline)), load_run(Path(current)), thresholds, settings=settings
+    )

@@ -9,11 +9,13 @@ other readings of the same worker).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tokrate.records import RequestRecord
 
 __all__ = [
+    "Emit",
     "Event",
     "LoopLag",
     "Preconnected",
@@ -114,3 +116,6 @@ Event = (
     | StreamProgress
     | Preconnected
 )
+
+#: How a worker hands an event to its backend (and the backend to the driver).
+Emit = Callable[[Event], None]

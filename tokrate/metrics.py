@@ -27,11 +27,12 @@ Rules (docs/architecture.md, DESIGN.md):
   (source "price"), else ``gpu_hourly_usd`` x ``gpus`` (1 when unset) / measured output
   tokens per hour x 1e6 (source "gpu_hourly"); None without either.
 
-Every function returns None (not 0) for what cannot be known.
+- A retried request counts once, by its last attempt (:func:`final_attempts`), in
+  every statistic here and in every comparison (compare, history and the report call
+  the same function); superseded attempts are counted apart.
 
-summary.json schema history (bump SUMMARY_SCHEMA_VERSION and add a line per change):
-
-    1: first version.
+Every function returns None (not 0) for what cannot be known. The summary's types and
+schema history live in :mod:`tokrate.summary`.
 """
 
 from __future__ import annotations
@@ -41,41 +42,62 @@ from typing import Any, Final, TypeVar
 
 import polars as pl
 
+from tokrate.rundata import RunInfo, TargetInfo
 from tokrate.stats import dist_exprs, row_to_distribution
+from tokrate.summary import (
+    DIST_METRICS,
+    TASK_METRICS,
+    Cost,
+    Distribution,
+    Group,
+    GroupCounts,
+    Summary,
+    TaskGroup,
+)
 
 __all__ = [
-    "DIST_METRICS",
     "GROUP_KEYS",
     "SLO_KEYS",
-    "SUMMARY_SCHEMA_HISTORY",
-    "SUMMARY_SCHEMA_VERSION",
+    "analysed",
+    "decode_tps_expr",
     "derive",
+    "final_attempts",
+    "is_final_attempt",
     "ok_mask",
     "slo_met_expr",
     "summarize",
     "window_exprs",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 1
-SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
-
 GROUP_KEYS: Final = ("endpoint", "model", "scenario")
 SLO_KEYS: Final = ("ttft_s", "tpot_s", "e2e_s", "itl_p99_s")
 
-#: Per-request metrics summarised as distributions, in summary.json order.
-DIST_METRICS: Final = (
-    "ttft_s",
-    "tpot_s",
-    "itl_s",
-    "e2e_s",
-    "decode_tps",
-    "first_answer_s",
-    "ttft_from_scheduled_s",
-    "send_delay_s",
-)
-_TASK_METRICS: Final = ("ttft_s", "tpot_s", "e2e_s", "decode_tps")
-
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+
+def decode_tps_expr() -> pl.Expr:
+    """Per-request decode speed, tokens/s: 1 / tpot_s (None when tpot_s is None or 0,
+    a stream that arrived in one read has no measurable decode speed)."""
+    tpot = pl.col("tpot_s")
+    return pl.when(tpot > 0).then(1.0 / tpot).otherwise(None).alias("decode_tps")
+
+
+def is_final_attempt() -> pl.Expr:
+    """True on the last attempt of each planned request (per endpoint, model, scenario
+    and request index): a retried request counts once, by its last attempt."""
+    attempt = pl.col("attempt").fill_null(1)
+    return attempt == attempt.max().over([*GROUP_KEYS, "request_index"])
+
+
+def final_attempts(frame: FrameT) -> FrameT:
+    """Only the last attempt of every planned request."""
+    return frame.filter(is_final_attempt())
+
+
+def analysed(frame: FrameT) -> FrameT:
+    """What every comparison resamples: final attempts of measured (non-warm-up)
+    requests, with :func:`derive`'s columns."""
+    return derive(final_attempts(frame)).filter(pl.col("is_measured"))
 
 
 def derive(frame: FrameT) -> FrameT:
@@ -87,10 +109,9 @@ def derive(frame: FrameT) -> FrameT:
     loop), ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when
     e2e is unknown) and ``is_measured`` (not warm-up).
     """
-    tpot = pl.col("tpot_s")
     itl = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
     return frame.with_columns(
-        pl.when(tpot > 0).then(1.0 / tpot).otherwise(None).alias("decode_tps"),
+        decode_tps_expr(),
         itl.alias("itl_s"),
         itl.list.eval(pl.element().quantile(0.99, interpolation="linear"))
         .list.first()
@@ -204,34 +225,28 @@ def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
     return aggs
 
 
-def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> dict[str, Any]:
-    """summary.json (schema version 1, docs/architecture.md) for one run.
+def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
+    """The :class:`~tokrate.summary.Summary` (summary.json) of one run's records.
 
-    ``records`` has RECORD_POLARS_SCHEMA; ``run`` is the run.json dict (uses
-    ``run_id``, ``slo``, ``targets`` and ``scenarios``; each may be missing). Groups are
-    ordered by target in run.json order (then endpoint, model), then scenario in run.json
-    order (sweep order).
+    ``records`` has RECORD_POLARS_SCHEMA; ``run`` supplies the SLOs, targets (prices)
+    and scenarios (levels, order). Groups are ordered by target in run.json order
+    (then endpoint, model), then scenario in run.json order (sweep order).
     """
     lf = records.lazy() if isinstance(records, pl.DataFrame) else records
-    slo = {k: (run.get("slo") or {}).get(k) for k in SLO_KEYS}
-    met = slo_met_expr(slo)
+    met = slo_met_expr(run.slo.as_mapping())
     d = derive(lf)
     if met is not None:
         d = d.with_columns(met.alias("slo_met"))
     keys = list(GROUP_KEYS)
-    # With a retry policy one request has several records (attempt 1, 2, ...); it counts
-    # once, by its last attempt, and the superseded attempts are counted apart.
-    attempt = pl.col("attempt").fill_null(1)
-    is_final = attempt == attempt.max().over([*keys, "request_index"])
-    final = d.filter(is_final)
+    final = d.filter(is_final_attempt())
     groups_q = final.group_by(keys).agg(_aggregations(met is not None, DIST_METRICS))
-    tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, _TASK_METRICS))
+    tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, TASK_METRICS))
     errors_q = (
         final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
         .group_by([*keys, "error_class"])
         .agg(pl.len().alias("n"))
     )
-    retried_q = d.filter(~is_final).group_by(keys).agg(pl.len().alias("n_retried"))
+    retried_q = d.filter(~is_final_attempt()).group_by(keys).agg(pl.len().alias("n_retried"))
     groups_df, tasks_df, errors_df, retried_df = pl.collect_all(
         [groups_q, tasks_q, errors_q, retried_q]
     )
@@ -241,58 +256,54 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: Mapping[str, Any]) -> d
     errors: dict[tuple[str, str, str], dict[str, int]] = {}
     for row in errors_df.sort([*keys, "error_class"]).iter_rows(named=True):
         errors.setdefault(_key(row), {})[row["error_class"]] = int(row["n"])
-    by_task: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    by_task: dict[tuple[str, str, str], list[TaskGroup]] = {}
     for row in tasks_df.sort([*keys, "task"]).iter_rows(named=True):
         by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None))
 
-    targets = {(t.get("endpoint"), t.get("model")): t for t in run.get("targets") or []}
-    scenarios = {s.get("name"): s for s in run.get("scenarios") or []}
-    order = {name: i for i, name in enumerate(scenarios)}
-    groups: list[dict[str, Any]] = []
-    for row in groups_df.iter_rows(named=True):
-        key = _key(row)
-        scenario = scenarios.get(row["scenario"], {})
-        group = _group_entry(
+    slo_set = met is not None
+    groups = [
+        _group_entry(
             row,
-            met is not None,
-            scenario,
-            targets.get((row["endpoint"], row["model"]), {}),
+            slo_set,
+            run,
+            errors.get(_key(row), {}),
+            tuple(by_task.get(_key(row), ())),
         )
-        group["counts"]["retried_attempts"] = int(row.get("n_retried") or 0)
-        group["errors_by_class"] = errors.get(key, {})
-        group["by_task"] = by_task.get(key, [])
-        groups.append(group)
+        for row in groups_df.iter_rows(named=True)
+    ]
     # Targets in run.json order (the config's, or the simulator's tiers by size), then
     # scenarios in sweep order; names sort only what run.json does not list.
-    target_order = {key: i for i, key in enumerate(targets)}
+    target_order = {t.key: i for i, t in enumerate(run.targets)}
+    order = {s.name: i for i, s in enumerate(run.scenarios)}
     groups.sort(
         key=lambda g: (
-            target_order.get((g["endpoint"], g["model"]), len(target_order)),
-            str(g["endpoint"]),
-            str(g["model"]),
-            order.get(g["scenario"], len(order)),
-            str(g["scenario"]),
+            target_order.get((g.endpoint, g.model), len(target_order)),
+            g.endpoint,
+            g.model,
+            order.get(g.scenario, len(order)),
+            g.scenario,
         )
     )
-    return {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run.get("run_id"),
-        "groups": groups,
-    }
+    return Summary(run_id=run.run_id, groups=tuple(groups))
 
 
 def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     return (row["endpoint"], row["model"], row["scenario"])
 
 
-def _counts(row: Mapping[str, Any]) -> dict[str, int]:
-    return {
-        "scheduled": int(row["n_scheduled"] or 0),
-        "ok": int(row["n_ok"] or 0),
-        "error": int(row["n_error"] or 0),
-        "cancelled": int(row["n_cancelled"] or 0),
-        "warmup": int(row["n_warmup"] or 0),
-    }
+def _counts(row: Mapping[str, Any], retried: int = 0) -> GroupCounts:
+    return GroupCounts(
+        scheduled=int(row["n_scheduled"] or 0),
+        ok=int(row["n_ok"] or 0),
+        error=int(row["n_error"] or 0),
+        cancelled=int(row["n_cancelled"] or 0),
+        warmup=int(row["n_warmup"] or 0),
+        retried_attempts=retried,
+    )
+
+
+def _distribution(row: Mapping[str, Any], metric: str) -> Distribution:
+    return Distribution(**row_to_distribution(row, metric))
 
 
 def _fraction(row: Mapping[str, Any], slo_set: bool) -> float | None:
@@ -301,12 +312,16 @@ def _fraction(row: Mapping[str, Any], slo_set: bool) -> float | None:
     return float(row["n_slo_met"] or 0) / float(row["n_judged"])
 
 
-def _task_entry(row: Mapping[str, Any], slo_set: bool) -> dict[str, Any]:
-    entry: dict[str, Any] = {"task": row["task"], "counts": _counts(row)}
-    for metric in _TASK_METRICS:
-        entry[metric] = row_to_distribution(row, metric)
-    entry["slo_met_fraction"] = _fraction(row, slo_set)
-    return entry
+def _task_entry(row: Mapping[str, Any], slo_set: bool) -> TaskGroup:
+    return TaskGroup(
+        task=str(row["task"]),
+        counts=_counts(row),
+        ttft_s=_distribution(row, "ttft_s"),
+        tpot_s=_distribution(row, "tpot_s"),
+        e2e_s=_distribution(row, "e2e_s"),
+        decode_tps=_distribution(row, "decode_tps"),
+        slo_met_fraction=_fraction(row, slo_set),
+    )
 
 
 def _per_s(count: float | None, window_s: float | None) -> float | None:
@@ -315,61 +330,53 @@ def _per_s(count: float | None, window_s: float | None) -> float | None:
     return float(count) / window_s
 
 
-def _cost(target: Mapping[str, Any], tokens_per_s: float | None) -> dict[str, Any] | None:
-    price = target.get("price_out_per_m")
-    if price is not None:
-        return {"usd_per_m_output": float(price), "source": "price"}
-    hourly = target.get("gpu_hourly_usd")
-    if hourly is None or not tokens_per_s:
+def _cost(target: TargetInfo | None, tokens_per_s: float | None) -> Cost | None:
+    if target is None:
         return None
-    gpus = target.get("gpus") or 1
+    if target.price_out_per_m is not None:
+        return Cost(float(target.price_out_per_m), "price")
+    if target.gpu_hourly_usd is None or not tokens_per_s:
+        return None
+    gpus = target.gpus or 1
     tokens_per_hour = tokens_per_s * 3600.0
-    return {
-        "usd_per_m_output": float(hourly) * gpus / tokens_per_hour * 1e6,
-        "source": "gpu_hourly",
-    }
+    return Cost(float(target.gpu_hourly_usd) * gpus / tokens_per_hour * 1e6, "gpu_hourly")
 
 
 def _group_entry(
     row: Mapping[str, Any],
     slo_set: bool,
-    scenario: Mapping[str, Any],
-    target: Mapping[str, Any],
-) -> dict[str, Any]:
+    run: RunInfo,
+    errors: Mapping[str, int],
+    by_task: tuple[TaskGroup, ...],
+) -> Group:
     start, end = row["window_start"], row["window_end"]
     window_s = None if start is None or end is None or end <= start else float(end - start)
-    counts = _counts(row)
+    counts = _counts(row, int(row.get("n_retried") or 0))
+    scenario = run.scenario(row["scenario"])
     concurrency = row["concurrency"]
-    if concurrency is None:
-        concurrency = scenario.get("concurrency")
+    if concurrency is None and scenario is not None:
+        concurrency = scenario.concurrency
     rate = row["rate_rps"]
-    if rate is None:
-        rate = scenario.get("rate_rps")
+    if rate is None and scenario is not None:
+        rate = scenario.rate_rps
     out_total = int(row["output_tokens_total"] or 0)
-    tps = _per_s(out_total, window_s) if counts["ok"] else None
-    group: dict[str, Any] = {
-        "endpoint": row["endpoint"],
-        "model": row["model"],
-        "scenario": row["scenario"],
-        "concurrency": None if concurrency is None else int(concurrency),
-        "rate_rps": None if rate is None else float(rate),
-        "task": None,
-        "counts": counts,
-        "errors_by_class": {},
-    }
-    for metric in DIST_METRICS:
-        group[metric] = row_to_distribution(row, metric)
-    group.update(
-        {
-            "window_s": window_s,
-            "aggregate_output_tps": tps,
-            "requests_per_s": _per_s(counts["ok"], window_s),
-            "goodput_rps": _per_s(row.get("n_slo_met") or 0, window_s) if slo_set else None,
-            "slo_met_fraction": _fraction(row, slo_set),
-            "output_tokens_total": out_total,
-            "input_tokens_total": int(row["input_tokens_total"] or 0),
-            "cost": _cost(target, tps),
-            "by_task": [],
-        }
+    tps = _per_s(out_total, window_s) if counts.ok else None
+    return Group(
+        endpoint=row["endpoint"],
+        model=row["model"],
+        scenario=row["scenario"],
+        concurrency=None if concurrency is None else int(concurrency),
+        rate_rps=None if rate is None else float(rate),
+        counts=counts,
+        **{m: _distribution(row, m) for m in DIST_METRICS},
+        errors_by_class=dict(errors),
+        window_s=window_s,
+        aggregate_output_tps=tps,
+        requests_per_s=_per_s(counts.ok, window_s),
+        goodput_rps=_per_s(row.get("n_slo_met") or 0, window_s) if slo_set else None,
+        slo_met_fraction=_fraction(row, slo_set),
+        output_tokens_total=out_total,
+        input_tokens_total=int(row["input_tokens_total"] or 0),
+        cost=_cost(run.target(row["endpoint"], row["model"]), tps),
+        by_task=by_task,
     )
-    return group

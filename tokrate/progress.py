@@ -24,8 +24,7 @@ duration limit, or done/total at the pace so far) and an estimate per later scen
 Warnings print above the display as they arrive, the first of each kind only
 (repeats are collapsed at the end by ``tokrate.run``).
 
-The final summary table is :func:`print_summary` (``tokrate.report.text.render_summary``
-when that module exists, else a compact table of its own).
+The final summary table is ``tokrate.report.text.render_summary``'s.
 """
 
 from __future__ import annotations
@@ -49,9 +48,7 @@ __all__ = [
     "REFRESH_PER_S",
     "RunProgress",
     "ScenarioInfo",
-    "compact_table",
     "format_duration",
-    "print_summary",
 ]
 
 #: Redraws per second of the live display (at least 2, whatever requests do).
@@ -404,62 +401,3 @@ class RunProgress:
             )
             stopping = self._stopping()
             return f"{line}; {stopping}" if stopping else line
-
-
-def _fmt_ms(stat: Any, key: str = "p50") -> str:
-    if not isinstance(stat, dict) or stat.get(key) is None:
-        return "-"
-    return f"{1000.0 * float(stat[key]):,.0f}"
-
-
-def _fmt_num(value: Any, digits: int = 1) -> str:
-    return "-" if value is None else f"{float(value):,.{digits}f}"
-
-
-def print_summary(
-    summary: dict[str, Any] | None, console: Console, *, title: str | None = None
-) -> None:
-    """The end-of-run table: the report area's renderer when present, else our own."""
-    if summary is None:
-        console.print("no summary (tokrate.metrics unavailable)", markup=False)
-        return
-    try:
-        from tokrate.report.text import render_summary
-    except ImportError:  # the report area's renderer is optional; fall back below
-        pass
-    else:
-        render_summary(summary, console, title=title)
-        return
-    console.print(compact_table(summary))
-
-
-def compact_table(summary: dict[str, Any]) -> Table:
-    """A small summary table of our own (used when tokrate.report.text is absent)."""
-    table = Table(title=f"run {summary.get('run_id', '')}", title_justify="left")
-    for col in (
-        "model",
-        "scenario",
-        "ok/sched",
-        "err",
-        "TTFT p50 ms",
-        "TTFT p99 ms",
-        "TPOT p50 ms",
-        "decode tok/s",
-        "agg tok/s",
-    ):
-        table.add_column(col, justify="left" if col in ("model", "scenario") else "right")
-    for g in summary.get("groups", []):
-        counts = g.get("counts", {})
-        decode = g.get("decode_tps") or {}
-        table.add_row(
-            str(g.get("model")),
-            str(g.get("scenario")),
-            f"{counts.get('ok', 0)}/{counts.get('scheduled', 0)}",
-            str(counts.get("error", 0)),
-            _fmt_ms(g.get("ttft_s")),
-            _fmt_ms(g.get("ttft_s"), "p99"),
-            _fmt_ms(g.get("tpot_s")),
-            _fmt_num(decode.get("p50")),
-            _fmt_num(g.get("aggregate_output_tps")),
-        )
-    return table

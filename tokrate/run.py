@@ -1,34 +1,35 @@
 """``run_benchmark(spec)``: the whole of ``tokrate run`` as one library call.
 
-Pipeline (each step finishes before the next starts; nothing is sent before step 4):
+A short pipeline, each step finishing before the next starts; nothing is sent before
+*measure*:
 
-1. open the run folder (:class:`~tokrate.store.RunStore` checks it is creatable,
-   writable and has free space);
-2. resolve targets: the configured endpoints x models, or, with no endpoint, the
-   embedded simulator (``tokrate sim`` in its own process on 127.0.0.1, so it shares
-   no interpreter lock with the measuring loop) with every default tier; targets are
-   ordered by endpoint (config order), then model size, then name;
-3. pre-flight of every endpoint (:mod:`tokrate.preflight`): it answers, and serves
-   every model (its /models list, or one tiny request per model); otherwise
-   EndpointUnreachable / ModelNotServed (exit 2), showing the server's reply;
-4. load prompts, build the plan, open the backend, and run scenario after scenario,
-   feeding every event to the store (the only writer) and to progress;
-5. finalize (records.parquet, summary.json, run.json), build the report, check the
-   baseline. A target that got no ok request at all makes the exit code 1, with one
-   line per such target naming its error classes and counts.
+- **prepare** (:func:`_prepare`): read the API keys and prompts, open the run folder
+  (:class:`~tokrate.store.RunStore` checks it is creatable, writable and has free
+  space), start the embedded simulator when no endpoint is configured (in its own
+  process, so it shares no interpreter lock with the measuring loop), resolve the
+  targets (:func:`tokrate.targets.resolve_targets`), run the pre-flight
+  (:func:`tokrate.client.preflight.check_targets`: every endpoint answers and serves
+  every model, else exit 2 with the server's reply), build the plan and open the
+  backend. Any failure here leaves no run folder behind.
+- **measure** (:func:`_measure`): scenario after scenario, the backend runs the
+  workers' shards and every event goes to the :class:`~tokrate.collector.Collector`
+  (the store first, then live progress).
+- **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
+  the baseline check. A target that got no ok request at all makes the exit code 1,
+  with one line per such target naming its error classes and counts.
 
-Ctrl-C (KeyboardInterrupt) or ``stop.set()``: workers stop scheduling, in-flight
-requests get the grace period, the rest are recorded as cancelled, everything is
-written with status "interrupted", and the result has ``exit_code`` 130.
+Ctrl-C, SIGTERM (what ``timeout`` and CI schedulers send) and SIGHUP all stop the run
+the same way: workers stop scheduling, in-flight requests get the grace period, the
+rest are recorded as cancelled, everything is written with status "interrupted", and
+the exit code is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+A third signal ends the grace period at once (in-flight requests recorded as
+cancelled, every file still written).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
-import itertools
-import os
 import platform
 import signal
 import socket
@@ -37,37 +38,42 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from tokrate.engine import Target, WorkerTask
-from tokrate.errors import ConfigError
-from tokrate.events import LoopLag, Preconnected, RequestFinished, WorkerWarning
-from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagSummary, merge
-from tokrate.records import RequestRecord
-from tokrate.spec import EndpointSpec, ModelSpec, RunSpec, prompts_base_dir, spec_to_dict
+from tokrate.collector import Collector
+from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
+from tokrate.plan import Plan, ScenarioPlan
+from tokrate.prompts import Prompt
+from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
+from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
+from tokrate.summary import Summary
+from tokrate.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokrate.backends import Backend
+    from tokrate.compare import Comparison
+    from tokrate.progress import RunProgress
 
 __all__ = [
     "EMBEDDED_DEFAULTS",
     "SIM_ENDPOINT",
     "RunResult",
-    "collapse_warnings",
-    "count_outcomes",
-    "resolve_targets",
     "run_benchmark",
 ]
-
-#: Name of the embedded simulator's endpoint in records and reports.
-SIM_ENDPOINT: Final = "sim"
 
 #: What ``tokrate run`` with no config and no endpoint uses (each a load_spec dotted
 #: override; any flag the user gives wins). Six tiers in parallel on an honest
 #: real-time simulator: a sweep of 1 and 8 streams per tier, 30 requests per target and
 #: level (what a stable p95 needs, so the demo triggers none of the small-sample
 #: warnings), 16 output tokens each (15 decode gaps: TPOT is exact on the simulator),
-#: so the slowest tier (the largest model) bounds the run well under 60 s; and demo SLOs (TTFT <= 0.5 s, TPOT <= 30 ms: at least ~33
-#: tok/s per stream), so the tier pick table shows a real decision: the large tiers
-#: miss them, the small ones meet them.
+#: so the slowest tier (the largest model) bounds the run well under 60 s; and demo
+#: SLOs (TTFT <= 0.5 s, TPOT <= 30 ms: at least ~33 tok/s per stream), so the tier pick
+#: table shows a real decision: the large tiers miss them, the small ones meet them.
 EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
     "load.concurrency": (1, 8),
     "load.requests": 30,
@@ -77,6 +83,7 @@ EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
     "slo.tpot_s": 0.03,
 }
 
+#: Libraries whose versions run.json records.
 _LIBRARIES: Final = (
     "anyio",
     "httpx",
@@ -89,128 +96,34 @@ _LIBRARIES: Final = (
     "uvloop",
 )
 
+#: The signals that stop a run gracefully, and their exit codes (128 + signal number).
+_STOP_SIGNALS: Final = ("SIGINT", "SIGTERM", "SIGHUP")
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression or a target
-    that got no ok request; 130 interrupted.
+    that got no ok request; 2 nothing comparable with the baseline; 128 + signal when
+    a signal stopped it (130 Ctrl-C, 143 SIGTERM).
 
-    ``warnings`` are one line each (repeats of one kind collapsed, see
-    :func:`collapse_warnings`); ``failed_targets`` the lines naming every target with
-    no ok request (its error classes with counts); ``comparison`` the
-    ``tokrate.compare.Comparison`` of a ``baseline`` check (None without one or when
+    ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
+    the lines naming every target with no ok request (its error classes with counts);
+    ``comparison`` the Comparison of a ``baseline`` check (None without one or when
     there was no baseline yet); ``baseline_result`` a one-line verdict of that check.
     """
 
     run_dir: Path
-    summary: dict[str, Any] | None
+    summary: Summary | None
     exit_code: int
     interrupted: bool
     warnings: tuple[str, ...] = ()
     failed_targets: tuple[str, ...] = ()
     label: str | None = None
-    comparison: Any = None
+    comparison: Comparison | None = None
     baseline_result: str | None = None
 
 
-# --- targets and readiness -------------------------------------------------------
-
-
-def _sizes(model: ModelSpec) -> ModelSpec:
-    """Fill params from the name ("7b", "8x7b") when the user gave none."""
-    if model.params_b is not None:
-        return model
-    try:
-        from tokrate.sizes import infer_size
-    except ImportError:  # pragma: no cover - sizes.py lands with the config area
-        return model
-    inferred = infer_size(model.name)
-    if inferred is None:
-        return model
-    params, active = inferred
-    return dataclasses.replace(
-        model,
-        params_b=params,
-        active_params_b=model.active_params_b if model.active_params_b is not None else active,
-    )
-
-
-def resolve_targets(spec: RunSpec, sim_url: str | None = None) -> tuple[Target, ...]:
-    """Endpoint x model targets in config order; with ``sim_url`` the simulator's tiers.
-
-    Raises: ConfigError when endpoints are configured but no model, or a model names
-    an unknown endpoint.
-    """
-    if sim_url is not None:
-        from tokrate.sim.model import default_tiers
-
-        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=sim_url)
-        tiers = {tier.name: tier for tier in default_tiers()}
-        wanted = [m.name for m in spec.models] or list(tiers)
-        unknown = [name for name in wanted if name not in tiers]
-        if unknown and spec.simulator.tiers_file is None:
-            raise ConfigError(
-                f"{spec.source or 'config'}: model {unknown[0]!r} is not a simulator tier"
-                f" (tiers: {', '.join(tiers)})"
-            )
-        targets = []
-        for name in wanted:
-            tier = tiers.get(name)
-            model = ModelSpec(
-                endpoint=SIM_ENDPOINT,
-                name=name,
-                params_b=getattr(tier, "params_b", None),
-                active_params_b=getattr(tier, "active_params_b", None),
-                bytes_per_param=getattr(tier, "bytes_per_param", None),
-                gpus=getattr(tier, "gpus", None),
-            )
-            targets.append(Target(endpoint=endpoint, model=model, simulated=True))
-        return _by_size(targets, [SIM_ENDPOINT])
-    where = spec.source or "config"
-    by_name = {e.name: e for e in spec.endpoints}
-    if not spec.models:
-        raise ConfigError(f"{where}: no [[model]] configured (give -m/--model)")
-    targets = []
-    for m in spec.models:
-        found = by_name.get(m.endpoint)
-        if found is None:
-            raise ConfigError(f"{where}: model {m.name!r} names unknown endpoint {m.endpoint!r}")
-        targets.append(Target(endpoint=found, model=_sizes(m)))
-    return _by_size(targets, [e.name for e in spec.endpoints])
-
-
-def _by_size(targets: Sequence[Target], endpoint_order: Sequence[str]) -> tuple[Target, ...]:
-    """Targets by endpoint (config order), then model size (active parameters, else
-    total; unknown last), then name: how a reader scans a size comparison."""
-    rank = {name: i for i, name in enumerate(endpoint_order)}
-
-    def key(t: Target) -> tuple[int, float, str]:
-        m = t.model
-        size = m.active_params_b if m.active_params_b is not None else m.params_b
-        return (rank.get(t.endpoint.name, len(rank)), size if size else float("inf"), m.name)
-
-    return tuple(sorted(targets, key=key))
-
-
-def api_keys(spec: RunSpec) -> dict[str, str]:
-    """Endpoint name -> key, read from each endpoint's env var (never stored elsewhere).
-
-    Raises: ConfigError when a named env var is unset or empty.
-    """
-    keys = {}
-    for e in spec.endpoints:
-        if e.api_key_env:
-            value = os.environ.get(e.api_key_env)
-            if not value:
-                raise ConfigError(
-                    f"{spec.source or 'config'}: endpoint {e.name!r}: environment variable"
-                    f" {e.api_key_env} (api_key_env) is not set"
-                )
-            keys[e.name] = value
-    return keys
-
-
-# --- run.json contents -----------------------------------------------------------
+# --- run.json ---------------------------------------------------------------------------
 
 
 def _libraries() -> dict[str, str]:
@@ -223,175 +136,112 @@ def _libraries() -> dict[str, str]:
     return out
 
 
-def _target_row(t: Target) -> dict[str, Any]:
-    m = t.model
-    return {
-        "endpoint": t.endpoint.name,
-        "model": m.name,
-        "base_url": t.base_url,
-        "params_b": m.params_b,
-        "active_params_b": m.active_params_b if m.active_params_b is not None else m.params_b,
-        "bytes_per_param": m.bytes_per_param,
-        "price_in_per_m": m.price_in_per_m,
-        "price_out_per_m": m.price_out_per_m,
-        "gpu_hourly_usd": m.gpu_hourly_usd,
-        "gpus": m.gpus,
-        "simulated": t.simulated,
-    }
+def _version() -> str:
+    from tokrate import __version__
+
+    return __version__
 
 
-def _scenario_row(s: Any, spec: RunSpec) -> dict[str, Any]:
-    rate = getattr(s, "rate_rps", None)
-    return {
-        "name": str(getattr(s, "name", "")),
-        "concurrency": getattr(s, "concurrency", None),
-        "rate_rps": rate,
-        "arrival": getattr(s, "arrival", spec.load.arrival if rate is not None else None),
-    }
+def _scenario_info(s: ScenarioPlan, spec: RunSpec) -> ScenarioInfo:
+    return ScenarioInfo(
+        name=s.name,
+        concurrency=s.concurrency,
+        rate_rps=s.rate_rps,
+        arrival=s.arrival if s.rate_rps is not None else spec.load.arrival,
+    )
 
 
-def count_outcomes(records: Sequence[RequestRecord]) -> dict[str, int]:
-    """scheduled/ok/error/cancelled over the *last attempt* of each planned request
-    (a retried request counts once), so scheduled == ok + error + cancelled."""
-    last: dict[tuple[str, int], RequestRecord] = {}
-    for r in records:
-        key = (r.scenario, r.request_index)
-        prev = last.get(key)
-        if prev is None or r.attempt >= prev.attempt:
-            last[key] = r
-    counts = {"scheduled": len(last), "ok": 0, "error": 0, "cancelled": 0}
-    for r in last.values():
-        counts[r.status] += 1
-    return counts
+def _run_info(
+    run_id: str, spec: RunSpec, targets: Sequence[Target], plan: Plan, backend: Backend
+) -> RunInfo:
+    """What run.json says at the start (status, counts and lag follow at the end)."""
+    return RunInfo(
+        run_id=run_id,
+        label=spec.output.label,
+        tokrate_version=_version(),
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        host=socket.gethostname(),
+        libraries=_libraries(),
+        config=spec_to_dict(spec),
+        targets=tuple(t.info() for t in targets),
+        scenarios=tuple(_scenario_info(s, spec) for s in plan.scenarios),
+        slo=SloInfo(**dataclasses.asdict(spec.slo)),
+        hardware=spec.simulator.hardware if spec.uses_simulator else spec.output.hardware,
+        backend=backend.kind,
+        workers=backend.workers,
+        preconnect=spec.client.preconnect,
+    )
 
 
-# --- the run ---------------------------------------------------------------------
+# --- signals ----------------------------------------------------------------------------
 
 
-def collapse_warnings(warnings: Sequence[tuple[str, str]]) -> list[str]:
-    """One line per kind of warning, in order of first appearance: ``(kind, message)``
-    pairs of one kind (a non-empty kind) become the first message plus how many more
-    there were; pairs without a kind are only de-duplicated."""
-    return [line for line, _n in _collapsed(warnings)]
+class _Stopper:
+    """Which stop signal arrived first (its exit code), and how many arrived."""
 
+    def __init__(self, stop: Stop) -> None:
+        self.stop = stop
+        self.signum: int | None = None
+        self.count = 0
 
-def _collapsed(warnings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
-    groups: dict[str, list[str]] = {}
-    for kind, message in warnings:
-        bucket = groups.setdefault(kind or f"\x00{message}", [])
-        if message not in bucket:
-            bucket.append(message)
-    out = []
-    for messages in groups.values():
-        extra = len(messages) - 1
-        more = f" (and {extra} more like it)" if extra else ""
-        out.append((messages[0] + more, len(messages)))
-    return out
-
-
-class _TargetOutcomes:
-    """Per target: ok requests, and failures by error class with a first example."""
-
-    __slots__ = ("errors", "example", "ok", "total")
-
-    def __init__(self) -> None:
-        self.ok = 0
-        self.total = 0
-        self.errors: dict[str, int] = {}
-        self.example: str | None = None
-
-    def add(self, record: RequestRecord) -> None:
-        self.total += 1
-        if record.status == "ok":
-            self.ok += 1
-            return
-        cls = record.error_class or record.status
-        self.errors[cls] = self.errors.get(cls, 0) + 1
-        if self.example is None and record.error_message:
-            self.example = record.error_message
-
-    def failure_line(self, label: str) -> str:
-        if self.total == 0:
-            return f"target {label} got no request (the run ended before its turn)"
-        classes = ", ".join(f"{cls} {n}" for cls, n in sorted(self.errors.items()))
-        example = f"; first: {self.example}" if self.example else ""
-        return f"target {label} got 0 ok requests of {self.total} ({classes}){example}"
-
-
-class _Collector:
-    """Driver-side event sink: store first (nothing lost), then progress."""
-
-    def __init__(self, store: RunStore, progress: Any, targets: Sequence[Target]) -> None:
-        self.store = store
-        self.progress = progress
-        # Outcome counts kept incrementally (memory stays flat on long runs; the
-        # records themselves live on disk only).
-        self.counts = {"scheduled": 0, "ok": 0, "error": 0, "cancelled": 0}
-        self.lags: list[LagSummary] = []
-        self.raw_warnings: list[tuple[str, str]] = []
-        self.labels = [t.label for t in targets]
-        self.outcomes = {label: _TargetOutcomes() for label in self.labels}
-        #: Preconnected set-up times per (scenario, endpoint), for run.json.
-        self.connections: dict[tuple[str, str], list[float | None]] = {}
+    def handle(self, signum: int, _frame: object) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+        self.stop.set()
+        if self.count >= 3:
+            # The third signal ends the grace period now; the workers still record
+            # what was in flight as cancelled, and every file is still written.
+            self.stop.abort()
 
     @property
-    def warnings(self) -> list[str]:
-        return collapse_warnings(self.raw_warnings)
-
-    def warn(self, message: str, kind: str = "") -> None:
-        self.raw_warnings.append((kind, message))
-
-    def failed_targets(self) -> list[str]:
-        return [
-            outcome.failure_line(label)
-            for label, outcome in self.outcomes.items()
-            if outcome.ok == 0
-        ]
-
-    def connections_json(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "scenario": scenario,
-                "endpoint": endpoint,
-                "opened": sum(1 for v in values if v is not None),
-                "failed": sum(1 for v in values if v is None),
-                "connect_s": [round(v, 6) for v in values if v is not None],
-            }
-            for (scenario, endpoint), values in self.connections.items()
-        ]
-
-    def __call__(self, event: Any) -> None:
-        if isinstance(event, RequestFinished):
-            record = event.record
-            self.store.append(record)
-            if record.attempt > 1:
-                # A retry replaces its request's previous (failed) attempt in the counts.
-                self.counts["error"] -= 1
-            else:
-                self.counts["scheduled"] += 1
-            self.counts[record.status] += 1
-            outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
-            if outcome is not None:
-                outcome.add(record)
-        elif isinstance(event, LoopLag):
-            self.lags.append(LagSummary(event.max_ms, event.p99_ms, event.samples))
-        elif isinstance(event, WorkerWarning):
-            self.warn(event.message, event.kind)
-        elif isinstance(event, Preconnected):
-            key = (event.scenario, event.endpoint)
-            self.connections.setdefault(key, []).extend(event.connect_s)
-        if self.progress is not None:
-            self.progress.on_event(event)
+    def exit_code(self) -> int:
+        return 128 + (self.signum if self.signum is not None else signal.SIGINT)
 
 
 @contextlib.contextmanager
-def _simulator(spec: RunSpec) -> Iterator[str | None]:
-    """The embedded simulator, in its own process: sharing this interpreter would put
-    its CPU work (and its lock) on the measuring loop's timestamps."""
+def _signals_stop(stopper: _Stopper) -> Iterator[None]:
+    """While measuring, a stop signal only sets ``stop`` (see the module doc), so a
+    signal never interrupts the driver mid-write and no event is lost between the
+    backend and the store. Only in the main thread (where handlers can be installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in _STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, stopper.handle)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# --- prepare ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    run_id: str
+    targets: tuple[Target, ...]
+    prompts: tuple[Prompt, ...]
+    plan: Plan
+    shards: tuple[Plan, ...]
+    keys: Mapping[str, str]
+    backend: Backend
+    store: RunStore
+
+
+@contextlib.contextmanager
+def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
+    """The embedded simulator (base URL and tiers), or None when endpoints are set."""
     if not spec.uses_simulator:
         yield None
         return
-    from tokrate.sim import SimConfig, simulator_process
+    from tokrate.sim import SimConfig, configured_tiers, simulator_process
 
     s = spec.simulator
     config = SimConfig(
@@ -401,35 +251,9 @@ def _simulator(spec: RunSpec) -> Iterator[str | None]:
         time_scale=s.time_scale,
         seed=s.seed,
     )
+    tiers = configured_tiers(config)
     with simulator_process(config) as url:
-        yield url
-
-
-@contextlib.contextmanager
-def _sigint_sets(stop: threading.Event) -> Iterator[None]:
-    """While measuring, the first Ctrl-C only sets ``stop`` (workers then stop
-    scheduling, run the grace period and record the rest as cancelled), so a signal
-    never interrupts the driver mid-write and no event is lost between the backend and
-    the store. A second Ctrl-C is ignored (the grace period is short); a third raises
-    KeyboardInterrupt to abort waiting. Only in the main thread (signal handlers can
-    be installed nowhere else)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    presses = 0
-
-    def handler(signum: int, frame: object) -> None:
-        nonlocal presses
-        presses += 1
-        if presses >= 3:
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        yield url, tiers
 
 
 def _short_names(targets: Sequence[Target]) -> list[str]:
@@ -441,224 +265,124 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
     return [t.label for t in targets]
 
 
-def _planned_per_target(scenario: Any, n_targets: int) -> list[int | None]:
-    """Requests each target gets in this scenario (None: duration-bound) for progress."""
-    indices = getattr(scenario, "target_indices", None)
-    if indices is not None and hasattr(scenario, "planned_per_target"):
-        per = scenario.planned_per_target
-        return [per if t in indices else 0 for t in range(n_targets)]
-    cap = 200_000
-    counts = [0] * n_targets
-    n = 0
-    for pr in itertools.islice(scenario.requests(), cap + 1):
-        n += 1
-        counts[pr.target_index] += 1
-    if n > cap:
-        return [None] * n_targets
-    return list(counts)
-
-
-def _scenario_info(scenario: Any, n_targets: int) -> Any:
-    from tokrate.progress import ScenarioInfo
-
-    return ScenarioInfo(
-        name=str(getattr(scenario, "name", "")),
-        planned=tuple(_planned_per_target(scenario, n_targets)),
-        duration_s=getattr(scenario, "duration_s", None),
-        concurrency=getattr(scenario, "concurrency", None),
-        rate_rps=getattr(scenario, "rate_rps", None),
-    )
-
-
-def run_benchmark(
-    spec: RunSpec,
-    *,
-    console: Any = None,
-    quiet: bool = False,
-    stop: threading.Event | None = None,
-    base_dir: Path | None = None,
-) -> RunResult:
-    """Run the benchmark ``spec`` describes and write its run folder (see module doc).
-
-    ``console`` is a rich Console for live progress and warnings (None: no drawing; a
-    console that is not a terminal gets one plain progress line every
-    ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
-    warnings or the lines naming failed targets. ``base_dir`` resolves relative prompt
-    paths (default: the config file's folder, else the cwd).
-
-    Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
-    EndpointUnreachable (all before any load is sent); SimulatorError when the
-    embedded simulator cannot start.
-    """
-    from tokrate.engine import STOP_GRACE_S
+def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
+    """Everything before the first request (see the module doc). Raises ConfigError,
+    PromptError, OutputError, EndpointUnreachable, ModelNotServed, SimulatorError; a
+    failure leaves no run folder behind."""
+    from tokrate.backends import open_backend
+    from tokrate.client.preflight import check_targets
     from tokrate.plan import build_plan, shard
-    from tokrate.preflight import check_targets
     from tokrate.prompts import load_prompts
 
-    stop = stop or threading.Event()
     run_id = spec.output.run_id or new_run_id()
-    run_dir = Path(spec.output.dir) / run_id
-    if base_dir is None:
-        base_dir = prompts_base_dir(spec)
     keys = api_keys(spec)
-    prompts = load_prompts(spec.prompts, base_dir=base_dir)
-    store = RunStore(run_dir)
-    with contextlib.ExitStack() as stack:
-        stack.callback(store.close)
-        try:
-            sim_url = stack.enter_context(_simulator(spec))
-            targets = resolve_targets(spec, sim_url)
-            check_targets(targets, keys, api=spec.client.api)
-            plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
-            from tokrate.backends import open_backend
+    prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
+    store = RunStore(Path(spec.output.dir) / run_id)
+    stack.callback(store.close)
+    try:
+        simulator = stack.enter_context(_simulator(spec))
+        targets = resolve_targets(spec, simulator)
+        check_targets(targets, keys, api=spec.client.api)
+        plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
+        backend = open_backend(spec)
+    except BaseException:
+        store.discard()
+        raise
+    stack.callback(backend.close)
+    shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
+    store.start(_run_info(run_id, spec, targets, plan, backend))
+    return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store)
 
-            backend = open_backend(spec)
-        except BaseException:
-            store.discard()
-            raise
-        stack.callback(backend.close)
-        shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-        store.start(
-            {
-                "run_id": run_id,
-                "label": spec.output.label,
-                "tokrate_version": _version(),
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "host": socket.gethostname(),
-                "libraries": _libraries(),
-                "config": spec_to_dict(spec),
-                "targets": [_target_row(t) for t in targets],
-                "scenarios": [_scenario_row(s, spec) for s in plan.scenarios],
-                "slo": dataclasses.asdict(spec.slo),
-                "hardware": spec.output.hardware
-                if not spec.uses_simulator
-                else spec.simulator.hardware,
-                "backend": backend.kind,
-                "workers": backend.workers,
-                "preconnect": spec.client.preconnect,
-                "connections": [],
-                "warnings": [],
-                "loop_lag": None,
-                "counts": None,
-            }
-        )
-        progress = None
-        if console is not None and not quiet:
-            from tokrate.progress import RunProgress
 
-            progress = RunProgress(
-                console,
-                [t.label for t in targets],
-                [_scenario_info(sc, len(targets)) for sc in plan.scenarios],
-                title=f"tokrate run {spec.output.label or run_id}",
-                stop=stop,
-                grace_s=STOP_GRACE_S,
-                interval_s=spec.output.progress_interval_s,
+# --- measure ----------------------------------------------------------------------------
+
+
+def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunProgress:
+    from tokrate.progress import RunProgress
+    from tokrate.progress import ScenarioInfo as ProgressScenario
+
+    n = len(p.targets)
+    return RunProgress(
+        console,
+        [t.label for t in p.targets],
+        [
+            ProgressScenario(
+                name=sc.name,
+                planned=tuple(
+                    sc.planned_per_target if t in sc.target_indices else 0 for t in range(n)
+                ),
+                duration_s=sc.duration_s,
+                concurrency=sc.concurrency,
+                rate_rps=sc.rate_rps,
             )
-            stack.enter_context(progress)
-        sink = _Collector(store, progress, targets)
-        stack.enter_context(_sigint_sets(stop))
-        interrupted = False
-        try:
-            for k, _scenario in enumerate(plan.scenarios):
-                if stop.is_set():
-                    interrupted = True
-                    break
-                if progress is not None:
-                    progress.start_scenario(k)
-                tasks = [
-                    WorkerTask(
-                        run_id=run_id,
-                        worker_id=f"w{w}",
-                        scenario=part.scenarios[k],
-                        spec=spec,
-                        targets=targets,
-                        prompts=prompts,
-                        api_keys=keys,
-                    )
-                    for w, part in enumerate(shards)
-                ]
-                backend.run_scenario(tasks, sink, stop)
-                store.end_scenario()
-        except KeyboardInterrupt:
-            interrupted = True
-        if stop.is_set():
-            interrupted = True
-        if progress is not None:
-            progress.close()
-        lag = merge(sink.lags)
-        loop_lag = {
-            "threshold_ms": P99_THRESHOLD_MS,
-            "max_threshold_ms": MAX_THRESHOLD_MS,
-            "max_ms": round(lag.max_ms, 3),
-            "p99_ms": round(lag.p99_ms, 3),
-            "samples": lag.samples,
-            # Judged per worker and scenario (each against its own sample count).
-            "exceeded": any(part.exceeded for part in sink.lags),
-        }
-        failed = [] if interrupted else sink.failed_targets()
-        for line in failed:
-            sink.warn(line, "no_ok_requests")
-        counts = dict(sink.counts)
-        status = "interrupted" if interrupted else "complete"
-        _frame, summary = store.finalize(
-            status=status,
-            summarize=_summarizer(),
-            warnings=sink.warnings,
-            loop_lag=loop_lag,
-            counts=counts,
-            connections=sink.connections_json(),
-        )
-    warnings = list(sink.warnings)
-    if console is not None:
-        _print_warnings(console, sink, failed)
-    if spec.output.report:
-        _report(run_dir, spec, warnings, console)
-    exit_code = 130 if interrupted else (1 if failed else 0)
-    comparison: list[Any] = []
-    baseline_result = None
-    if spec.baseline and not interrupted:
-        from tokrate.compare import check_baseline, merge_thresholds, parse_threshold
-
-        thresholds = merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds)
-        code = check_baseline(
-            run_dir,
-            spec.baseline,
-            Path(spec.output.dir),
-            thresholds,
-            on_comparison=comparison.append,
-        )
-        exit_code = max(exit_code, code)
-        baseline_result = _baseline_line(spec.baseline, comparison[0] if comparison else None)
-    return RunResult(
-        run_dir=run_dir,
-        summary=summary,
-        exit_code=exit_code,
-        interrupted=interrupted,
-        warnings=tuple(warnings),
-        failed_targets=tuple(failed),
-        label=spec.output.label,
-        comparison=comparison[0] if comparison else None,
-        baseline_result=baseline_result,
+            for sc in p.plan.scenarios
+        ],
+        title=f"tokrate run {spec.output.label or p.run_id}",
+        stop=stop,
+        grace_s=STOP_GRACE_S,
+        interval_s=spec.output.progress_interval_s,
     )
 
 
-def _print_warnings(console: Any, sink: _Collector, failed: Sequence[str]) -> None:
-    """After the run. With live progress the first warning of each kind was printed as
-    it came, so only kinds that repeated print again, collapsed with their count;
-    without it (``--quiet``) every collapsed warning prints now. Then one error line
-    per target without a single ok request."""
-    live = sink.progress is not None
-    for line, n in _collapsed(sink.raw_warnings):
-        if line in failed or (live and n == 1):
-            continue
-        console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
-    for line in failed:
-        console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
+    """Run every scenario; True when a stop ended the run early."""
+    for k, _scenario in enumerate(p.plan.scenarios):
+        if stop.is_set():
+            return True
+        if sink.progress is not None:
+            sink.progress.start_scenario(k)
+        tasks = [
+            WorkerTask(
+                run_id=p.run_id,
+                worker_id=f"w{w}",
+                scenario=part.scenarios[k],
+                settings=WorkerSettings.from_spec(spec),
+                targets=p.targets,
+                prompts=p.prompts,
+                api_keys=p.keys,
+            )
+            for w, part in enumerate(p.shards)
+        ]
+        p.backend.run_scenario(tasks, sink, stop)
+        p.store.end_scenario()
+    return stop.is_set()
 
 
-def _baseline_line(baseline: str, comparison: Any) -> str:
+# --- finish -----------------------------------------------------------------------------
+
+
+def _loop_lag(sink: Collector) -> LoopLagInfo:
+    lag = merge(sink.lags)
+    return LoopLagInfo(
+        threshold_ms=P99_THRESHOLD_MS,
+        max_threshold_ms=MAX_THRESHOLD_MS,
+        max_ms=round(lag.max_ms, 3),
+        p99_ms=round(lag.p99_ms, 3),
+        samples=lag.samples,
+        # Judged per worker and scenario (each against its own sample count).
+        exceeded=any(part.exceeded for part in sink.lags),
+    )
+
+
+def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console | None) -> None:
+    """Build the report; the measurements are already safe on disk, so a failing
+    report becomes a warning that says how to rebuild it, not a lost run."""
+    from tokrate.report import build_report
+
+    try:
+        build_report([run_dir], None, formats=spec.output.formats)
+    except Exception as err:  # every failure: the run itself is saved either way
+        first = str(err).splitlines()[0] if str(err) else ""
+        message = (
+            f"report not built ({type(err).__name__}: {first});"
+            f" the run is saved, rebuild with: tokrate report {run_dir}"
+        )
+        warnings.append(message)
+        if console is not None:
+            console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _baseline_line(baseline: str, comparison: Comparison | None) -> str:
     """One line: what the baseline check decided."""
     if comparison is None:
         return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
@@ -667,47 +391,102 @@ def _baseline_line(baseline: str, comparison: Any) -> str:
         comparison.verdict
     ]
     return (
-        f"baseline {comparison.baseline_run_id}: {word} ({n['regressed']} regressed,"
+        f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
         f" {n['improved']} improved, {n['unchanged']} unchanged,"
         f" {n['not_comparable']} not comparable)"
     )
 
 
-def _summarizer() -> Any:
-    """tokrate.metrics.summarize, or None until the metrics module exists."""
-    try:
-        from tokrate.metrics import summarize
-    except ImportError:  # pragma: no cover - metrics lands with the report area
-        return None
-    return summarize
+def _check_baseline(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:
+    """The baseline verdict (exit code, comparison) with the configured thresholds,
+    fitted to history's noise when ``compare.thresholds_from_history`` is set."""
+    from tokrate.baseline import check_baseline
+    from tokrate.thresholds import ThresholdSet, merge_thresholds, parse_threshold
+
+    thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds))
+    if spec.compare.thresholds_from_history:
+        from tokrate.history import load_history, noise_thresholds
+
+        history = load_history(spec.compare.thresholds_from_history, thresholds=thresholds.metrics)
+        thresholds = noise_thresholds(history, thresholds.metrics)
+    found: list[Comparison] = []
+    assert spec.baseline is not None
+    code = check_baseline(
+        run_dir, spec.baseline, Path(spec.output.dir), thresholds, on_comparison=found.append
+    )
+    return code, (found[0] if found else None)
 
 
-def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Any) -> None:
-    """Build the report; the measurements are already safe on disk, so a failing
-    report becomes a warning that says how to rebuild it, not a lost run."""
-    try:
-        from tokrate.report import build_report
-    except ImportError:
-        return
-    try:
-        build_report([run_dir], None, formats=spec.output.formats)
-    except Exception as err:
-        message = (
-            f"report not built ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''});"
-            f" the run is saved, rebuild with: tokrate report {run_dir}"
+# --- the pipeline -----------------------------------------------------------------------
+
+
+def run_benchmark(
+    spec: RunSpec,
+    *,
+    console: Console | None = None,
+    quiet: bool = False,
+    stop: Stop | None = None,
+    base_dir: Path | None = None,
+) -> RunResult:
+    """Run the benchmark ``spec`` describes and write its run folder (module doc).
+
+    ``console`` is a rich Console for live progress and warnings (None: no drawing; a
+    console that is not a terminal gets one plain progress line every
+    ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
+    warnings or the lines naming failed targets. ``stop`` (set it from another thread)
+    stops the run as a signal would. ``base_dir`` resolves relative prompt paths
+    (default: the config file's folder, else the cwd).
+
+    Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
+    EndpointUnreachable (all before any load is sent); SimulatorError when the
+    embedded simulator cannot start.
+    """
+    from tokrate.metrics import summarize
+
+    stop = stop or Stop()
+    stopper = _Stopper(stop)
+    with contextlib.ExitStack() as stack:
+        p = _prepare(spec, base_dir, stack)
+        progress = None
+        if console is not None and not quiet:
+            progress = stack.enter_context(_progress(spec, p, console, stop))
+        sink = Collector(p.store, progress, p.targets)
+        with _signals_stop(stopper):
+            interrupted = _measure(spec, p, sink, stop)
+        if progress is not None:
+            progress.close()
+        failed = [] if interrupted else sink.failed_targets()
+        for line in failed:
+            sink.warn(line, "no_ok_requests")
+        _frame, summary = p.store.finalize(
+            status="interrupted" if interrupted else "complete",
+            summarize=summarize,
+            warnings=tuple(sink.warnings),
+            loop_lag=_loop_lag(sink),
+            counts=sink.outcome_counts(),
+            connections=sink.connection_setups(),
         )
-        warnings.append(message)
-        if console is not None:
-            console.print(
-                f"[yellow]warning:[/] {message}", markup=True, highlight=False, soft_wrap=True
-            )
-
-
-def _version() -> str:
-    from tokrate import __version__
-
-    return __version__
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    run_dir = p.store.path
+    warnings = list(sink.warnings)
+    if console is not None:
+        sink.print_warnings(console, failed)
+    if spec.output.report:
+        _report(run_dir, spec, warnings, console)
+    exit_code = stopper.exit_code if interrupted else (1 if failed else 0)
+    comparison = None
+    baseline_result = None
+    if spec.baseline and not interrupted:
+        code, comparison = _check_baseline(spec, run_dir)
+        exit_code = max(exit_code, code)
+        baseline_result = _baseline_line(spec.baseline, comparison)
+    return RunResult(
+        run_dir=run_dir,
+        summary=summary,
+        exit_code=exit_code,
+        interrupted=interrupted,
+        warnings=tuple(warnings),
+        failed_targets=tuple(failed),
+        label=spec.output.label,
+        comparison=comparison,
+        baseline_result=baseline_result,
+    )

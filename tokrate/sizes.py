@@ -30,6 +30,7 @@ __all__ = [
     "KNOWN_SIZES",
     "MOE_ACTIVE_SHARED_FACTOR",
     "MOE_SHARED_FACTOR",
+    "fill_sizes",
     "infer_bytes_per_param",
     "infer_size",
 ]
@@ -114,3 +115,29 @@ def infer_bytes_per_param(model_name: str) -> float | None:
         if pattern.search(name):
             return value
     return None
+
+
+def fill_sizes(
+    name: str,
+    params_b: float | None,
+    active_params_b: float | None,
+    bytes_per_param: float | None,
+) -> tuple[float | None, float | None, float | None]:
+    """(params_b, active_params_b, bytes_per_param) with what the user left unset
+    inferred from ``name`` — the one place sizes are inferred. A user-given size always
+    wins; a user-given total with an inferred MoE name keeps the inferred active/total
+    ratio; a model is dense unless told (or named) otherwise."""
+    params, active = params_b, active_params_b
+    inferred = infer_size(name)
+    if inferred is not None:
+        total_i, active_i = inferred
+        if params is None:
+            params = total_i
+            if active is None:
+                active = active_i
+        elif active is None:
+            active = round(params * active_i / total_i, 3)
+    if active is None:
+        active = params
+    bpp = bytes_per_param if bytes_per_param is not None else infer_bytes_per_param(name)
+    return params, active, bpp

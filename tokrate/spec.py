@@ -225,9 +225,12 @@ class DistributedSpec:
 class CompareSpec:
     """Regression thresholds for ``baseline`` comparisons, as ``tokrate compare
     --threshold`` strings (``"ttft_p95=+10%"``, ``"decode_tps_p50=-5%"``,
-    ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults."""
+    ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults.
+    ``thresholds_from_history``: a folder of earlier runs whose run-to-run noise sets
+    each series' threshold (``tokrate.history.noise_thresholds``); None: off."""
 
     thresholds: tuple[str, ...] = ()
+    thresholds_from_history: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,8 +333,6 @@ _FORMATS = ("png", "svg", "pdf")
 _ENV_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = _re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
-#: Header or body keys whose values are secrets: redacted by spec_to_dict.
-_SECRET_NAME = _re.compile(r"auth|key|token|secret|password|cookie|credential", _re.I)
 
 
 class _Bad(Exception):
@@ -616,7 +617,8 @@ def load_spec(
     ``overrides`` are dotted keys of the TOML layout, already typed by the CLI (lists or
     tuples for sweeps; ``"endpoints"``/``"models"`` take lists of EndpointSpec/ModelSpec
     or tables); an override always wins over the file. Model sizes missing from the
-    config are inferred from model names (:func:`tokrate.sizes.infer_size`).
+    config are inferred from model names when targets are resolved
+    (:func:`tokrate.sizes.fill_sizes`).
 
     Raises:
         ConfigError: one line, ``"<file or command line>: key '<dotted.key>': ..."``,
@@ -706,8 +708,6 @@ def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
 
 
 def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> list[ModelSpec]:
-    from tokrate.sizes import infer_bytes_per_param, infer_size
-
     out: list[ModelSpec] = []
     for i, item in enumerate(_array(raw, "model", ctx)):
         key = f"model[{i}]"
@@ -740,7 +740,6 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
                 raise ctx.error(f"{key}.extra_body.{body_key}", "reserved: tokrate sets it itself")
         if any((m.endpoint, m.name) == (model.endpoint, model.name) for m in out):
             raise ctx.error(f"{key}.name", f"duplicate model {model.name!r} on {model.endpoint!r}")
-        model = _with_sizes(model, infer_size(model.name), infer_bytes_per_param(model.name))
         if (
             model.params_b is not None
             and model.active_params_b is not None
@@ -752,26 +751,6 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
             )
         out.append(model)
     return out
-
-
-def _with_sizes(
-    model: ModelSpec, inferred: tuple[float, float] | None, inferred_bpp: float | None
-) -> ModelSpec:
-    """Fill missing sizes from the name. A user-given size always wins; a user-given
-    total with an inferred MoE name keeps the inferred active/total ratio."""
-    params, active = model.params_b, model.active_params_b
-    if inferred is not None:
-        total_i, active_i = inferred
-        if params is None:
-            params = total_i
-            if active is None:
-                active = active_i
-        elif active is None:
-            active = round(params * active_i / total_i, 3)
-    if active is None:
-        active = params  # dense unless told otherwise
-    bpp = model.bytes_per_param if model.bytes_per_param is not None else inferred_bpp
-    return _dc.replace(model, params_b=params, active_params_b=active, bytes_per_param=bpp)
 
 
 def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
@@ -806,17 +785,15 @@ def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
 
 def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
     """Cross-field rules that no single value can express."""
-    from tokrate.compare import parse_threshold
-    from tokrate.errors import UsageError
     from tokrate.hardware import get_hardware
     from tokrate.records import ERROR_CLASSES
+    from tokrate.thresholds import ThresholdError, parse_threshold
 
     for i, text in enumerate(spec.compare.thresholds):
         try:
             parse_threshold(text)
-        except UsageError as err:
-            detail = str(err).split(": ", 1)[-1]
-            raise ctx.error(f"compare.thresholds[{i}]", f"{detail} (got {text!r})") from None
+        except ThresholdError as err:
+            raise ctx.error(f"compare.thresholds[{i}]", f"{err.problem} (got {text!r})") from None
 
     load = spec.load
     if load.mode == "open" and not load.rates:
@@ -870,7 +847,11 @@ def prompts_base_dir(spec: RunSpec) -> _Path:
 
 
 def _redact_pairs(pairs: tuple[tuple[str, object], ...]) -> dict[str, object]:
-    return {k: ("<redacted>" if _SECRET_NAME.search(k) else v) for k, v in pairs}
+    from tokrate.redact import Redactor
+
+    redacted = Redactor().value(dict(pairs))
+    assert isinstance(redacted, dict)
+    return redacted
 
 
 def _to_jsonable(value: object) -> object:

@@ -1,4 +1,6 @@
-"""Pure statistics helpers: distributions, bootstrap intervals, power-law fits, warnings.
+"""Pure statistics: distributions, bootstrap intervals (plain and block), proportions,
+power-law fits, stability warnings. The one home of every statistical rule; compare,
+history and the report all call these.
 
 Every function here is pure (no I/O, no clock) and seeded where it draws random numbers,
 so the same input always gives the same output. An empty input gives ``None`` values,
@@ -11,18 +13,27 @@ Percentiles use linear interpolation between closest ranks (numpy's default,
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
 import polars as pl
 
+from tokrate.summary import DIST_KEYS, Group
+
 __all__ = [
     "DIST_KEYS",
     "MIN_STABLE_N",
     "PowerLawFit",
+    "block_bootstrap",
+    "block_length",
     "bootstrap_ci",
+    "newcombe_interval",
+    "relative_change_ci",
+    "sample_stat",
     "dist_exprs",
     "distribution",
     "empty_distribution",
@@ -31,9 +42,6 @@ __all__ = [
     "stability_warnings",
     "t_quantile_975",
 ]
-
-#: Keys of every distribution dict, in the order summary.json writes them.
-DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max")
 
 #: Below this many ok requests a p95 moves by more than its own spread from run to run
 #: (the 95th percentile of 30 samples rests on the top one or two), so we warn.
@@ -134,6 +142,114 @@ def bootstrap_ci(
     return float(low), float(high)
 
 
+#: Block-bootstrap work is done in chunks of at most this many drawn values (8 bytes
+#: each for the indices and the values): bounded memory for runs of any size.
+_BLOCK_ELEMENTS: Final = 2_000_000
+
+
+def sample_stat(values: np.ndarray, q: float | None, axis: int | None = None) -> Any:
+    """The mean (``q`` None) or the ``q`` quantile (linear interpolation, as
+    summary.json) of ``values``."""
+    if q is None:
+        return np.mean(values, axis=axis)
+    return np.quantile(values, q, axis=axis)
+
+
+def block_bootstrap(
+    values: np.ndarray, q: float | None, resamples: int, block: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``resamples`` circular-block-bootstrap replicates of the statistic.
+
+    ``values`` are in send order. Each replicate strings together random runs of
+    ``block`` consecutive requests (wrapping around) until it has n values. Requests in
+    flight together share the server's and the client machine's state, so one stall
+    slows all of them at once; resampling them as a block keeps that correlation, where
+    an i.i.d. bootstrap would count one stall ``block`` times as independent evidence.
+    ``block == 1`` is the ordinary bootstrap. Vectorised, in chunks of bounded memory.
+    """
+    n = values.size
+    block = max(1, min(block, n))
+    n_blocks = -(-n // block)
+    per_chunk = max(1, _BLOCK_ELEMENTS // max(n_blocks * block, 1))
+    offsets = np.arange(block)
+    out = np.empty(resamples)
+    done = 0
+    while done < resamples:
+        k = min(per_chunk, resamples - done)
+        starts = rng.integers(0, n, size=(k, n_blocks, 1))
+        idx = ((starts + offsets) % n).reshape(k, n_blocks * block)[:, :n]
+        out[done : done + k] = sample_stat(values[idx], q, axis=1)
+        done += k
+    return out
+
+
+def block_length(in_flight: float | None, n: int) -> int:
+    """Bootstrap block length: the requests in flight together (closed-loop
+    concurrency, or open-loop rate x median E2E), capped so that a replicate has at
+    least 5 blocks."""
+    block = 1 if in_flight is None else round(in_flight)
+    return max(1, min(block, n // 5))
+
+
+def relative_change_ci(
+    base: np.ndarray,
+    cur: np.ndarray,
+    q: float | None,
+    blocks: tuple[int, int],
+    *,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    key: str,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of stat(cur) / stat(base) - 1.
+
+    Both samples are resampled independently (they are independent runs), each in
+    blocks of its own length; the seed mixes ``seed`` with a CRC of ``key`` (the row),
+    so each row is reproducible and rows are independent. (nan, nan) when no
+    replicate ratio is finite.
+    """
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    b = block_bootstrap(base, q, resamples, blocks[0], rng)
+    c = block_bootstrap(cur, q, resamples, blocks[1], rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = c / b - 1.0
+    ratio = ratio[np.isfinite(ratio)]
+    if ratio.size == 0:
+        return (math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratio, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
+def newcombe_interval(
+    k_base: int, n_base: int, k_cur: int, n_cur: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe's hybrid-score interval of p_cur - p_base (two proportions).
+
+    Built from the two Wilson intervals, it stays sensible at 0 errors and small n,
+    where the normal approximation collapses to a zero-width interval.
+    Requires n_base > 0 and n_cur > 0.
+    """
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p1, p2 = k_base / n_base, k_cur / n_cur
+    l1, u1 = _wilson(k_base, n_base, z)
+    l2, u2 = _wilson(k_cur, n_cur, z)
+    d = p2 - p1
+    return (
+        d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
+        d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
+    )
+
+
 # Two-sided 95% Student-t critical values t(0.975, df) for df = 1..30; beyond 30 the
 # normal-approximation series below is accurate to < 0.1%. Tabled because scipy is not
 # a dependency.
@@ -207,9 +323,7 @@ def fit_power_law(x: Iterable[float], y: Iterable[float]) -> PowerLawFit | None:
     return PowerLawFit(exponent=slope, coef=math.exp(intercept), exponent_ci=ci, r2=r2, n=n)
 
 
-def stability_warnings(
-    groups: Sequence[Mapping[str, Any]], *, min_n: int = MIN_STABLE_N
-) -> list[str]:
+def stability_warnings(groups: Sequence[Group], *, min_n: int = MIN_STABLE_N) -> list[str]:
     """One-line warnings for summary groups whose numbers are not stable.
 
     Each warning names the group and ends with what to do. Checks: fewer than
@@ -217,13 +331,10 @@ def stability_warnings(
     """
     out: list[str] = []
     for g in groups:
-        where = f"{g.get('model')} {_level(g)}"
-        if g.get("endpoint"):
-            where = f"{g['endpoint']}/{where}"
-        counts = g.get("counts") or {}
-        ok = int(counts.get("ok") or 0)
-        scheduled = int(counts.get("scheduled") or 0)
-        errors = int(counts.get("error") or 0)
+        where = f"{g.model} {g.level}"
+        if g.endpoint:
+            where = f"{g.endpoint}/{where}"
+        ok, scheduled, errors = g.counts.ok, g.counts.scheduled, g.counts.error
         if scheduled and ok == 0:
             out.append(
                 f"no ok requests for {where}: every request failed; see the errors table "
@@ -241,11 +352,3 @@ def stability_warnings(
                 "describe only the survivors; fix the errors or lower the load"
             )
     return out
-
-
-def _level(group: Mapping[str, Any]) -> str:
-    if group.get("concurrency") is not None:
-        return f"c={group['concurrency']}"
-    if group.get("rate_rps") is not None:
-        return f"rate={group['rate_rps']:g}/s"
-    return str(group.get("scenario"))

@@ -2,29 +2,33 @@
 
 Layout version 1 (docs/architecture.md "Run folder"):
 
-    run.json          written at start (status "running"), rewritten at the end
+    run.json          :class:`tokrate.rundata.RunInfo`; written at start (status
+                      "running"), rewritten at the end
     records.jsonl     append-only, one RequestRecord.to_dict() JSON object per line
     records.parquet   written at the end from records.jsonl
-    summary.json      tokrate.metrics.summarize(...) of the records
+    summary.json      :class:`tokrate.summary.Summary` of the records
 
 Durability: each record is one ``os.write`` of one whole line on an ``O_APPEND`` file
 descriptor, so a SIGKILL can at worst tear the line being written (the reader skips a
 torn last line); the file is fsynced at every scenario end and at finalize. run.json
-is replaced atomically (write a temp file, fsync, rename), so it is never half-written.
+is replaced atomically (:func:`tokrate.fileio.write_atomic`), so it is never
+half-written.
 
-Layout history (bump RUN_LAYOUT_VERSION and add a line for every change):
-
-    1: first version.
+Readers: :func:`load_run` (everything) and :func:`load_run_info` (run.json and
+summary.json only, for history over hundreds of runs) are the only code that reads a
+run folder. The ``latest-good`` pointer of nightly baselines lives here too
+(:func:`resolve_latest_good`, :func:`point_latest_good`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,26 +37,38 @@ import orjson
 import polars as pl
 
 from tokrate.errors import OutputError, RunFolderError
+from tokrate.fileio import write_atomic
 from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame, upgrade_frame
+from tokrate.rundata import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
+from tokrate.summary import Summary
 
 __all__ = [
+    "LATEST_GOOD",
     "MIN_FREE_BYTES",
     "RUN_KIND",
     "RUN_LAYOUT_HISTORY",
     "RUN_LAYOUT_VERSION",
     "LoadedRun",
     "RunStore",
+    "iso_now",
     "load_run",
+    "load_run_info",
+    "load_summary",
     "new_run_id",
+    "point_latest_good",
     "read_records_jsonl",
+    "resolve_latest_good",
+    "run_folders",
 ]
 
-RUN_LAYOUT_VERSION: Final = 1
-RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {1: "first version"}
-RUN_KIND: Final = "tokrate-run"
 #: Free space the output folder needs before any load is sent (a 10,000-request run
 #: with 512-token streams is ~60 MB of jsonl + parquet).
 MIN_FREE_BYTES: Final = 64 * 1024 * 1024
+
+#: Name of the pointer file in the reports root. A plain text file holding the run
+#: folder's name, not a symlink: it survives artefact stores, caches, zip files and
+#: Windows checkouts, none of which keep symlinks reliably.
+LATEST_GOOD: Final = "latest-good"
 
 _RUN_JSON = "run.json"
 _JSONL = "records.jsonl"
@@ -66,23 +82,13 @@ def new_run_id(now: _dt.datetime | None = None) -> str:
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-def _iso(ts: _dt.datetime | None = None) -> str:
+def iso_now(ts: _dt.datetime | None = None) -> str:
+    """An ISO-8601 UTC timestamp to the second, as run.json writes them."""
     return (ts or _dt.datetime.now(_dt.UTC)).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _dump(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class RunStore:
@@ -99,7 +105,7 @@ class RunStore:
 
     def __init__(self, path: Path | str, *, min_free_bytes: int = MIN_FREE_BYTES) -> None:
         self.path = Path(path)
-        self.run: dict[str, Any] = {}
+        self.info = RunInfo(run_id=self.path.name)
         self.count = 0
         self._fd: int | None = None
         if self.path.exists():
@@ -130,26 +136,22 @@ class RunStore:
     def jsonl_path(self) -> Path:
         return self.path / _JSONL
 
-    def start(self, run: Mapping[str, Any]) -> None:
-        """Write run.json with status "running" (``run`` supplies the other keys)."""
-        self.run = {
-            "layout_version": RUN_LAYOUT_VERSION,
-            "kind": RUN_KIND,
-            **dict(run),
-            "status": "running",
-            "started_at": run.get("started_at") or _iso(),
-            "ended_at": None,
-        }
+    def start(self, info: RunInfo) -> None:
+        """Write run.json with status "running" (``info`` supplies everything else;
+        ``started_at`` defaults to now)."""
+        self.info = dataclasses.replace(
+            info, status="running", started_at=info.started_at or iso_now(), ended_at=None
+        )
         self._write_run()
 
-    def update(self, **keys: Any) -> None:
-        """Merge keys into run.json and rewrite it atomically."""
-        self.run.update(keys)
+    def update(self, **changes: Any) -> None:
+        """Replace RunInfo fields and rewrite run.json atomically."""
+        self.info = dataclasses.replace(self.info, **changes)
         self._write_run()
 
     def _write_run(self) -> None:
         try:
-            _write_atomic(self.path / _RUN_JSON, _dump(self.run))
+            write_atomic(self.path / _RUN_JSON, _dump(self.info.to_dict()))
         except OSError as err:
             raise OutputError(f"{self.path / _RUN_JSON}: cannot write ({err})") from None
 
@@ -197,34 +199,32 @@ class RunStore:
         self,
         *,
         status: str,
-        summarize: Callable[[pl.DataFrame, dict[str, Any]], dict[str, Any]] | None = None,
-        **run_keys: Any,
-    ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+        summarize: Callable[[pl.DataFrame, RunInfo], Summary] | None = None,
+        **changes: Any,
+    ) -> tuple[pl.DataFrame, Summary | None]:
         """Close the jsonl, write records.parquet, then summary.json
-        (``summarize(frame, run)``, when given) and last run.json with ``status``
-        ("complete" | "interrupted"), ``ended_at`` and ``run_keys``.
+        (``summarize(frame, info)``, when given) and last run.json with ``status``
+        ("complete" | "interrupted"), ``ended_at`` and the RunInfo field ``changes``.
 
         run.json is written last, so "complete" is only ever seen next to a complete
         parquet and summary. Returns (records frame, summary or None).
         """
         self.close()
         frame = read_records_jsonl(self.jsonl_path)
-        self.run.update(run_keys)
-        self.run["status"] = status
-        self.run["ended_at"] = _iso()
+        self.info = dataclasses.replace(self.info, status=status, ended_at=iso_now(), **changes)
         summary = None
         try:
             frame.write_parquet(self.path / _PARQUET)
             if summarize is not None:
-                summary = summarize(frame, dict(self.run))
+                summary = summarize(frame, self.info)
                 self.write_summary(summary)
         except OSError as err:
             raise OutputError(f"{self.path}: cannot write the run's files ({err})") from None
         self._write_run()
         return frame, summary
 
-    def write_summary(self, summary: Mapping[str, Any]) -> None:
-        _write_atomic(self.path / _SUMMARY, _dump(dict(summary)))
+    def write_summary(self, summary: Summary) -> None:
+        write_atomic(self.path / _SUMMARY, _dump(summary.to_dict()))
 
 
 def read_records_jsonl(path: Path) -> pl.DataFrame:
@@ -259,70 +259,135 @@ def read_records_jsonl(path: Path) -> pl.DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class LoadedRun:
-    """A stored run: ``run`` is run.json, ``records`` has RECORD_POLARS_SCHEMA,
-    ``summary`` is summary.json (None when absent), ``interrupted`` is True unless
-    run.json says "complete" (a killed run still says "running")."""
+    """A stored run: ``info`` is run.json, ``records`` has RECORD_POLARS_SCHEMA,
+    ``summary`` is summary.json (None when absent or unreadable by this version, then
+    ``notes`` says why)."""
 
     path: Path
-    run: dict[str, Any]
+    info: RunInfo
     records: pl.DataFrame
-    summary: dict[str, Any] | None
-    interrupted: bool
+    summary: Summary | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def interrupted(self) -> bool:
+        """True unless run.json says "complete" (a killed run still says "running")."""
+        return self.info.interrupted
+
+    @property
+    def name(self) -> str:
+        """The run's label, else its id."""
+        return self.info.name
+
+
+def _read_info(folder: Path) -> RunInfo:
+    run_json = folder / _RUN_JSON
+    if not folder.is_dir():
+        raise RunFolderError(f"{folder}: not a run folder (no such directory)")
+    try:
+        data = orjson.loads(run_json.read_bytes())
+    except FileNotFoundError:
+        raise RunFolderError(f"{folder}: not a run folder (no run.json)") from None
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"{run_json}: unreadable ({err})") from None
+    return RunInfo.from_dict(data, str(run_json))
+
+
+def load_summary(path: Path | str) -> Summary | None:
+    """summary.json of a run folder, None when there is none. Raises RunFolderError
+    (one line naming the file) for an unreadable one or an unknown schema version."""
+    file = Path(path) / _SUMMARY
+    if not file.exists():
+        return None
+    try:
+        data = orjson.loads(file.read_bytes())
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"{file}: unreadable ({err})") from None
+    return Summary.from_dict(data, str(file))
+
+
+def load_run_info(path: Path | str) -> RunInfo:
+    """run.json of a run folder alone (cheap: one small JSON file). Raises
+    RunFolderError (one line naming the file)."""
+    return _read_info(Path(path))
 
 
 def load_run(path: Path | str) -> LoadedRun:
     """Read a run folder (complete, interrupted or killed).
 
     Records come from records.parquet when the run completed, else from records.jsonl
-    (every request that finished before the end).
+    (every request that finished before the end); records of older schema versions are
+    upgraded (added columns as nulls).
 
     Raises:
         RunFolderError: missing folder or run.json, unreadable files, or an unknown
-            layout version (one line naming the file).
+            layout or schema version (one line naming the file).
     """
     folder = Path(path)
-    run_json = folder / _RUN_JSON
-    if not folder.is_dir():
-        raise RunFolderError(f"{folder}: not a run folder (no such directory)")
-    try:
-        run = orjson.loads(run_json.read_bytes())
-    except FileNotFoundError:
-        raise RunFolderError(f"{folder}: not a run folder (no run.json)") from None
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"{run_json}: unreadable ({err})") from None
-    if not isinstance(run, dict) or run.get("kind", RUN_KIND) != RUN_KIND:
-        raise RunFolderError(f"{run_json}: not a tokrate run")
-    version = run.get("layout_version")
-    if version not in RUN_LAYOUT_HISTORY:
-        raise RunFolderError(
-            f"{run_json}: layout_version {version!r} is not supported"
-            f" (known: {sorted(RUN_LAYOUT_HISTORY)})"
-        )
-    interrupted = run.get("status") != "complete"
+    info = _read_info(folder)
     parquet = folder / _PARQUET
     jsonl = folder / _JSONL
-    if parquet.exists() and not interrupted:
-        try:
-            records = upgrade_frame(pl.read_parquet(parquet))
-        except Exception as err:
-            raise RunFolderError(f"{parquet}: unreadable ({err})") from None
-        missing = [c for c in RECORD_POLARS_SCHEMA if c not in records.columns]
-        if missing:
-            raise RunFolderError(f"{parquet}: missing columns {missing}")
-        records = records.select(list(RECORD_POLARS_SCHEMA)).cast(RECORD_POLARS_SCHEMA)  # type: ignore[arg-type]
+    if parquet.exists() and not info.interrupted:
+        records = _read_parquet(parquet)
     elif jsonl.exists():
         records = read_records_jsonl(jsonl)
     elif parquet.exists():
-        records = upgrade_frame(pl.read_parquet(parquet))
+        records = _read_parquet(parquet)
     else:
         records = records_to_frame([])
-    summary = None
-    summary_path = folder / _SUMMARY
-    if summary_path.exists():
-        try:
-            summary = orjson.loads(summary_path.read_bytes())
-        except (OSError, ValueError) as err:
-            raise RunFolderError(f"{summary_path}: unreadable ({err})") from None
-    return LoadedRun(
-        path=folder, run=run, records=records, summary=summary, interrupted=interrupted
+    notes: tuple[str, ...] = ()
+    try:
+        summary = load_summary(folder)
+    except RunFolderError as err:
+        # The records are the truth and every reader recomputes from them; an
+        # unreadable summary (a newer schema) is said, not fatal.
+        summary, notes = None, (str(err),)
+    return LoadedRun(path=folder, info=info, records=records, summary=summary, notes=notes)
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    try:
+        records = upgrade_frame(pl.read_parquet(path))
+    except Exception as err:  # polars raises several unrelated types for a bad file
+        raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    missing = [c for c in RECORD_POLARS_SCHEMA if c not in records.columns]
+    if missing:
+        raise RunFolderError(f"{path}: missing columns {', '.join(missing[:5])}")
+    return records.select(
+        [pl.col(c).cast(t, strict=False) for c, t in RECORD_POLARS_SCHEMA.items()]
     )
+
+
+def run_folders(root: Path | str) -> list[Path]:
+    """Every run folder (a folder holding run.json) under ``root``, at any depth, sorted."""
+    return sorted(p.parent for p in Path(root).rglob(_RUN_JSON))
+
+
+# --- the latest-good pointer ---------------------------------------------------------
+
+
+def resolve_latest_good(reports_root: Path | str) -> Path | None:
+    """The run folder ``reports_root/latest-good`` names, or None when there is no
+    pointer yet. Raises RunFolderError when it names a folder that is gone."""
+    root = Path(reports_root)
+    pointer = root / LATEST_GOOD
+    if not pointer.is_file():
+        return None
+    name = pointer.read_text(encoding="utf-8").strip()
+    target = root / name
+    if not name or not target.is_dir():
+        raise RunFolderError(
+            f"{pointer}: names run folder {name!r}, which does not exist under {root}"
+        )
+    return target
+
+
+def point_latest_good(reports_root: Path | str, run_dir: Path | str) -> None:
+    """Atomically point ``reports_root/latest-good`` at ``run_dir`` (a path relative to
+    the root when it lies below it, with / separators)."""
+    root = Path(reports_root)
+    try:
+        name = str(Path(run_dir).resolve().relative_to(root.resolve()))
+    except ValueError:
+        name = str(Path(run_dir).resolve())
+    write_atomic(root / LATEST_GOOD, (name.replace(os.sep, "/") + "\n").encode())

@@ -23,17 +23,18 @@ the other shards of the scenario have finished.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tokrate.errors import ConfigError
+from tokrate.events import Emit
 from tokrate.spec import RunSpec
+from tokrate.stopping import Stop
 
-__all__ = ["Backend", "EventCallback", "open_backend", "worker_ids"]
+if TYPE_CHECKING:
+    from tokrate.engine import WorkerTask
 
-#: Receives every event (RequestStarted, RequestFinished, WorkerWarning, LoopLag,
-#: WorkerDone) in the driver thread.
-EventCallback = Callable[[Any], None]
+__all__ = ["Backend", "open_backend", "worker_ids"]
 
 
 @runtime_checkable
@@ -58,11 +59,12 @@ class Backend(Protocol):
         lost in an earlier scenario through it."""
         ...
 
-    def run_scenario(self, tasks: Sequence[Any], on_event: EventCallback, stop: Any) -> None:
+    def run_scenario(self, tasks: Sequence[WorkerTask], on_event: Emit, stop: Stop) -> None:
         """Run every task concurrently; return when all have ended.
 
-        ``stop`` is a threading.Event: once set, workers stop scheduling, give in-flight
-        requests their grace period and end (cancelled records arrive as events).
+        ``stop``: once set, workers stop scheduling, give in-flight requests their grace
+        period and end (cancelled records arrive as events); once aborted, the grace
+        period ends at once everywhere.
         Raises: the first exception a worker function raised (after the others end);
         whatever ``on_event`` raises (workers are stopped first).
         """

@@ -15,11 +15,16 @@ import importlib
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokrate.errors import unwrap_tokrate_error
-from tokrate.events import RequestFinished, RequestStarted, WorkerWarning
+from tokrate.events import Emit, Event, RequestFinished, RequestStarted, WorkerWarning
+from tokrate.plan import PlannedRequest, ScenarioPlan
 from tokrate.records import RequestRecord
+from tokrate.stopping import Stop
+
+if TYPE_CHECKING:
+    from tokrate.engine import WorkerTask
 
 __all__ = [
     "PLAN_COUNT_CAP",
@@ -36,7 +41,7 @@ __all__ = [
 PLAN_COUNT_CAP = 200_000
 
 #: ``run_worker(task, emit, stop)``: the one function every backend runs per shard.
-WorkerFn = Callable[..., None]
+WorkerFn = Callable[["WorkerTask", Emit, Stop], None]
 
 DEFAULT_WORKER_FN = "tokrate.engine:run_worker"
 
@@ -68,16 +73,16 @@ def driver_error(exc: BaseException) -> BaseException:
     return unwrap_tokrate_error(exc)
 
 
-def planned_count(scenario: Any) -> int | None:
+def planned_count(scenario: ScenarioPlan) -> int | None:
     """Number of requests a (shard of a) scenario plans, or None when the plan is
     unbounded (duration-bound) or longer than PLAN_COUNT_CAP."""
-    if getattr(scenario, "planned_per_target", 0) is None:
+    if scenario.planned_per_target is None:
         return None  # duration-bound: the count is decided by the clock
     n = sum(1 for _ in itertools.islice(scenario.requests(), PLAN_COUNT_CAP + 1))
     return None if n > PLAN_COUNT_CAP else n
 
 
-def total_planned(tasks: Sequence[Any]) -> int | None:
+def total_planned(tasks: Sequence[WorkerTask]) -> int | None:
     """Planned requests over all shards of a scenario; None when any is unknown."""
     total = 0
     for task in tasks:
@@ -88,11 +93,6 @@ def total_planned(tasks: Sequence[Any]) -> int | None:
     return total
 
 
-def _name(obj: Any) -> str:
-    """The name of an EndpointSpec/ModelSpec, or the object itself when it is a str."""
-    return obj if isinstance(obj, str) else str(getattr(obj, "name", obj))
-
-
 @dataclass(slots=True)
 class WorkerLedger:
     """Started-but-unfinished requests of one worker in one scenario.
@@ -101,9 +101,9 @@ class WorkerLedger:
     RequestFinished has not been observed; ``finished`` counts observed finishes.
     """
 
-    task: Any
+    task: WorkerTask
     node_id: str = ""
-    in_flight: dict[int, Any] = field(default_factory=dict)
+    in_flight: dict[int, RequestStarted] = field(default_factory=dict)
     finished: set[int] = field(default_factory=set)
     done: bool = False
 
@@ -111,7 +111,7 @@ class WorkerLedger:
     def worker_id(self) -> str:
         return str(self.task.worker_id)
 
-    def observe(self, event: Any) -> None:
+    def observe(self, event: Event) -> None:
         """Account one event (call before delivering it)."""
         if isinstance(event, RequestStarted):
             self.in_flight[event.request_index] = event
@@ -119,7 +119,7 @@ class WorkerLedger:
             self.in_flight.pop(event.record.request_index, None)
             self.finished.add(event.record.request_index)
 
-    def lost_events(self, reason: str, *, scenario_tasks: Sequence[Any]) -> list[Any]:
+    def lost_events(self, reason: str, *, scenario_tasks: Sequence[WorkerTask]) -> list[Event]:
         """Events that close the books on a lost worker: one RequestFinished with
         status "error", error_class "worker_lost" per in-flight request, then one
         WorkerWarning. ``scenario_tasks`` are all shards of the scenario, whose planned
@@ -128,9 +128,9 @@ class WorkerLedger:
         scenario_planned = total_planned(scenario_tasks)
         started = dict(self.in_flight)
         records = self._lost_records(started, reason)
-        events: list[Any] = [RequestFinished(record=r) for r in records]
+        events: list[Event] = [RequestFinished(record=r) for r in records]
         shard_planned = planned_count(self.task.scenario)
-        scenario_name = _scenario_name(self.task.scenario)
+        scenario_name = self.task.scenario.name
         if shard_planned is None:
             unsent = "its remaining planned load (duration-bound, count unknown) was not sent"
             share = ""
@@ -154,9 +154,10 @@ class WorkerLedger:
         self.done = True
         return events
 
-    def _lost_records(self, started: dict[int, Any], reason: str) -> list[RequestRecord]:
+    def _lost_records(self, started: dict[int, RequestStarted], reason: str) -> list[RequestRecord]:
         task = self.task
-        planned = _find_planned(task.scenario.requests(), set(started))
+        sc = task.scenario
+        planned = _find_planned(sc.requests(), set(started))
         records = []
         for index in sorted(started):
             ev = started[index]
@@ -165,47 +166,40 @@ class WorkerLedger:
             prompt = task.prompts[pr.prompt_index] if pr is not None else None
             records.append(
                 RequestRecord(
-                    run_id=str(task.run_id),
-                    endpoint=_name(getattr(target, "endpoint", "")),
-                    model=_name(getattr(target, "model", "")),
-                    scenario=_scenario_name(task.scenario),
-                    prompt_id=str(getattr(prompt, "id", "")),
-                    task=str(getattr(prompt, "task", "")),
+                    run_id=task.run_id,
+                    endpoint=target.endpoint.name,
+                    model=target.model.name,
+                    scenario=sc.name,
+                    prompt_id="" if prompt is None else prompt.id,
+                    task="" if prompt is None else prompt.task,
                     request_index=index,
                     started_at=float(ev.started_at),
                     # The driver never saw the worker's clock reading; 0 marks "unknown"
                     # (no latency is derived from a worker_lost record).
-                    t0_ns=int(getattr(ev, "t0_ns", 0) or 0),
+                    t0_ns=ev.t0_ns or 0,
                     status="error",
-                    scheduled_s=getattr(pr, "scheduled_s", None),
+                    scheduled_s=None if pr is None else pr.scheduled_s,
                     error_class="worker_lost",
                     error_message=reason,
-                    warmup=bool(getattr(pr, "warmup", False)),
+                    warmup=pr is not None and pr.warmup,
                     worker=self.worker_id,
                     node_id=self.node_id,
-                    api=str(task.spec.client.api),
-                    client=str(task.spec.client.kind),
+                    api=task.settings.request.api,
+                    client=task.settings.client_kind,
                     # The scenario's level, not this shard's share (as the engine
                     # records it), so lost requests group with the rest of the level.
-                    concurrency=_level(task.scenario, "concurrency"),
-                    rate_rps=_level(task.scenario, "rate_rps"),
+                    concurrency=sc.level_concurrency or sc.concurrency,
+                    rate_rps=sc.level_rate_rps or sc.rate_rps,
                 )
             )
         return records
 
 
-def _level(scenario: Any, name: str) -> Any:
-    value = getattr(scenario, f"level_{name}", None)
-    return value if value is not None else getattr(scenario, name, None)
-
-
-def _scenario_name(scenario: Any) -> str:
-    return str(getattr(scenario, "name", scenario))
-
-
-def _find_planned(requests: Iterable[Any], wanted: set[int]) -> dict[int, Any]:
+def _find_planned(
+    requests: Iterable[PlannedRequest], wanted: set[int]
+) -> dict[int, PlannedRequest]:
     """The PlannedRequests with the wanted indices (stops as soon as all are found)."""
-    found: dict[int, Any] = {}
+    found: dict[int, PlannedRequest] = {}
     if not wanted:
         return found
     for pr in itertools.islice(requests, PLAN_COUNT_CAP):

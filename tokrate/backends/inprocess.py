@@ -12,7 +12,7 @@ import queue
 import threading
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
@@ -20,6 +20,11 @@ from tokrate.backends._ledger import (
     driver_error,
     resolve_worker_fn,
 )
+from tokrate.events import Emit
+from tokrate.stopping import Stop
+
+if TYPE_CHECKING:
+    from tokrate.engine import WorkerTask
 
 __all__ = ["InProcessBackend"]
 
@@ -44,7 +49,7 @@ class InProcessBackend:
     def start(self) -> None:
         """Nothing to start: shards run in threads created per scenario."""
 
-    def run_scenario(self, tasks: Sequence[Any], on_event: Any, stop: Any) -> None:
+    def run_scenario(self, tasks: Sequence[WorkerTask], on_event: Emit, stop: Stop) -> None:
         """See :meth:`tokrate.backends.Backend.run_scenario`."""
         fn = resolve_worker_fn(self._worker_fn_ref)
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()

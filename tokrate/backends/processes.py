@@ -4,7 +4,8 @@ Processes are started with the "spawn" context (no forked copy of the driver's t
 event loop or open files) once, kept for every scenario of the run, and replaced when
 one dies. Each has two simplex pipes:
 
-- control (driver -> worker): ``("run", task)``, ``("stop",)``, ``("close",)``;
+- control (driver -> worker): ``("run", task)``, ``("stop",)``, ``("abort",)`` (end the
+  grace period), ``("close",)``;
 - events (worker -> driver): pickled lists of events, sent by one sender thread that
   drains whatever run_worker emitted since the last send, so records travel as they
   finish in small batches (a batch is whatever piled up while the previous one was
@@ -31,7 +32,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
@@ -40,6 +41,11 @@ from tokrate.backends._ledger import (
     driver_error,
     resolve_worker_fn,
 )
+from tokrate.events import Emit
+from tokrate.stopping import Stop
+
+if TYPE_CHECKING:
+    from tokrate.engine import WorkerTask
 
 __all__ = ["ProcessBackend"]
 
@@ -111,7 +117,7 @@ def _run_one(fn: Any, task: Any, ctrl: mpc.Connection, outbox: queue.SimpleQueue
     stopped reading ``ctrl``: the driver sends the next "run" as soon as it sees the
     marker, and that message must reach the main loop, not this one.
     """
-    stop = threading.Event()
+    stop = Stop()
     keep_open = True
     outcome: list[WorkerEnd] = []
 
@@ -133,6 +139,8 @@ def _run_one(fn: Any, task: Any, ctrl: mpc.Connection, outbox: queue.SimpleQueue
         if msg[0] in ("stop", "close"):
             stop.set()
             keep_open = keep_open and msg[0] != "close"
+        elif msg[0] == "abort":
+            stop.abort()
     th.join()
     outbox.put(outcome[0] if outcome else WorkerEnd(str(task.worker_id)))
     return keep_open
@@ -260,7 +268,7 @@ class ProcessBackend:
 
     # -- one scenario ----------------------------------------------------------------
 
-    def run_scenario(self, tasks: Sequence[Any], on_event: Any, stop: Any) -> None:
+    def run_scenario(self, tasks: Sequence[WorkerTask], on_event: Emit, stop: Stop) -> None:
         """See :meth:`tokrate.backends.Backend.run_scenario`. ``tasks[i]`` runs on
         worker process i."""
         if len(tasks) > self._n:
@@ -275,7 +283,7 @@ class ProcessBackend:
             with contextlib.suppress(OSError):
                 w.ctrl.send(("run", task))
         first_error: BaseException | None = None
-        stop_sent = False
+        stop_sent = abort_sent = False
         interrupted = False
         active = dict(ledgers)
         try:
@@ -284,6 +292,9 @@ class ProcessBackend:
                     if stop.is_set() and not stop_sent:
                         stop_sent = True
                         self._broadcast(("stop",), active)
+                    if stop.aborted and not abort_sent:
+                        abort_sent = True
+                        self._broadcast(("abort",), active)
                     err = self._pump(active, on_event, tasks)
                     if err is not None and first_error is None:
                         first_error = err

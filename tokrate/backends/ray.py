@@ -28,7 +28,7 @@ import socket
 import threading
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokrate.backends._ledger import (
     DEFAULT_WORKER_FN,
@@ -38,8 +38,12 @@ from tokrate.backends._ledger import (
     resolve_worker_fn,
 )
 from tokrate.errors import ConfigError, UsageError
-from tokrate.events import RequestFinished
+from tokrate.events import Emit, RequestFinished
 from tokrate.spec import DistributedSpec
+from tokrate.stopping import Stop
+
+if TYPE_CHECKING:
+    from tokrate.engine import WorkerTask
 
 __all__ = ["INSTALL_HINT", "RayBackend", "import_ray"]
 
@@ -74,7 +78,7 @@ class _WorkerActorImpl:
         self._node_id: str = ray.get_runtime_context().get_node_id()
         self._cond = threading.Condition()
         self._buffer: list[Any] = []
-        self._stop = threading.Event()
+        self._stop = Stop()
         self._thread: threading.Thread | None = None
         self._rewrite_node = False
 
@@ -88,7 +92,7 @@ class _WorkerActorImpl:
             # The previous shard's thread pushed its WorkerEnd as its last act; the
             # driver may be here before that thread has fully exited.
             self._thread.join()
-        self._stop = threading.Event()
+        self._stop = Stop()
         # Records name the Ray node that measured them (hostnames need not be unique
         # across a cluster); the engine stamps task.node_id, else we rewrite records.
         self._rewrite_node = not _has_field(task, "node_id")
@@ -127,6 +131,9 @@ class _WorkerActorImpl:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def abort(self) -> None:
+        self._stop.abort()
 
 
 def _has_field(obj: Any, name: str) -> bool:
@@ -298,7 +305,7 @@ class RayBackend:
 
     # -- one scenario ----------------------------------------------------------------
 
-    def run_scenario(self, tasks: Sequence[Any], on_event: Any, stop: Any) -> None:
+    def run_scenario(self, tasks: Sequence[WorkerTask], on_event: Emit, stop: Stop) -> None:
         """See :meth:`tokrate.backends.Backend.run_scenario`. ``tasks[i]`` runs on
         actor i."""
         ray = self._ray
@@ -312,7 +319,7 @@ class RayBackend:
         polls = {self._actors[i].poll.remote(_POLL_WAIT_S): i for i in ledgers}
         active = dict(ledgers)
         first_error: BaseException | None = None
-        stop_sent = False
+        stop_sent = abort_sent = False
         interrupted = False
         try:
             while active:
@@ -321,6 +328,10 @@ class RayBackend:
                         stop_sent = True
                         for i in active:
                             self._actors[i].stop.remote()
+                    if stop.aborted and not abort_sent:
+                        abort_sent = True
+                        for i in active:
+                            self._actors[i].abort.remote()
                     ready, _ = ray.wait(list(polls), num_returns=1, timeout=_WAIT_S)
                     for ref in ready:
                         i = polls.pop(ref)

@@ -1,4 +1,5 @@
-"""The client seam: one ``StreamClient`` protocol and :func:`open_client`.
+"""The client seam: one ``StreamClient`` protocol (``tokrate.client.factory.open_client``
+builds one; this module imports none of them).
 
 Three implementations produce identical :class:`StreamResult` facts: ``fast`` (the
 default, :mod:`tokrate.client.stream`), ``httpx`` (:mod:`tokrate.client.httpx_client`)
@@ -7,19 +8,16 @@ and ``openai`` (:mod:`tokrate.client.sdk`).
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 
 if TYPE_CHECKING:
     from tokrate.client.accumulate import StreamState
-from tokrate.errors import ConfigError
-from tokrate.spec import TimeoutsSpec
 
-__all__ = ["CLIENT_KINDS", "StreamClient", "open_client", "with_usage_fallback"]
+__all__ = ["CLIENT_KINDS", "StreamClient", "with_usage_fallback"]
 
 CLIENT_KINDS = ("fast", "httpx", "openai")
 
@@ -77,38 +75,3 @@ async def with_usage_fallback(send: Attempt, req: PreparedRequest) -> StreamResu
     if REJECTED_NOTE in result.notes and req.include_usage:
         result = await send(without_stream_options(req), attempt=2, usage_rejected=True)
     return result
-
-
-def open_client(
-    kind: Literal["fast", "httpx", "openai"] | str,
-    *,
-    pool_size: int,
-    timeouts: TimeoutsSpec,
-    ssl_context: ssl.SSLContext | None = None,
-) -> StreamClient:
-    """A new client of ``kind`` whose pool holds ``pool_size`` keep-alive connections
-    per origin (size it to the load: the client never caps concurrency below it).
-
-    ``ssl_context`` overrides certificate verification for https (tests, private CAs).
-    Must be called where the client will be used (any thread); connections open lazily.
-
-    Raises:
-        ConfigError: unknown ``kind`` or ``pool_size < 1``.
-    """
-    if pool_size < 1:
-        raise ConfigError(f"client pool_size must be >= 1, got {pool_size}")
-    if kind == "fast":
-        from tokrate.client.stream import FastClient
-
-        return FastClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
-    if kind == "httpx":
-        from tokrate.client.httpx_client import HttpxClient
-
-        return HttpxClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
-    if kind == "openai":
-        from tokrate.client.sdk import SdkClient
-
-        return SdkClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
-    raise ConfigError(
-        f"client.kind: unknown client {kind!r} (choose from {', '.join(CLIENT_KINDS)})"
-    )

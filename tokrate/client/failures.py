@@ -1,18 +1,20 @@
 """Map every way a request can fail to one record error class and a short message.
 
 Error classes are those of :data:`tokrate.records.ERROR_CLASSES`. Messages are one
-line, at most a few hundred characters, and pass through :func:`redact` so that a
-server echoing a bearer token cannot leak it into records.
+line, at most a few hundred characters, and pass through the one redactor
+(:mod:`tokrate.redact`) so that a server echoing a bearer token cannot leak it into
+records.
 """
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 from typing import Any, Final
 
 import orjson
+
+from tokrate.redact import redact_text
 
 __all__ = [
     "SNIPPET_CHARS",
@@ -20,25 +22,12 @@ __all__ = [
     "classify_httpx_exception",
     "http_error_message",
     "is_usage_rejection",
-    "redact",
     "snippet",
     "status_class",
 ]
 
 #: Characters of a response body kept in an error message.
 SNIPPET_CHARS: Final = 200
-
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
-_KEYLIKE = re.compile(r"\b(sk-)[A-Za-z0-9_\-]{8,}")
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with bearer tokens, ``sk-...`` keys and each of ``secrets`` removed."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
-    text = _BEARER.sub(r"\1<redacted>", text)
-    return _KEYLIKE.sub(r"\1<redacted>", text)
 
 
 def snippet(body: bytes | str, limit: int = SNIPPET_CHARS) -> str:
@@ -48,7 +37,7 @@ def snippet(body: bytes | str, limit: int = SNIPPET_CHARS) -> str:
     text = " ".join(text[: limit * 4].split())
     if not text:
         return "<empty body>"
-    return redact(text[:limit] + ("..." if len(text) > limit else ""))
+    return redact_text(text[:limit] + ("..." if len(text) > limit else ""))
 
 
 def status_class(status: int) -> str:
@@ -104,7 +93,7 @@ def classify_exception(exc: BaseException, *, connected: bool) -> tuple[str, str
     """
     name = type(exc).__name__
     text = " ".join(str(exc).split())[:SNIPPET_CHARS]
-    message = redact(f"{name}: {text}" if text else name)
+    message = redact_text(f"{name}: {text}" if text else name)
     if isinstance(exc, TimeoutError):
         return ("connect" if not connected else "timeout"), message
     if isinstance(exc, socket.gaierror):
@@ -149,7 +138,7 @@ def classify_httpx_exception(exc: BaseException, *, got_headers: bool) -> tuple[
         cause = cause.__cause__
     name = type(cause).__name__
     text = " ".join(str(cause).split())[:SNIPPET_CHARS]
-    message = redact(f"{name}: {text}" if text else name)
+    message = redact_text(f"{name}: {text}" if text else name)
     if isinstance(
         cause, _classes(mods, "ConnectTimeout", "ConnectError", "UnsupportedProtocol", "ProxyError")
     ):

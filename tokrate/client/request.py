@@ -13,48 +13,25 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from tokrate.errors import ConfigError, PromptError
-from tokrate.spec import ClientSpec, EndpointSpec, ModelSpec
+from tokrate.prompts import Prompt
+from tokrate.redact import Redactor
+from tokrate.targets import Target
 
 __all__ = [
     "PreparedRequest",
-    "PromptLike",
+    "RequestSettings",
     "build_request",
     "new_unique_prefix",
-    "redact_headers",
     "without_stream_options",
 ]
 
-#: Header names whose values never appear in any output.
-_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
-
 #: Body keys tokrate owns; a model's extra_body may not override them silently.
 _RESERVED_BODY_KEYS = frozenset({"model", "messages", "prompt", "stream"})
-
-
-class PromptLike(Protocol):
-    """What build_request reads from a prompt (``tokrate.prompts.Prompt`` fits)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def messages(self) -> Sequence[Any] | None: ...
-
-    @property
-    def prompt(self) -> str | None: ...
-
-    @property
-    def max_tokens(self) -> int | None: ...
-
-
-def redact_headers(headers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Headers with every secret value replaced by ``"<redacted>"``."""
-    return tuple((k, "<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +53,7 @@ class PreparedRequest:
     def __repr__(self) -> str:
         return (
             f"PreparedRequest(url={self.url!r}, body=<{len(self.body)} bytes>, "
-            f"headers={redact_headers(self.headers)!r}, api={self.api!r}, "
+            f"headers={Redactor().headers(self.headers)!r}, api={self.api!r}, "
             f"endpoint={self.endpoint!r}, model={self.model!r}, "
             f"include_usage={self.include_usage!r}, prompt_id={self.prompt_id!r})"
         )
@@ -117,33 +94,44 @@ def _flatten(messages: Sequence[Any]) -> str:
     return "\n\n".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    """How every request of a run is built: the API (``chat`` | ``completions``),
+    whether to ask for usage in the stream, ``ignore_eos`` (vLLM/SGLang: generate
+    exactly max_tokens) and ``unique_prompts`` (a random prefix per request that
+    defeats provider prompt caching)."""
+
+    api: str = "chat"
+    include_usage: bool = True
+    ignore_eos: bool = False
+    unique_prompts: bool = True
+
+
 def build_request(
-    endpoint: EndpointSpec,
-    model: ModelSpec,
-    prompt: PromptLike,
-    client: ClientSpec,
+    target: Target,
+    prompt: Prompt,
+    settings: RequestSettings,
     *,
     include_usage: bool,
-    max_tokens: int | None,
-    ignore_eos: bool,
     unique_prefix: str | None,
     api_key: str | None,
 ) -> PreparedRequest:
     """Build the request for one prompt against one target.
 
-    ``max_tokens`` (when not None) wins over the prompt's own; ``ignore_eos`` adds
-    ``ignore_eos: true`` and ``min_tokens = max_tokens`` (vLLM/SGLang extensions) so the
-    server generates exactly max_tokens; ``unique_prefix`` is prepended to the first
-    message (or the prompt text). The model's ``extra_body`` is merged last but may not
+    ``prompt.max_tokens`` is the output limit (``[prompts] max_tokens`` was applied to
+    every prompt when they were loaded); ``settings.ignore_eos`` adds ``ignore_eos:
+    true`` and ``min_tokens = max_tokens`` (vLLM/SGLang extensions) so the server
+    generates exactly max_tokens; ``unique_prefix`` is prepended to the first message
+    (or the prompt text). The model's ``extra_body`` is merged last but may not
     replace model/messages/prompt/stream.
 
     Raises:
         ConfigError: extra_body tries to override a reserved key.
         PromptError: the prompt has neither messages nor prompt text.
     """
-    api = client.api
-    messages = getattr(prompt, "messages", None)
-    text = getattr(prompt, "prompt", None)
+    endpoint, model = target.endpoint, target.model
+    api = settings.api
+    messages, text = prompt.messages, prompt.prompt
     body: dict[str, Any] = {"model": model.name}
     if api == "chat":
         if messages:
@@ -152,25 +140,25 @@ def build_request(
             content = f"{unique_prefix} {text}" if unique_prefix else text
             body["messages"] = [{"role": "user", "content": content}]
         else:
-            raise PromptError(f"prompt {getattr(prompt, 'id', '?')!r}: no messages or prompt")
+            raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
         path = "/chat/completions"
     else:
         if text is None and messages:
             text = _flatten(messages)
         if text is None:
-            raise PromptError(f"prompt {getattr(prompt, 'id', '?')!r}: no messages or prompt")
+            raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
         body["prompt"] = f"{unique_prefix} {text}" if unique_prefix else text
         path = "/completions"
     body["stream"] = True
     if include_usage:
         body["stream_options"] = {"include_usage": True}
-    limit = max_tokens if max_tokens is not None else getattr(prompt, "max_tokens", None)
+    limit = prompt.max_tokens
     if limit is not None:
         body["max_tokens"] = int(limit)
-        if ignore_eos:
+        if settings.ignore_eos:
             body["ignore_eos"] = True
             body["min_tokens"] = int(limit)
-    elif ignore_eos:
+    elif settings.ignore_eos:
         body["ignore_eos"] = True
     for key, value in model.extra_body:
         if key in _RESERVED_BODY_KEYS:
@@ -192,7 +180,7 @@ def build_request(
         endpoint=endpoint.name,
         model=model.name,
         include_usage="stream_options" in body,
-        prompt_id=str(getattr(prompt, "id", "")),
+        prompt_id=prompt.id,
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from tokrate.records import RequestRecord
 
-__all__ = ["NS_PER_S", "StreamResult", "build_record"]
+__all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record"]
 
 NS_PER_S: Final = 1_000_000_000
 
@@ -85,36 +85,38 @@ def _offset(ns: int | None, t0: int) -> float | None:
     return None if ns is None else (ns - t0) / NS_PER_S
 
 
-def build_record(
-    result: StreamResult,
-    *,
-    run_id: str,
-    scenario: str,
-    prompt_id: str,
-    task: str,
-    request_index: int,
-    scheduled_s: float | None = None,
-    send_delay_s: float | None = None,
-    warmup: bool = False,
-    worker: str = "local",
-    node_id: str = "",
-    concurrency: int | None = None,
-    rate_rps: float | None = None,
-    attempt: int | None = None,
-    input_tokens: int | None = None,
-    extra: dict[str, Any] | None = None,
-) -> RequestRecord:
-    """The record of one request (see the module docstring for every formula).
+@dataclass(frozen=True, slots=True)
+class RecordContext:
+    """What the engine knows of a request that the stream does not: which run,
+    scenario, prompt and planned request it was, its schedule (open loop), whether it
+    was warm-up, where it ran, the load level, the engine's attempt number (a
+    client-internal resend without stream_options is the same attempt) and an input
+    token estimate used only when the server sent no usage."""
 
-    ``input_tokens`` is used only when the server sent no usage (e.g. a prompt-length
-    estimate the caller trusts); ``attempt`` overrides the result's own attempt number
-    (the engine's retry policy counts attempts). ``extra`` is merged into the record's
-    ``extra`` next to the client's own notes (``usage_rejected``, ``reasoning_chunks``,
-    ``notes``).
+    run_id: str
+    scenario: str
+    prompt_id: str
+    task: str
+    request_index: int
+    scheduled_s: float | None = None
+    send_delay_s: float | None = None
+    warmup: bool = False
+    worker: str = "local"
+    node_id: str = ""
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    attempt: int | None = None
+    input_tokens: int | None = None
+
+
+def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
+    """The record of one request (see the module docstring for every formula).
 
     Raises:
         ValueError: from RequestRecord's invariants (a bug, never bad input).
     """
+    c = context
+    input_tokens = c.input_tokens
     t0 = result.t0_ns
     if result.error_class is None:
         status = "ok"
@@ -156,21 +158,19 @@ def build_record(
         notes["notes"] = list(result.notes)
     if result.retry_after_s is not None:
         notes["retry_after_s"] = result.retry_after_s
-    if extra:
-        notes.update(extra)
     return RequestRecord(
-        run_id=run_id,
+        run_id=c.run_id,
         endpoint=result.endpoint,
         model=result.model,
-        scenario=scenario,
-        prompt_id=prompt_id,
-        task=task,
-        request_index=request_index,
+        scenario=c.scenario,
+        prompt_id=c.prompt_id,
+        task=c.task,
+        request_index=c.request_index,
         started_at=result.started_at,
         t0_ns=t0,
         status=status,  # type: ignore[arg-type]
-        scheduled_s=scheduled_s,
-        send_delay_s=send_delay_s,
+        scheduled_s=c.scheduled_s,
+        send_delay_s=c.send_delay_s,
         first_byte_s=_offset(result.first_byte_ns, t0),
         ttft_s=ttft,
         first_answer_s=_offset(result.first_answer_ns, t0),
@@ -186,15 +186,15 @@ def build_record(
         error_message=result.error_message,
         http_status=result.http_status,
         bytes_received=result.bytes_received,
-        warmup=warmup,
-        worker=worker,
-        node_id=node_id,
+        warmup=c.warmup,
+        worker=c.worker,
+        node_id=c.node_id,
         response_id=result.response_id,
         api=result.api,
         client=result.client,
-        concurrency=concurrency,
-        rate_rps=rate_rps,
-        attempt=result.attempt if attempt is None else attempt,
+        concurrency=c.concurrency,
+        rate_rps=c.rate_rps,
+        attempt=result.attempt if c.attempt is None else c.attempt,
         content_chunks=len(offsets),
         # A connection that never came up has no set-up time, whatever a transport saw.
         connect_s=None

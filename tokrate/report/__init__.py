@@ -15,8 +15,8 @@ one-line note in both documents, never drawn empty.
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -24,13 +24,14 @@ from typing import Any, Final
 import orjson
 import polars as pl
 
+from tokrate.compare import Comparison, compare_loaded
 from tokrate.errors import OutputError, UsageError
+from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
-from tokrate.report._runs import RunData, read_run
 from tokrate.report.html import ChartImage, render_html
 from tokrate.report.tables import (
     Table,
@@ -40,7 +41,10 @@ from tokrate.report.tables import (
     tier_table,
 )
 from tokrate.report.text import render_markdown, render_summary
+from tokrate.rundata import RunInfo
 from tokrate.stats import PowerLawFit, fit_power_law, stability_warnings
+from tokrate.store import LoadedRun, load_run
+from tokrate.summary import Summary
 
 __all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report", "render_summary"]
 
@@ -68,8 +72,8 @@ def build_report(
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise UsageError(f"report: unknown format {bad[0]!r} (known: png, svg)")
-    runs = _unique_keys([read_run(Path(p)) for p in run_dirs])
-    profile = get_hardware(hardware or runs[0][1].run.get("hardware") or DEFAULT_HARDWARE)
+    runs = _unique_keys([load_run(Path(p)) for p in run_dirs])
+    profile = get_hardware(hardware or runs[0][1].info.hardware or DEFAULT_HARDWARE)
     if out_dir is None:
         first = runs[0][1].path
         out = (
@@ -78,12 +82,15 @@ def build_report(
     else:
         out = Path(out_dir)
     _prepare(out)
-    summaries = [(key, summarize(run.records, run.run)) for key, run in runs]
+    summaries = [(key, summarize(run.records, run.info)) for key, run in runs]
     if len(runs) == 1 and not (out / "summary.json").exists() and out == runs[0][1].path:
-        _write(out / "summary.json", orjson.dumps(summaries[0][1], option=orjson.OPT_INDENT_2))
+        _write(
+            out / "summary.json",
+            orjson.dumps(summaries[0][1].to_dict(), option=orjson.OPT_INDENT_2),
+        )
     doc = _Document(
         runs,
-        [(k, _by_size(s, r.run)) for (k, s), (_, r) in zip(summaries, runs, strict=True)],
+        [(k, _by_size(s, r.info)) for (k, s), (_, r) in zip(summaries, runs, strict=True)],
         profile,
     )
     doc.draw(out, formats)
@@ -92,41 +99,28 @@ def build_report(
     return out
 
 
-def _sim_time_scale(run: dict[str, Any]) -> float | None:
-    """The simulator's time_scale when a simulated run was sped up (else None)."""
-    if not any(t.get("simulated") for t in run.get("targets") or []):
-        return None
-    sim = (run.get("config") or {}).get("simulator") or {}
-    scale = sim.get("time_scale")
-    if isinstance(scale, int | float) and not isinstance(scale, bool) and scale != 1:
-        return float(scale)
-    return None
-
-
-def _by_size(summary: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``summary`` with groups ordered by endpoint, model size (active params,
-    unknown last), model name, then the original (sweep) order — how readers scan."""
-    size = {
-        (t.get("endpoint"), t.get("model")): t.get("active_params_b") or t.get("params_b")
-        for t in run.get("targets") or []
-    }
-    indexed = list(enumerate(summary.get("groups") or []))
+def _by_size(summary: Summary, run: RunInfo) -> Summary:
+    """``summary`` with groups ordered by endpoint, model size (active params, unknown
+    last), model name, then the original (sweep) order — how readers scan."""
+    size = {t.key: t.size_b for t in run.targets}
+    indexed = list(enumerate(summary.groups))
     indexed.sort(
         key=lambda ig: (
-            str(ig[1]["endpoint"]),
-            size.get((ig[1]["endpoint"], ig[1]["model"])) or float("inf"),
-            str(ig[1]["model"]),
+            ig[1].endpoint,
+            size.get((ig[1].endpoint, ig[1].model)) or float("inf"),
+            ig[1].model,
             ig[0],
         )
     )
-    return {**summary, "groups": [g for _, g in indexed]}
+    return dataclasses.replace(summary, groups=tuple(g for _, g in indexed))
 
 
-def _unique_keys(runs: list[RunData]) -> list[tuple[str, RunData]]:
+def _unique_keys(runs: list[LoadedRun]) -> list[tuple[str, LoadedRun]]:
+    """Each run's name (label, else id), made unique with #2, #3 where two share one."""
     seen: dict[str, int] = {}
     out = []
     for run in runs:
-        key = run.run_id
+        key = run.name
         if key in seen:
             seen[key] += 1
             key = f"{key}#{seen[key]}"
@@ -144,11 +138,9 @@ def _prepare(out: Path) -> None:
 
 
 def _write(path: Path, payload: bytes) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Write atomically, so a crash never leaves half a file."""
     try:
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
+        write_atomic(path, payload)
     except OSError as err:
         raise OutputError(f"{path}: cannot write ({err.strerror})") from None
 
@@ -158,22 +150,22 @@ class _Document:
 
     def __init__(
         self,
-        runs: Sequence[tuple[str, RunData]],
-        summaries: Sequence[tuple[str, dict[str, Any]]],
+        runs: Sequence[tuple[str, LoadedRun]],
+        summaries: Sequence[tuple[str, Summary]],
         hardware: HardwareProfile,
     ) -> None:
         self.runs = runs
         self.summaries = summaries
         self.hardware = hardware
         self.multi = len(runs) > 1
-        self.records = _data.combine_runs([(k, r.run, r.records) for k, r in runs])
-        self.sizes = _data.targets_frame([(k, r.run) for k, r in runs])
+        self.records = _data.combine_runs([(k, r.records) for k, r in runs])
+        self.sizes = _data.targets_frame([(k, r.info) for k, r in runs])
         self.groups = _data.group_table(summaries)
         self.notes: list[str] = []
         self.images: list[ChartImage] = []
         self.fits: dict[str, PowerLawFit] = {}
         self.warnings = self._warnings()
-        self._cis: dict[tuple[str, str, str, str], tuple[float, float]] | None = None
+        self._comparisons: dict[str, Comparison] | None = None
 
     # --- text parts -------------------------------------------------------------
 
@@ -186,7 +178,7 @@ class _Document:
         out = []
         for key, run in self.runs:
             if run.interrupted:
-                status = run.run.get("status") or "unknown"
+                status = run.info.status
                 n = run.records.height
                 out.append(
                     f"Run {key} was interrupted (status {status!r}): this report shows the "
@@ -197,28 +189,26 @@ class _Document:
     def meta(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for key, run in self.runs:
-            r = run.run
+            r = run.info
             prefix = f"{key}: " if self.multi else ""
-            targets = ", ".join(
-                f"{t.get('endpoint')}/{t.get('model')}" for t in r.get("targets") or []
+            targets = ", ".join(t.label for t in r.targets)
+            scenarios = ", ".join(s.name for s in r.scenarios)
+            host = " · ".join(
+                v for v in (r.host, r.platform, r.python and f"Python {r.python}") if v
             )
-            scenarios = ", ".join(str(s.get("name")) for s in r.get("scenarios") or [])
             fields = (
-                ("run", key),
-                ("status", "interrupted" if run.interrupted else str(r.get("status") or "")),
-                ("started", str(r.get("started_at") or "—")),
-                ("ended", str(r.get("ended_at") or "—")),
-                ("tokrate", str(r.get("tokrate_version") or "—")),
-                ("host", " · ".join(
-                    str(v) for v in (r.get("host"), r.get("platform"),
-                                     r.get("python") and f"Python {r.get('python')}") if v
-                ) or "—"),
+                ("run", f"{key} ({r.run_id})" if r.label else key),
+                ("status", "interrupted" if run.interrupted else r.status),
+                ("started", r.started_at or "—"),
+                ("ended", r.ended_at or "—"),
+                ("tokrate", r.tokrate_version or "—"),
+                ("host", host or "—"),
                 ("targets", targets or "—"),
                 ("levels", scenarios or "—"),
                 ("requests", str(run.records.height)),
-            )  # fmt: skip
+            )
             out += [(f"{prefix}{k}", v) for k, v in fields]
-        out += _connect.notes([(k, r.run, r.records) for k, r in self.runs])
+        out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 
@@ -226,35 +216,41 @@ class _Document:
         out: list[str] = []
         for key, run in self.runs:
             prefix = f"{key}: " if self.multi else ""
-            out += [f"{prefix}{w}" for w in run.run.get("warnings") or []]
-            scale = _sim_time_scale(run.run)
-            if scale is not None:
+            out += [f"{prefix}{w}" for w in run.info.warnings]
+            out += [f"{prefix}{n}" for n in run.notes]
+            scale = run.info.time_scale
+            if scale is not None and scale != 1:
                 out.append(
                     f"{prefix}the simulator ran with time_scale={scale:g}: every measured time "
                     f"is 1/{scale:g} of the modelled one, so speeds sit {scale:g}× above the "
                     "hardware bound; run with time_scale 1 for physical numbers"
                 )
-            lag = run.run.get("loop_lag") or {}
-            if lag.get("exceeded"):
+            lag = run.info.loop_lag
+            if lag is not None and lag.exceeded:
                 out.append(
-                    f"{prefix}client event-loop lag reached {lag.get('max_ms')} ms (threshold "
-                    f"{lag.get('threshold_ms')} ms): latencies may include client delay; "
+                    f"{prefix}client event-loop lag reached {lag.max_ms} ms (threshold "
+                    f"{lag.threshold_ms} ms): latencies may include client delay; "
                     "lower the concurrency or use --workers"
                 )
         for key, summary in self.summaries:
             prefix = f"{key}: " if self.multi else ""
-            out += [f"{prefix}{w}" for w in stability_warnings(summary["groups"])]
+            out += [f"{prefix}{w}" for w in stability_warnings(summary.groups)]
         return out
+
+    def comparisons(self) -> dict[str, Comparison]:
+        """Every later run against the first, with tokrate compare's functions."""
+        if self._comparisons is None:
+            first = self.runs[0][1]
+            self._comparisons = {k: compare_loaded(first, r) for k, r in self.runs[1:]}
+        return self._comparisons
 
     def tables(self) -> tuple[Table, list[Table], Table]:
         rows, slo_set = _data.tier_picks(self.summaries, self.sizes)
-        slo = self.runs[0][1].run.get("slo") or {}
+        slo = self.runs[0][1].info.slo
         tier = tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)
         tables: list[Table] = []
         if self.multi:
-            if self._cis is None:
-                self._cis = _data.decode_median_cis(self.records)
-            tables.append(comparison_table(self.summaries, self._cis))
+            tables.append(comparison_table(self.summaries, self.comparisons()))
         for key, summary in self.summaries:
             tables.append(summary_table(key, summary, title=f"Summary: {key}"))
         errors = errors_table(_data.error_examples(self.records))
@@ -370,7 +366,7 @@ class _Document:
             self.notes.append(
                 "cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)"
             )
-        connects = _connect.connect_points([(k, r.run, r.records) for k, r in self.runs])
+        connects = _connect.connect_points([(k, r.info, r.records) for k, r in self.runs])
         if connects.height:
             yield (
                 "connect_time",
@@ -410,7 +406,7 @@ class _Document:
             charts=self.images,
             notes=self.notes,
             errors=errors,
-            configs=[(k, r.run.get("config") or {}) for k, r in self.runs],
+            configs=[(k, r.info.config) for k, r in self.runs],
         )
 
     def markdown(self) -> str:

@@ -13,7 +13,7 @@ left out with a note, never drawn empty.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -21,6 +21,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from tokrate.report.charts import _figure, _plain_log, _with_rc, series_colors
+from tokrate.rundata import RunInfo
 
 __all__ = ["BEFORE", "INSIDE", "connect_chart", "connect_points", "notes"]
 
@@ -31,7 +32,7 @@ INSIDE: Final = "opened by a request"
 _SCHEMA: Final = {"series": pl.String, "phase": pl.String, "connect_ms": pl.Float64}
 
 
-def connect_points(runs: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]]) -> pl.DataFrame:
+def connect_points(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> pl.DataFrame:
     """Every connection set-up time in ms: columns ``series`` (the endpoint; "run
     key/endpoint" when several runs), ``phase`` (:data:`BEFORE` or :data:`INSIDE`)
     and ``connect_ms``. ``runs`` is (run key, run.json, records)."""
@@ -40,9 +41,9 @@ def connect_points(runs: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]]) 
     parts: list[pl.DataFrame] = []
     for key, run, records in runs:
         prefix = f"{key}/" if multi else ""
-        for entry in run.get("connections") or []:
-            series = f"{prefix}{entry.get('endpoint')}"
-            for seconds in entry.get("connect_s") or []:
+        for entry in run.connections:
+            series = f"{prefix}{entry.endpoint}"
+            for seconds in entry.connect_s:
                 rows.append({"series": series, "phase": BEFORE, "connect_ms": seconds * 1e3})
         if "connect_s" in records.columns and records.height:
             parts.append(
@@ -56,13 +57,13 @@ def connect_points(runs: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]]) 
     return pl.concat(frames, how="vertical")
 
 
-def notes(runs: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]]) -> list[tuple[str, str]]:
+def notes(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> list[tuple[str, str]]:
     """One (key, text) line per run for the report's metadata: how connections were
     made and whether TTFT includes their set-up (cold starts)."""
     out: list[tuple[str, str]] = []
     multi = len(runs) > 1
     for key, run, records in runs:
-        if "preconnect" not in run:
+        if run.preconnect is None:
             continue  # recorded before connections were tracked
         label = f"{key}: connections" if multi else "connections"
         known = records.filter(pl.col("connect_s").is_not_null()) if records.height else records
@@ -72,8 +73,8 @@ def notes(runs: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]]) -> list[t
         if n:
             p50 = float(opened["connect_s"].median() or 0.0) * 1e3  # type: ignore[arg-type]
             inside += f" (set-up p50 {p50:.2f} ms)"
-        if run.get("preconnect"):
-            before = sum(int(e.get("opened") or 0) for e in run.get("connections") or [])
+        if run.preconnect:
+            before = sum(e.opened for e in run.connections)
             text = (
                 f"preconnect on: {before} opened before the measured windows, so TTFT carries"
                 f" no handshake; during the measurement {inside}"

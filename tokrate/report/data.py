@@ -15,17 +15,17 @@ from typing import Any, Final
 
 import polars as pl
 
-from tokrate.hardware import HardwareProfile
-from tokrate.metrics import derive, ok_mask
+from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, HardwareProfile
+from tokrate.metrics import derive, final_attempts, ok_mask
+from tokrate.rundata import RunInfo
+from tokrate.summary import Summary
 
 __all__ = [
     "BOX_MAX_VALUES",
-    "CI_MAX_VALUES",
     "ECDF_MAX_POINTS",
     "SLO_ATTAINMENT",
     "box_stats",
     "combine_runs",
-    "decode_median_cis",
     "ecdf_points",
     "error_examples",
     "group_table",
@@ -68,19 +68,18 @@ _TARGET_SCHEMA: Final = {
 }
 
 
-def combine_runs(
-    frames: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]],
-) -> pl.LazyFrame:
-    """Derived records of several runs with ``run_id_key``, ``series`` and ``t_rel_s``.
+def combine_runs(frames: Sequence[tuple[str, pl.DataFrame]]) -> pl.LazyFrame:
+    """Derived records of several runs with ``run_key``, ``series`` and ``t_rel_s``.
 
-    ``frames`` is (run key, run.json, records). ``series`` is the endpoint for a single
+    ``frames`` is (run key, records); only the final attempt of a retried request is
+    kept (it counts once, as in every summary). ``series`` is the endpoint for a single
     run, else the run key (plus "/endpoint" when that run has several endpoints).
     ``t_rel_s`` = end of stream, seconds since that run's first send.
     """
     parts: list[pl.LazyFrame] = []
     multi = len(frames) > 1
-    for key, _run, records in frames:
-        lf = derive(records.lazy()).with_columns(pl.lit(key).alias("run_key"))
+    for key, records in frames:
+        lf = derive(final_attempts(records.lazy())).with_columns(pl.lit(key).alias("run_key"))
         if multi:
             n_endpoints = records.get_column("endpoint").n_unique() if records.height else 0
             series = (
@@ -98,45 +97,39 @@ def combine_runs(
     return pl.concat(parts, how="vertical_relaxed")
 
 
-def targets_frame(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> pl.DataFrame:
+def targets_frame(runs: Sequence[tuple[str, RunInfo]]) -> pl.DataFrame:
     """Sizes per (run key, series, endpoint, model) from run.json ``targets``.
 
-    ``runs`` is (run key, run.json); ``series`` is named as in :func:`combine_runs`.
+    ``runs`` is (run key, run info); ``series`` is named as in :func:`combine_runs`.
     ``active_params_b`` falls back to ``params_b`` (a dense model).
     """
     rows: list[dict[str, Any]] = []
     multi = len(runs) > 1
     for key, run in runs:
-        targets = list(run.get("targets") or [])
-        endpoints = {t.get("endpoint") for t in targets}
-        for t in targets:
-            endpoint = str(t.get("endpoint"))
-            series = (f"{key}/{endpoint}" if len(endpoints) > 1 else key) if multi else endpoint
-            params = _num(t.get("params_b"))
-            active = _num(t.get("active_params_b"))
+        endpoints = {t.endpoint for t in run.targets}
+        for t in run.targets:
+            series = (f"{key}/{t.endpoint}" if len(endpoints) > 1 else key) if multi else t.endpoint
+            params = _num(t.params_b)
+            active = _num(t.active_params_b)
             rows.append(
                 {
                     "run_id": key,
                     "series": series,
-                    "endpoint": endpoint,
-                    "model": str(t.get("model")),
+                    "endpoint": t.endpoint,
+                    "model": t.model,
                     "params_b": params,
                     "active_params_b": active if active is not None else params,
-                    "bytes_per_param": _num(t.get("bytes_per_param")),
-                    "gpus": int(t["gpus"]) if t.get("gpus") else None,
+                    "bytes_per_param": _num(t.bytes_per_param),
+                    "gpus": t.gpus or None,
                 }
             )
     return pl.DataFrame(rows, schema=_TARGET_SCHEMA)
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
+def _num(value: float | None) -> float | None:
+    if value is None:
         return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) and out > 0 else None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def lowest_load(records: pl.LazyFrame) -> pl.LazyFrame:
@@ -207,8 +200,7 @@ def size_speed_points(
     bw = pl.lit(hardware.bandwidth_bytes_per_s)
     scale = pl.col("gpus").fill_null(1)
     # HardwareProfile.scaled(g): bandwidth x g x TENSOR_PARALLEL_EFFICIENCY for g > 1.
-    from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY as eff
-
+    eff = TENSOR_PARALLEL_EFFICIENCY
     scaled_bw = pl.when(scale > 1).then(bw * scale * eff).otherwise(bw)
     points = points.with_columns(
         pl.col("active_params_b").alias("x_params_b"),
@@ -325,39 +317,38 @@ def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
     return out, width
 
 
-def group_table(
-    summaries: Sequence[tuple[str, Mapping[str, Any]]], series: Mapping[str, str] | None = None
-) -> pl.DataFrame:
+def _series_of(key: str, endpoint: str, endpoints: set[str], multi: bool) -> str:
+    """The series name a summary group belongs to (as in :func:`combine_runs`)."""
+    if not multi:
+        return endpoint
+    return f"{key}/{endpoint}" if len(endpoints) > 1 else key
+
+
+def group_table(summaries: Sequence[tuple[str, Summary]]) -> pl.DataFrame:
     """Flat frame of summary groups: run_key, series, endpoint, model, scenario, load
     and the headline numbers (seconds / tokens per second / USD)."""
     rows: list[dict[str, Any]] = []
     multi = len(summaries) > 1
     for key, summary in summaries:
-        groups = list(summary.get("groups") or [])
-        endpoints = {g["endpoint"] for g in groups}
-        for g in groups:
-            if multi:
-                s = f"{key}/{g['endpoint']}" if len(endpoints) > 1 else key
-            else:
-                s = str(g["endpoint"])
-            cost = g.get("cost") or {}
+        endpoints = {g.endpoint for g in summary.groups}
+        for g in summary.groups:
             rows.append(
                 {
                     "run_key": key,
-                    "series": s,
-                    "endpoint": g["endpoint"],
-                    "model": g["model"],
-                    "scenario": g["scenario"],
-                    "concurrency": g.get("concurrency"),
-                    "rate_rps": g.get("rate_rps"),
-                    "ok": g["counts"]["ok"],
-                    "errors": g["counts"]["error"],
-                    "decode_p50": g["decode_tps"]["p50"],
-                    "ttft_p50": g["ttft_s"]["p50"],
-                    "ttft_p95": g["ttft_s"]["p95"],
-                    "aggregate_tps": g.get("aggregate_output_tps"),
-                    "usd_per_m": cost.get("usd_per_m_output"),
-                    "cost_source": cost.get("source"),
+                    "series": _series_of(key, g.endpoint, endpoints, multi),
+                    "endpoint": g.endpoint,
+                    "model": g.model,
+                    "scenario": g.scenario,
+                    "concurrency": g.concurrency,
+                    "rate_rps": g.rate_rps,
+                    "ok": g.counts.ok,
+                    "errors": g.counts.error,
+                    "decode_p50": g.decode_tps.p50,
+                    "ttft_p50": g.ttft_s.p50,
+                    "ttft_p95": g.ttft_s.p95,
+                    "aggregate_tps": g.aggregate_output_tps,
+                    "usd_per_m": None if g.cost is None else g.cost.usd_per_m_output,
+                    "cost_source": None if g.cost is None else g.cost.source,
                 }
             )
     schema = {
@@ -371,7 +362,7 @@ def group_table(
 
 
 def tier_picks(
-    summaries: Sequence[tuple[str, Mapping[str, Any]]],
+    summaries: Sequence[tuple[str, Summary]],
     sizes: pl.DataFrame,
     *,
     attainment: float = SLO_ATTAINMENT,
@@ -390,31 +381,25 @@ def tier_picks(
     level_order: dict[str, float] = {}
     slo_set = False
     for key, summary in summaries:
-        groups = list(summary.get("groups") or [])
-        endpoints = {g["endpoint"] for g in groups}
-        for g in groups:
-            series = (
-                (f"{key}/{g['endpoint']}" if len(endpoints) > 1 else key)
-                if multi
-                else str(g["endpoint"])
-            )
-            level = _level_label(g)
-            load = g.get("concurrency") if g.get("concurrency") is not None else g.get("rate_rps")
-            level_order.setdefault(level, float(load) if load is not None else math.inf)
-            label = g["model"] if not (multi or len(endpoints) > 1) else f"{g['model']} ({series})"
-            cost = (g.get("cost") or {}).get("usd_per_m_output")
-            for t in g.get("by_task") or []:
-                frac = t.get("slo_met_fraction")
+        endpoints = {g.endpoint for g in summary.groups}
+        for g in summary.groups:
+            series = _series_of(key, g.endpoint, endpoints, multi)
+            level = g.level
+            load = g.load_value
+            level_order.setdefault(level, load if load is not None else math.inf)
+            label = g.model if not (multi or len(endpoints) > 1) else f"{g.model} ({series})"
+            cost = None if g.cost is None else g.cost.usd_per_m_output
+            for t in g.by_task:
+                frac = t.slo_met_fraction
                 slo_set = slo_set or frac is not None
-                ok = t["counts"]["ok"] > 0
-                passed = ok and (frac is None or frac >= attainment)
-                cells.setdefault((t["task"], level), []).append(
+                passed = t.counts.ok > 0 and (frac is None or frac >= attainment)
+                cells.setdefault((t.task, level), []).append(
                     {
                         "label": label,
                         "passed": passed,
-                        "e2e_p50": t["e2e_s"]["p50"],
+                        "e2e_p50": t.e2e_s.p50,
                         "cost": cost,
-                        "size": size_of.get((series, g["model"])),
+                        "size": size_of.get((series, g.model)),
                     }
                 )
     rows: list[dict[str, Any]] = []
@@ -443,14 +428,6 @@ def _best(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
     return str(min(known, key=lambda e: (e[key], e["label"]))["label"])
 
 
-def _level_label(group: Mapping[str, Any]) -> str:
-    if group.get("concurrency") is not None:
-        return f"c={group['concurrency']}"
-    if group.get("rate_rps") is not None:
-        return f"{group['rate_rps']:g} req/s"
-    return str(group.get("scenario"))
-
-
 def error_examples(records: pl.LazyFrame) -> pl.DataFrame:
     """Failed measured requests per (series, model, error_class, http_status): ``n`` and
     the first ``example`` message (by request index), sorted by count descending."""
@@ -463,30 +440,3 @@ def error_examples(records: pl.LazyFrame) -> pl.DataFrame:
         .sort(["n", "series", "model", "error_class"], descending=[True, False, False, False])
         .collect()
     )
-
-
-#: Bootstrap intervals resample at most this many values per group (a seeded shuffle
-#: picks them), so intervals for a million records cost milliseconds.
-CI_MAX_VALUES: Final = 2000
-
-
-def decode_median_cis(
-    records: pl.LazyFrame, *, resamples: int = 1000, seed: int = 0
-) -> dict[tuple[str, str, str, str], tuple[float, float]]:
-    """Bootstrap 95% CI of the median decode tok/s per (run key, endpoint, model,
-    scenario), over ok measured requests (at most :data:`CI_MAX_VALUES` each)."""
-    from tokrate.stats import bootstrap_ci
-
-    keys = ["run_key", "endpoint", "model", "scenario"]
-    values = (
-        records.filter(ok_mask() & pl.col("decode_tps").is_not_null())
-        .group_by(keys)
-        .agg(pl.col("decode_tps").shuffle(seed=seed).head(CI_MAX_VALUES))
-        .collect()
-    )
-    out: dict[tuple[str, str, str, str], tuple[float, float]] = {}
-    for row in values.iter_rows(named=True):
-        ci = bootstrap_ci(row["decode_tps"], resamples=resamples, seed=seed)
-        if ci is not None:
-            out[(row["run_key"], row["endpoint"], row["model"], row["scenario"])] = ci
-    return out

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import base64
 import html
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
+from tokrate.redact import Redactor
 from tokrate.report.tables import Table
 
-__all__ = ["DEFINITIONS", "ChartImage", "redact_config", "render_html"]
+__all__ = ["DEFINITIONS", "ChartImage", "render_html"]
 
 #: What every number means (DESIGN.md "Definitions"), shown at the end of the report.
 DEFINITIONS: Final = (
@@ -37,11 +37,6 @@ DEFINITIONS: Final = (
     ("bound", "memory-bandwidth ceiling of single-stream decode: bandwidth / (active params × bytes per param)."),
 )  # fmt: skip
 
-_SECRET_KEY: Final = re.compile(
-    r"(^|[_-])(api[_-]?key|authorization|auth|password|passwd|secret|token|bearer|cookie)$",
-    re.IGNORECASE,
-)
-REDACTED: Final = "[redacted]"
 _SHOWN_WARNINGS: Final = 5
 
 
@@ -53,31 +48,6 @@ class ChartImage:
     title: str
     caption: str
     png: bytes
-
-
-def _is_secret(key: str) -> bool:
-    # *_env keys hold the *name* of an environment variable, which is safe to show.
-    return not key.lower().endswith("_env") and bool(_SECRET_KEY.search(key))
-
-
-def redact_config(value: Any) -> Any:
-    """A copy of ``value`` with secret-looking values replaced by "[redacted]".
-
-    Dict keys such as ``api_key``, ``authorization``, ``token`` are redacted (not
-    ``api_key_env``, a variable name); so is the value of a ``[name, value]`` header
-    pair whose name looks secret. run.json already holds no secrets; this is the
-    second lock on the door.
-    """
-    if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if _is_secret(str(k)) and v is not None else redact_config(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        if len(value) == 2 and isinstance(value[0], str) and _is_secret(value[0]):
-            return [value[0], REDACTED]
-        return [redact_config(v) for v in value]
-    return value
 
 
 def _e(text: object) -> str:
@@ -209,7 +179,7 @@ def render_html(
         parts.append('<section id="config"><h2>Configuration</h2>')
         for key, config in configs:
             text = orjson.dumps(
-                redact_config(config), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                Redactor().value(config), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
             ).decode()
             parts.append(
                 f"<details><summary>{_e(key)} (secrets removed)</summary><pre>{_e(text)}</pre></details>"

@@ -1,30 +1,31 @@
 """Report tables as plain, unescaped strings; html.py and text.py escape and render them.
 
 A :class:`Table` is a title, a header row, body rows and an optional note, all plain
-text. Numbers are formatted here once so HTML, markdown and the terminal agree.
-Unknown values print as "—" (never 0).
+text. Numbers are formatted through :mod:`tokrate.textfmt`, so HTML, markdown and the
+terminal agree. Unknown values print as "—" (never 0).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import polars as pl
 
+from tokrate.compare import Comparison
+from tokrate.report.comparison import describe_change
+from tokrate.rundata import SloInfo
+from tokrate.summary import Group, Summary
+from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
+
 __all__ = [
-    "DASH",
     "Table",
     "comparison_table",
     "errors_table",
-    "fmt_ms",
-    "fmt_num",
     "summary_table",
     "tier_table",
 ]
-
-DASH: Final = "—"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,46 +37,14 @@ class Table:
     numeric: tuple[bool, ...] = field(default=())
 
 
-def fmt_ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with 3 significant digits ("—" when unknown)."""
-    if seconds is None:
+def _cost(g: Group) -> str:
+    if g.cost is None:
         return DASH
-    ms = seconds * 1000.0
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.2f} ms"
+    mark = "" if g.cost.source == "price" else " (GPU-h)"
+    return f"${g.cost.usd_per_m_output:,.2f}{mark}"
 
 
-def fmt_num(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    """A number with ``digits`` decimals and thousands separators ("—" when unknown)."""
-    if value is None:
-        return DASH
-    return f"{value:,.{digits}f}{suffix}"
-
-
-def _pct(value: float | None) -> str:
-    return DASH if value is None else f"{value * 100:.0f}%"
-
-
-def _level(g: Mapping[str, Any]) -> str:
-    if g.get("concurrency") is not None:
-        return f"c={g['concurrency']}"
-    if g.get("rate_rps") is not None:
-        return f"{g['rate_rps']:g} req/s"
-    return str(g.get("scenario"))
-
-
-def _cost(g: Mapping[str, Any]) -> str:
-    cost = g.get("cost")
-    if not cost:
-        return DASH
-    mark = "" if cost.get("source") == "price" else " (GPU-h)"
-    return f"${cost['usd_per_m_output']:,.2f}{mark}"
-
-
-def summary_table(run_key: str, summary: Mapping[str, Any], *, title: str | None = None) -> Table:
+def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -> Table:
     """One row per group (endpoint, model, scenario) of one run's summary."""
     header = (
         "endpoint", "model", "level", "ok", "errors", "TTFT p50", "TTFT p95", "TPOT p50",
@@ -83,75 +52,78 @@ def summary_table(run_key: str, summary: Mapping[str, Any], *, title: str | None
         "SLO met", "$ / M out",
     )  # fmt: skip
     rows = []
-    for g in summary.get("groups") or []:
-        counts = g["counts"]
+    for g in summary.groups:
         rows.append(
             (
-                str(g["endpoint"]), str(g["model"]), _level(g), str(counts["ok"]),
-                str(counts["error"] + counts["cancelled"]), fmt_ms(g["ttft_s"]["p50"]),
-                fmt_ms(g["ttft_s"]["p95"]), fmt_ms(g["tpot_s"]["p50"]), fmt_ms(g["itl_s"]["p99"]),
-                fmt_ms(g["e2e_s"]["p95"]), fmt_num(g["decode_tps"]["p50"]),
-                fmt_num(g.get("aggregate_output_tps")), fmt_num(g.get("requests_per_s"), 2),
-                fmt_num(g.get("goodput_rps"), 2), _pct(g.get("slo_met_fraction")), _cost(g),
+                g.endpoint, g.model, g.level, str(g.counts.ok), str(g.counts.failed),
+                fmt_ms(g.ttft_s.p50), fmt_ms(g.ttft_s.p95), fmt_ms(g.tpot_s.p50),
+                fmt_ms(g.itl_s.p99), fmt_ms(g.e2e_s.p95), fmt_tps(g.decode_tps.p50),
+                fmt_tps(g.aggregate_output_tps), fmt_num(g.requests_per_s, 2),
+                fmt_num(g.goodput_rps, 2), fmt_pct(g.slo_met_fraction), _cost(g),
             )
         )  # fmt: skip
     numeric = (False, False, False) + (True,) * (len(header) - 3)
     return Table(title or f"Summary: {run_key}", header, tuple(rows), numeric=numeric)
 
 
-def comparison_table(
-    summaries: Sequence[tuple[str, Mapping[str, Any]]],
-    decode_ci: Mapping[tuple[str, str, str, str], tuple[float, float]] | None = None,
-) -> Table:
-    """Multi-run: one row per (endpoint, model, level), a column per run for decode
-    tok/s p50 and TTFT p95 (the two numbers a run-vs-run decision turns on).
+#: The metrics the side-by-side table shows, with their headers.
+SIDE_BY_SIDE = (("decode_tps_p50", "decode tok/s p50"), ("ttft_p95", "TTFT p95"))
 
-    ``decode_ci`` maps (run key, endpoint, model, scenario) to the bootstrap 95% CI of
-    the decode median, shown as "p50 [low–high]" so overlap is visible at a glance."""
-    decode_ci = decode_ci or {}
-    keys: dict[tuple[str, str, str], None] = {}
-    values: dict[tuple[str, tuple[str, str, str]], Mapping[str, Any]] = {}
+
+def comparison_table(
+    summaries: Sequence[tuple[str, Summary]], comparisons: Mapping[str, Comparison]
+) -> Table:
+    """Multi-run: one row per (endpoint, model, level); per metric a column with the
+    first run's value and one per later run with its value and compare's verdict
+    against the first run ("1.08x slower [1.02, 1.15], regressed"), so this table says
+    exactly what ``tokrate compare first later`` says. ``comparisons`` maps a later
+    run's key to its comparison against the first."""
+    first = summaries[0][0]
+    keys: dict[tuple[str, str, str], str] = {}
+    values: dict[tuple[str, tuple[str, str, str]], Group] = {}
     for run_key, summary in summaries:
-        for g in summary.get("groups") or []:
-            k = (str(g["endpoint"]), str(g["model"]), _level(g))
-            keys.setdefault(k, None)
-            values[(run_key, k)] = g
-    runs = [k for k, _ in summaries]
-    header = (
-        "endpoint",
-        "model",
-        "level",
-        *(f"{label} · {r}" for label in ("decode tok/s p50", "TTFT p95") for r in runs),
-    )
+        for g in summary.groups:
+            keys.setdefault(g.key, g.level)
+            values[(run_key, g.key)] = g
+    header = ["endpoint", "model", "level"]
+    for _metric, name in SIDE_BY_SIDE:
+        header += [f"{name} · {first}"]
+        header += [f"{name} · {k} vs {first}" for k, _ in summaries[1:]]
     rows = []
-    for k in keys:
-        cells = list(k)
-        for metric in ("decode", "ttft"):
-            for r in runs:
-                g = values.get((r, k))
-                if g is None:
-                    cells.append(DASH)
-                elif metric == "decode":
-                    ci = decode_ci.get((r, str(g["endpoint"]), str(g["model"]), str(g["scenario"])))
-                    text = fmt_num(g["decode_tps"]["p50"])
-                    if ci is not None:
-                        text += f" [{ci[0]:,.1f}–{ci[1]:,.1f}]"
-                    cells.append(text)
-                else:
-                    cells.append(fmt_ms(g["ttft_s"]["p95"]))
+    for key, level in keys.items():
+        endpoint, model, scenario = key
+        cells = [endpoint, model, level]
+        for metric, _name in SIDE_BY_SIDE:
+            cells.append(_metric_value(values.get((first, key)), metric))
+            for run_key, _ in summaries[1:]:
+                later = values.get((run_key, key))
+                result = comparisons[run_key].result(endpoint, model, scenario, metric)
+                text = _metric_value(later, metric)
+                if result is not None and result.verdict != "not_comparable":
+                    text += f" ({describe_change(result)}, {result.verdict})"
+                elif result is not None:
+                    text += f" (not comparable: {result.reason})"
+                cells.append(text)
         rows.append(tuple(cells))
     numeric = (False,) * 3 + (True,) * (len(header) - 3)
     note = (
-        "Decode tok/s: median [bootstrap 95% CI of the median]; intervals that do not "
-        "overlap mean a real difference."
-        if decode_ci
-        else ""
+        f"Each later run against {first}, with tokrate compare's statistics: the change, its "
+        "block-bootstrap 95% interval and the verdict (a change must pass its threshold and "
+        "its interval must exclude 0; fewer than the minimum samples is not comparable)."
     )
-    return Table("Runs side by side", header, tuple(rows), note=note, numeric=numeric)
+    return Table("Runs side by side", tuple(header), tuple(rows), note=note, numeric=numeric)
+
+
+def _metric_value(g: Group | None, metric: str) -> str:
+    if g is None:
+        return DASH
+    if metric == "decode_tps_p50":
+        return fmt_tps(g.decode_tps.p50)
+    return fmt_ms(g.ttft_s.p95)
 
 
 def tier_table(
-    rows: Sequence[Mapping[str, Any]], slo_set: bool, slo: Mapping[str, Any], attainment: float
+    rows: Sequence[Mapping[str, Any]], slo_set: bool, slo: SloInfo, attainment: float
 ) -> Table:
     """The tier pick table from tokrate.report.data.tier_picks rows."""
     header = ("task", "load", "met every SLO", "fastest (E2E p50)", "cheapest", "smallest")
@@ -166,7 +138,9 @@ def tier_table(
         )  # fmt: skip
     if slo_set:
         limits = ", ".join(
-            f"{k.removesuffix('_s')} ≤ {fmt_ms(v)}" for k, v in slo.items() if v is not None
+            f"{k.removesuffix('_s')} ≤ {fmt_ms(v)}"
+            for k, v in slo.as_mapping().items()
+            if v is not None
         )
         note = (
             f"A model meets the bar when ≥ {attainment * 100:.0f}% of its requests met every "

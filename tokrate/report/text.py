@@ -7,36 +7,19 @@ render in a PR comment, and "[x](url)" would become a link.
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tokrate.report.tables import Table, fmt_ms, fmt_num
+from tokrate.report.tables import Table
+from tokrate.summary import Group, Summary
+from tokrate.textfmt import fmt_ms, fmt_num, fmt_tps, md_escape
 
-__all__ = ["md_escape", "render_markdown", "render_summary", "table_markdown"]
-
-# Characters GitHub markdown gives meaning to inside a table cell (after HTML escaping,
-# which takes care of < > & and quotes).
-_MD_SPECIAL: Final = re.compile(r"([\\`*_\[\]|~])")
-_NEWLINES: Final = re.compile(r"[\r\n\u2028\u2029]+")
-
-
-def md_escape(text: object) -> str:
-    """``text`` safe inside a GFM table cell: HTML-escaped, markdown punctuation
-    backslash-escaped, newlines folded to spaces."""
-    s = _NEWLINES.sub(" ", str(text))
-    s = html.escape(s, quote=True)
-    # Escape markdown punctuation, but not inside the entities html.escape just made.
-    parts = re.split(r"(&(?:amp|lt|gt|quot|#x27);)", s)
-    return "".join(
-        p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts
-    )
+__all__ = ["render_markdown", "render_summary", "table_markdown"]
 
 
 def table_markdown(table: Table) -> str:
@@ -106,46 +89,23 @@ _NAMES: Final = ("endpoint", "model")
 _NAME_MIN_WIDTH: Final = 8
 
 
-def _ms(seconds: float | None) -> str:
-    return fmt_ms(seconds).removesuffix(" ms")
-
-
-def _tps(value: float | None) -> str:
-    """Tokens/s to about 3 significant digits (whole numbers from 100 up)."""
-    if value is None:
-        return fmt_num(None)
-    return fmt_num(value, 0 if value >= 100 else 1)
-
-
-def _load(g: Mapping[str, Any]) -> str:
-    if g.get("concurrency") is not None:
-        return f"c={g['concurrency']}"
-    if g.get("rate_rps") is not None:
-        return f"{g['rate_rps']:g}/s"
-    return str(g["scenario"])
-
-
-def _cells(g: Mapping[str, Any]) -> dict[str, str]:
-    counts = g["counts"]
-    goodput = g.get("goodput_rps")
+def _cells(g: Group) -> dict[str, str]:
     return {
-        "endpoint": str(g["endpoint"]),
-        "model": str(g["model"]),
-        "load": _load(g),
-        "ok": str(counts["ok"]),
-        "err": str(counts["error"] + counts["cancelled"]),
-        "ttft_p50": _ms(g["ttft_s"]["p50"]),
-        "ttft_p95": _ms(g["ttft_s"]["p95"]),
-        "tpot_p50": _ms(g["tpot_s"]["p50"]),
-        "decode": _tps(g["decode_tps"]["p50"]),
-        "agg": _tps(g.get("aggregate_output_tps")),
-        "goodput": fmt_num(goodput, 2),
+        "endpoint": g.endpoint,
+        "model": g.model,
+        "load": g.level,
+        "ok": str(g.counts.ok),
+        "err": str(g.counts.failed),
+        "ttft_p50": fmt_ms(g.ttft_s.p50, unit=False),
+        "ttft_p95": fmt_ms(g.ttft_s.p95, unit=False),
+        "tpot_p50": fmt_ms(g.tpot_s.p50, unit=False),
+        "decode": fmt_tps(g.decode_tps.p50),
+        "agg": fmt_tps(g.aggregate_output_tps),
+        "goodput": fmt_num(g.goodput_rps, 2),
     }
 
 
-def render_summary(
-    summary: Mapping[str, Any], console: Console, *, title: str | None = None
-) -> None:
+def render_summary(summary: Summary, console: Console, *, title: str | None = None) -> None:
     """Print the terminal summary table (one row per model x load level) to ``console``.
 
     Fits 80 columns with every number whole: units sit in the headers, there are no
@@ -158,12 +118,12 @@ def render_summary(
     <run_id>``) plus what the dropped columns held. Cells are rich ``Text``
     objects, so "[" in a model name is never read as markup.
     """
-    groups: list[Mapping[str, Any]] = list(summary.get("groups") or [])
+    groups = summary.groups
     if not groups:
         console.print(Text("no requests recorded"))
         return
     rows = [_cells(g) for g in groups]
-    heading = title or f"tokrate run {summary.get('run_id') or ''}".strip()
+    heading = title or f"tokrate run {summary.run_id or ''}".strip()
     shown: list[tuple[str, str, bool]] = []
     for key, header, right in _TERMINAL_COLUMNS:
         values = {r[key] for r in rows}
@@ -174,7 +134,7 @@ def render_summary(
         if key == "err" and values == {"0"}:
             heading += " · no errors"
             continue
-        if key == "goodput" and all(g.get("goodput_rps") is None for g in groups):
+        if key == "goodput" and all(g.goodput_rps is None for g in groups):
             continue
         shown.append((key, header, right))
     needed = _table_width(shown, rows, names_whole=True)

@@ -16,9 +16,11 @@ from tokrate.sim.model import (
 from tokrate.sim.server import (
     SimConfig,
     build_state,
+    configured_tiers,
     running_simulator,
     serve,
     simulator_process,
+    spawn_simulator,
 )
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "Tier",
     "TierTiming",
     "build_state",
+    "configured_tiers",
     "count_chat_tokens",
     "count_text_tokens",
     "default_tiers",
@@ -34,4 +37,5 @@ __all__ = [
     "running_simulator",
     "serve",
     "simulator_process",
+    "spawn_simulator",
 ]

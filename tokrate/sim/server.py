@@ -34,7 +34,15 @@ from tokrate.sim.model import Tier, TierTiming, default_tiers
 from tokrate.sim.tiers import load_tiers_file
 from tokrate.sim.truth import TruthLog
 
-__all__ = ["SimConfig", "build_state", "running_simulator", "serve", "simulator_process"]
+__all__ = [
+    "SimConfig",
+    "build_state",
+    "configured_tiers",
+    "running_simulator",
+    "serve",
+    "simulator_process",
+    "spawn_simulator",
+]
 
 #: Seconds running_simulator waits for uvicorn to report it is serving.
 START_TIMEOUT_S = 15.0
@@ -94,6 +102,12 @@ def _resolve_tiers(
     for k, v in parse_faults(cfg.faults).items():
         rules.setdefault(k, {}).update(v)
     return tiers, hw, rules
+
+
+def configured_tiers(cfg: SimConfig) -> tuple[Tier, ...]:
+    """The tiers a simulator started with ``cfg`` serves (its tiers file's, else
+    ``cfg.tiers``, else the defaults). Raises ConfigError for a bad tiers file."""
+    return _resolve_tiers(cfg)[0]
 
 
 def build_state(cfg: SimConfig) -> SimState:
@@ -259,7 +273,18 @@ def _tiers_toml(tiers: tuple[Tier, ...], hw: HardwareProfile | None) -> str:
 
 @contextlib.contextmanager
 def simulator_process(config: SimConfig | None = None, /, **overrides: Any) -> Iterator[str]:
-    """Like :func:`running_simulator`, but ``tokrate sim`` runs in its own process.
+    """Like :func:`running_simulator`, but ``tokrate sim`` runs in its own process
+    (:func:`spawn_simulator`, yielding only the base URL)."""
+    with spawn_simulator(config, **overrides) as (url, _pid):
+        yield url
+
+
+@contextlib.contextmanager
+def spawn_simulator(
+    config: SimConfig | None = None, /, **overrides: Any
+) -> Iterator[tuple[str, int]]:
+    """``tokrate sim`` in its own process: yields (base URL, process id); the pid is
+    for benchmarks that measure the server's own CPU.
 
     For timing-sensitive measurements: an in-process simulator shares the GIL (and a
     core) with the client it serves. The config is validated here first (same errors
@@ -307,7 +332,7 @@ def simulator_process(config: SimConfig | None = None, /, **overrides: Any) -> I
                 _, err = proc.communicate(timeout=START_TIMEOUT_S)
                 last = (err.strip().splitlines() or ["no output"])[-1]
                 raise SimulatorError(f"simulator process did not start: {last}")
-            yield url
+            yield url, proc.pid
         finally:
             if proc.poll() is None:
                 proc.terminate()

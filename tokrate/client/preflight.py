@@ -26,9 +26,9 @@ from typing import Any, Final
 
 import orjson
 
-from tokrate.client.failures import redact
-from tokrate.engine import Target
 from tokrate.errors import EndpointUnreachable, ModelNotServed
+from tokrate.redact import redact_text
+from tokrate.targets import Target
 
 __all__ = ["BODY_LINE_CHARS", "check_targets", "served_models"]
 
@@ -57,7 +57,7 @@ def _first_line(body: bytes, secret: str | None) -> str:
         return "<empty body>"
     if len(line) > BODY_LINE_CHARS:
         line = line[:BODY_LINE_CHARS] + "..."
-    return redact(line, (secret,) if secret else ())
+    return redact_text(line, (secret,) if secret else ())
 
 
 def _reply(resp: Any, secret: str | None) -> str:
@@ -133,7 +133,7 @@ def _check_endpoint(
     except httpx.HTTPError as err:
         reason = type(err).__name__
         detail = str(err).splitlines()[0] if str(err) else ""
-        detail = redact(detail, (api_key,) if api_key else ())
+        detail = redact_text(detail, (api_key,) if api_key else ())
         raise EndpointUnreachable(
             f"{where} is unreachable: {reason}{': ' + detail if detail else ''}; nothing was sent"
         ) from None

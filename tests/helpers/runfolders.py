@@ -128,5 +128,6 @@ def write_run(
 def summary_of(run_id: str, records: list[RequestRecord]) -> dict[str, Any]:
     """summary.json (schema 1) of synthetic records, from tokrate.metrics.summarize."""
     from tokrate.metrics import summarize
+    from tokrate.rundata import RunInfo
 
-    return dict(summarize(records_to_frame(records), {"run_id": run_id}))
+    return summarize(records_to_frame(records), RunInfo(run_id=run_id)).to_dict()

@@ -1,0 +1,21 @@
+"""Typed run documents from the small dicts tests find convenient to write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tokrate.metrics import summarize
+from tokrate.rundata import RunInfo
+
+
+def run_info(data: dict[str, Any] | None = None, **keys: Any) -> RunInfo:
+    """A RunInfo from run.json keys (layout version 1; run_id defaults to "r")."""
+    doc: dict[str, Any] = {"layout_version": 1, "run_id": "r", **(data or {}), **keys}
+    return RunInfo.from_dict(doc, "test run.json")
+
+
+def summary_dict(records: pl.DataFrame | pl.LazyFrame, run: dict[str, Any]) -> dict[str, Any]:
+    """summary.json (as a dict) of ``records`` for a run described by run.json keys."""
+    return summarize(records, run_info(run)).to_dict()

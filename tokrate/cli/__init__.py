@@ -1,0 +1,47 @@
+"""Command line: argv -> spec -> one library call -> render -> exit code.
+
+Each subcommand has an ``add_<name>`` (its argparse section) and a ``_cmd_<name>``
+(translate args, make one library call, render) in a module of this package. Nothing
+below this package sees argv. Deliberate errors (:class:`~tokrate.errors.TokrateError`)
+print as one line on stderr and exit with their ``exit_code``; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from tokrate import __version__
+from tokrate.cli._analysis import add_compare, add_history, add_init, add_report
+from tokrate.cli._common import Parser
+from tokrate.cli._run import add_run
+from tokrate.cli._sim import add_sim
+from tokrate.errors import TokrateError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="tokrate", description="Client-side LLM speed benchmarks.")
+    parser.add_argument("--version", action="version", version=f"tokrate {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+    for add in (add_run, add_sim, add_report, add_compare, add_history, add_init):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tokrate`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.func(args))
+    except TokrateError as err:
+        print(f"tokrate: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("tokrate: interrupted", file=sys.stderr)
+        return 130

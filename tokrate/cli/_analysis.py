@@ -1,0 +1,190 @@
+"""``tokrate report|compare|history|init``: read stored runs (never measure), render."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tokrate.cli._common import Subparsers, parse_thresholds
+from tokrate.errors import UsageError
+
+__all__ = ["add_compare", "add_history", "add_init", "add_report"]
+
+
+def add_init(sub: Subparsers) -> None:
+    p = sub.add_parser("init", help="write a commented example bench.toml")
+    p.add_argument(
+        "path", nargs="?", default="bench.toml", metavar="PATH", help="file to write (bench.toml)"
+    )
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(func=_cmd_init)
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from tokrate.init_config import write_example
+
+    path = write_example(args.path, force=args.force)
+    print(f"wrote {path}; edit it, then run: tokrate run -c {path}")
+    return 0
+
+
+def add_report(sub: Subparsers) -> None:
+    p = sub.add_parser("report", help="(re)build the report of one or more stored runs")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s), e.g. reports/<run-id>")
+    p.add_argument(
+        "-o", "--out", metavar="DIR", default=None,
+        help="output folder (default: the run folder; for several runs reports/compare-<ids>)",
+    )  # fmt: skip
+    p.add_argument(
+        "--hardware", metavar="NAME", default=None,
+        help="hardware profile of the bound line (default: run.json 'hardware')",
+    )  # fmt: skip
+    p.add_argument(
+        "--format", dest="formats", metavar="png,svg", default="png,svg",
+        help="chart file formats under charts/ (comma-separated; default png,svg)",
+    )  # fmt: skip
+    p.add_argument("--open", action="store_true", help="open report.html in a browser")
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tokrate.report import build_report
+
+    formats = tuple(f.strip() for f in str(args.formats).split(",") if f.strip())
+    if not formats:
+        raise UsageError("tokrate report: --format needs at least one of png, svg")
+    out = build_report(
+        [Path(r) for r in args.runs],
+        Path(args.out) if args.out else None,
+        hardware=args.hardware,
+        formats=formats,
+    )
+    html_path = out / "report.html"
+    print(html_path)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(html_path.resolve().as_uri())
+    return 0
+
+
+def add_compare(sub: Subparsers) -> None:
+    p = sub.add_parser("compare", help="compare a run against a baseline; exit 1 on regression")
+    p.add_argument("baseline", metavar="BASELINE", help="baseline run folder")
+    p.add_argument("current", metavar="CURRENT", help="run folder to judge")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=+N%",
+        help="override a default threshold (ttft_p95=+10%%, decode_tps_p50=-5%%, "
+        "error_rate=+1pp, METRIC=off); repeatable",
+    )
+    p.add_argument(
+        "--thresholds-from-history",
+        metavar="DIR",
+        help="fit each series' thresholds to the run-to-run noise of the runs under DIR"
+        " (3 standard deviations, never below the metric's floor; docs/regressions.md)",
+    )
+    p.add_argument(
+        "--format", choices=("md", "json", "table"), default="table", help="default: table"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write there instead of stdout")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tokrate.compare import compare_runs
+    from tokrate.errors import OutputError
+    from tokrate.report.comparison import render_json, render_markdown, render_table
+    from tokrate.thresholds import ThresholdSet
+
+    thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))
+    if args.thresholds_from_history:
+        from tokrate.history import load_history, noise_thresholds
+
+        history = load_history(Path(args.thresholds_from_history), thresholds=thresholds.metrics)
+        thresholds = noise_thresholds(history, thresholds.metrics)
+    comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds)
+    if args.format == "md":
+        text = render_markdown(comparison)
+    elif args.format == "json":
+        text = render_json(comparison)
+    else:
+        import io
+
+        from rich.console import Console
+
+        if not args.output:
+            # A pipe or CI log gets plain text at a fixed width, a terminal its own.
+            tty = sys.stdout.isatty()
+            render_table(comparison, Console() if tty else Console(width=80, color_system=None))
+            return _compare_exit(comparison)
+        # A file gets plain text at a fixed width.
+        buf = io.StringIO()
+        render_table(comparison, Console(file=buf, width=80, color_system=None))
+        text = buf.getvalue()
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise OutputError(f"{args.output}: cannot write ({err.strerror})") from None
+    else:
+        sys.stdout.write(text)
+    return _compare_exit(comparison)
+
+
+def _compare_exit(comparison: object) -> int:
+    """The comparison's exit code; 2 also says why on stderr (nothing comparable)."""
+    from tokrate.compare import Comparison
+
+    assert isinstance(comparison, Comparison)
+    if comparison.exit_code == 2:
+        reasons = sorted({r.reason for r in comparison.results}) or ["no target in either run"]
+        print(
+            f"tokrate: error: nothing was comparable ({'; '.join(reasons)[:300]})",
+            file=sys.stderr,
+        )
+    return comparison.exit_code
+
+
+def add_history(sub: Subparsers) -> None:
+    p = sub.add_parser("history", help="trend charts over every run folder under a directory")
+    p.add_argument("root", metavar="DIR", help="folder holding run folders (any depth)")
+    p.add_argument("--model", action="append", default=[], metavar="M", help="repeatable")
+    p.add_argument(
+        "--metric", action="append", default=[], metavar="METRIC", help="e.g. ttft_p95; repeatable"
+    )
+    p.add_argument("--window", type=int, default=10, help="runs in the rolling baseline")
+    p.add_argument(
+        "--threshold", action="append", default=[], metavar="METRIC=+N%", help="as for compare"
+    )
+    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default DIR/history)")
+    p.set_defaults(func=_cmd_history)
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tokrate.report.history import build_history
+
+    thresholds = parse_thresholds(args.threshold)
+    out, history = build_history(
+        Path(args.root),
+        Path(args.output) if args.output else None,
+        models=args.model,
+        metrics=args.metric,
+        window=args.window,
+        thresholds=thresholds,
+    )
+    for warning in history.warnings:
+        print(f"tokrate: warning: {warning}", file=sys.stderr)
+    print(
+        f"history: {history.runs} runs, {history.changes.height} change(s) detected "
+        f"-> {out / 'history.html'}"
+    )
+    return 0

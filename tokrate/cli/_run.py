@@ -1,0 +1,247 @@
+"""``tokrate run``: flags -> spec overrides -> run_benchmark -> tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tokrate.cli._common import Subparsers
+from tokrate.errors import UsageError
+
+__all__ = ["add_run"]
+
+
+def add_run(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a benchmark (the simulator when no endpoint is given)",
+        description="Every flag overrides the config file. See docs/running.md.",
+    )
+    a = p.add_argument
+    a("-c", "--config", metavar="TOML", help="benchmark config file (bench.toml)")
+    a(
+        "--base-url",
+        help="OpenAI-compatible base URL (ends in /v1); replaces the config's endpoints",
+    )
+    a("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    a("-m", "--model", action="append", metavar="NAME", help="model name (repeatable)")
+    a("--prompts", action="append", metavar="PATH", help="prompt file or folder (repeatable)")
+    a("--concurrency", metavar="N[,N...]", help="closed-loop sweep, e.g. 1,4,16")
+    a("--rate", metavar="RPS[,RPS...]", help="open-loop sweep in requests/s, e.g. 1,2,5")
+    a("--arrival", choices=("constant", "poisson", "gamma"), help="open-loop arrivals")
+    a("--requests", type=int, metavar="N", help="requests per scenario")
+    a("--duration", metavar="SECONDS", help="time limit per scenario (e.g. 30, 30s, 2m)")
+    a("--warmup", metavar="N|Ns", help="warm-up: a request count (5) or seconds (10s)")
+    a("--targets-mode", choices=("interleaved", "sequential", "parallel"))
+    a("--client", choices=("fast", "httpx", "openai"))
+    a("--api", choices=("chat", "completions"))
+    a("--max-tokens", type=int, metavar="N", help="max output tokens per request")
+    a("--seed", type=int)
+    a("--output-dir", metavar="DIR", help="parent folder of run folders (default reports)")
+    a("--run-id", help="run folder name (default YYYYMMDD-HHMMSS-xxxx)")
+    a("--hardware", metavar="PROFILE", help="hardware profile for the bound line")
+    a("--workers", type=int, metavar="N", help="local worker processes")
+    a("--ray", metavar="ADDR", help="run workers on a Ray cluster (auto or ray://host:port)")
+    a("--baseline", metavar="REF", help="compare against a run folder or latest-good")
+    a(
+        "--threshold",
+        action="append",
+        default=None,
+        metavar="METRIC=+N%",
+        help="with --baseline: adjust a regression threshold (repeatable; as for compare)",
+    )
+    a(
+        "--thresholds-from-history",
+        metavar="DIR",
+        help="with --baseline: fit each series' thresholds to the run-to-run noise of the"
+        " runs under DIR (see docs/regressions.md)",
+    )
+    a("--label", metavar="TEXT", help="a name for the run, shown instead of its id")
+    a(
+        "--no-preconnect",
+        action="store_true",
+        help="measure cold starts: open no connection before the window (TTFT then"
+        " includes TCP/TLS set-up)",
+    )
+    a(
+        "--model-check",
+        choices=("auto", "probe", "off"),
+        help="pre-flight model check of every endpoint (default auto: /models, else a"
+        " one-token request per model)",
+    )
+    a(
+        "--progress-interval",
+        metavar="SECONDS",
+        help="seconds between plain progress lines when stderr is not a terminal (10)",
+    )
+    a("--quiet", action="store_true", help="no live progress and no summary table")
+    a("--json", action="store_true", help="print summary.json to stdout")
+    a("--no-report", action="store_true", help="skip charts and HTML")
+    a("--time-scale", type=float, metavar="X", help="simulator only: speed factor of its clock")
+    p.set_defaults(func=_cmd_run)
+
+
+def _run_list(text: str, kind: type, flag: str) -> tuple[object, ...]:
+    try:
+        values = tuple(kind(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"tokrate run: {flag} {text!r}: expected a comma-separated list") from None
+    if not values:
+        raise UsageError(f"tokrate run: {flag} {text!r}: empty list")
+    return values
+
+
+def _run_seconds(text: str, flag: str) -> float:
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    body, unit = text.strip(), "s"
+    for suffix in ("ms", "s", "m", "h"):
+        if body.endswith(suffix):
+            body, unit = body[: -len(suffix)], suffix
+            break
+    try:
+        return float(body) * scale[unit]
+    except ValueError:
+        raise UsageError(f"tokrate run: {flag} {text!r}: expected seconds (30, 30s, 2m)") from None
+
+
+def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The dotted load_spec overrides the flags ask for (endpoints/models aside)."""
+    import os
+
+    o: dict[str, object] = {}
+    if args.concurrency:
+        o["load.concurrency"] = _run_list(args.concurrency, int, "--concurrency")
+        o["load.mode"] = "closed"
+        o["load.rates"] = ()
+    if args.rate:
+        if args.concurrency:
+            raise UsageError("tokrate run: give --concurrency or --rate, not both")
+        o["load.rates"] = _run_list(args.rate, float, "--rate")
+        o["load.mode"] = "open"
+    if args.warmup:
+        if args.warmup.strip()[-1:].isalpha():
+            o["load.warmup_s"] = _run_seconds(args.warmup, "--warmup")
+        else:
+            try:
+                o["load.warmup_requests"] = int(args.warmup)
+            except ValueError:
+                raise UsageError(f"tokrate run: --warmup {args.warmup!r}: a count or 10s") from None
+    if args.duration:
+        o["load.duration_s"] = _run_seconds(args.duration, "--duration")
+        if args.requests is None:
+            o["load.requests"] = None
+    simple = {
+        "arrival": "load.arrival",
+        "requests": "load.requests",
+        "targets_mode": "load.targets",
+        "client": "client.kind",
+        "api": "client.api",
+        "max_tokens": "prompts.max_tokens",
+        "seed": "load.seed",
+        "output_dir": "output.dir",
+        "run_id": "output.run_id",
+        "hardware": "output.hardware",
+        "workers": "load.workers",
+        "ray": "distributed.ray",
+        "baseline": "baseline",
+        "time_scale": "simulator.time_scale",
+    }
+    for attr, key in simple.items():
+        value = getattr(args, attr)
+        if value is not None:
+            o[key] = value
+    if args.prompts:
+        # Relative to the current directory (config-file paths are relative to the
+        # config's folder), so the CLI hands over absolute paths.
+        o["prompts.paths"] = tuple(os.path.abspath(p) for p in args.prompts)
+    if args.no_report:
+        o["output.report"] = False
+    if args.no_preconnect:
+        o["client.preconnect"] = False
+    if args.label is not None:
+        o["output.label"] = args.label
+    if args.progress_interval is not None:
+        o["output.progress_interval_s"] = _run_seconds(
+            args.progress_interval, "--progress-interval"
+        )
+    if args.threshold:
+        o["compare.thresholds"] = tuple(args.threshold)
+    if args.thresholds_from_history is not None:
+        o["compare.thresholds_from_history"] = os.path.abspath(args.thresholds_from_history)
+    return o
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import orjson
+    from rich.console import Console
+
+    from tokrate.report.text import render_summary
+    from tokrate.run import EMBEDDED_DEFAULTS, SIM_ENDPOINT, run_benchmark
+    from tokrate.spec import EndpointSpec, ModelSpec, load_spec
+
+    overrides = _run_overrides(args)
+    embedded = args.config is None and args.base_url is None
+    if embedded:
+        defaults = dict(EMBEDDED_DEFAULTS)
+        if args.rate:  # an open-loop run has no concurrency sweep
+            defaults.pop("load.concurrency", None)
+        overrides = {**defaults, **overrides}
+    elif args.time_scale is not None and args.base_url is not None:
+        raise UsageError("tokrate run: --time-scale applies to the simulator only")
+    if args.base_url:
+        endpoint = EndpointSpec(
+            name="endpoint",
+            base_url=args.base_url,
+            api_key_env=args.api_key_env,
+            model_check=args.model_check or "auto",
+        )
+        overrides["endpoints"] = [endpoint]
+        if not args.model:
+            raise UsageError("tokrate run: --base-url needs at least one -m/--model")
+        overrides["models"] = [ModelSpec(endpoint="endpoint", name=m) for m in args.model]
+    spec = load_spec(args.config, overrides)
+    if not args.base_url and (args.model or args.api_key_env or args.model_check):
+        # -m / --api-key-env / --model-check on top of a config file (or the
+        # simulator): attach to the configured endpoints, which only the loaded spec
+        # knows.
+        again = dict(overrides)
+        if args.api_key_env or args.model_check:
+            again["endpoints"] = [
+                dataclasses.replace(
+                    e,
+                    api_key_env=args.api_key_env or e.api_key_env,
+                    model_check=args.model_check or e.model_check,
+                )
+                for e in spec.endpoints
+            ]
+        if args.model:
+            owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
+            again["models"] = [ModelSpec(endpoint=owner, name=m) for m in args.model]
+        spec = load_spec(args.config, again)
+    err = Console(stderr=True)
+    result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
+    if args.json:
+        document = None if result.summary is None else result.summary.to_dict()
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not args.quiet:
+        # The tables fit 80 columns; a pipe or file gets plain text at that width.
+        out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
+        name = result.label or result.run_dir.name
+        if result.summary is not None:
+            render_summary(result.summary, out, title=f"tokrate run {name}")
+        if result.comparison is not None:
+            from tokrate.report.comparison import render_table
+
+            # Exactly what `tokrate compare` prints.
+            out.print()
+            render_table(result.comparison, out)
+    state = "interrupted" if result.interrupted else "complete"
+    label = f" ({result.label})" if result.label else ""
+    err.print(
+        f"run {state}: {result.run_dir}{label}", markup=False, highlight=False, soft_wrap=True
+    )
+    if result.baseline_result is not None:
+        err.print(result.baseline_result, markup=False, highlight=False, soft_wrap=True)
+    return result.exit_code

@@ -1,0 +1,244 @@
+"""A :class:`~tokrate.compare.Comparison` as markdown (CI step summaries, PR comments),
+JSON (schema in tokrate.compare) and a terminal table that fits 80 columns.
+
+Renderers only turn a comparison into text; every number was decided in
+:mod:`tokrate.compare`. Verdict lines read like hyperfine's: "1.21x slower [1.15, 1.27]".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Final
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from tokrate.compare import Comparison, MetricResult
+from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
+
+__all__ = [
+    "describe_change",
+    "format_value",
+    "headline",
+    "render_json",
+    "render_markdown",
+    "render_table",
+    "threshold_line",
+]
+
+_WORD: Final = {
+    "regressed": "REGRESSION",
+    "ok": "no regression",
+    "not_comparable": "NOT COMPARABLE",
+}
+_ICON: Final = {"regressed": "❌", "ok": "✅", "not_comparable": "⚠️"}
+_STYLE: Final = {
+    "regressed": "bold red",
+    "improved": "green",
+    "unchanged": "",
+    "not_comparable": "yellow",
+}
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A metric value in its unit: ms for seconds, tok/s, % for a rate."""
+    if value is None:
+        return DASH
+    if unit == "s":
+        return fmt_ms(value)
+    if unit == "rate":
+        return f"{value * 100:.1f}%"
+    return fmt_tps(value, f" {unit}")
+
+
+def _values(r: MetricResult) -> str:
+    """ "120 → 150 ms": both values, the unit once."""
+    if r.unit == "s":
+        return f"{fmt_ms(r.baseline, unit=False)} → {fmt_ms(r.current, unit=False)} ms"
+    if r.unit == "rate":
+        return f"{format_value(r.baseline, 'rate')} → {format_value(r.current, 'rate')}"
+    return f"{fmt_tps(r.baseline)} → {fmt_tps(r.current)} {r.unit}"
+
+
+def describe_change(r: MetricResult) -> str:
+    """``1.21x slower [1.15, 1.27]``: a ratio where > 1 always reads the worse way for
+    "slower" and the better way for "faster"; ``+2.0pp [0.4, 3.9]`` for error rate;
+    ``+3%`` (no interval) where the verdict needed none."""
+    if r.change is None:
+        return DASH
+    if r.metric == "error_rate":
+        if r.ci_low is None or r.ci_high is None:
+            return f"{r.change * 100:+.1f}pp"
+        return f"{r.change * 100:+.1f}pp [{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"
+    if r.ci_low is None or r.ci_high is None:
+        return f"{r.change:+.1%}"
+    ratio, lo, hi = 1.0 + r.change, 1.0 + r.ci_low, 1.0 + r.ci_high
+    if ratio <= 0 or lo <= 0:
+        # A value (or a replicate) of 0 has no finite ratio: show the plain change.
+        return f"{r.change:+.0%} [{r.ci_low:+.0%}, {r.ci_high:+.0%}]"
+    # Latency: a ratio > 1 is slower; throughput: a ratio < 1 is slower. The number
+    # shown is always >= 1 (hyperfine style), so a ratio below 1 is inverted, which
+    # also swaps the interval's ends.
+    worse = ratio > 1.0 if r.direction == "lower_is_better" else ratio < 1.0
+    word = "slower" if worse else "faster"
+    if ratio >= 1.0:
+        shown, a, b = ratio, lo, hi
+    else:
+        shown = 1.0 / ratio
+        a = 1.0 / hi if hi > 0 else math.inf
+        b = 1.0 / lo if lo > 0 else math.inf
+    return f"{shown:.2f}x {word} [{a:.2f}, {b:.2f}]"
+
+
+def _count_text(c: Comparison) -> str:
+    n = c.counts
+    return (
+        f"{n['regressed']} regressed, {n['improved']} improved, {n['unchanged']} unchanged, "
+        f"{n['not_comparable']} not comparable"
+    )
+
+
+def headline(c: Comparison) -> str:
+    """The verdict line: what was decided, the counts, which runs."""
+    return (
+        f"tokrate compare: {_WORD[c.verdict]} ({_count_text(c)}) — "
+        f"{c.current_name} vs baseline {c.baseline_name}"
+    )
+
+
+def threshold_line(c: Comparison) -> str:
+    """The thresholds judged by, in one line."""
+    parts = ", ".join(f"{t.metric} {t.describe()}" for t in c.thresholds.metrics)
+    if c.thresholds.per_series:
+        parts += f"; {len(c.thresholds.per_series)} fitted to history's run-to-run noise"
+    return f"thresholds: {parts}"
+
+
+def _uniform_thresholds(c: Comparison) -> bool:
+    """Whether every row uses its metric's run-wide threshold (then one line says it)."""
+    return not c.thresholds.per_series
+
+
+def _targets(c: Comparison) -> Iterator[tuple[str, list[MetricResult]]]:
+    rows: dict[str, list[MetricResult]] = {}
+    for r in c.results:
+        rows.setdefault(r.label, []).append(r)
+    yield from rows.items()
+
+
+def _md_line(r: MetricResult) -> str:
+    """One result for markdown: the (untrusted) target label escaped, our own words
+    and numbers as they are."""
+    label = md_escape(r.label)
+    if r.verdict == "not_comparable":
+        return f"{label} {r.metric}: not comparable ({md_escape(r.reason)})"
+    return f"{label} {r.metric}: {describe_change(r)}, {r.verdict}"
+
+
+def render_markdown(c: Comparison) -> str:
+    """A CI step summary: the verdict line first, then the lines that need attention,
+    then the full table. Plain GitHub-flavoured markdown; run and target names (which
+    come from users and servers) are escaped."""
+    head = (
+        f"tokrate compare: {_WORD[c.verdict]} ({_count_text(c)}) — "
+        f"{md_escape(c.current_name)} vs baseline {md_escape(c.baseline_name)}"
+    )
+    out = [f"### {_ICON[c.verdict]} {head}", ""]
+    notable = [r for r in c.results if r.verdict in ("regressed", "improved")]
+    notable.sort(key=lambda r: r.verdict != "regressed")
+    for r in notable:
+        out.append(f"- {_md_line(r)}")
+    # One line per target when all its metrics share the reason (a missing model),
+    # else one line per metric.
+    for label, rows in _targets(c):
+        missing = [r for r in rows if r.verdict == "not_comparable"]
+        if not missing:
+            continue
+        if len(missing) == len(rows) and len({r.reason for r in rows}) == 1:
+            out.append(f"- {md_escape(label)}: not comparable ({md_escape(rows[0].reason)})")
+        else:
+            out += [f"- {_md_line(r)}" for r in missing]
+    for w in c.warnings:
+        out.append(f"- warning: {md_escape(w)}")
+    if len(out) > 2:
+        out.append("")
+    out.append("| target | metric | baseline | current | change [95% CI] | threshold | verdict |")
+    out.append("|---|---|---:|---:|---|---:|---|")
+    for r in c.results:
+        th = r.threshold.describe() if r.threshold else DASH
+        change = describe_change(r) if r.verdict != "not_comparable" else md_escape(r.reason)
+        cells = (
+            md_escape(r.label),
+            r.metric,
+            format_value(r.baseline, r.unit),
+            format_value(r.current, r.unit),
+            change,
+            th,
+            r.verdict.replace("_", " "),
+        )
+        out.append("| " + " | ".join(cells) + " |")
+    s = c.settings
+    out.append("")
+    out.append(
+        f"{s.confidence:.0%} bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
+        "a regression needs the change past its threshold and an interval excluding 0."
+    )
+    return "\n".join(out) + "\n"
+
+
+def render_json(c: Comparison) -> str:
+    """The JSON document, indented, with a trailing newline."""
+    return orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def render_table(c: Comparison, console: Console) -> None:
+    """Print the verdict, the thresholds and a table that fits 80 columns.
+
+    One section per target (its label on a line of its own), one row per metric:
+    ``baseline → current`` with the unit once, the change with its interval, and the
+    verdict. The threshold gets a column only where thresholds differ per series
+    (fitted to noise); otherwise one line above the table names them. A target whose
+    metrics are all not comparable for one reason is one line. Numbers never wrap;
+    only names fold.
+    """
+    console.print(
+        Text(
+            f"tokrate compare: {_WORD[c.verdict]} — {c.current_name} vs baseline {c.baseline_name}"
+        )
+    )
+    console.print(Text(_count_text(c)))
+    console.print(Text(threshold_line(c)))
+    per_series = not _uniform_thresholds(c)
+    table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("target / metric", overflow="fold", ratio=1, min_width=14)
+    table.add_column("baseline → current", justify="right", no_wrap=True)
+    # Reasons (not numbers) may fold: the column is at least as wide as every change.
+    widest = max(
+        [len(describe_change(r)) for r in c.results if r.verdict != "not_comparable"]
+        + [len("change [95% CI]")]
+    )
+    table.add_column("change [95% CI]", overflow="fold", min_width=widest, ratio=1)
+    if per_series:
+        table.add_column("limit", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for label, rows in _targets(c):
+        same_reason = len({r.reason for r in rows}) == 1
+        if all(r.verdict == "not_comparable" for r in rows) and same_reason:
+            reason = Text(f"{label}: not comparable ({rows[0].reason})", style="yellow")
+            table.add_row(reason, *([""] * (len(table.columns) - 1)))
+            continue
+        table.add_row(Text(label, style="bold"), *([""] * (len(table.columns) - 1)))
+        for r in rows:
+            change = describe_change(r) if r.verdict != "not_comparable" else r.reason
+            cells = [Text(f"  {r.metric}"), Text(_values(r)), Text(change)]
+            if per_series:
+                cells.append(Text(r.threshold.describe() if r.threshold else DASH))
+            cells.append(Text("n/c" if r.verdict == "not_comparable" else r.verdict))
+            table.add_row(*cells, style=_STYLE[r.verdict] or None)
+    console.print(table)
+    for w in c.warnings:
+        console.print(Text(f"warning: {w}"))

@@ -1,0 +1,227 @@
+"""One planned request, sent and recorded: its attempts (the retry policy), the events
+around each, and the record built from what the client observed.
+
+Used by the engine's load loops (:mod:`tokrate.engine`), one :class:`Sender` per
+worker. Every attempt emits RequestStarted just before it is sent and RequestFinished
+with its record the moment it ends; failures are data on the record, never
+exceptions. A server that rejects ``stream_options.include_usage`` is asked without it
+for the rest of the worker. The retry policy (``[client] retry``, off by default)
+re-sends failed requests of the listed error classes, honouring a 429/503
+Retry-After; every attempt is its own record (``attempt``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from tokrate.client.base import StreamClient
+from tokrate.client.request import PreparedRequest, build_request, new_unique_prefix
+from tokrate.client.result import RecordContext, StreamResult, build_record
+from tokrate.events import Emit, RequestFinished, RequestStarted
+from tokrate.plan import PlannedRequest
+from tokrate.prompts import Prompt
+from tokrate.records import RequestRecord
+from tokrate.settings import WorkerSettings
+from tokrate.targets import Target
+
+__all__ = ["Sender", "SendSlot"]
+
+
+class SendSlot:
+    """Where the engine learns about one request while it is in flight: its cancel
+    scope (for the grace period) and its live stream state (for progress)."""
+
+    __slots__ = ("scope", "state", "target_index")
+
+    def __init__(self, target_index: int) -> None:
+        self.target_index = target_index
+        self.state: Any = None
+        self.scope: anyio.CancelScope | None = None
+
+
+class Sender:
+    """Sends planned requests of one worker's shard (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        worker_id: str,
+        node_id: str,
+        scenario: str,
+        settings: WorkerSettings,
+        targets: tuple[Target, ...],
+        prompts: tuple[Prompt, ...],
+        api_keys: dict[str, str],
+        emit: Emit,
+    ) -> None:
+        self.context = RecordContext(
+            run_id=run_id, scenario=scenario, prompt_id="", task="", request_index=0,
+            worker=worker_id, node_id=node_id,
+        )  # fmt: skip
+        self.settings = settings
+        self.targets = targets
+        self.prompts = prompts
+        self.api_keys = api_keys
+        self.emit = emit
+        #: Endpoints whose server rejected stream_options; remembered for the worker.
+        self.usage_rejected: set[str] = set()
+        #: Output tokens of finished requests per target (progress).
+        self.done_tokens = [0] * len(targets)
+        #: Requests in flight, by id of their slot.
+        self.slots: dict[int, SendSlot] = {}
+
+    def _request(self, target: Target, prompt: Prompt) -> PreparedRequest:
+        endpoint = target.endpoint.name
+        s = self.settings.request
+        return build_request(
+            target,
+            prompt,
+            s,
+            include_usage=s.include_usage and endpoint not in self.usage_rejected,
+            unique_prefix=new_unique_prefix() if s.unique_prompts else None,
+            api_key=self.api_keys.get(endpoint),
+        )
+
+    async def send(
+        self,
+        client: StreamClient,
+        pr: PlannedRequest,
+        context: RecordContext,
+        *,
+        stopping: anyio.Event,
+        deadline_ns: int | None,
+        is_warmup: Callable[[int], bool],
+        grace_s: float,
+    ) -> None:
+        """Every attempt of one planned request. ``context`` carries the level, the
+        schedule and the warm-up flag the plan knew; ``is_warmup(t0_ns)`` adds the
+        engine's time-based warm-up; ``deadline_ns`` (open loop) gives send_delay_s."""
+        target = self.targets[pr.target_index]
+        prompt = self.prompts[pr.prompt_index]
+        retry = self.settings.retry
+        attempt = 1
+        while True:
+            req = self._request(target, prompt)
+            self.emit(
+                RequestStarted(
+                    worker_id=context.worker,
+                    scenario=context.scenario,
+                    request_index=pr.index,
+                    target_index=pr.target_index,
+                    started_at=time.time(),
+                    t0_ns=time.perf_counter_ns(),
+                )
+            )
+            result = await self._stream(client, req, pr, grace_s)
+            if result.usage_rejected:
+                self.usage_rejected.add(target.endpoint.name)
+            usage = result.usage
+            self.done_tokens[pr.target_index] += (
+                usage["completion_tokens"] if usage is not None else len(result.chunk_ns)
+            )
+            send_delay_s = None
+            if deadline_ns is not None:
+                send_delay_s = max(0.0, (result.t0_ns - deadline_ns) / 1e9)
+            record = build_record(
+                result,
+                RecordContext(
+                    run_id=context.run_id,
+                    scenario=context.scenario,
+                    prompt_id=prompt.id,
+                    task=prompt.task,
+                    request_index=pr.index,
+                    scheduled_s=pr.scheduled_s,
+                    send_delay_s=send_delay_s,
+                    warmup=pr.warmup or is_warmup(result.t0_ns),
+                    worker=context.worker,
+                    node_id=context.node_id,
+                    concurrency=context.concurrency,
+                    rate_rps=context.rate_rps,
+                    attempt=attempt,
+                    input_tokens=prompt.input_tokens_est,
+                ),
+            )
+            self.emit(RequestFinished(record=record))
+            if (
+                record.status != "error"
+                or attempt >= retry.max_attempts
+                or record.error_class not in retry.on
+                or stopping.is_set()
+            ):
+                return
+            attempt += 1
+            await self._backoff(record, stopping)
+            if stopping.is_set():
+                return
+
+    async def _backoff(self, record: RequestRecord, stopping: anyio.Event) -> None:
+        retry = self.settings.retry
+        wait_s = retry.backoff_s
+        retry_after = record.extra.get("retry_after_s") if retry.honour_retry_after else None
+        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
+            wait_s = max(wait_s, float(retry_after))
+        with anyio.move_on_after(wait_s):
+            await stopping.wait()
+
+    async def _stream(
+        self, client: StreamClient, req: PreparedRequest, pr: PlannedRequest, grace_s: float
+    ) -> StreamResult:
+        """One attempt: what the client observed, also when the grace period ended it."""
+        partial: list[StreamResult] = []
+        started_at = time.time()
+        t0_ns = time.perf_counter_ns()
+        slot = SendSlot(pr.target_index)
+        key = id(slot)
+        self.slots[key] = slot
+
+        def watch(state: Any) -> None:
+            slot.state = state
+
+        result: StreamResult | None = None
+        with anyio.CancelScope() as scope:
+            slot.scope = scope
+            try:
+                result = await client.stream(req, on_partial=partial.append, watch=watch)
+            finally:
+                del self.slots[key]
+        if result is None and partial:
+            # Cancelled after the grace period: the client handed over what it had
+            # measured (first byte, chunks) with error_class "cancelled".
+            result = partial[-1]
+        if result is None:
+            # Cancelled before the client saw anything: only the engine's own stamps.
+            result = StreamResult(
+                client=self.settings.client_kind,
+                api=req.api,
+                endpoint=req.endpoint,
+                model=req.model,
+                t0_ns=t0_ns,
+                started_at=started_at,
+                end_ns=time.perf_counter_ns(),
+                error_class="cancelled",
+                error_message=f"cancelled after the {grace_s:g} s stop grace period",
+            )
+        return result
+
+    def cancel_all(self) -> None:
+        """End every request in flight (the grace period is over)."""
+        for slot in list(self.slots.values()):
+            if slot.scope is not None:
+                slot.scope.cancel()
+
+    def progress(self) -> tuple[list[int], list[int]]:
+        """(tokens so far, requests in flight) per target, counting content chunks of
+        requests still streaming."""
+        tokens = list(self.done_tokens)
+        in_flight = [0] * len(tokens)
+        for slot in self.slots.values():
+            in_flight[slot.target_index] += 1
+            if slot.state is not None:
+                tokens[slot.target_index] += len(slot.state.chunk_ns)
+        return tokens, in_flight

@@ -1,0 +1,41 @@
+"""What a worker needs of the run's configuration: a narrow, picklable settings object
+instead of the whole RunSpec, so the engine, the client and every backend see exactly
+the knobs that shape a request and its measurement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokrate.client.request import RequestSettings
+from tokrate.spec import RetrySpec, RunSpec, TimeoutsSpec
+
+__all__ = ["WorkerSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """The client (``fast`` | ``httpx`` | ``openai``), its timeouts, whether to open
+    connections before the measured window, the retry policy, and how requests are
+    built."""
+
+    client_kind: str = "fast"
+    timeouts: TimeoutsSpec = field(default_factory=TimeoutsSpec)
+    preconnect: bool = True
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    request: RequestSettings = field(default_factory=RequestSettings)
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> WorkerSettings:
+        c = spec.client
+        return cls(
+            client_kind=c.kind,
+            timeouts=c.timeouts,
+            preconnect=c.preconnect,
+            retry=c.retry,
+            request=RequestSettings(
+                api=c.api,
+                include_usage=c.include_usage,
+                ignore_eos=spec.load.ignore_eos,
+                unique_prompts=c.unique_prompts,
+            ),
+        )

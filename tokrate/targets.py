@@ -1,0 +1,166 @@
+"""Targets: the endpoint x model pairs a run measures, resolved from the spec.
+
+A :class:`Target` is frozen and picklable (workers receive it). Targets are ordered by
+endpoint (config order), then model size (active parameters, else total; unknown
+last), then name: how a reader scans a size comparison, in progress, run.json,
+summaries and the report alike. Model sizes missing from the config were already
+inferred from the names here (:func:`tokrate.sizes.fill_sizes`, the one place), for a
+spec from a file and one built in Python alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from tokrate.errors import ConfigError
+from tokrate.rundata import TargetInfo
+from tokrate.sizes import fill_sizes
+from tokrate.spec import EndpointSpec, ModelSpec, RunSpec
+
+__all__ = ["SIM_ENDPOINT", "SizedTier", "Target", "api_keys", "resolve_targets"]
+
+#: Name of the embedded simulator's endpoint in records and reports.
+SIM_ENDPOINT: Final = "sim"
+
+
+class SizedTier(Protocol):
+    """What target resolution reads from a simulator tier (``tokrate.sim.Tier`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def params_b(self) -> float: ...
+    @property
+    def active_params_b(self) -> float: ...
+    @property
+    def bytes_per_param(self) -> float: ...
+    @property
+    def gpus(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One endpoint x model, resolved: ``endpoint.base_url`` is the real URL (for the
+    embedded simulator, the one it bound). ``simulated`` marks simulator targets."""
+
+    endpoint: EndpointSpec
+    model: ModelSpec
+    simulated: bool = False
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.base_url
+
+    @property
+    def label(self) -> str:
+        """``endpoint/model``, the name progress and warnings use."""
+        return f"{self.endpoint.name}/{self.model.name}"
+
+    @property
+    def size_b(self) -> float | None:
+        m = self.model
+        return m.active_params_b if m.active_params_b is not None else m.params_b
+
+    def info(self) -> TargetInfo:
+        """run.json's description of this target."""
+        m = self.model
+        return TargetInfo(
+            endpoint=self.endpoint.name,
+            model=m.name,
+            base_url=self.base_url,
+            params_b=m.params_b,
+            active_params_b=self.size_b,
+            bytes_per_param=m.bytes_per_param,
+            price_in_per_m=m.price_in_per_m,
+            price_out_per_m=m.price_out_per_m,
+            gpu_hourly_usd=m.gpu_hourly_usd,
+            gpus=m.gpus,
+            simulated=self.simulated,
+        )
+
+
+def _by_size(targets: Sequence[Target], endpoint_order: Sequence[str]) -> tuple[Target, ...]:
+    rank = {name: i for i, name in enumerate(endpoint_order)}
+
+    def key(t: Target) -> tuple[int, float, str]:
+        size = t.size_b
+        return (rank.get(t.endpoint.name, len(rank)), size if size else float("inf"), t.model.name)
+
+    return tuple(sorted(targets, key=key))
+
+
+def resolve_targets(
+    spec: RunSpec, simulator: tuple[str, Sequence[SizedTier]] | None = None
+) -> tuple[Target, ...]:
+    """The targets of a run, ordered (see the module doc).
+
+    With ``simulator`` = (base URL, tiers) the embedded simulator's tiers: every tier,
+    or the ``-m`` models among them. Otherwise the configured endpoints x models.
+
+    Raises: ConfigError when endpoints are configured but no model, a model names an
+    unknown endpoint, or a simulator model is not one of its tiers.
+    """
+    where = spec.source or "config"
+    if simulator is not None:
+        url, tier_list = simulator
+        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url)
+        tiers = {tier.name: tier for tier in tier_list}
+        wanted = [m.name for m in spec.models] or list(tiers)
+        unknown = [name for name in wanted if name not in tiers]
+        if unknown:
+            raise ConfigError(
+                f"{where}: model {unknown[0]!r} is not a simulator tier (tiers: {', '.join(tiers)})"
+            )
+        return _by_size(
+            [
+                Target(
+                    endpoint=endpoint,
+                    model=ModelSpec(
+                        endpoint=SIM_ENDPOINT,
+                        name=name,
+                        params_b=tiers[name].params_b,
+                        active_params_b=tiers[name].active_params_b,
+                        bytes_per_param=tiers[name].bytes_per_param,
+                        gpus=tiers[name].gpus,
+                    ),
+                    simulated=True,
+                )
+                for name in wanted
+            ],
+            [SIM_ENDPOINT],
+        )
+    by_name = {e.name: e for e in spec.endpoints}
+    if not spec.models:
+        raise ConfigError(f"{where}: no [[model]] configured (give -m/--model)")
+    targets = []
+    for m in spec.models:
+        found = by_name.get(m.endpoint)
+        if found is None:
+            raise ConfigError(f"{where}: model {m.name!r} names unknown endpoint {m.endpoint!r}")
+        params, active, bpp = fill_sizes(m.name, m.params_b, m.active_params_b, m.bytes_per_param)
+        sized = dataclasses.replace(m, params_b=params, active_params_b=active, bytes_per_param=bpp)
+        targets.append(Target(endpoint=found, model=sized))
+    return _by_size(targets, [e.name for e in spec.endpoints])
+
+
+def api_keys(spec: RunSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Endpoint name -> key, read from each endpoint's env var (never stored elsewhere).
+
+    Raises: ConfigError when a named env var is unset or empty.
+    """
+    env = os.environ if environ is None else environ
+    keys = {}
+    for e in spec.endpoints:
+        if e.api_key_env:
+            value = env.get(e.api_key_env)
+            if not value:
+                raise ConfigError(
+                    f"{spec.source or 'config'}: endpoint {e.name!r}: environment variable"
+                    f" {e.api_key_env} (api_key_env) is not set"
+                )
+            keys[e.name] = value
+    return keys
