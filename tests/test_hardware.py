@@ -8,19 +8,19 @@ from tokrate.errors import ConfigError
 from tokrate.hardware import (
     HARDWARE_PROFILES,
     TENSOR_PARALLEL_EFFICIENCY,
-    decode_bound_tokens_per_s,
     get_hardware,
 )
+from tokrate.physics import decode_bound_tps
 
 
 def test_design_example_7b_and_34b_fp16_at_2_tb_per_s() -> None:
-    assert decode_bound_tokens_per_s(2.0e12, 7e9, 2) == pytest.approx(142.857, rel=1e-4)
-    assert decode_bound_tokens_per_s(2.0e12, 34e9, 2) == pytest.approx(29.41, rel=1e-3)
+    assert decode_bound_tps(2.0e12, 7, 2) == pytest.approx(142.857, rel=1e-4)
+    assert decode_bound_tps(2.0e12, 34, 2) == pytest.approx(29.41, rel=1e-3)
 
 
 def test_int4_raises_speed_four_times_but_keeps_the_ratio() -> None:
-    fp16 = [decode_bound_tokens_per_s(2e12, p, 2) for p in (7e9, 34e9)]
-    int4 = [decode_bound_tokens_per_s(2e12, p, 0.5) for p in (7e9, 34e9)]
+    fp16 = [decode_bound_tps(2e12, p, 2) for p in (7, 34)]
+    int4 = [decode_bound_tps(2e12, p, 0.5) for p in (7, 34)]
     assert int4[0] / fp16[0] == pytest.approx(4)
     assert int4[0] / int4[1] == pytest.approx(fp16[0] / fp16[1])
 

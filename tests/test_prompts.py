@@ -21,8 +21,6 @@ from tokrate.prompts import (
 from tokrate.sim.model import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def load(tmp_path: Path, *paths: str, **kw: object) -> tuple[Prompt, ...]:
     return load_prompts(PromptsSpec(paths=paths, **kw), base_dir=tmp_path)  # type: ignore[arg-type]
@@ -104,15 +102,6 @@ def test_bundled_sets_are_real_and_varied() -> None:
     assert all(1000 <= n <= 3000 for n in summ), summ
     short = [p.max_tokens or 0 for p in prompts if p.task == "classification"]
     assert max(short) <= 16  # labels, not essays
-
-
-def test_visible_prompts_folder_matches_package_data() -> None:
-    shipped = REPO / "tokrate" / "data" / "prompts"
-    visible = REPO / "prompts"
-    names = sorted(p.name for p in shipped.glob("*.jsonl"))
-    assert names == sorted(p.name for p in visible.glob("*.jsonl"))
-    for name in names:
-        assert (shipped / name).read_bytes() == (visible / name).read_bytes(), name
 
 
 def test_sets_paths_synthetic_combine_then_limit_and_max_tokens(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ __all__ = [
     "HARDWARE_PROFILES",
     "TENSOR_PARALLEL_EFFICIENCY",
     "HardwareProfile",
-    "decode_bound_tokens_per_s",
     "get_hardware",
 ]
 
@@ -85,15 +84,3 @@ def get_hardware(name: str) -> HardwareProfile:
     except KeyError:
         known = ", ".join(sorted(HARDWARE_PROFILES))
         raise ConfigError(f"unknown hardware profile {name!r} (known: {known})") from None
-
-
-def decode_bound_tokens_per_s(
-    bandwidth_bytes_per_s: float, active_params: float, bytes_per_param: float
-) -> float:
-    """Single-stream decode ceiling: bandwidth / (active params x bytes per param).
-
-    ``active_params`` is a count of parameters (not billions).
-    """
-    if active_params <= 0 or bytes_per_param <= 0:
-        raise ValueError("active_params and bytes_per_param must be > 0")
-    return bandwidth_bytes_per_s / (active_params * bytes_per_param)

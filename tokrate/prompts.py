@@ -16,7 +16,7 @@ With no paths, sets or synthetic, every bundled set is used. ``max_tokens`` (whe
 replaces every prompt's own; ``limit`` keeps the first N prompts.
 
 Token estimate: ``input_tokens_est`` is exactly what the simulator counts for the
-prompt sent through the chat API (``tokrate.sim.model.count_chat_tokens``: per message
+prompt sent through the chat API (``tokrate.physics.count_chat_tokens``: per message
 4 template tokens + ceil(UTF-8 bytes / 4) of its content, plus 2 reply-priming
 tokens; a plain ``prompt`` is sent as one user message). :func:`estimate_input_tokens`
 gives the completions-API figure too (ceil(bytes / 4) of the flattened text, at least
@@ -27,7 +27,6 @@ Errors are :class:`~tokrate.errors.PromptError`, one line naming the file and li
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import math
 import random
@@ -36,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tokrate.bundled import bundled_set_bytes, bundled_sets
 from tokrate.errors import PromptError
+from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
 __all__ = [
@@ -83,8 +84,7 @@ _ONE_MESSAGE_OVERHEAD: Final = 6
 
 def estimate_tokens(text: str) -> int:
     """ceil(UTF-8 bytes / 4): the simulator's deterministic text approximation
-    (``tokrate.sim.model.count_text_tokens``)."""
-    from tokrate.sim.model import count_text_tokens
+    (``tokrate.physics.count_text_tokens``)."""
 
     return count_text_tokens(text)
 
@@ -99,7 +99,6 @@ def estimate_input_tokens(
     """
     if api == "completions":
         return max(1, estimate_tokens(prompt_text(messages, prompt)))
-    from tokrate.sim.model import count_chat_tokens
 
     msgs = messages if messages is not None else ({"role": "user", "content": prompt or ""},)
     return count_chat_tokens(m if isinstance(m, dict) else {} for m in msgs)
@@ -285,23 +284,11 @@ def parse_text(
 # --- bundled sets -------------------------------------------------------------------
 
 
-def _bundled_dir() -> Any:
-    return importlib.resources.files("tokrate") / "data" / "prompts"
-
-
-def bundled_sets() -> tuple[str, ...]:
-    """Names of the bundled prompt sets (sorted)."""
-    root = _bundled_dir()
-    return tuple(
-        sorted(p.name[: -len(".jsonl")] for p in root.iterdir() if p.name.endswith(".jsonl"))
-    )
-
-
 def _load_set(name: str) -> list[Prompt]:
     if name not in bundled_sets():
         known = ", ".join(bundled_sets())
         raise PromptError(f"no bundled prompt set {name!r} (known: {known})")
-    data = (_bundled_dir() / f"{name}.jsonl").read_bytes()
+    data = bundled_set_bytes(name)
     prompts = parse_jsonl(data, f"set:{name}", default_task=name)
     return prompts
 

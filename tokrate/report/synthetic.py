@@ -20,6 +20,7 @@ import orjson
 import polars as pl
 
 from tokrate.hardware import get_hardware
+from tokrate.physics import DEFAULT_TIER_SIZES, decode_bound_tps, prefill_s
 from tokrate.records import RECORD_POLARS_SCHEMA
 
 __all__ = ["SyntheticTier", "default_synthetic_tiers", "synthetic_frame", "synthetic_run"]
@@ -36,21 +37,10 @@ class SyntheticTier:
 
 
 def default_synthetic_tiers() -> tuple[SyntheticTier, ...]:
-    """The simulator's default tiers (tokrate.sim.model) when available, else a copy."""
-    try:
-        from tokrate.sim.model import default_tiers
-    except ImportError:  # pragma: no cover - the simulator ships with tokrate
-        return (
-            SyntheticTier("sim-1b", 1.0, 1.0),
-            SyntheticTier("sim-7b", 7.0, 7.0),
-            SyntheticTier("sim-13b", 13.0, 13.0),
-            SyntheticTier("sim-34b", 34.0, 34.0),
-            SyntheticTier("sim-70b", 70.0, 70.0, gpus=2),
-            SyntheticTier("sim-8x7b", 46.7, 12.9, gpus=2),
-        )
+    """The simulator's default tier sizes (:data:`tokrate.physics.DEFAULT_TIER_SIZES`)."""
     return tuple(
         SyntheticTier(t.name, t.params_b, t.active_params_b, t.bytes_per_param, t.gpus)
-        for t in default_tiers()
+        for t in DEFAULT_TIER_SIZES
     )
 
 
@@ -86,14 +76,14 @@ def synthetic_frame(
         for tier in tiers:
             n = requests_per_level
             hw = gpu.scaled(tier.gpus)
-            bound = hw.bandwidth_bytes_per_s / (tier.active_params_b * 1e9 * tier.bytes_per_param)
+            bound = decode_bound_tps(
+                hw.bandwidth_bytes_per_s, tier.active_params_b, tier.bytes_per_param
+            )
             # Batching: c streams share each weight read; per-stream speed falls slowly.
             per_stream = bound * efficiency / (1.0 + 0.04 * (c - 1))
             tps = per_stream * rng.lognormal(0.0, 0.04, n).clip(0.8, 1.2)
             tps = np.minimum(tps, bound * 0.999)
-            prefill = (
-                2.0 * tier.active_params_b * 1e9 * input_tokens / (hw.flops_per_s * efficiency)
-            )
+            prefill = prefill_s(tier.active_params_b, input_tokens, hw.flops_per_s * efficiency)
             ttft = (0.01 + prefill * (1.0 + 0.3 * (c - 1))) * rng.lognormal(0.0, 0.1, n)
             out_tok = np.full(n, output_tokens, dtype=np.int64)
             tpot = 1.0 / tps

@@ -14,11 +14,20 @@ holds the KV cache and so caps the batch.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tokrate.errors import SimulatorError
-from tokrate.hardware import HardwareProfile, decode_bound_tokens_per_s
+from tokrate.hardware import HardwareProfile
+from tokrate.physics import (
+    CHAT_MESSAGE_OVERHEAD_TOKENS,
+    CHAT_REPLY_PRIMING_TOKENS,
+    DEFAULT_TIER_SIZES,
+    count_chat_tokens,
+    count_text_tokens,
+    decode_bound_tps,
+    prefill_s,
+)
 
 __all__ = [
     "CHAT_MESSAGE_OVERHEAD_TOKENS",
@@ -36,47 +45,6 @@ __all__ = [
 #: Fraction of GPU memory the engine may use for weights + KV cache (vLLM's default
 #: ``gpu_memory_utilization``); the rest is activations and allocator slack.
 GPU_MEMORY_UTILIZATION = 0.9
-
-#: Tokens a chat template adds around each message (role markers), and once for the
-#: assistant reply header. Deterministic stand-ins for a real tokenizer's template.
-CHAT_MESSAGE_OVERHEAD_TOKENS = 4
-CHAT_REPLY_PRIMING_TOKENS = 2
-
-
-def count_text_tokens(text: str) -> int:
-    """Approximate token count of ``text``: ceil(UTF-8 bytes / 4), at least 1 if non-empty.
-
-    Four bytes per token is the usual rule of thumb for English BPE vocabularies; the
-    point is determinism (client and server agree exactly), not tokenizer fidelity.
-    """
-    n = len(text.encode("utf-8"))
-    return (n + 3) // 4
-
-
-def _content_text(content: object) -> str:
-    # Content is a string, or a list of parts ({"type": "text", "text": ...}); other
-    # part kinds (images) count as nothing in this approximation.
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-        )
-    return ""
-
-
-def count_chat_tokens(messages: Iterable[Mapping[str, object]]) -> int:
-    """Approximate prompt tokens of a chat request.
-
-    ``sum(CHAT_MESSAGE_OVERHEAD_TOKENS + count_text_tokens(content)) +
-    CHAT_REPLY_PRIMING_TOKENS`` over the messages; content may be a string or a list
-    of text parts.
-    """
-    total = CHAT_REPLY_PRIMING_TOKENS
-    for m in messages:
-        total += CHAT_MESSAGE_OVERHEAD_TOKENS + count_text_tokens(_content_text(m.get("content")))
-    return total
-
 
 _WORDS = (
     "The", " quick", " model", " streams", " tokens", " at", " the", " speed", " of",
@@ -191,13 +159,20 @@ def default_tiers() -> tuple[Tier, ...]:
 
     1B-34B run on one GPU, 70B and the 8x7B MoE (46.7B total, 12.9B active) on two.
     """
-    return (
-        Tier("sim-1b", 1.0, 1.0, layers=16, kv_heads=8, head_dim=64, context_tokens=8192),
-        Tier("sim-7b", 7.0, 7.0, layers=32, kv_heads=32, head_dim=128, context_tokens=4096),
-        Tier("sim-13b", 13.0, 13.0, layers=40, kv_heads=40, head_dim=128, context_tokens=4096),
-        Tier("sim-34b", 34.0, 34.0, layers=48, kv_heads=8, head_dim=128, context_tokens=16384),
-        Tier("sim-70b", 70.0, 70.0, layers=80, kv_heads=8, head_dim=128, gpus=2, context_tokens=4096),
-        Tier("sim-8x7b", 46.7, 12.9, layers=32, kv_heads=8, head_dim=128, gpus=2, context_tokens=32768),
+    shapes = {
+        "sim-1b": dict(layers=16, kv_heads=8, head_dim=64, context_tokens=8192),
+        "sim-7b": dict(layers=32, kv_heads=32, head_dim=128, context_tokens=4096),
+        "sim-13b": dict(layers=40, kv_heads=40, head_dim=128, context_tokens=4096),
+        "sim-34b": dict(layers=48, kv_heads=8, head_dim=128, context_tokens=16384),
+        "sim-70b": dict(layers=80, kv_heads=8, head_dim=128, context_tokens=4096),
+        "sim-8x7b": dict(layers=32, kv_heads=8, head_dim=128, context_tokens=32768),
+    }
+    return tuple(
+        Tier(
+            s.name, s.params_b, s.active_params_b, bytes_per_param=s.bytes_per_param,
+            gpus=s.gpus, **shapes[s.name],  # type: ignore[arg-type]
+        )
+        for s in DEFAULT_TIER_SIZES
     )  # fmt: skip
 
 
@@ -262,9 +237,9 @@ class TierTiming:
     @property
     def decode_bound_tps(self) -> float:
         """Single-stream ceiling: aggregate bandwidth / active weight bytes (tokens/s)."""
-        return decode_bound_tokens_per_s(
+        return decode_bound_tps(
             self.hardware.bandwidth_bytes_per_s,
-            self.tier.active_params_b * 1e9,
+            self.tier.active_params_b,
             self.tier.bytes_per_param,
         )
 
@@ -278,7 +253,7 @@ class TierTiming:
 
     def prefill_s(self, input_tokens: int) -> float:
         """Compute-bound prefill time of one request (seconds, model time)."""
-        return 2.0 * self.tier.active_params_b * 1e9 * input_tokens / self.flops_eff
+        return prefill_s(self.tier.active_params_b, input_tokens, self.flops_eff)
 
     def decode_step_s(self, batch_size: int, batch_context_tokens: int) -> float:
         """One decode step for ``batch_size`` sequences holding ``batch_context_tokens``.

@@ -1,0 +1,64 @@
+"""Frozen run specifications.
+
+A :class:`RunSpec` is everything a benchmark run needs, resolved and validated: it is
+built from a TOML file (:func:`load_spec`) with command-line overrides applied on top,
+or directly in Python. Nothing below the CLI ever sees argv. Validation errors are
+:class:`~tokrate.errors.ConfigError` with a one-line message naming the file and key.
+The dataclasses live in :mod:`tokrate.spec.types`, loading in ``tokrate.spec._load``.
+"""
+
+from __future__ import annotations
+
+from tokrate.spec._load import load_spec, prompts_base_dir, spec_to_dict
+from tokrate.spec.types import (
+    ApiKind,
+    ArrivalKind,
+    ClientKind,
+    ClientSpec,
+    CompareSpec,
+    DistributedSpec,
+    EndpointSpec,
+    LengthDistribution,
+    LoadMode,
+    LoadSpec,
+    ModelCheck,
+    ModelSpec,
+    OutputSpec,
+    PromptsSpec,
+    RetrySpec,
+    RunSpec,
+    SimulatorSpec,
+    SloSpec,
+    SyntheticSpec,
+    TargetsMode,
+    TextSplit,
+    TimeoutsSpec,
+)
+
+__all__ = [
+    "ApiKind",
+    "ArrivalKind",
+    "ClientKind",
+    "ClientSpec",
+    "CompareSpec",
+    "DistributedSpec",
+    "EndpointSpec",
+    "LengthDistribution",
+    "LoadMode",
+    "LoadSpec",
+    "ModelCheck",
+    "ModelSpec",
+    "OutputSpec",
+    "PromptsSpec",
+    "RetrySpec",
+    "RunSpec",
+    "SimulatorSpec",
+    "SloSpec",
+    "SyntheticSpec",
+    "TargetsMode",
+    "TextSplit",
+    "TimeoutsSpec",
+    "load_spec",
+    "prompts_base_dir",
+    "spec_to_dict",
+]

@@ -1,0 +1,337 @@
+"""Turning TOML tables into the spec dataclasses, field by field, driven by their type
+hints and the value constraints; every failure one ConfigError line."""
+
+from __future__ import annotations
+
+import dataclasses as _dc
+import difflib as _difflib
+import math as _math
+import re as _re
+import types as _types
+import typing as _typing
+
+from tokrate.errors import ConfigError as _ConfigError
+from tokrate.spec.types import (
+    ClientSpec,
+    CompareSpec,
+    DistributedSpec,
+    EndpointSpec,
+    LoadSpec,
+    ModelSpec,
+    OutputSpec,
+    PromptsSpec,
+    SimulatorSpec,
+    SloSpec,
+)
+
+# --- loading ------------------------------------------------------------------------
+#
+# load_spec reads TOML into plain dicts, lays dotted overrides on top, then converts
+# every table into its dataclass field by field, driven by the dataclasses' own type
+# hints plus the value constraints below. Every failure is one ConfigError line:
+# "<where>: key '<dotted.key>': expected <what>, got <value>".
+
+
+#: Value constraints by dotted key ("endpoint.name" covers every [[endpoint]]):
+#: pos (> 0), nonneg (>= 0), frac (0 < x <= 1), nonempty (string/list not empty).
+_CONSTRAINTS: dict[str, str] = {
+    "endpoint.name": "nonempty",
+    "endpoint.base_url": "nonempty",
+    "model.endpoint": "nonempty",
+    "model.name": "nonempty",
+    "model.params_b": "pos",
+    "model.active_params_b": "pos",
+    "model.bytes_per_param": "pos",
+    "model.price_in_per_m": "nonneg",
+    "model.price_out_per_m": "nonneg",
+    "model.gpu_hourly_usd": "nonneg",
+    "model.gpus": "pos",
+    "load.concurrency": "pos",
+    "load.rates": "pos",
+    "load.burstiness": "pos",
+    "load.requests": "pos",
+    "load.duration_s": "pos",
+    "load.warmup_requests": "nonneg",
+    "load.warmup_s": "nonneg",
+    "load.workers": "pos",
+    "prompts.max_tokens": "pos",
+    "prompts.limit": "pos",
+    "prompts.synthetic.count": "pos",
+    "prompts.synthetic.input_tokens": "pos",
+    "prompts.synthetic.output_tokens": "pos",
+    "prompts.synthetic.input_stddev": "nonneg",
+    "prompts.synthetic.output_stddev": "nonneg",
+    "prompts.synthetic.task": "nonempty",
+    "slo.ttft_s": "pos",
+    "slo.tpot_s": "pos",
+    "slo.e2e_s": "pos",
+    "slo.itl_p99_s": "pos",
+    "output.dir": "nonempty",
+    "output.run_id": "nonempty",
+    "output.label": "nonempty",
+    "output.progress_interval_s": "pos",
+    "client.timeouts.connect_s": "pos",
+    "client.timeouts.first_byte_s": "pos",
+    "client.timeouts.idle_s": "pos",
+    "client.timeouts.total_s": "pos",
+    "client.retry.max_attempts": "pos",
+    "client.retry.backoff_s": "nonneg",
+    "simulator.efficiency": "frac",
+    "simulator.time_scale": "pos",
+    "distributed.workers": "pos",
+    "distributed.num_cpus_per_worker": "pos",
+    "distributed.resources": "nonneg",
+    "baseline": "nonempty",
+}
+
+#: The TOML layout: top-level key -> dataclass (array tables map to one element's type).
+_ARRAY_TABLES: dict[str, type] = {"endpoint": EndpointSpec, "model": ModelSpec}
+_SECTIONS: dict[str, type] = {
+    "load": LoadSpec,
+    "prompts": PromptsSpec,
+    "slo": SloSpec,
+    "output": OutputSpec,
+    "client": ClientSpec,
+    "simulator": SimulatorSpec,
+    "distributed": DistributedSpec,
+    "compare": CompareSpec,
+}
+_TOP_LEVEL = ("baseline", *_ARRAY_TABLES, *_SECTIONS)
+#: Override keys that name the array tables by their RunSpec field names.
+_OVERRIDE_ALIASES = {"endpoints": "endpoint", "models": "model"}
+_FORMATS = ("png", "svg", "pdf")
+_ENV_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = _re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
+
+
+class _Bad(Exception):
+    """A value failed conversion; ``expected`` says what was wanted (internal)."""
+
+    def __init__(self, expected: str, *, show_value: bool = True) -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.show_value = show_value
+
+
+def _show(value: object) -> str:
+    """A short, single-line rendering of a bad value for an error message."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Ctx:
+    """Where each key came from: the file or the command line (for error prefixes)."""
+
+    def __init__(self, source: str | None, override_keys: set[str]) -> None:
+        self.source = source
+        self.override_keys = override_keys
+
+    def where(self, key: str) -> str:
+        plain = _re.sub(r"\[\d+\]", "", key)
+        parts = plain.split(".")
+        for i in range(len(parts), 0, -1):
+            if ".".join(parts[:i]) in self.override_keys:
+                return "command line"
+        return self.source or "command line"
+
+    def error(self, key: str, message: str) -> _ConfigError:
+        return _ConfigError(f"{self.where(key)}: key '{key}': {message}")
+
+
+def _describe(hint: object, constraint: str | None, plural: bool = False) -> str:
+    """Human words for a type hint ("positive integer", "list of strings")."""
+    origin = _typing.get_origin(hint)
+    args = _typing.get_args(hint)
+    s = "s" if plural else ""
+    if origin is _typing.Literal:
+        choices = ", ".join(repr(a) for a in args)
+        return f"values each one of {choices}" if plural else f"one of {choices}"
+    if origin in (_typing.Union, _types.UnionType):
+        return _describe(next(a for a in args if a is not type(None)), constraint, plural)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            inner = args[0]
+            if _typing.get_origin(inner) is tuple:
+                return f"table of {_describe(_typing.get_args(inner)[1], constraint, True)}"
+            return f"list of {_describe(inner, constraint, True)}"
+        return "list"
+    prefix = {"pos": "positive ", "nonneg": "non-negative ", "nonempty": "non-empty "}.get(
+        constraint or "", ""
+    )
+    if hint is bool:
+        return f"boolean{s} (true/false)"
+    if hint is int:
+        return f"{prefix}integer{s}"
+    if hint is float:
+        if constraint == "frac":
+            return f"number{s} in (0, 1]"
+        return f"{prefix}number{s}"
+    if hint is str:
+        return f"{prefix}string{s}"
+    if hint is _typing.Any:
+        return "JSON-compatible values" if plural else "JSON-compatible value"
+    if isinstance(hint, type) and _dc.is_dataclass(hint):
+        return f"table{s}"
+    return str(hint)
+
+
+def _check_constraint(value: float | int | str, constraint: str | None) -> bool:
+    if constraint == "pos":
+        return bool(value > 0)  # type: ignore[operator]
+    if constraint == "nonneg":
+        return bool(value >= 0)  # type: ignore[operator]
+    if constraint == "frac":
+        return bool(0 < value <= 1)  # type: ignore[operator]
+    if constraint == "nonempty":
+        return bool(str(value).strip())
+    return True
+
+
+def _json_safe(value: object) -> bool:
+    """True when ``value`` is made only of JSON types (TOML dates are not)."""
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return _math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_json_safe(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    return False
+
+
+def _convert(value: object, hint: object, key: str, ctx: _Ctx) -> object:
+    """Convert one raw TOML/override value to the field type ``hint``; raises ConfigError."""
+    constraint = _CONSTRAINTS.get(_re.sub(r"\[\d+\]", "", key))
+    origin = _typing.get_origin(hint)
+    args = _typing.get_args(hint)
+    if origin in (_typing.Union, _types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = next(a for a in args if a is not type(None))
+        return _convert(value, inner, key, ctx)
+    if isinstance(hint, type) and _dc.is_dataclass(hint):
+        if isinstance(value, hint):
+            value = _dataclass_to_raw(value)
+        if not isinstance(value, dict):
+            raise ctx.error(key, f"expected a table, got {_show(value)}")
+        return _build(hint, value, key, ctx)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        inner = args[0]
+        if _typing.get_origin(inner) is tuple:  # a TOML table kept as ordered pairs
+            if isinstance(value, list | tuple) and all(
+                isinstance(p, list | tuple) and len(p) == 2 for p in value
+            ):
+                value = {str(k): v for k, v in value}
+            if not isinstance(value, dict):
+                raise ctx.error(key, f"expected {_describe(hint, constraint)}, got {_show(value)}")
+            vhint = _typing.get_args(inner)[1]
+            return tuple((str(k), _convert(v, vhint, f"{key}.{k}", ctx)) for k, v in value.items())
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        want = _describe(hint, constraint)
+        if isinstance(value, dict) or (not items and constraint == "nonempty"):
+            raise ctx.error(key, f"expected {want}, got {_show(value)}")
+        out = []
+        for item in items:
+            try:
+                out.append(_scalar(item, inner, constraint))
+            except _Bad:
+                # Show the offending element: "got 'x'" says more than the whole list.
+                raise ctx.error(key, f"expected {want}, got {_show(item)}") from None
+        return tuple(out)
+    try:
+        return _scalar(value, hint, constraint)
+    except _Bad as bad:
+        got = f", got {_show(value)}" if bad.show_value else ""
+        raise ctx.error(key, f"expected {bad.expected}{got}") from None
+
+
+def _scalar(value: object, hint: object, constraint: str | None) -> object:
+    """One scalar of type ``hint`` (bool, int, float, str, Literal, Any); raises _Bad."""
+    want = _describe(hint, constraint)
+    if _typing.get_origin(hint) is _typing.Literal:
+        if isinstance(value, str) and value in _typing.get_args(hint):
+            return value
+        raise _Bad(want)
+    if hint is _typing.Any:
+        if not _json_safe(value):
+            raise _Bad(want)
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Bad(want)
+    if hint is int:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and _check_constraint(value, constraint)
+        ):
+            return value
+        raise _Bad(want)
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+            if _math.isfinite(number) and _check_constraint(number, constraint):
+                return number
+        raise _Bad(want)
+    if hint is str:
+        if isinstance(value, str) and _check_constraint(value, constraint):
+            return value
+        raise _Bad(want)
+    raise _Bad(want)  # pragma: no cover - every hint in the specs is handled above
+
+
+def _fields(cls: type) -> dict[str, object]:
+    hints = _typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in _dc.fields(cls) if f.init and f.name != "source"}
+
+
+def _unknown(key: str, name: str, known: _typing.Iterable[str], ctx: _Ctx) -> _ConfigError:
+    known = sorted(known)
+    close = _difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
+    return ctx.error(key, f"unknown key ({hint})")
+
+
+def _build(cls: type, raw: dict[str, object], prefix: str, ctx: _Ctx) -> object:
+    """Build dataclass ``cls`` from table ``raw`` whose dotted path is ``prefix``."""
+    fields = _fields(cls)
+    kwargs: dict[str, object] = {}
+    for name, value in raw.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if name not in fields:
+            raise _unknown(key, str(name), fields, ctx)
+        kwargs[str(name)] = _convert(value, fields[str(name)], key, ctx)
+    try:
+        return cls(**kwargs)
+    except TypeError:
+        missing = [
+            f.name
+            for f in _dc.fields(cls)
+            if f.name not in kwargs
+            and f.default is _dc.MISSING
+            and f.default_factory is _dc.MISSING
+        ]
+        key = f"{prefix}.{missing[0]}" if missing else prefix
+        raise ctx.error(key, "required but missing") from None
+
+
+def _dataclass_to_raw(obj: object) -> dict[str, object]:
+    """A spec dataclass as the raw dict load_spec would have read (pairs -> tables)."""
+    out: dict[str, object] = {}
+    for f in _dc.fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if f.name == "source":
+            continue
+        if _dc.is_dataclass(value) and not isinstance(value, type):
+            value = _dataclass_to_raw(value)
+        out[f.name] = value
+    return out
+
+

@@ -1,0 +1,357 @@
+"""``load_spec``: TOML file + dotted overrides -> a validated, frozen RunSpec; and
+``spec_to_dict`` (run.json's ``config``)."""
+
+from __future__ import annotations
+
+import dataclasses as _dc
+import re as _re
+import tomllib as _tomllib
+from collections.abc import Mapping as _Mapping
+from pathlib import Path as _Path
+
+from tokrate.errors import ConfigError as _ConfigError
+from tokrate.spec._convert import (
+    _ARRAY_TABLES,
+    _ENV_NAME,
+    _FORMATS,
+    _HEADER_NAME,
+    _OVERRIDE_ALIASES,
+    _RESERVED_BODY_KEYS,
+    _SECTIONS,
+    _TOP_LEVEL,
+    _build,
+    _convert,
+    _Ctx,
+    _dataclass_to_raw,
+    _show,
+    _unknown,
+)
+from tokrate.spec.types import (
+    EndpointSpec,
+    ModelSpec,
+    RunSpec,
+)
+
+__all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
+
+
+def _read_toml(path: _Path) -> dict[str, object]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise _ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as err:
+        raise _ConfigError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise _ConfigError(f"{path}: line {line}: not valid UTF-8") from None
+    try:
+        return _tomllib.loads(text)
+    except _tomllib.TOMLDecodeError as err:
+        message = str(err).splitlines()[0] if str(err) else "invalid TOML"
+        raise _ConfigError(f"{path}: invalid TOML: {message}") from None
+
+
+def _apply_overrides(raw: dict[str, object], overrides: _Mapping[str, object]) -> set[str]:
+    """Lay dotted ``overrides`` over ``raw`` in place; returns the overridden keys."""
+    keys: set[str] = set()
+    for dotted, value in overrides.items():
+        parts = str(dotted).split(".")
+        parts[0] = _OVERRIDE_ALIASES.get(parts[0], parts[0])
+        if parts[0] not in _TOP_LEVEL:
+            raise _unknown(parts[0], parts[0], _TOP_LEVEL, _Ctx(None, set()))
+        node = raw
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+            keys.add(".".join(parts[: i + 1]))
+        if parts[0] in _ARRAY_TABLES and len(parts) == 1 and isinstance(value, list | tuple):
+            value = [_dataclass_to_raw(v) if _dc.is_dataclass(v) else v for v in value]
+        node[parts[-1]] = value
+        keys.add(".".join(parts))
+    return keys
+
+
+def load_spec(
+    path: str | _Path | None = None, overrides: _Mapping[str, object] | None = None
+) -> RunSpec:
+    """Load a RunSpec from TOML file ``path`` (None: defaults only) with ``overrides``.
+
+    ``overrides`` are dotted keys of the TOML layout, already typed by the CLI (lists or
+    tuples for sweeps; ``"endpoints"``/``"models"`` take lists of EndpointSpec/ModelSpec
+    or tables); an override always wins over the file. Model sizes missing from the
+    config are inferred from model names when targets are resolved
+    (:func:`tokrate.sizes.fill_sizes`).
+
+    Raises:
+        ConfigError: one line, ``"<file or command line>: key '<dotted.key>': ..."``,
+            for an unreadable file, invalid TOML, an unknown key, a wrong type or value,
+            or an inconsistent combination (a model naming an unknown endpoint, open
+            loop without rates, ...).
+    """
+    source = str(path) if path is not None else None
+    raw: dict[str, object] = _read_toml(_Path(path)) if path is not None else {}
+    override_keys = _apply_overrides(raw, overrides or {})
+    ctx = _Ctx(source, override_keys)
+    for name in raw:
+        if name not in _TOP_LEVEL:
+            raise _unknown(name, name, _TOP_LEVEL, ctx)
+
+    endpoints = tuple(_array(raw, "endpoint", ctx))
+    names = [e.name for e in endpoints]  # type: ignore[attr-defined]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ctx.error(f"endpoint[{i}].name", f"duplicate endpoint name {name!r}")
+    for i, ep in enumerate(endpoints):
+        _check_endpoint(ep, f"endpoint[{i}]", ctx)  # type: ignore[arg-type]
+
+    models = tuple(_models(raw, names, ctx))
+    sections: dict[str, object] = {}
+    for name, cls in _SECTIONS.items():
+        table = raw.get(name, {})
+        if isinstance(table, cls):  # a typed override: {"client": ClientSpec(...)}
+            table = _dataclass_to_raw(table)
+        if not isinstance(table, dict):
+            raise ctx.error(name, f"expected a table ([{name}]), got {_show(table)}")
+        if name == "load":
+            table = _infer_load(table, ctx)
+        sections[name] = _build(cls, table, name, ctx)
+    baseline = raw.get("baseline")
+    if baseline is not None:
+        baseline = _convert(baseline, str, "baseline", ctx)
+    spec = RunSpec(
+        endpoints=endpoints,  # type: ignore[arg-type]
+        models=models,
+        baseline=baseline,  # type: ignore[arg-type]
+        source=source,
+        **sections,  # type: ignore[arg-type]
+    )
+    _check_sections(spec, raw, ctx)
+    return spec
+
+
+def _array(raw: dict[str, object], name: str, ctx: _Ctx) -> list[object]:
+    value = raw.get(name, [])
+    if isinstance(value, dict):  # a single [name] table reads as one element
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise ctx.error(name, f"expected an array of tables ([[{name}]]), got {_show(value)}")
+    cls = _ARRAY_TABLES[name]
+    out: list[object] = []
+    for i, item in enumerate(value):
+        key = f"{name}[{i}]"
+        if isinstance(item, cls):
+            item = _dataclass_to_raw(item)
+        if not isinstance(item, dict):
+            raise ctx.error(key, f"expected a table, got {_show(item)}")
+        if name == "model":
+            out.append(item)  # built by _models (endpoint defaults need the names)
+        else:
+            out.append(_build(cls, item, key, ctx))
+    return out
+
+
+def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
+    if not _re.match(r"https?://[^/\s]+", ep.base_url):
+        raise ctx.error(
+            f"{key}.base_url", f"expected an http:// or https:// URL, got {_show(ep.base_url)}"
+        )
+    if ep.api_key_env is not None and not _ENV_NAME.fullmatch(ep.api_key_env):
+        # Never echo it: a value that is not a variable name may be the key itself.
+        raise ctx.error(
+            f"{key}.api_key_env",
+            "expected the NAME of an environment variable (letters, digits, _); "
+            "the value is not shown because it may be a secret",
+        )
+    for name, value in ep.headers:
+        if not _HEADER_NAME.fullmatch(name):
+            raise ctx.error(f"{key}.headers", f"invalid header name {_show(name)}")
+        if not isinstance(value, str) or "\r" in value or "\n" in value:
+            raise ctx.error(f"{key}.headers.{name}", "expected a one-line string value")
+
+
+def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> list[ModelSpec]:
+    out: list[ModelSpec] = []
+    for i, item in enumerate(_array(raw, "model", ctx)):
+        key = f"model[{i}]"
+        table = dict(item)  # type: ignore[call-overload]
+        if "endpoint" not in table:
+            if len(endpoint_names) == 1:
+                table["endpoint"] = endpoint_names[0]
+            elif not endpoint_names:
+                table["endpoint"] = "sim"
+            else:
+                known = ", ".join(repr(n) for n in endpoint_names)
+                raise ctx.error(
+                    f"{key}.endpoint", f"required when several endpoints are defined ({known})"
+                )
+        model = _build(ModelSpec, table, key, ctx)
+        assert isinstance(model, ModelSpec)
+        if endpoint_names and model.endpoint not in endpoint_names:
+            known = ", ".join(repr(n) for n in endpoint_names)
+            raise ctx.error(
+                f"{key}.endpoint", f"no [[endpoint]] named {model.endpoint!r} (known: {known})"
+            )
+        if not endpoint_names and model.endpoint != "sim":
+            raise ctx.error(
+                f"{key}.endpoint",
+                f"no [[endpoint]] named {model.endpoint!r} (none defined: models then "
+                "name simulator tiers and use endpoint 'sim')",
+            )
+        for body_key, _ in model.extra_body:
+            if body_key in _RESERVED_BODY_KEYS:
+                raise ctx.error(f"{key}.extra_body.{body_key}", "reserved: tokrate sets it itself")
+        if any((m.endpoint, m.name) == (model.endpoint, model.name) for m in out):
+            raise ctx.error(f"{key}.name", f"duplicate model {model.name!r} on {model.endpoint!r}")
+        if (
+            model.params_b is not None
+            and model.active_params_b is not None
+            and model.active_params_b > model.params_b
+        ):
+            raise ctx.error(
+                f"{key}.active_params_b",
+                f"expected at most params_b ({model.params_b:g}), got {model.active_params_b:g}",
+            )
+        out.append(model)
+    return out
+
+
+def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
+    """Fill the load defaults that depend on what the user set.
+
+    - ``mode`` defaults to "open" when ``rates`` is set, else "closed".
+    - ``requests`` defaults to None (no count bound) when ``duration_s`` is set.
+    - A command-line switch to open loop (rates/mode overridden) drops the file's
+      ``concurrency``; both set in the same place is an error.
+    """
+    table = dict(table)
+    cli = ctx.override_keys
+    if (
+        "concurrency" in table
+        and "load.concurrency" not in cli
+        and ({"load.rates", "load.mode"} & cli)
+        and (table.get("mode") == "open" or table.get("rates") not in (None, [], ()))
+    ):
+        # The command line switched to open loop: the file's closed-loop sweep yields.
+        del table["concurrency"]
+    if "mode" not in table:
+        table["mode"] = "open" if table.get("rates") not in (None, [], ()) else "closed"
+    if "duration_s" in table and table["duration_s"] is not None and "requests" not in table:
+        table["requests"] = None
+    if table.get("mode") == "open" and "concurrency" in table and "rates" in table:
+        raise ctx.error(
+            "load.concurrency",
+            "set either load.concurrency (closed loop) or load.rates (open loop), not both",
+        )
+    return table
+
+
+def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
+    """Cross-field rules that no single value can express."""
+    from tokrate.hardware import get_hardware
+    from tokrate.records import ERROR_CLASSES
+    from tokrate.thresholds import ThresholdError, parse_threshold
+
+    for i, text in enumerate(spec.compare.thresholds):
+        try:
+            parse_threshold(text)
+        except ThresholdError as err:
+            raise ctx.error(f"compare.thresholds[{i}]", f"{err.problem} (got {text!r})") from None
+
+    load = spec.load
+    if load.mode == "open" and not load.rates:
+        raise ctx.error("load.rates", "required (non-empty) when load.mode = 'open'")
+    if load.mode == "closed" and load.rates:
+        raise ctx.error("load.rates", "set, but load.mode is 'closed' (rates are open loop)")
+    if load.mode == "closed" and not load.concurrency:
+        raise ctx.error("load.concurrency", "required (non-empty) when load.mode = 'closed'")
+    if load.requests is None and load.duration_s is None:
+        raise ctx.error("load.requests", "set load.requests or load.duration_s (or both)")
+    for key, levels in (("load.concurrency", load.concurrency), ("load.rates", load.rates)):
+        dup = [x for i, x in enumerate(levels) if x in levels[:i]]
+        if dup:
+            raise ctx.error(key, f"duplicate level {dup[0]:g}")
+    for key, name in (
+        ("output.hardware", spec.output.hardware),
+        (
+            "simulator.hardware",
+            spec.simulator.hardware,
+        ),
+    ):
+        try:
+            get_hardware(name)
+        except _ConfigError as err:
+            raise ctx.error(key, str(err)) from None
+    for fmt in spec.output.formats:
+        if fmt not in _FORMATS:
+            known = ", ".join(repr(f) for f in _FORMATS)
+            raise ctx.error("output.formats", f"expected values each one of {known}, got {fmt!r}")
+    for cls in spec.client.retry.on:
+        if cls not in ERROR_CLASSES:
+            known = ", ".join(sorted(ERROR_CLASSES))
+            raise ctx.error("client.retry.on", f"unknown error class {cls!r} (known: {known})")
+    if spec.prompts.sets:
+        from tokrate.bundled import bundled_sets
+
+        available = bundled_sets()
+        for name in spec.prompts.sets:
+            if name not in available:
+                raise ctx.error(
+                    "prompts.sets",
+                    f"no bundled set {name!r} (known: {', '.join(available)})",
+                )
+
+
+def prompts_base_dir(spec: RunSpec) -> _Path:
+    """The folder relative prompt paths are read from: the config file's folder, or
+    the current directory for a spec without a file (the CLI passes absolute paths
+    for --prompts)."""
+    return _Path(spec.source).resolve().parent if spec.source else _Path.cwd()
+
+
+def _redact_pairs(pairs: tuple[tuple[str, object], ...]) -> dict[str, object]:
+    from tokrate.redact import Redactor
+
+    redacted = Redactor().value(dict(pairs))
+    assert isinstance(redacted, dict)
+    return redacted
+
+
+def _to_jsonable(value: object) -> object:
+    if _dc.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_jsonable(getattr(value, f.name)) for f in _dc.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, object]:
+    """``spec`` as a JSON-safe dict (run.json's ``config``), secrets removed.
+
+    Endpoints keep only the *name* of their API key variable, never a value; header
+    values and extra_body values whose names look like credentials (auth, key, token,
+    secret, password, cookie) become ``"<redacted>"``. Tuples become lists; the layout
+    follows the dataclasses (``endpoints``, ``models``, ``load``, ...).
+    """
+    out = _to_jsonable(spec)
+    assert isinstance(out, dict)
+    out["endpoints"] = [
+        {**_to_jsonable(ep), "headers": _redact_pairs(ep.headers)}  # type: ignore[dict-item]
+        for ep in spec.endpoints
+    ]
+    out["models"] = [
+        {**_to_jsonable(m), "extra_body": _to_jsonable(_redact_pairs(m.extra_body))}  # type: ignore[dict-item]
+        for m in spec.models
+    ]
+    out["distributed"]["resources"] = dict(spec.distributed.resources)
+    out["uses_simulator"] = spec.uses_simulator
+    return out

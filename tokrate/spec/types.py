@@ -1,0 +1,250 @@
+"""Frozen run specifications: the dataclasses (loading lives in tokrate.spec._load).
+
+A :class:`RunSpec` is everything a benchmark run needs, resolved and validated: it is
+built from a TOML file (``load_spec``) with command-line overrides applied on top, or
+directly in Python. Nothing below the CLI ever sees argv. Validation errors are
+:class:`~tokrate.errors.ConfigError` with a one-line message naming the file and key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ApiKind",
+    "ArrivalKind",
+    "ClientKind",
+    "LengthDistribution",
+    "LoadMode",
+    "ModelCheck",
+    "TargetsMode",
+    "TextSplit",
+    "ClientSpec",
+    "CompareSpec",
+    "DistributedSpec",
+    "EndpointSpec",
+    "LoadSpec",
+    "ModelSpec",
+    "OutputSpec",
+    "PromptsSpec",
+    "RetrySpec",
+    "RunSpec",
+    "SimulatorSpec",
+    "SloSpec",
+    "SyntheticSpec",
+    "TimeoutsSpec",
+]
+
+ClientKind = Literal["fast", "httpx", "openai"]
+ApiKind = Literal["chat", "completions"]
+LoadMode = Literal["closed", "open"]
+ArrivalKind = Literal["constant", "poisson", "gamma"]
+TargetsMode = Literal["interleaved", "sequential", "parallel"]
+LengthDistribution = Literal["normal", "lognormal", "uniform"]
+TextSplit = Literal["blocks", "file"]
+ModelCheck = Literal["auto", "probe", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """An OpenAI-compatible server. ``base_url`` ends in /v1 (or wherever /chat/completions
+    hangs). The API key is read from the environment variable ``api_key_env`` at run
+    time and is never stored in the spec."""
+
+    name: str
+    base_url: str
+    api_key_env: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    #: Pre-flight check that every model exists before any load: "auto" (GET /models
+    #: when the endpoint has it, else one tiny request per model), "probe" (always the
+    #: tiny request: for endpoints whose /models lists nothing useful), "off".
+    model_check: ModelCheck = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One model on one endpoint (a *target*). Sizes in billions of parameters; prices in
+    USD per million tokens; ``gpu_hourly_usd`` x ``gpus`` gives a self-hosted cost."""
+
+    endpoint: str
+    name: str
+    params_b: float | None = None
+    active_params_b: float | None = None
+    bytes_per_param: float | None = None
+    price_in_per_m: float | None = None
+    price_out_per_m: float | None = None
+    gpu_hourly_usd: float | None = None
+    gpus: int | None = None
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutsSpec:
+    """Seconds. ``first_byte_s`` runs from send to the response's first body byte,
+    ``idle_s`` bounds every gap between reads, ``total_s`` the whole request."""
+
+    connect_s: float = 10.0
+    first_byte_s: float = 60.0
+    idle_s: float = 30.0
+    total_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    """Explicit, recorded retries; off by default because retries distort latency."""
+
+    max_attempts: int = 1
+    on: tuple[str, ...] = ("http_429", "http_5xx", "connect")
+    backoff_s: float = 1.0
+    honour_retry_after: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    kind: ClientKind = "fast"
+    api: ApiKind = "chat"
+    include_usage: bool = True
+    timeouts: TimeoutsSpec = field(default_factory=TimeoutsSpec)
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    #: Prepend a short random prefix to every prompt so provider prompt caching cannot
+    #: flatter TTFT.
+    unique_prompts: bool = True
+    #: Open the pool's connections before each scenario's measured window, so TTFT
+    #: never carries a TCP/TLS handshake; False measures cold starts (then the TTFT of
+    #: a request that opened a connection includes its set-up, ``connect_s``).
+    preconnect: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticSpec:
+    """Synthetic prompts: lengths in tokens, drawn around the mean with ``*_stddev``."""
+
+    count: int = 32
+    input_tokens: int = 256
+    input_stddev: float = 0.0
+    output_tokens: int = 128
+    output_stddev: float = 0.0
+    task: str = "synthetic"
+    #: Length distribution around the mean: "normal" (clipped at 1), "lognormal" or
+    #: "uniform" (mean +- stddev x sqrt(3), so the stddev holds). Stddev 0 = fixed.
+    distribution: LengthDistribution = "normal"
+    #: Seed of the text and lengths (independent of load.seed, so the same prompts can be
+    #: replayed under a different arrival seed).
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PromptsSpec:
+    """Prompt sources: files/folders, bundled set names (``prompts/<name>.jsonl``), and/or
+    a synthetic generator. Empty ``paths`` and ``sets`` with no ``synthetic`` means every
+    bundled set."""
+
+    paths: tuple[str, ...] = ()
+    sets: tuple[str, ...] = ()
+    synthetic: SyntheticSpec | None = None
+    max_tokens: int | None = None
+    limit: int | None = None
+    #: Plain-text files: "blocks" (every blank-line-separated block is one prompt; a file
+    #: without blank lines is one prompt) or "file" (each file is one prompt).
+    text_split: TextSplit = "blocks"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """How requests are sent. ``concurrency`` (closed loop) or ``rates`` (open loop,
+    requests/s) is a sweep: each level is one scenario. ``requests``/``duration_s``
+    bound each scenario; warm-up requests are recorded but excluded from metrics."""
+
+    mode: LoadMode = "closed"
+    concurrency: tuple[int, ...] = (1,)
+    rates: tuple[float, ...] = ()
+    arrival: ArrivalKind = "poisson"
+    burstiness: float = 1.0
+    requests: int | None = 32
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    warmup_s: float = 0.0
+    targets: TargetsMode = "interleaved"
+    seed: int = 0
+    ignore_eos: bool = False
+    workers: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SloSpec:
+    """Per-request service-level objectives in seconds; ``None`` means not set."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    itl_p99_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    dir: str = "reports"
+    run_id: str | None = None
+    formats: tuple[str, ...] = ("png", "svg")
+    hardware: str = "a100-80g"
+    report: bool = True
+    #: A name for the run that reports, compare and history show instead of its id.
+    label: str | None = None
+    #: Seconds between plain progress lines when stderr is not a terminal (CI logs).
+    progress_interval_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatorSpec:
+    """The embedded simulator used when no endpoint is configured."""
+
+    tiers_file: str | None = None
+    hardware: str = "a100-80g"
+    efficiency: float = 0.8
+    time_scale: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DistributedSpec:
+    """``ray``: None (local), "auto", or a ``ray://host:port`` address."""
+
+    ray: str | None = None
+    workers: int = 2
+    num_cpus_per_worker: float = 1.0
+    resources: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSpec:
+    """Regression thresholds for ``baseline`` comparisons, as ``tokrate compare
+    --threshold`` strings (``"ttft_p95=+10%"``, ``"decode_tps_p50=-5%"``,
+    ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults.
+    ``thresholds_from_history``: a folder of earlier runs whose run-to-run noise sets
+    each series' threshold (``tokrate.history.noise_thresholds``); None: off."""
+
+    thresholds: tuple[str, ...] = ()
+    thresholds_from_history: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    endpoints: tuple[EndpointSpec, ...] = ()
+    models: tuple[ModelSpec, ...] = ()
+    load: LoadSpec = field(default_factory=LoadSpec)
+    prompts: PromptsSpec = field(default_factory=PromptsSpec)
+    slo: SloSpec = field(default_factory=SloSpec)
+    output: OutputSpec = field(default_factory=OutputSpec)
+    client: ClientSpec = field(default_factory=ClientSpec)
+    simulator: SimulatorSpec = field(default_factory=SimulatorSpec)
+    distributed: DistributedSpec = field(default_factory=DistributedSpec)
+    compare: CompareSpec = field(default_factory=CompareSpec)
+    baseline: str | None = None
+    source: str | None = None
+    """The config file this spec was loaded from, for error messages and run.json."""
+
+    @property
+    def uses_simulator(self) -> bool:
+        return not self.endpoints
+
+
