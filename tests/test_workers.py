@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tokrate.backends import open_backend
+from tokrate.backends.factory import open_backend
 from tokrate.backends.inprocess import InProcessBackend
 from tokrate.backends.processes import ProcessBackend
 from tokrate.engine import Target, WorkerSettings, WorkerTask

@@ -7,11 +7,10 @@ heavier entry points (report, compare, history, simulator) load on first use, so
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tokrate._version import __version__
 from tokrate.errors import (
     ConfigError,
     EndpointUnreachable,

@@ -274,11 +274,13 @@ class _Worker:
     async def _watch_stop(self) -> None:
         """Bridge the cross-thread stop into the loop; then enforce the grace period
         (cut short by an abort)."""
-        while not self.stop.is_set():
+        # Polled: Stop is a threading.Event set from another thread (or process), which
+        # no anyio.Event can wait on without a thread of its own per shard.
+        while not self.stop.is_set():  # noqa: ASYNC110
             await anyio.sleep(_STOP_POLL_S)
         self.stopping.set()
         deadline = time.monotonic() + self.task.grace_s
-        while time.monotonic() < deadline and not self.stop.aborted:
+        while time.monotonic() < deadline and not self.stop.aborted:  # noqa: ASYNC110
             await anyio.sleep(min(_STOP_POLL_S, max(0.0, deadline - time.monotonic())))
         self.sender.cancel_all()
 

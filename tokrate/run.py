@@ -269,7 +269,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     """Everything before the first request (see the module doc). Raises ConfigError,
     PromptError, OutputError, EndpointUnreachable, ModelNotServed, SimulatorError; a
     failure leaves no run folder behind."""
-    from tokrate.backends import open_backend
+    from tokrate.backends.factory import open_backend
     from tokrate.client.preflight import check_targets
     from tokrate.plan import build_plan, shard
     from tokrate.prompts import load_prompts

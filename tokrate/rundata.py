@@ -18,11 +18,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import orjson
 
 from tokrate.errors import RunFolderError
+from tokrate.jsonread import JsonReader
 
 __all__ = [
     "RUN_KIND",
@@ -47,92 +48,6 @@ RUN_KIND: Final = "tokrate-run"
 #: Load settings outside the scenario list that change what a latency means; two runs
 #: whose values differ are not comparable.
 _LOAD_IDENTITY_KEYS: Final = ("mode", "burstiness", "ignore_eos", "targets", "arrival")
-
-T = TypeVar("T")
-
-
-class _Reader:
-    """Typed access to one JSON object, with one-line errors naming file and key."""
-
-    def __init__(self, data: Mapping[str, Any], where: str) -> None:
-        self.data = data
-        self.where = where
-        self.used: set[str] = set()
-
-    def _bad(self, key: str, want: str) -> RunFolderError:
-        return RunFolderError(f"{self.where}: {key} must be {want}, got {self.data[key]!r}")
-
-    def opt_str(self, key: str) -> str | None:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None or isinstance(value, str):
-            return value
-        raise self._bad(key, "a string")
-
-    def str_(self, key: str, default: str = "") -> str:
-        value = self.opt_str(key)
-        return default if value is None else value
-
-    def opt_float(self, key: str) -> float | None:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self._bad(key, "a number")
-        return float(value)
-
-    def opt_int(self, key: str) -> int | None:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise self._bad(key, "an integer")
-        return value
-
-    def opt_bool(self, key: str) -> bool | None:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None or isinstance(value, bool):
-            return value
-        raise self._bad(key, "true or false")
-
-    def mapping(self, key: str) -> Mapping[str, Any]:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            return {}
-        if isinstance(value, Mapping):
-            return value
-        raise self._bad(key, "an object")
-
-    def opt_mapping(self, key: str) -> Mapping[str, Any] | None:
-        self.used.add(key)
-        return self.mapping(key) if self.data.get(key) is not None else None
-
-    def items(self, key: str) -> list[Mapping[str, Any]]:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-            raise self._bad(key, "a list of objects")
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        self.used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self._bad(key, "a list of strings")
-        return tuple(value)
-
-    def extra(self) -> dict[str, Any]:
-        return {k: v for k, v in self.data.items() if k not in self.used}
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +82,7 @@ class TargetInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> TargetInfo:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         params = r.opt_float("params_b")
         active = r.opt_float("active_params_b")
         return cls(
@@ -199,7 +114,7 @@ class ScenarioInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> ScenarioInfo:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         return cls(
             name=r.str_("name"),
             concurrency=r.opt_int("concurrency"),
@@ -234,7 +149,7 @@ class SloInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> SloInfo:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         return cls(
             ttft_s=r.opt_float("ttft_s"),
             tpot_s=r.opt_float("tpot_s"),
@@ -256,7 +171,7 @@ class LoopLagInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> LoopLagInfo:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         return cls(
             threshold_ms=r.opt_float("threshold_ms"),
             max_threshold_ms=r.opt_float("max_threshold_ms"),
@@ -282,7 +197,7 @@ class OutcomeCounts:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> OutcomeCounts:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         return cls(
             scheduled=r.opt_int("scheduled") or 0,
             ok=r.opt_int("ok") or 0,
@@ -307,7 +222,7 @@ class ConnectionSetup:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> ConnectionSetup:
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         r.used.add("connect_s")
         raw = data.get("connect_s") or []
         if not isinstance(raw, list) or not all(
@@ -489,7 +404,7 @@ class RunInfo:
                 f"{where}: layout_version {version!r} is not supported"
                 f" (known: {sorted(RUN_LAYOUT_HISTORY)}); upgrade tokrate"
             )
-        r = _Reader(data, where)
+        r = JsonReader(data, where)
         r.used.update({"layout_version", "kind"})
         run_id = r.opt_str("run_id")
         if not run_id:

@@ -186,7 +186,8 @@ class HostileServer:
             await out.w.drain()
             return True
         if mode == "no_headers":
-            while not out.w.transport.is_closing():
+            # asyncio offers no event for "the peer closed"; polling the transport is it.
+            while not out.w.transport.is_closing():  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
             return False
         if mode in ("html200", "json200"):
@@ -272,14 +273,14 @@ class HostileServer:
                 return False
             if i > 0 and itl:
                 await asyncio.sleep(itl)
-            if i < reasoning:
-                data = event(delta(reasoning_content=f"think{i} "))
-                sent += 1
-            else:
-                k = min(per_chunk, total - sent)
-                data = event(delta(content="tok " * k))
-                sent += k
-            out.body(data)
+            k = 1 if i < reasoning else min(per_chunk, total - sent)
+            d = (
+                delta(reasoning_content=f"think{i} ")
+                if i < reasoning
+                else delta(content="tok " * k)
+            )
+            sent += k
+            out.body(event(d))
             truth.content_write_ns.append(time.perf_counter_ns())
             i += 1
             if mode == "disconnect" and i >= int(o.get("after", "2")):
@@ -288,22 +289,11 @@ class HostileServer:
                 return False
             if itl or i % 64 == 0:
                 await out.w.drain()
-        finish = {"index": 0, "finish_reason": "length"}
-        if not legacy:
-            finish["delta"] = {}
-        else:
-            finish["text"] = ""
+        finish: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        finish.update({"text": ""} if legacy else {"delta": {}})
         out.body(event({"choices": [finish]}))
-        usage_value: Any = sent
-        if mode == "bad_usage":
-            raw = o.get("value", "-5")
-            usage_value = int(raw) if raw.lstrip("-").isdigit() else raw
         if include_usage or mode == "bad_usage":
-            usage = {"prompt_tokens": 11, "completion_tokens": usage_value}
-            usage["total_tokens"] = 11 + (usage_value if isinstance(usage_value, int) else 0)
-            if reasoning:
-                usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
-            out.body(event({"choices": [], "usage": usage}))
+            out.body(event({"choices": [], "usage": _usage(mode, o, sent, reasoning)}))
         if o.get("no_done"):
             await out.end()
             truth.output_tokens = sent
@@ -319,6 +309,18 @@ class HostileServer:
             await asyncio.sleep(tail)
         await out.end()
         return True
+
+
+def _usage(mode: str, o: dict[str, str], sent: int, reasoning: int) -> dict[str, Any]:
+    value: Any = sent
+    if mode == "bad_usage":
+        raw = o.get("value", "-5")
+        value = int(raw) if raw.lstrip("-").isdigit() else raw
+    usage = {"prompt_tokens": 11, "completion_tokens": value}
+    usage["total_tokens"] = 11 + (value if isinstance(value, int) else 0)
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 @contextlib.contextmanager

@@ -22,19 +22,16 @@ the other shards of the scenario have finished.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from tokrate.errors import ConfigError
 from tokrate.events import Emit
-from tokrate.spec import RunSpec
 from tokrate.stopping import Stop
 
 if TYPE_CHECKING:
     from tokrate.engine import WorkerTask
 
-__all__ = ["Backend", "open_backend", "worker_ids"]
+__all__ = ["Backend", "worker_ids"]
 
 
 @runtime_checkable
@@ -54,7 +51,7 @@ class Backend(Protocol):
 
     def start(self) -> None:
         """Bring every worker up (spawn processes, place actors) and wait until each
-        is ready; ``open_backend`` calls it, so placement and start-up failures surface
+        is ready; :func:`tokrate.backends.factory.open_backend` calls it, so placement and start-up failures surface
         before any run folder exists. Idempotent; run_scenario also replaces workers
         lost in an earlier scenario through it."""
         ...
@@ -79,42 +76,3 @@ class Backend(Protocol):
 def worker_ids(n: int) -> tuple[str, ...]:
     """The conventional worker ids ``w0 .. w{n-1}`` (what records carry in ``worker``)."""
     return tuple(f"w{i}" for i in range(n))
-
-
-def open_backend(spec: RunSpec) -> Backend:
-    """The backend a spec asks for: Ray when ``distributed.ray`` is set (with
-    ``load.workers`` actors when that is > 1, else ``distributed.workers``), local
-    processes when ``load.workers > 1``, else in-process.
-
-    The workers are started before this returns (see :meth:`Backend.start`).
-
-    Raises: ConfigError for a worker count below 1; UsageError (one line, with the pip
-    command) when Ray is asked for but not installed; ConfigError when the Ray cluster
-    cannot be reached.
-    """
-    workers = spec.load.workers
-    if workers < 1:
-        raise ConfigError(f"{spec.source or 'config'}: load.workers must be >= 1, got {workers}")
-    if spec.distributed.ray:
-        from tokrate.backends.ray import RayBackend
-
-        # `--ray ADDR --workers N` means N Ray workers; without --workers the
-        # [distributed] table's count applies.
-        dist = spec.distributed
-        if workers > 1:
-            dist = dataclasses.replace(dist, workers=workers)
-        backend: Backend = RayBackend.connect(dist)
-    elif workers == 1:
-        from tokrate.backends.inprocess import InProcessBackend
-
-        backend = InProcessBackend()
-    else:
-        from tokrate.backends.processes import ProcessBackend
-
-        backend = ProcessBackend(workers)
-    try:
-        backend.start()
-    except BaseException:
-        backend.close()
-        raise
-    return backend

@@ -68,28 +68,8 @@ class InProcessBackend:
         ]
         for th in threads:
             th.start()
-        pending = len(threads)
-        first_error: BaseException | None = None
-        interrupted = False
         try:
-            while pending:
-                try:
-                    ev = events.get(timeout=_POLL_S)
-                    if isinstance(ev, WorkerEnd):
-                        pending -= 1
-                        if ev.error is not None and first_error is None:
-                            first_error = ev.error
-                        continue
-                    on_event(ev)
-                except queue.Empty:
-                    continue
-                except KeyboardInterrupt:
-                    # First Ctrl-C: stop like `stop` was set and keep draining, so the
-                    # cancelled records still reach the store. A second one aborts.
-                    if interrupted:
-                        raise
-                    interrupted = True
-                    stop.set()
+            first_error, interrupted = _drain(events, len(threads), on_event, stop)
         except BaseException:
             # on_event failed or a second Ctrl-C: stop the shards so their threads do
             # not keep loading the endpoint behind our back.
@@ -106,3 +86,32 @@ class InProcessBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _drain(
+    events: queue.SimpleQueue[Any], pending: int, on_event: Emit, stop: Stop
+) -> tuple[BaseException | None, bool]:
+    """Hand events to ``on_event`` until every shard ended. Returns the first shard
+    error and whether a (first) Ctrl-C arrived meanwhile."""
+    first_error: BaseException | None = None
+    interrupted = False
+    while pending:
+        try:
+            ev = events.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+        except KeyboardInterrupt:
+            # First Ctrl-C: stop like `stop` was set and keep draining, so the
+            # cancelled records still reach the store. A second one aborts.
+            if interrupted:
+                raise
+            interrupted = True
+            stop.set()
+            continue
+        if isinstance(ev, WorkerEnd):
+            pending -= 1
+            if ev.error is not None and first_error is None:
+                first_error = ev.error
+            continue
+        on_event(ev)
+    return first_error, interrupted

@@ -324,14 +324,7 @@ class RayBackend:
         try:
             while active:
                 try:
-                    if stop.is_set() and not stop_sent:
-                        stop_sent = True
-                        for i in active:
-                            self._actors[i].stop.remote()
-                    if stop.aborted and not abort_sent:
-                        abort_sent = True
-                        for i in active:
-                            self._actors[i].abort.remote()
+                    stop_sent, abort_sent = self._forward_stop(stop, active, stop_sent, abort_sent)
                     ready, _ = ray.wait(list(polls), num_returns=1, timeout=_WAIT_S)
                     for ref in ready:
                         i = polls.pop(ref)
@@ -355,6 +348,20 @@ class RayBackend:
             raise KeyboardInterrupt
         if first_error is not None:
             raise driver_error(first_error)
+
+    def _forward_stop(
+        self, stop: Stop, active: dict[int, WorkerLedger], stop_sent: bool, abort_sent: bool
+    ) -> tuple[bool, bool]:
+        """Tell the live actors once each that the driver stopped, or aborted."""
+        if stop.is_set() and not stop_sent:
+            stop_sent = True
+            for i in active:
+                self._actors[i].stop.remote()
+        if stop.aborted and not abort_sent:
+            abort_sent = True
+            for i in active:
+                self._actors[i].abort.remote()
+        return stop_sent, abort_sent
 
     def _deliver(
         self,

@@ -104,18 +104,16 @@ def _run_seconds(text: str, flag: str) -> float:
         raise UsageError(f"tokrate run: {flag} {text!r}: expected seconds (30, 30s, 2m)") from None
 
 
-def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The dotted load_spec overrides the flags ask for (endpoints/models aside)."""
-    import os
-
+def _load_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The load-shape flags: levels, warm-up and duration."""
     o: dict[str, object] = {}
+    if args.concurrency and args.rate:
+        raise UsageError("tokrate run: give --concurrency or --rate, not both")
     if args.concurrency:
         o["load.concurrency"] = _run_list(args.concurrency, int, "--concurrency")
         o["load.mode"] = "closed"
         o["load.rates"] = ()
     if args.rate:
-        if args.concurrency:
-            raise UsageError("tokrate run: give --concurrency or --rate, not both")
         o["load.rates"] = _run_list(args.rate, float, "--rate")
         o["load.mode"] = "open"
     if args.warmup:
@@ -130,23 +128,34 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["load.duration_s"] = _run_seconds(args.duration, "--duration")
         if args.requests is None:
             o["load.requests"] = None
-    simple = {
-        "arrival": "load.arrival",
-        "requests": "load.requests",
-        "targets_mode": "load.targets",
-        "client": "client.kind",
-        "api": "client.api",
-        "max_tokens": "prompts.max_tokens",
-        "seed": "load.seed",
-        "output_dir": "output.dir",
-        "run_id": "output.run_id",
-        "hardware": "output.hardware",
-        "workers": "load.workers",
-        "ray": "distributed.ray",
-        "baseline": "baseline",
-        "time_scale": "simulator.time_scale",
-    }
-    for attr, key in simple.items():
+    return o
+
+
+_SIMPLE_OVERRIDES = {
+    "arrival": "load.arrival",
+    "requests": "load.requests",
+    "targets_mode": "load.targets",
+    "client": "client.kind",
+    "api": "client.api",
+    "max_tokens": "prompts.max_tokens",
+    "seed": "load.seed",
+    "output_dir": "output.dir",
+    "run_id": "output.run_id",
+    "hardware": "output.hardware",
+    "workers": "load.workers",
+    "ray": "distributed.ray",
+    "baseline": "baseline",
+    "time_scale": "simulator.time_scale",
+    "label": "output.label",
+}
+
+
+def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The dotted load_spec overrides the flags ask for (endpoints/models aside)."""
+    import os
+
+    o = _load_overrides(args)
+    for attr, key in _SIMPLE_OVERRIDES.items():
         value = getattr(args, attr)
         if value is not None:
             o[key] = value
@@ -158,8 +167,6 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["output.report"] = False
     if args.no_preconnect:
         o["client.preconnect"] = False
-    if args.label is not None:
-        o["output.label"] = args.label
     if args.progress_interval is not None:
         o["output.progress_interval_s"] = _run_seconds(
             args.progress_interval, "--progress-interval"

@@ -9,10 +9,14 @@ and ``openai`` (:mod:`tokrate.client.sdk`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
+
+#: Longest wait (seconds, before t0) for a connection that delivered [DONE] and awaits
+#: only its body terminator, rather than opening a new connection.
+DRAIN_WAIT_S: Final = 0.05
 
 if TYPE_CHECKING:
     from tokrate.client.accumulate import StreamState

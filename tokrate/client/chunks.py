@@ -156,19 +156,23 @@ def classify_chunk(obj: Any) -> ChunkFacts:
     if not isinstance(choices, list):
         raise ChunkError("chunk choices is not a list")
     for choice in choices:
-        if not isinstance(choice, dict):
-            raise ChunkError("chunk choice is not an object")
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            if delta.get("content"):
-                facts.answer = True
-            if delta.get("reasoning_content") or delta.get("reasoning"):
-                facts.reasoning = True
-            if delta.get("tool_calls") or delta.get("function_call"):
-                facts.tool_call = True
-        elif choice.get("text"):
-            facts.answer = True
-        reason = choice.get("finish_reason")
-        if reason is not None:
-            facts.finish_reason = str(reason)
+        _merge_choice(facts, choice)
     return facts
+
+
+def _merge_choice(facts: ChunkFacts, choice: object) -> None:
+    if not isinstance(choice, dict):
+        raise ChunkError("chunk choice is not an object")
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        if delta.get("content"):
+            facts.answer = True
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            facts.reasoning = True
+        if delta.get("tool_calls") or delta.get("function_call"):
+            facts.tool_call = True
+    elif choice.get("text"):
+        facts.answer = True
+    reason = choice.get("finish_reason")
+    if reason is not None:
+        facts.finish_reason = str(reason)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import ssl
-import time
 from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any, Final
@@ -28,15 +27,14 @@ from tokrate.client.accumulate import (
     StreamState,
     needs_error_body,
 )
-from tokrate.client.base import with_usage_fallback
+from tokrate.client.attempt import Attempt
+from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
 from tokrate.client.connect_trace import ConnectTrace
-from tokrate.client.failures import classify_httpx_exception
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
-from tokrate.client.stream import DRAIN_WAIT_S
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["HttpxClient", "preconnect_http", "timeout_message"]
+__all__ = ["HTTP2_AVAILABLE", "HttpxClient", "preconnect_http"]
 
 HTTP2_AVAILABLE: Final = importlib.util.find_spec("h2") is not None
 #: Warm-up requests preconnect_http sends at once, and how long it reads each answer.
@@ -83,15 +81,6 @@ async def preconnect_http(client: Any, url: str, n: int, pool_size: int) -> list
                     await response.aread()
                 await response.aclose()
     return out
-
-
-def timeout_message(t: TimeoutsSpec, state: StreamState, *, total_hit: bool) -> str:
-    """The same one-line timeout messages as the fast client."""
-    if total_hit:
-        return f"total timeout {t.total_s:g} s expired"
-    if state.first_byte_ns is None:
-        return f"first-byte timeout {t.first_byte_s:g} s expired (no response body)"
-    return f"idle-gap timeout {t.idle_s:g} s expired after {state.bytes_received} bytes"
 
 
 class HttpxClient:
@@ -154,97 +143,64 @@ class HttpxClient:
         attempt: int,
         usage_rejected: bool,
     ) -> StreamResult:
-        t = self.timeouts
-        trace = ConnectTrace()
+        a = Attempt(
+            self.kind, req, self.timeouts,
+            attempt=attempt, usage_rejected=usage_rejected, watch=watch,
+        )  # fmt: skip
         request = self._client.build_request(
             "POST",
             req.url,
             content=req.body,
             headers=[*req.headers, ("Accept-Encoding", "identity")],
-            extensions={"trace": trace},
+            extensions={"trace": a.trace},
         )
-        state = StreamState()
-        if watch is not None:
-            watch(state)
-        loop = asyncio.get_running_loop()
-        got_headers = False
-        started_at = time.time()
-        t0 = perf_counter_ns()
-        total_deadline = loop.time() + t.total_s
-
-        def freeze() -> StreamResult:
-            state.connect_ns = trace.connect_ns
-            return state.result(
-                client=self.kind,
-                api=req.api,
-                endpoint=req.endpoint,
-                model=req.model,
-                t0_ns=t0,
-                started_at=started_at,
-                usage_rejected=usage_rejected,
-                attempt=attempt,
-            )
-
         try:
-            with anyio.CancelScope(
-                deadline=min(total_deadline, loop.time() + t.first_byte_s)
-            ) as cm:
+            with a.scope() as scope:
                 response = await self._client.send(request, stream=True)
-                got_headers = True
+                a.got_headers = True
                 try:
-                    status = response.status_code
-                    state.http_status = status
-                    ctype = response.headers.get("content-type", "")
-                    if needs_error_body(status, ctype):
-                        body = bytearray()
-                        async for data in response.aiter_raw():
-                            body += data
-                            if len(body) >= ERROR_BODY_LIMIT:
-                                break
-                        reason = response.reason_phrase
-                        state.fail_http(
-                            status,
-                            reason,
-                            ctype,
-                            bytes(body[:ERROR_BODY_LIMIT]),
-                            perf_counter_ns(),
-                            response.headers.get("retry-after"),
-                        )
-                    else:
-                        idle = t.idle_s
-                        raw = response.aiter_raw()
-                        async for data in raw:
-                            now = perf_counter_ns()
-                            if state.feed(data, now):
-                                break
-                            cm.deadline = min(total_deadline, loop.time() + idle)
-                        state.finish(perf_counter_ns())
-                        if state.done and state.error_class is None:
-                            # Read the body to its end (the chunked terminator follows
-                            # [DONE]), so the connection goes back to the pool instead of
-                            # being closed half-read.
-                            cm.deadline = min(total_deadline, loop.time() + DRAIN_WAIT_S)
-                            async for _ in raw:
-                                pass
+                    await self._read(a, response, scope)
                 finally:
                     with anyio.CancelScope(shield=True):  # close even when timed out
                         await response.aclose()
-            if cm.cancelled_caught:
-                total_hit = loop.time() >= total_deadline - 0.001
-                now = perf_counter_ns()
-                state.fail("timeout", timeout_message(t, state, total_hit=total_hit), now)
+            a.after_scope(scope)
         except asyncio.CancelledError:
-            state.fail("cancelled", "cancelled", perf_counter_ns())
-            if on_partial is not None:
-                on_partial(freeze())
+            a.cancelled(on_partial)
             raise
         except Exception as exc:  # every transport failure becomes data, none escapes
-            cls, message = classify_httpx_exception(exc, got_headers=got_headers)
-            now = perf_counter_ns()
-            if cls == "truncated":
-                state.finish(now)
-                if state.error_class == "truncated":
-                    state.error_message = f"{state.error_message} ({message})"
-            else:
-                state.fail(cls, message, now)
-        return freeze()
+            a.transport_failure(exc)
+        return a.result()
+
+    async def _read(self, a: Attempt, response: httpx.Response, scope: anyio.CancelScope) -> None:
+        """The response into the attempt's state: an error body, or the stream."""
+        state = a.state
+        status = response.status_code
+        state.http_status = status
+        ctype = response.headers.get("content-type", "")
+        if needs_error_body(status, ctype):
+            body = bytearray()
+            async for data in response.aiter_raw():
+                body += data
+                if len(body) >= ERROR_BODY_LIMIT:
+                    break
+            state.fail_http(
+                status,
+                response.reason_phrase,
+                ctype,
+                bytes(body[:ERROR_BODY_LIMIT]),
+                perf_counter_ns(),
+                response.headers.get("retry-after"),
+            )
+            return
+        raw = response.aiter_raw()
+        async for data in raw:
+            if state.feed(data, perf_counter_ns()):
+                break
+            a.read_on(scope)
+        state.finish(perf_counter_ns())
+        if state.done and state.error_class is None:
+            # Read the body to its end (the chunked terminator follows [DONE]), so the
+            # connection goes back to the pool instead of being closed half-read.
+            a.read_on(scope, DRAIN_WAIT_S)
+            async for _ in raw:
+                pass

@@ -14,7 +14,6 @@ One ``AsyncOpenAI`` per (base URL, key) over one pooled ``httpx.AsyncClient``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from time import perf_counter_ns
@@ -29,10 +28,10 @@ from tokrate.client.accumulate import (
     StreamState,
     needs_error_body,
 )
+from tokrate.client.attempt import Attempt
 from tokrate.client.base import with_usage_fallback
 from tokrate.client.connect_trace import ConnectTrace
-from tokrate.client.failures import classify_httpx_exception
-from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http, timeout_message
+from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import DEFAULT_MAX_LINE_BYTES, SSEProtocolError
@@ -185,7 +184,46 @@ class SdkClient:
         attempt: int,
         usage_rejected: bool,
     ) -> StreamResult:
-        t = self.timeouts
+        a = Attempt(
+            self.kind, req, self.timeouts,
+            attempt=attempt, usage_rejected=usage_rejected, watch=watch,
+        )  # fmt: skip
+        sdk, model, body, headers = self._call(req)
+        token = _CURRENT.set((a.state, a.trace))
+        try:
+            with a.scope() as scope:
+                create = (
+                    sdk.chat.completions.create if req.api == "chat" else sdk.completions.create
+                )
+                text = (
+                    {"messages": body.pop("messages")}
+                    if req.api == "chat"
+                    else {"prompt": body.pop("prompt")}
+                )
+                stream: Any = await create(
+                    model=model, stream=True, extra_body=body, extra_headers=headers, **text
+                )
+                a.got_headers = True
+                try:
+                    await self._read(a, stream, scope)
+                finally:
+                    with anyio.CancelScope(shield=True):  # close even when timed out
+                        await stream.response.aclose()
+            a.after_scope(scope)
+        except asyncio.CancelledError:
+            a.cancelled(on_partial)
+            raise
+        except Exception as exc:  # every failure becomes data, none escapes
+            self._failure(a, exc)
+        finally:
+            _CURRENT.reset(token)
+        return a.result()
+
+    def _call(
+        self, req: PreparedRequest
+    ) -> tuple[openai.AsyncOpenAI, str, dict[str, Any], dict[str, Any]]:
+        """(SDK client, model, remaining body fields, extra headers) of a prepared
+        request: the bearer key moves to the SDK client, the rest rides along."""
         body = orjson.loads(req.body)
         api_key: str | None = None
         headers: dict[str, Any] = {}
@@ -197,92 +235,41 @@ class SdkClient:
                 headers[name] = value
         if api_key is None:
             headers["Authorization"] = openai.Omit()
-        sdk = self._sdk(_split_url(req.url, req.api), api_key)
         model = body.pop("model")
         body.pop("stream", None)
-        state = StreamState()
-        if watch is not None:
-            watch(state)
-        loop = asyncio.get_running_loop()
-        got_headers = False
-        trace = ConnectTrace()
-        token = _CURRENT.set((state, trace))
-        started_at = time.time()
-        t0 = perf_counter_ns()
-        total_deadline = loop.time() + t.total_s
+        return self._sdk(_split_url(req.url, req.api), api_key), model, body, headers
 
-        def freeze() -> StreamResult:
-            state.connect_ns = trace.connect_ns
-            return state.result(
-                client=self.kind,
-                api=req.api,
-                endpoint=req.endpoint,
-                model=req.model,
-                t0_ns=t0,
-                started_at=started_at,
-                usage_rejected=usage_rejected,
-                attempt=attempt,
+    async def _read(self, a: Attempt, stream: Any, scope: anyio.CancelScope) -> None:
+        """The SDK's stream into the attempt's state (a 200 HTML/JSON page, on which
+        the SDK would just yield nothing, as an HTTP error with its body)."""
+        state = a.state
+        response = stream.response
+        state.http_status = response.status_code
+        ctype = response.headers.get("content-type", "")
+        if needs_error_body(response.status_code, ctype):
+            with anyio.CancelScope(shield=True):
+                raw = await response.aread()
+            state.fail_http(
+                response.status_code,
+                response.reason_phrase,
+                ctype,
+                raw[:ERROR_BODY_LIMIT],
+                perf_counter_ns(),
+                response.headers.get("retry-after"),
             )
+            return
+        async for chunk in stream:
+            if state.feed_chunk(chunk.to_dict(warnings=False), perf_counter_ns()):
+                break
+            a.read_on(scope)
+        state.finish(perf_counter_ns())
 
-        try:
-            with anyio.CancelScope(
-                deadline=min(total_deadline, loop.time() + t.first_byte_s)
-            ) as cm:
-                stream: Any
-                if req.api == "chat":
-                    stream = await sdk.chat.completions.create(
-                        model=model,
-                        messages=body.pop("messages"),
-                        stream=True,
-                        extra_body=body,
-                        extra_headers=headers,
-                    )
-                else:
-                    stream = await sdk.completions.create(
-                        model=model,
-                        prompt=body.pop("prompt"),
-                        stream=True,
-                        extra_body=body,
-                        extra_headers=headers,
-                    )
-                got_headers = True
-                response = stream.response
-                state.http_status = response.status_code
-                ctype = response.headers.get("content-type", "")
-                if needs_error_body(response.status_code, ctype):
-                    # A 200 HTML/JSON page: the SDK would just yield nothing.
-                    with anyio.CancelScope(shield=True):
-                        raw = await response.aread()
-                    state.fail_http(
-                        response.status_code,
-                        response.reason_phrase,
-                        ctype,
-                        raw[:ERROR_BODY_LIMIT],
-                        perf_counter_ns(),
-                        response.headers.get("retry-after"),
-                    )
-                    return freeze()
-                idle = t.idle_s
-                try:
-                    async for chunk in stream:
-                        now = perf_counter_ns()
-                        if state.feed_chunk(chunk.to_dict(warnings=False), now):
-                            break
-                        cm.deadline = min(total_deadline, loop.time() + idle)
-                    state.finish(perf_counter_ns())
-                finally:
-                    with anyio.CancelScope(shield=True):  # close even when timed out
-                        await stream.response.aclose()
-            if cm.cancelled_caught:
-                total_hit = loop.time() >= total_deadline - 0.001
-                now = perf_counter_ns()
-                state.fail("timeout", timeout_message(t, state, total_hit=total_hit), now)
-        except asyncio.CancelledError:
-            state.fail("cancelled", "cancelled", perf_counter_ns())
-            if on_partial is not None:
-                on_partial(freeze())
-            raise
-        except openai.APIStatusError as exc:
+    @staticmethod
+    def _failure(a: Attempt, exc: Exception) -> None:
+        """The SDK's exceptions as data: an HTTP status with its body, an error event
+        inside the stream, bad framing or JSON, or a transport failure."""
+        state = a.state
+        if isinstance(exc, openai.APIStatusError):
             response = exc.response
             try:
                 raw = response.content
@@ -296,26 +283,12 @@ class SdkClient:
                 perf_counter_ns(),
                 response.headers.get("retry-after"),
             )
-        except openai.APIError as exc:
-            if isinstance(exc, openai.APIConnectionError):
-                cls, message = classify_httpx_exception(exc, got_headers=got_headers)
-                state.fail(cls, message, perf_counter_ns())
-            else:
-                # An error object inside the stream: classify it like the other clients.
-                state.feed_chunk({"error": exc.body or {"message": exc.message}}, perf_counter_ns())
-        except SSEProtocolError as exc:
+        elif isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+            # An error object inside the stream: classify it like the other clients.
+            state.feed_chunk({"error": exc.body or {"message": exc.message}}, perf_counter_ns())
+        elif isinstance(exc, SSEProtocolError):
             state.fail("protocol", str(exc), perf_counter_ns())
-        except ValueError as exc:  # json.JSONDecodeError from the SDK's SSE decoding
+        elif isinstance(exc, ValueError):  # json.JSONDecodeError from the SDK's SSE decoding
             state.fail("protocol", f"data is not JSON: {exc}", perf_counter_ns())
-        except Exception as exc:  # every transport failure becomes data, none escapes
-            cls, message = classify_httpx_exception(exc, got_headers=got_headers)
-            now = perf_counter_ns()
-            if cls == "truncated":
-                state.finish(now)
-                if state.error_class == "truncated":
-                    state.error_message = f"{state.error_message} ({message})"
-            else:
-                state.fail(cls, message, now)
-        finally:
-            _CURRENT.reset(token)
-        return freeze()
+        else:
+            a.transport_failure(exc)

@@ -31,318 +31,28 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import sys
 import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, Final
-from urllib.parse import urlsplit
 
-import httptools
-
-from tokrate import __version__
+from tokrate._version import __version__
 from tokrate.client.accumulate import (
-    ERROR_BODY_LIMIT,
     StreamState,
-    needs_error_body,
 )
-from tokrate.client.base import with_usage_fallback
+from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
+from tokrate.client.connection import Connection, URLTarget, parse_target, proxy_for
 from tokrate.client.failures import classify_exception
 from tokrate.client.request import PreparedRequest
-from tokrate.client.result import NS_PER_S, StreamResult
+from tokrate.client.result import StreamResult
 from tokrate.spec import TimeoutsSpec
 
 __all__ = ["DRAIN_WAIT_S", "FastClient"]
 
 _USER_AGENT: Final = f"tokrate/{__version__}"
-#: Longest wait (seconds, before t0) for a connection that delivered [DONE] and awaits
-#: only its body terminator, rather than opening a new connection.
-DRAIN_WAIT_S: Final = 0.05
 #: Connections :meth:`FastClient.preconnect` opens at once (a burst of hundreds of
 #: SYNs can overflow a server's accept backlog).
 _PRECONNECT_BATCH: Final = 64
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    scheme: str
-    host: str
-    port: int
-    path: str
-    host_header: str
-
-    @property
-    def origin(self) -> tuple[str, str, int]:
-        return (self.scheme, self.host, self.port)
-
-
-def _parse_target(url: str) -> _Target:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"unsupported URL {url!r} (need http:// or https://)")
-    default = 443 if scheme == "https" else 80
-    port = parts.port or default
-    host = parts.hostname
-    shown = f"[{host}]" if ":" in host else host
-    host_header = shown if port == default else f"{shown}:{port}"
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return _Target(scheme, host, port, path, host_header)
-
-
-def proxy_for(url: str) -> str | None:
-    """The proxy URL the environment sets for ``url`` (None when none applies)."""
-    parts = urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
-    if not proxy:
-        return None
-    host = parts.hostname or ""
-    if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
-        return None
-    return proxy
-
-
-class _Conn(asyncio.Protocol):
-    """One HTTP/1.1 connection; serves one request at a time (no pipelining)."""
-
-    def __init__(self, client: FastClient, origin: tuple[str, str, int]) -> None:
-        self.client = client
-        self.origin = origin
-        self.loop = asyncio.get_running_loop()
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.closed = False
-        self.state: StreamState | None = None
-        self.waiter: asyncio.Future[None] | None = None
-        self.now = 0
-        self.last_rx_ns = 0
-        self.rx_bytes = 0
-        self.reason = b""
-        self.headers_done = False
-        self.content_type = b""
-        self.retry_after: str | None = None
-        self.err_body: bytearray | None = None
-        self.draining = False
-        self.timer: asyncio.TimerHandle | None = None
-        self.t0_ns = 0
-        self.total_deadline_ns = 0
-        self.first_byte_deadline_ns = 0
-        self.idle_ns = 0
-        self.timeouts = TimeoutsSpec()
-
-    # --- transport callbacks ----------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()  # first: the arrival stamp of these bytes
-        # Parse later, once per loop iteration: when many sockets are readable at once
-        # every one of them is stamped before any is parsed, so parsing stream k never
-        # delays the stamp of stream k+1 (the burst lag at hundreds of streams).
-        client = self.client
-        client._pending.append((self, data, now))
-        if not client._drain_scheduled:
-            client._drain_scheduled = True
-            self.loop.call_soon(client._drain)
-
-    def process(self, data: bytes, now: int) -> None:
-        """Parse one read stamped ``now`` (called from FastClient._drain)."""
-        self.now = now
-        self.last_rx_ns = now
-        self.rx_bytes += len(data)
-        if self.state is None and not self.draining:
-            # Bytes nobody asked for on an idle connection: it cannot be trusted.
-            self.close()
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            msg = " ".join(str(exc).split())[:120]
-            self._fail("protocol", f"invalid HTTP response: {type(exc).__name__} {msg}")
-            self.close()
-
-    def eof_received(self) -> bool:
-        return False  # close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        now = perf_counter_ns()
-        self.client._drain()  # bytes that arrived before the close come first
-        self.closed = True
-        self.draining = False
-        self.client._forget(self)
-        state = self.state
-        if state is None:
-            return
-        if self.err_body is not None:
-            self._finish_error_body(now)
-        elif not self.headers_done:
-            if exc is not None:
-                cls, message = classify_exception(exc, connected=True)
-                state.fail(cls, message, now)
-            else:
-                state.fail(
-                    "truncated" if self.rx_bytes else "protocol",
-                    "connection closed before response headers",
-                    now,
-                )
-        else:
-            # Close-delimited bodies end here; otherwise truncated unless [DONE] or a
-            # finish_reason was seen (StreamState.finish decides).
-            state.finish(now)
-        self._resolve()
-
-    # --- httptools callbacks ----------------------------------------------------------
-
-    def on_status(self, status: bytes) -> None:
-        self.reason = status
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lower = name.lower()
-        if lower == b"content-type":
-            self.content_type = value.lower()
-        elif lower == b"retry-after":
-            self.retry_after = value.decode("latin-1", "replace")
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if status < 200:  # 100 Continue / 103 Early Hints: a final response follows
-            return
-        self.headers_done = True
-        state = self.state
-        if state is None:
-            return
-        state.http_status = status
-        if needs_error_body(status, self.content_type.decode("latin-1")):
-            self.err_body = bytearray()
-
-    def on_body(self, body: bytes) -> None:
-        err = self.err_body
-        if err is not None:
-            if len(err) < ERROR_BODY_LIMIT:
-                err += body[: ERROR_BODY_LIMIT - len(err)]
-            return
-        state = self.state
-        if state is not None and state.feed(body, self.now):
-            if state.done and state.error_class is None:
-                # [DONE]: the result is complete; the terminating chunk usually follows
-                # in the same read, and the connection returns to the pool then.
-                self.draining = True
-                self._resolve()
-            else:
-                self._resolve()
-                self.close()
-
-    def on_message_complete(self) -> None:
-        if self.parser.get_status_code() < 200:
-            return  # an interim 1xx response; the real one follows on this connection
-        now = self.now
-        state = self.state
-        if state is not None:
-            if self.err_body is not None:
-                self._finish_error_body(now)
-            else:
-                state.finish(now)
-            self._resolve()
-        keep = self.parser.should_keep_alive()
-        if self.draining or state is not None:
-            self.draining = False
-            if keep and not self.closed:
-                self.client._release(self)
-            else:
-                self.close()
-
-    # --- request lifecycle ------------------------------------------------------------
-
-    def start(
-        self, state: StreamState, waiter: asyncio.Future[None], t0_ns: int, t: TimeoutsSpec
-    ) -> None:
-        self.state = state
-        self.waiter = waiter
-        self.headers_done = False
-        self.content_type = b""
-        self.retry_after = None
-        self.err_body = None
-        self.reason = b""
-        self.rx_bytes = 0
-        self.t0_ns = t0_ns
-        self.total_deadline_ns = t0_ns + int(t.total_s * NS_PER_S)
-        self.first_byte_deadline_ns = perf_counter_ns() + int(t.first_byte_s * NS_PER_S)
-        self.idle_ns = int(t.idle_s * NS_PER_S)
-        self.timeouts = t
-        self._arm(min(self.total_deadline_ns, self.first_byte_deadline_ns))
-
-    def _arm(self, deadline_ns: int) -> None:
-        delay = max(0.0, (deadline_ns - perf_counter_ns()) / NS_PER_S)
-        self.timer = self.loop.call_later(delay, self._check)
-
-    def _check(self) -> None:
-        self.timer = None
-        self.client._drain()  # a read stamped but not yet parsed is not idle time
-        state = self.state
-        if state is None:
-            return
-        now = perf_counter_ns()
-        t = self.timeouts
-        if now >= self.total_deadline_ns:
-            message = f"total timeout {t.total_s:g} s expired"
-        elif state.first_byte_ns is None:
-            if now < self.first_byte_deadline_ns:
-                self._arm(min(self.total_deadline_ns, self.first_byte_deadline_ns))
-                return
-            message = f"first-byte timeout {t.first_byte_s:g} s expired (no response body)"
-        else:
-            idle_deadline = self.last_rx_ns + self.idle_ns
-            if now < idle_deadline:
-                self._arm(min(self.total_deadline_ns, idle_deadline))
-                return
-            message = f"idle-gap timeout {t.idle_s:g} s expired after {state.bytes_received} bytes"
-        state.fail("timeout", message, now)
-        self._resolve()
-        self.close()
-
-    def _finish_error_body(self, now: int) -> None:
-        state = self.state
-        assert state is not None and self.err_body is not None
-        state.fail_http(
-            state.http_status or 0,
-            self.reason.decode("latin-1", "replace"),
-            self.content_type.decode("latin-1", "replace"),
-            bytes(self.err_body),
-            now,
-            self.retry_after,
-        )
-
-    def _fail(self, error_class: str, message: str) -> None:
-        state = self.state
-        if state is not None:
-            state.fail(error_class, message, perf_counter_ns())
-            self._resolve()
-
-    def _resolve(self) -> None:
-        """Hand the result to the waiting request exactly once and detach from it."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        self.state = None
-        waiter = self.waiter
-        self.waiter = None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def close(self) -> None:
-        self.draining = False
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.abort()
-        self.client._forget(self)
-        self.client._wake(self.origin)
 
 
 class FastClient:
@@ -368,14 +78,14 @@ class FastClient:
         self.timeouts = timeouts
         self.notices: list[str] = []
         self._ssl_context = ssl_context
-        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
-        self._open: dict[tuple[str, str, int], set[_Conn]] = {}
-        self._targets: dict[str, _Target] = {}
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._open: dict[tuple[str, str, int], set[Connection]] = {}
+        self._targets: dict[str, URLTarget] = {}
         self._proxied: dict[str, bool] = {}
         self._fallback: Any = None
         self._closed = False
-        self._pending: list[tuple[_Conn, bytes, int]] = []
-        self._drain_scheduled = False
+        self.pending_reads: list[tuple[Connection, bytes, int]] = []
+        self.drain_scheduled = False
         # Requests holding (or opening) a connection, per origin: the pool overflowed
         # only when this exceeds pool_size.
         self._busy: dict[tuple[str, str, int], int] = {}
@@ -387,18 +97,18 @@ class FastClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _drain(self) -> None:
+    def drain_reads(self) -> None:
         """Parse every stamped-but-unparsed read, in arrival order."""
-        self._drain_scheduled = False
-        pending = self._pending
+        self.drain_scheduled = False
+        pending = self.pending_reads
         if pending:
-            self._pending = []
+            self.pending_reads = []
             for conn, data, now in pending:
                 conn.process(data, now)
 
     # --- pool -------------------------------------------------------------------------
 
-    def _forget(self, conn: _Conn) -> None:
+    def forget(self, conn: Connection) -> None:
         idle = self._idle.get(conn.origin)
         if idle is not None and conn in idle:
             idle.remove(conn)
@@ -406,15 +116,15 @@ class FastClient:
         if opened is not None:
             opened.discard(conn)
 
-    def _release(self, conn: _Conn) -> None:
+    def release(self, conn: Connection) -> None:
         idle = self._idle.setdefault(conn.origin, [])
         if self._closed or len(idle) >= self.pool_size:
             conn.close()
         else:
             idle.append(conn)
-            self._wake(conn.origin)
+            self.wake(conn.origin)
 
-    def _wake(self, origin: tuple[str, str, int]) -> None:
+    def wake(self, origin: tuple[str, str, int]) -> None:
         """A connection of ``origin`` went idle or away: wake one drain waiter."""
         waiters = self._drain_waiters.get(origin)
         while waiters:
@@ -423,7 +133,7 @@ class FastClient:
                 waiter.set_result(None)
                 return
 
-    def _take_idle(self, origin: tuple[str, str, int]) -> _Conn | None:
+    def _take_idle(self, origin: tuple[str, str, int]) -> Connection | None:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
@@ -431,7 +141,7 @@ class FastClient:
                 return conn
         return None
 
-    async def _idle_or_drained(self, origin: tuple[str, str, int]) -> _Conn | None:
+    async def _idle_or_drained(self, origin: tuple[str, str, int]) -> Connection | None:
         """An idle connection; else, while some connection is only reading its body
         terminator and no other request already waits for it, that one (waited for
         up to DRAIN_WAIT_S); else None: then a new connection must be opened. One
@@ -455,13 +165,13 @@ class FastClient:
                 waiters.remove(waiter)
         return self._take_idle(origin)
 
-    async def _connect(self, target: _Target) -> tuple[_Conn, int]:
+    async def _connect(self, target: URLTarget) -> tuple[Connection, int]:
         """Open a new connection to ``target``'s origin; returns it and its set-up time
         (ns: DNS + TCP + TLS). Raises what create_connection raises, or TimeoutError."""
         origin = target.origin
         opened = self._open.setdefault(origin, set())
         loop = asyncio.get_running_loop()
-        conn = _Conn(self, origin)
+        conn = Connection(self, origin)
         ctx: ssl.SSLContext | None = None
         if target.scheme == "https":
             ctx = self._ssl_context or ssl.create_default_context()
@@ -483,7 +193,7 @@ class FastClient:
             raise
         return conn, perf_counter_ns() - start
 
-    def _note_overflow(self, target: _Target) -> None:
+    def _note_overflow(self, target: URLTarget) -> None:
         """Called before a request opens a new connection: the pool overflowed only when
         more requests are in flight to the origin than pool_size."""
         in_flight = self._busy.get(target.origin, 0)
@@ -519,7 +229,7 @@ class FastClient:
                 out.append(None)
                 return
             out.append(took)
-            self._release(conn)
+            self.release(conn)
 
         remaining = min(n, self.pool_size)
         while remaining > 0:
@@ -530,13 +240,13 @@ class FastClient:
 
     # --- requests ---------------------------------------------------------------------
 
-    def _target(self, url: str) -> _Target:
+    def _target(self, url: str) -> URLTarget:
         target = self._targets.get(url)
         if target is None:
-            target = self._targets[url] = _parse_target(url)
+            target = self._targets[url] = parse_target(url)
         return target
 
-    def _head(self, req: PreparedRequest, target: _Target) -> bytes:
+    def _head(self, req: PreparedRequest, target: URLTarget) -> bytes:
         lines = [
             f"POST {target.path} HTTP/1.1",
             f"Host: {target.host_header}",
@@ -559,7 +269,6 @@ class FastClient:
                     "using the httpx client for it"
                 )
                 self.notices.append(notice)
-                print(notice, file=sys.stderr)
         if proxied and self._fallback is None:
             from tokrate.client.httpx_client import HttpxClient
 
@@ -605,7 +314,7 @@ class FastClient:
     async def _attempt(
         self,
         req: PreparedRequest,
-        target: _Target,
+        target: URLTarget,
         on_partial: Callable[[StreamResult], None] | None,
         watch: Callable[[StreamState], None] | None,
         *,

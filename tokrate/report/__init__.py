@@ -32,7 +32,7 @@ from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
-from tokrate.report.html import ChartImage, render_html
+from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
     comparison_table,
@@ -397,16 +397,18 @@ class _Document:
     def html(self) -> str:
         tier, tables, errors = self.tables()
         return render_html(
-            title=self.title(),
-            meta=self.meta() + self.fit_notes(),
-            banners=self.banners(),
-            warnings=self.warnings,
-            tier=tier,
-            tables=tables,
-            charts=self.images,
-            notes=self.notes,
-            errors=errors,
-            configs=[(k, r.info.config) for k, r in self.runs],
+            Page(
+                title=self.title(),
+                meta=self.meta() + self.fit_notes(),
+                banners=self.banners(),
+                warnings=self.warnings,
+                tier=tier,
+                tables=tables,
+                charts=self.images,
+                notes=self.notes,
+                errors=errors,
+                configs=[(k, r.info.config) for k, r in self.runs],
+            )
         )
 
     def markdown(self) -> str:

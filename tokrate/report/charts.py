@@ -129,7 +129,7 @@ def _label_repel(
     # Solve the layout first, so the pixel geometry the labels are placed in is final
     # (constrained layout ignores annotations, so placing them does not move the axes).
     fig.draw_without_rendering()
-    renderer = canvas.get_renderer()
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
     order = sorted(range(len(labels)), key=lambda i: (xs[i], ys[i], labels[i]))
     placed: list[Any] = []
     for i in order:

@@ -287,10 +287,10 @@ def nice_bin_width(span_s: float, bins: int = 60) -> float:
     raw = span_s / bins
     exp = math.floor(math.log10(raw))
     for m in (1.0, 2.0, 5.0, 10.0):
-        width = m * 10**exp
+        width = m * 10.0**exp
         if width >= raw:
             return width
-    return 10.0 ** (exp + 1)
+    return float(10.0 ** (exp + 1))
 
 
 def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:

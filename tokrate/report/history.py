@@ -20,7 +20,7 @@ import polars as pl
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
 from tokrate.history import DEFAULT_HISTORY_METRICS, NOISE_SIGMAS, History, load_history
-from tokrate.report.html import ChartImage, render_html
+from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import Table
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 from tokrate.thresholds import DEFAULT_THRESHOLDS, Threshold
@@ -185,22 +185,19 @@ def _html(history: History, rows: list[dict[str, str]], charts: dict[str, bytes]
         for m, png in charts.items()
     ]
     return render_html(
-        title=f"tokrate history: {history.runs} runs under {history.root}",
-        meta=(
-            ("folder", history.root),
-            ("runs", str(history.runs)),
-            ("changes detected", str(history.changes.height)),
-            ("noise window", f"{history.window} runs"),
-            ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
-        ),
-        banners=(),
-        warnings=history.warnings,
-        tier=None,
-        tables=(table,),
-        charts=images,
-        notes=(),
-        errors=None,
-        configs=(),
+        Page(
+            title=f"tokrate history: {history.runs} runs under {history.root}",
+            meta=(
+                ("folder", history.root),
+                ("runs", str(history.runs)),
+                ("changes detected", str(history.changes.height)),
+                ("noise window", f"{history.window} runs"),
+                ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
+            ),
+            warnings=history.warnings,
+            tables=(table,),
+            charts=images,
+        )
     )
 
 

@@ -19,7 +19,7 @@ import orjson
 from tokrate.redact import Redactor
 from tokrate.report.tables import Table
 
-__all__ = ["DEFINITIONS", "ChartImage", "render_html"]
+__all__ = ["DEFINITIONS", "ChartImage", "Page", "render_html"]
 
 #: What every number means (DESIGN.md "Definitions"), shown at the end of the report.
 DEFINITIONS: Final = (
@@ -111,19 +111,23 @@ def _table_html(table: Table, *, html_id: str) -> str:
     )
 
 
-def render_html(
-    *,
-    title: str,
-    meta: Sequence[tuple[str, str]],
-    banners: Sequence[str],
-    warnings: Sequence[str],
-    tier: Table | None,
-    tables: Sequence[Table],
-    charts: Sequence[ChartImage],
-    notes: Sequence[str],
-    errors: Table | None,
-    configs: Sequence[tuple[str, Any]],
-) -> str:
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What one HTML page shows, in the order it shows it."""
+
+    title: str
+    meta: Sequence[tuple[str, str]]
+    banners: Sequence[str] = ()
+    warnings: Sequence[str] = ()
+    tier: Table | None = None
+    tables: Sequence[Table] = ()
+    charts: Sequence[ChartImage] = ()
+    notes: Sequence[str] = ()
+    errors: Table | None = None
+    configs: Sequence[tuple[str, Any]] = ()
+
+
+def render_html(page: Page) -> str:
     """The whole report as one HTML string (UTF-8, no external references).
 
     Order: title, banners (interrupted runs), metadata, warnings, the tier pick table
@@ -132,34 +136,34 @@ def render_html(
     """
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        '<html lang="en"><head><page.meta charset="utf-8">',
+        '<page.meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<page.meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "img-src data:; style-src 'unsafe-inline'\">",
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<header><h1>{_e(title)}</h1>",
+        f"<page.title>{_e(page.title)}</page.title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{_e(page.title)}</h1>",
     ]
-    parts += [f'<p class="banner" role="status">{_e(b)}</p>' for b in banners]
+    parts += [f'<p class="banner" role="status">{_e(b)}</p>' for b in page.banners]
     parts.append('<dl class="meta">')
-    parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta]
+    parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in page.meta]
     parts.append("</dl></header>")
-    if warnings:
-        parts.append(f'<section id="warnings"><h2>Warnings ({len(warnings)})</h2><ul>')
-        parts += [f"<li>{_e(w)}</li>" for w in warnings[:_SHOWN_WARNINGS]]
+    if page.warnings:
+        parts.append(f'<section id="warnings"><h2>Warnings ({len(page.warnings)})</h2><ul>')
+        parts += [f"<li>{_e(w)}</li>" for w in page.warnings[:_SHOWN_WARNINGS]]
         parts.append("</ul>")
-        if len(warnings) > _SHOWN_WARNINGS:
-            rest = warnings[_SHOWN_WARNINGS:]
+        if len(page.warnings) > _SHOWN_WARNINGS:
+            rest = page.warnings[_SHOWN_WARNINGS:]
             parts.append(f"<details><summary>{len(rest)} more</summary><ul>")
             parts += [f"<li>{_e(w)}</li>" for w in rest]
             parts.append("</ul></details>")
         parts.append("</section>")
-    if tier is not None:
-        parts.append(_table_html(tier, html_id="tier-pick"))
-    for i, table in enumerate(tables):
+    if page.tier is not None:
+        parts.append(_table_html(page.tier, html_id="tier-pick"))
+    for i, table in enumerate(page.tables):
         parts.append(_table_html(table, html_id=f"summary-{i}"))
-    if charts:
+    if page.charts:
         parts.append('<section id="charts"><h2>Charts</h2>')
-        for chart in charts:
+        for chart in page.charts:
             data = base64.b64encode(chart.png).decode("ascii")
             parts.append(
                 f'<figure id="chart-{_e(chart.name)}"><h3>{_e(chart.title)}</h3>'
@@ -167,17 +171,17 @@ def render_html(
                 f"<figcaption>{_e(chart.caption)}</figcaption></figure>"
             )
         parts.append("</section>")
-    if notes:
+    if page.notes:
         parts.append('<section id="left-out"><h2>Left out</h2><ul class="notes">')
-        parts += [f"<li>{_e(n)}</li>" for n in notes]
+        parts += [f"<li>{_e(n)}</li>" for n in page.notes]
         parts.append("</ul></section>")
-    if errors is not None and errors.rows:
-        parts.append(_table_html(errors, html_id="errors"))
-    elif errors is not None:
+    if page.errors is not None and page.errors.rows:
+        parts.append(_table_html(page.errors, html_id="errors"))
+    elif page.errors is not None:
         parts.append('<section id="errors"><h2>Errors</h2><p>No failed requests.</p></section>')
-    if configs:
+    if page.configs:
         parts.append('<section id="config"><h2>Configuration</h2>')
-        for key, config in configs:
+        for key, config in page.configs:
             text = orjson.dumps(
                 Redactor().value(config), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
             ).decode()

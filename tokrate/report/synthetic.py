@@ -23,7 +23,13 @@ from tokrate.hardware import get_hardware
 from tokrate.physics import DEFAULT_TIER_SIZES, decode_bound_tps, prefill_s
 from tokrate.records import RECORD_POLARS_SCHEMA
 
-__all__ = ["SyntheticTier", "default_synthetic_tiers", "synthetic_frame", "synthetic_run"]
+__all__ = [
+    "SyntheticLoad",
+    "SyntheticTier",
+    "default_synthetic_tiers",
+    "synthetic_frame",
+    "synthetic_run",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,61 +50,65 @@ def default_synthetic_tiers() -> tuple[SyntheticTier, ...]:
     )
 
 
-def synthetic_frame(
-    *,
-    run_id: str,
-    tiers: Sequence[SyntheticTier],
-    concurrency: Sequence[int] = (1,),
-    requests_per_level: int = 40,
-    hardware: str = "a100-80g",
-    efficiency: float = 0.8,
-    output_tokens: int = 64,
-    input_tokens: int = 256,
-    chunk_offsets: bool = True,
-    error_rate: float = 0.0,
-    endpoint: str = "sim",
-    tasks: Sequence[str] = ("chat", "code"),
-    seed: int = 0,
-    start_at: float = 1_780_000_000.0,
-) -> pl.DataFrame:
-    """Records (RECORD_POLARS_SCHEMA) for every tier x concurrency level.
+@dataclass(frozen=True, slots=True)
+class SyntheticLoad:
+    """How the synthetic requests are shaped. ``chunk_offsets`` False leaves
+    ``chunk_offsets_s`` empty (smaller frames for benchmarks); ``error_rate`` of
+    requests fail as http_5xx with an error body."""
 
-    ``chunk_offsets`` False leaves ``chunk_offsets_s`` empty (smaller frames for
-    benchmarks). ``error_rate`` of requests fail as http_5xx with an error body.
-    Requests of one level run back to back, ``concurrency`` at a time.
-    """
-    rng = np.random.default_rng(seed)
-    gpu = get_hardware(hardware)
+    concurrency: Sequence[int] = (1,)
+    requests_per_level: int = 40
+    hardware: str = "a100-80g"
+    efficiency: float = 0.8
+    output_tokens: int = 64
+    input_tokens: int = 256
+    chunk_offsets: bool = True
+    error_rate: float = 0.0
+    endpoint: str = "sim"
+    tasks: Sequence[str] = ("chat", "code")
+    seed: int = 0
+    start_at: float = 1_780_000_000.0
+
+
+def synthetic_frame(
+    *, run_id: str, tiers: Sequence[SyntheticTier], load: SyntheticLoad = SyntheticLoad()
+) -> pl.DataFrame:
+    """Records (RECORD_POLARS_SCHEMA) for every tier x concurrency level. Requests of
+    one level run back to back, ``load.concurrency`` at a time."""
+    rng = np.random.default_rng(load.seed)
+    gpu = get_hardware(load.hardware)
     parts: list[pl.DataFrame] = []
-    t_cursor = start_at
+    t_cursor = load.start_at
     index = 0
-    for c in concurrency:
+    for c in load.concurrency:
         for tier in tiers:
-            n = requests_per_level
+            n = load.requests_per_level
             hw = gpu.scaled(tier.gpus)
             bound = decode_bound_tps(
                 hw.bandwidth_bytes_per_s, tier.active_params_b, tier.bytes_per_param
             )
             # Batching: c streams share each weight read; per-stream speed falls slowly.
-            per_stream = bound * efficiency / (1.0 + 0.04 * (c - 1))
+            per_stream = bound * load.efficiency / (1.0 + 0.04 * (c - 1))
             tps = per_stream * rng.lognormal(0.0, 0.04, n).clip(0.8, 1.2)
             tps = np.minimum(tps, bound * 0.999)
-            prefill = prefill_s(tier.active_params_b, input_tokens, hw.flops_per_s * efficiency)
+            prefill = prefill_s(
+                tier.active_params_b, load.input_tokens, hw.flops_per_s * load.efficiency
+            )
             ttft = (0.01 + prefill * (1.0 + 0.3 * (c - 1))) * rng.lognormal(0.0, 0.1, n)
-            out_tok = np.full(n, output_tokens, dtype=np.int64)
+            out_tok = np.full(n, load.output_tokens, dtype=np.int64)
             tpot = 1.0 / tps
             e2e = ttft + tpot * (out_tok - 1)
             slot = np.arange(n) // max(1, c)
             started = t_cursor + slot * float(np.mean(e2e) if n else 0.0)
-            failed = rng.random(n) < error_rate
+            failed = rng.random(n) < load.error_rate
             frame = pl.DataFrame(
                 {
                     "run_id": run_id,
-                    "endpoint": endpoint,
+                    "endpoint": load.endpoint,
                     "model": tier.name,
                     "scenario": f"c{c}",
                     "prompt_id": pl.Series(np.arange(n) % 50).cast(pl.String),
-                    "task": pl.Series(np.array(tasks)[np.arange(n) % len(tasks)]),
+                    "task": pl.Series(np.array(load.tasks)[np.arange(n) % len(load.tasks)]),
                     "request_index": np.arange(index, index + n),
                     "started_at": started,
                     "t0_ns": (started * 1e9).astype(np.int64),
@@ -108,7 +118,7 @@ def synthetic_frame(
                     "first_answer_s": np.where(failed, np.nan, ttft),
                     "e2e_s": np.where(failed, 0.05, e2e),
                     "tpot_s": np.where(failed, np.nan, tpot),
-                    "input_tokens": np.full(n, input_tokens),
+                    "input_tokens": np.full(n, load.input_tokens),
                     "output_tokens": np.where(failed, 0, out_tok),
                     "tokens_source": "usage",
                     "_failed": failed,
@@ -134,8 +144,8 @@ def synthetic_frame(
                 .then(pl.lit("upstream error: overloaded"))
                 .alias("error_message"),
             )
-            if chunk_offsets and n:
-                steps = np.arange(output_tokens, dtype=np.float64)
+            if load.chunk_offsets and n:
+                steps = np.arange(load.output_tokens, dtype=np.float64)
                 offs = ttft[:, None] + tpot[:, None] * steps[None, :]
                 frame = frame.with_columns(
                     pl.Series("chunk_offsets_s", offs).cast(pl.List(pl.Float64))
@@ -174,11 +184,10 @@ def synthetic_run(
     **kwargs: Any,
 ) -> Path:
     """Write a run folder at ``path`` (created) and return it. ``kwargs`` go to
-    :func:`synthetic_frame`."""
+    :class:`SyntheticLoad`."""
     tiers = tuple(tiers or default_synthetic_tiers())
-    frame = synthetic_frame(
-        run_id=run_id, tiers=tiers, concurrency=concurrency, hardware=hardware, **kwargs
-    )
+    load = SyntheticLoad(concurrency=concurrency, hardware=hardware, **kwargs)
+    frame = synthetic_frame(run_id=run_id, tiers=tiers, load=load)
     path.mkdir(parents=True, exist_ok=True)
     frame.write_parquet(path / "records.parquet")
     endpoint = kwargs.get("endpoint", "sim")

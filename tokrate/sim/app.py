@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 from tokrate.sim.faults import FaultPlan, FaultRule
-from tokrate.sim.model import TierTiming, count_chat_tokens, count_text_tokens, token_bytes
+from tokrate.sim.model import TierTiming, token_bytes
 from tokrate.sim.protocol import ChunkBytes, completion_body, error_body, usage_dict
+from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found, plan_request
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog
 
@@ -49,36 +50,9 @@ _HTML_ERROR = (
     b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
 )
 
-# Parameters whose non-default values the simulator cannot honour: name -> the only
-# accepted value(s). Anything else in the body is accepted and ignored, as vLLM does.
-_UNSUPPORTED: Mapping[str, tuple[object, ...]] = {
-    "n": (1, None),
-    "best_of": (1, None),
-    "echo": (False, None),
-    "logprobs": (False, None, 0),
-    "top_logprobs": (None, 0),
-    "suffix": (None, ""),
-}
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str, type_: str, param: str | None, code: str | None):
-        super().__init__(message)
-        self.status, self.message, self.type_, self.param, self.code = (
-            status,
-            message,
-            type_,
-            param,
-            code,
-        )
-
 
 class _ClientGone(Exception):
     """The client disconnected before its request body was complete."""
-
-
-def _invalid(message: str, param: str | None = None, code: str | None = None) -> _BadRequest:
-    return _BadRequest(400, message, "invalid_request_error", param, code)
 
 
 class ServerStopping(Exception):
@@ -195,13 +169,13 @@ class SimApp:
                 name = path[len("/v1/models/") :]
                 found = [m for m in self._models() if m["id"] == name]
                 if not found:
-                    raise _model_not_found(name)
+                    raise model_not_found(name)
                 await _respond(send, 200, orjson.dumps(found[0]))
                 return
-            raise _BadRequest(
+            raise BadRequest(
                 404, f"Unknown path {path!r}", "invalid_request_error", None, "unknown_url"
             )
-        except _BadRequest as err:
+        except BadRequest as err:
             await _respond(
                 send, err.status, error_body(err.message, err.type_, param=err.param, code=err.code)
             )
@@ -218,7 +192,7 @@ class SimApp:
                 break
         # Compare in constant time and never echo what was sent (it may be a real key).
         if not hmac.compare_digest(got, b"Bearer " + self._api_key):
-            raise _BadRequest(
+            raise BadRequest(
                 401,
                 "Incorrect API key provided."
                 if got
@@ -246,32 +220,36 @@ class SimApp:
 
     async def _completion(self, raw: bytes, receive: Receive, send: Send, *, chat: bool) -> None:
         received_ns = perf_counter_ns()
-        plan = self._parse(raw, chat=chat)
-        timing = self.state.timings[plan.model]
+        plan = plan_request(raw, chat=chat, timings=self.state.timings, length_rng=self._length_rng)
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(chat)
-        truth = self.state.truth
-        kind = fault.kind if fault else None
+        entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault)
+        try:
+            await self._answer(plan, fault, entry, receive, send, chat=chat)
+        finally:
+            entry.write()
 
-        if kind in ("http_500", "http_429", "http_503"):
+    async def _answer(
+        self, plan: RequestPlan, fault: FaultRule | None, entry: _TruthEntry,
+        receive: Receive, send: Send, *, chat: bool,
+    ) -> None:  # fmt: skip
+        kind = fault.kind if fault else None
+        if kind in ("http_500", "http_429", "http_503", "html_200"):
             assert fault is not None
-            t = perf_counter_ns()
-            await _fault_response(send, fault)
-            if truth:
-                truth.record(rid, plan.model, received_ns, t, [], t, 0, kind)
+            entry.answered_ns = perf_counter_ns()
+            if kind == "html_200":
+                await _respond(
+                    send, 200, _HTML_ERROR, [(b"content-type", b"text/html; charset=utf-8")]
+                )
+            else:
+                await _fault_response(send, fault)
             return
         if kind == "slow_first_byte":
             assert fault is not None
             await self._sleep(fault.param("seconds"))
-        if kind == "html_200":
-            t = perf_counter_ns()
-            await _respond(send, 200, _HTML_ERROR, [(b"content-type", b"text/html; charset=utf-8")])
-            if truth:
-                truth.record(rid, plan.model, received_ns, t, [], t, 0, kind)
-            return
-
+        timing = self.state.timings[plan.model]
         created = int(time.time())
-        chunks = ChunkBytes(rid, plan.model, created, chat=chat)
+        chunks = ChunkBytes(entry.request_id, plan.model, created, chat=chat)
         req = SimRequest(
             chunks=chunks,
             stream=plan.stream,
@@ -283,24 +261,20 @@ class SimApp:
             fault=fault,
             send=send,
         )
-        engine = self.engine(plan.model)
-        if truth and plan.stream:
-
-            def record_truth() -> None:
-                truth.record(
-                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
-                    req.done_ns, req.produced, kind,
-                )  # fmt: skip
-
-            req.before_final = record_truth
+        entry.req = req
         if plan.stream:
+            # Logged before the final chunk, so a client that read [DONE] finds it.
+            req.before_final = entry.write
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
             if chat:
                 # The role chunk goes out at once: it is the first byte, never a token.
                 req.first_write_ns = perf_counter_ns()
                 await send({"type": "http.response.body", "body": chunks.role(), "more_body": True})
+        engine = self.engine(plan.model)
         if isinstance(engine, FixedEngine):
-            engine.submit(req, perf_counter_ns() if kind == "slow_first_byte" else received_ns)
+            engine.submit(
+                req, perf_counter_ns() if kind == "slow_first_byte" else entry.received_ns
+            )
         else:
             engine.submit(req)
         # A client that hangs up stops its request (frees its batch slot), as real
@@ -314,35 +288,15 @@ class SimApp:
             self._active.discard(req)
         if not req.done.done():
             req.cancel()
-            if truth and (not plan.stream or req.before_final is not None):
-                truth.record(
-                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
-                    perf_counter_ns(), req.produced, kind,
-                )  # fmt: skip
+            entry.ended_ns = perf_counter_ns()
             return
         try:
             req.done.result()
         except ServerStopping:
-            if truth and (not plan.stream or req.before_final is not None):
-                truth.record(
-                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
-                    perf_counter_ns(), req.produced, kind,
-                )  # fmt: skip
-            raise
-        except InjectedDisconnect:
-            if truth and (not plan.stream or req.before_final is not None):
-                truth.record(
-                    rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
-                    req.done_ns, req.produced, kind,
-                )  # fmt: skip
+            entry.ended_ns = perf_counter_ns()
             raise
         if not plan.stream:
-            await self._send_whole(send, req, rid, plan.model, created, chat, fault)
-        if truth and not plan.stream:
-            truth.record(
-                rid, plan.model, received_ns, req.first_write_ns, req.content_write_ns,
-                req.done_ns, req.produced, kind,
-            )  # fmt: skip
+            await self._send_whole(send, req, entry.request_id, plan.model, created, chat, fault)
 
     async def _send_whole(
         self, send: Send, req: SimRequest, rid: str, model: str, created: int, chat: bool,
@@ -377,124 +331,49 @@ class SimApp:
             raise InjectedDisconnect()
         await _respond(send, 200, body)
 
-    def _parse(self, raw: bytes, *, chat: bool) -> _Plan:
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as err:
-            raise _invalid(f"We could not parse the JSON body of your request: {err}") from None
-        if not isinstance(body, dict):
-            raise _invalid("The request body must be a JSON object.")
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise _invalid("you must provide a model parameter", "model")
-        for name, allowed in _UNSUPPORTED.items():
-            if name in body and body[name] not in allowed:
-                raise _invalid(
-                    f"Unsupported value for parameter {name!r}: {body[name]!r} (the simulator "
-                    f"accepts only {', '.join(repr(a) for a in allowed if a is not None)})",
-                    name,
-                    "unsupported_parameter",
-                )
-        timing = self.state.timings.get(model)
-        if timing is None:
-            raise _model_not_found(model)
-        tier = timing.tier
-        if chat:
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages:
-                raise _invalid("'messages' must be a non-empty array", "messages")
-            for i, m in enumerate(messages):
-                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                    raise _invalid(
-                        f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
-                    )
-            input_tokens = count_chat_tokens(messages)
-            prompt_param = "messages"
-        else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
-                raise _invalid(
-                    "'prompt' must be a string (batched prompts are not supported)", "prompt"
-                )
-            input_tokens = max(1, count_text_tokens(prompt))
-            prompt_param = "prompt"
-        stream = body.get("stream", False)
-        if stream not in (True, False, None):
-            raise _invalid("'stream' must be a boolean", "stream")
-        stream = bool(stream)
-        opts = body.get("stream_options")
-        include_usage = False
-        if opts is not None:
-            if not stream:
-                raise _invalid(
-                    "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-                    "stream_options",
-                )
-            if not isinstance(opts, dict):
-                raise _invalid("'stream_options' must be an object", "stream_options")
-            include_usage = opts.get("include_usage") is True
-        max_tokens = _opt_int(body, "max_completion_tokens", 1)
-        if max_tokens is None:
-            max_tokens = _opt_int(body, "max_tokens", 1)
-        min_tokens = _opt_int(body, "min_tokens", 0) or 0
-        ignore_eos = body.get("ignore_eos", False)
-        if not isinstance(ignore_eos, bool):
-            raise _invalid("'ignore_eos' must be a boolean", "ignore_eos")
 
-        ctx = tier.context_tokens
-        if input_tokens + (max_tokens or 1) > ctx:
-            raise _invalid(
-                f"This model's maximum context length is {ctx} tokens. However, you requested "
-                f"{input_tokens + (max_tokens or 0)} tokens ({input_tokens} in the messages, "
-                f"{max_tokens or 0} in the completion). Please reduce the length of the "
-                "messages or completion.",
-                prompt_param,
-                "context_length_exceeded",
+class _TruthEntry:
+    """The one truth-log line a request leaves, written once however it ends: before a
+    stream's final chunk, or when the handler returns or raises."""
+
+    def __init__(
+        self, log: TruthLog | None, request_id: str, model: str, received_ns: int,
+        fault: FaultRule | None,
+    ) -> None:  # fmt: skip
+        self.request_id = request_id
+        self.received_ns = received_ns
+        self.req: SimRequest | None = None
+        #: When an error answer (no tokens) was written.
+        self.answered_ns: int | None = None
+        #: When the request was cut short (client gone, server stopping).
+        self.ended_ns: int | None = None
+        self._log = log
+        self._model = model
+        self._fault = fault.kind if fault else None
+        self._written = False
+
+    def write(self) -> None:
+        if self._log is None or self._written:
+            return
+        self._written = True
+        req = self.req
+        if req is None:
+            t = self.answered_ns if self.answered_ns is not None else perf_counter_ns()
+            self._log.record(
+                self.request_id, self._model, self.received_ns, t, [], t, 0, self._fault
             )
-        cap = min(max_tokens, ctx - input_tokens) if max_tokens else ctx - input_tokens
-        sampled = self._length_rng[model].randint(tier.output_tokens_min, tier.output_tokens_max)
-        if ignore_eos:
-            n = cap if max_tokens else min(max(sampled, min_tokens), cap)
-        else:
-            n = min(max(sampled, min_tokens), cap)
-        finish = "length" if n == cap and (max_tokens is not None or n < sampled) else "stop"
-        return _Plan(model, input_tokens, n, finish, stream, include_usage)
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    model: str
-    input_tokens: int
-    output_tokens: int
-    finish_reason: str
-    stream: bool
-    include_usage: bool
-
-
-def _opt_int(body: Mapping[str, Any], name: str, minimum: int) -> int | None:
-    v = body.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise _invalid(f"'{name}' must be an integer >= {minimum}, got {v!r}", name)
-    return v
-
-
-def _model_not_found(name: str) -> _BadRequest:
-    return _BadRequest(
-        404,
-        f"The model {name!r} does not exist or you do not have access to it.",
-        "invalid_request_error",
-        "model",
-        "model_not_found",
-    )
+            return
+        done = self.ended_ns if self.ended_ns is not None else req.done_ns
+        self._log.record(
+            self.request_id, self._model, self.received_ns, req.first_write_ns,
+            req.content_write_ns, done if done is not None else perf_counter_ns(),
+            req.produced, self._fault,
+        )  # fmt: skip
 
 
 def _require_method(method: str, allowed: str) -> None:
     if method != allowed:
-        raise _BadRequest(
+        raise BadRequest(
             405, f"Method {method} not allowed; use {allowed}", "invalid_request_error", None, None
         )
 
@@ -509,7 +388,7 @@ async def _read_body(receive: Receive) -> bytes:
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise _BadRequest(
+            raise BadRequest(
                 413,
                 f"Request body over {MAX_BODY_BYTES} bytes",
                 "invalid_request_error",

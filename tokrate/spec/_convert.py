@@ -333,5 +333,3 @@ def _dataclass_to_raw(obj: object) -> dict[str, object]:
             value = _dataclass_to_raw(value)
         out[f.name] = value
     return out
-
-

@@ -255,8 +255,12 @@ def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
 
 def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
     """Cross-field rules that no single value can express."""
-    from tokrate.hardware import get_hardware
-    from tokrate.records import ERROR_CLASSES
+    _check_thresholds(spec, ctx)
+    _check_load(spec, ctx)
+    _check_names(spec, ctx)
+
+
+def _check_thresholds(spec: RunSpec, ctx: _Ctx) -> None:
     from tokrate.thresholds import ThresholdError, parse_threshold
 
     for i, text in enumerate(spec.compare.thresholds):
@@ -265,6 +269,8 @@ def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
         except ThresholdError as err:
             raise ctx.error(f"compare.thresholds[{i}]", f"{err.problem} (got {text!r})") from None
 
+
+def _check_load(spec: RunSpec, ctx: _Ctx) -> None:
     load = spec.load
     if load.mode == "open" and not load.rates:
         raise ctx.error("load.rates", "required (non-empty) when load.mode = 'open'")
@@ -274,16 +280,24 @@ def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
         raise ctx.error("load.concurrency", "required (non-empty) when load.mode = 'closed'")
     if load.requests is None and load.duration_s is None:
         raise ctx.error("load.requests", "set load.requests or load.duration_s (or both)")
-    for key, levels in (("load.concurrency", load.concurrency), ("load.rates", load.rates)):
+    levels_by_key: tuple[tuple[str, tuple[float, ...]], ...] = (
+        ("load.concurrency", tuple(load.concurrency)),
+        ("load.rates", tuple(load.rates)),
+    )
+    for key, levels in levels_by_key:
         dup = [x for i, x in enumerate(levels) if x in levels[:i]]
         if dup:
             raise ctx.error(key, f"duplicate level {dup[0]:g}")
+
+
+def _check_names(spec: RunSpec, ctx: _Ctx) -> None:
+    """Names that must be one of a known set: hardware, formats, error classes, sets."""
+    from tokrate.hardware import get_hardware
+    from tokrate.records import ERROR_CLASSES
+
     for key, name in (
         ("output.hardware", spec.output.hardware),
-        (
-            "simulator.hardware",
-            spec.simulator.hardware,
-        ),
+        ("simulator.hardware", spec.simulator.hardware),
     ):
         try:
             get_hardware(name)

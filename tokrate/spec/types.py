@@ -246,5 +246,3 @@ class RunSpec:
     @property
     def uses_simulator(self) -> bool:
         return not self.endpoints
-
-

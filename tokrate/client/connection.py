@@ -1,0 +1,326 @@
+"""One HTTP/1.1 connection of the fast client: an asyncio Protocol that stamps every
+read with ``perf_counter_ns()`` first and feeds httptools' C parser; and the URL facts
+(origin, Host header, proxy) a connection is opened for.
+
+The pool that owns connections (:class:`tokrate.client.stream.FastClient`) is seen here
+only through :class:`ConnectionPool`, so this module does not import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import httptools
+
+from tokrate.client.accumulate import ERROR_BODY_LIMIT, StreamState, needs_error_body
+from tokrate.client.failures import classify_exception
+from tokrate.client.result import NS_PER_S
+from tokrate.spec import TimeoutsSpec
+
+__all__ = ["Connection", "ConnectionPool", "URLTarget", "parse_target", "proxy_for"]
+
+Origin = tuple[str, str, int]
+
+
+class ConnectionPool(Protocol):
+    """What a connection needs of the pool it belongs to."""
+
+    pending_reads: list[tuple[Connection, bytes, int]]
+    drain_scheduled: bool
+
+    def drain_reads(self) -> None:
+        """Parse the reads stamped so far, in arrival order."""
+
+    def forget(self, conn: Connection) -> None:
+        """Drop a closed connection."""
+
+    def release(self, conn: Connection) -> None:
+        """Take back a connection whose response ended."""
+
+    def wake(self, origin: Origin) -> None:
+        """A connection to ``origin`` became free (or closed): wake one waiter."""
+
+
+@dataclass(frozen=True, slots=True)
+class URLTarget:
+    scheme: str
+    host: str
+    port: int
+    path: str
+    host_header: str
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+
+def parse_target(url: str) -> URLTarget:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"unsupported URL {url!r} (need http:// or https://)")
+    default = 443 if scheme == "https" else 80
+    port = parts.port or default
+    host = parts.hostname
+    shown = f"[{host}]" if ":" in host else host
+    host_header = shown if port == default else f"{shown}:{port}"
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return URLTarget(scheme, host, port, path, host_header)
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy URL the environment sets for ``url`` (None when none applies)."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if not proxy:
+        return None
+    host = parts.hostname or ""
+    if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
+        return None
+    return proxy
+
+
+class Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection; serves one request at a time (no pipelining)."""
+
+    def __init__(self, client: ConnectionPool, origin: tuple[str, str, int]) -> None:
+        self.client = client
+        self.origin = origin
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.state: StreamState | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.now = 0
+        self.last_rx_ns = 0
+        self.rx_bytes = 0
+        self.reason = b""
+        self.headers_done = False
+        self.content_type = b""
+        self.retry_after: str | None = None
+        self.err_body: bytearray | None = None
+        self.draining = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.t0_ns = 0
+        self.total_deadline_ns = 0
+        self.first_byte_deadline_ns = 0
+        self.idle_ns = 0
+        self.timeouts = TimeoutsSpec()
+
+    # --- transport callbacks ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        now = perf_counter_ns()  # first: the arrival stamp of these bytes
+        # Parse later, once per loop iteration: when many sockets are readable at once
+        # every one of them is stamped before any is parsed, so parsing stream k never
+        # delays the stamp of stream k+1 (the burst lag at hundreds of streams).
+        client = self.client
+        client.pending_reads.append((self, data, now))
+        if not client.drain_scheduled:
+            client.drain_scheduled = True
+            self.loop.call_soon(client.drain_reads)
+
+    def process(self, data: bytes, now: int) -> None:
+        """Parse one read stamped ``now`` (called from FastClient._drain)."""
+        self.now = now
+        self.last_rx_ns = now
+        self.rx_bytes += len(data)
+        if self.state is None and not self.draining:
+            # Bytes nobody asked for on an idle connection: it cannot be trusted.
+            self.close()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            msg = " ".join(str(exc).split())[:120]
+            self._fail("protocol", f"invalid HTTP response: {type(exc).__name__} {msg}")
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        now = perf_counter_ns()
+        self.client.drain_reads()  # bytes that arrived before the close come first
+        self.closed = True
+        self.draining = False
+        self.client.forget(self)
+        state = self.state
+        if state is None:
+            return
+        if self.err_body is not None:
+            self._finish_error_body(now)
+        elif not self.headers_done:
+            if exc is not None:
+                cls, message = classify_exception(exc, connected=True)
+                state.fail(cls, message, now)
+            else:
+                state.fail(
+                    "truncated" if self.rx_bytes else "protocol",
+                    "connection closed before response headers",
+                    now,
+                )
+        else:
+            # Close-delimited bodies end here; otherwise truncated unless [DONE] or a
+            # finish_reason was seen (StreamState.finish decides).
+            state.finish(now)
+        self._resolve()
+
+    # --- httptools callbacks ----------------------------------------------------------
+
+    def on_status(self, status: bytes) -> None:
+        self.reason = status
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lower = name.lower()
+        if lower == b"content-type":
+            self.content_type = value.lower()
+        elif lower == b"retry-after":
+            self.retry_after = value.decode("latin-1", "replace")
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:  # 100 Continue / 103 Early Hints: a final response follows
+            return
+        self.headers_done = True
+        state = self.state
+        if state is None:
+            return
+        state.http_status = status
+        if needs_error_body(status, self.content_type.decode("latin-1")):
+            self.err_body = bytearray()
+
+    def on_body(self, body: bytes) -> None:
+        err = self.err_body
+        if err is not None:
+            if len(err) < ERROR_BODY_LIMIT:
+                err += body[: ERROR_BODY_LIMIT - len(err)]
+            return
+        state = self.state
+        if state is not None and state.feed(body, self.now):
+            if state.done and state.error_class is None:
+                # [DONE]: the result is complete; the terminating chunk usually follows
+                # in the same read, and the connection returns to the pool then.
+                self.draining = True
+                self._resolve()
+            else:
+                self._resolve()
+                self.close()
+
+    def on_message_complete(self) -> None:
+        if self.parser.get_status_code() < 200:
+            return  # an interim 1xx response; the real one follows on this connection
+        now = self.now
+        state = self.state
+        if state is not None:
+            if self.err_body is not None:
+                self._finish_error_body(now)
+            else:
+                state.finish(now)
+            self._resolve()
+        keep = self.parser.should_keep_alive()
+        if self.draining or state is not None:
+            self.draining = False
+            if keep and not self.closed:
+                self.client.release(self)
+            else:
+                self.close()
+
+    # --- request lifecycle ------------------------------------------------------------
+
+    def start(
+        self, state: StreamState, waiter: asyncio.Future[None], t0_ns: int, t: TimeoutsSpec
+    ) -> None:
+        self.state = state
+        self.waiter = waiter
+        self.headers_done = False
+        self.content_type = b""
+        self.retry_after = None
+        self.err_body = None
+        self.reason = b""
+        self.rx_bytes = 0
+        self.t0_ns = t0_ns
+        self.total_deadline_ns = t0_ns + int(t.total_s * NS_PER_S)
+        self.first_byte_deadline_ns = perf_counter_ns() + int(t.first_byte_s * NS_PER_S)
+        self.idle_ns = int(t.idle_s * NS_PER_S)
+        self.timeouts = t
+        self._arm(min(self.total_deadline_ns, self.first_byte_deadline_ns))
+
+    def _arm(self, deadline_ns: int) -> None:
+        delay = max(0.0, (deadline_ns - perf_counter_ns()) / NS_PER_S)
+        self.timer = self.loop.call_later(delay, self._check)
+
+    def _check(self) -> None:
+        self.timer = None
+        self.client.drain_reads()  # a read stamped but not yet parsed is not idle time
+        state = self.state
+        if state is None:
+            return
+        now = perf_counter_ns()
+        t = self.timeouts
+        if now >= self.total_deadline_ns:
+            message = f"total timeout {t.total_s:g} s expired"
+        elif state.first_byte_ns is None:
+            if now < self.first_byte_deadline_ns:
+                self._arm(min(self.total_deadline_ns, self.first_byte_deadline_ns))
+                return
+            message = f"first-byte timeout {t.first_byte_s:g} s expired (no response body)"
+        else:
+            idle_deadline = self.last_rx_ns + self.idle_ns
+            if now < idle_deadline:
+                self._arm(min(self.total_deadline_ns, idle_deadline))
+                return
+            message = f"idle-gap timeout {t.idle_s:g} s expired after {state.bytes_received} bytes"
+        state.fail("timeout", message, now)
+        self._resolve()
+        self.close()
+
+    def _finish_error_body(self, now: int) -> None:
+        state = self.state
+        assert state is not None and self.err_body is not None
+        state.fail_http(
+            state.http_status or 0,
+            self.reason.decode("latin-1", "replace"),
+            self.content_type.decode("latin-1", "replace"),
+            bytes(self.err_body),
+            now,
+            self.retry_after,
+        )
+
+    def _fail(self, error_class: str, message: str) -> None:
+        state = self.state
+        if state is not None:
+            state.fail(error_class, message, perf_counter_ns())
+            self._resolve()
+
+    def _resolve(self) -> None:
+        """Hand the result to the waiting request exactly once and detach from it."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.state = None
+        waiter = self.waiter
+        self.waiter = None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        self.draining = False
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+        self.client.forget(self)
+        self.client.wake(self.origin)

@@ -1,0 +1,199 @@
+"""What a completion request asks the simulator for: parsed, validated, planned.
+
+Every client mistake becomes a :class:`BadRequest` carrying the OpenAI-style status,
+type, param and code, so the handler answers it like OpenAI would.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tokrate.sim.model import TierTiming, count_chat_tokens, count_text_tokens
+
+__all__ = ["BadRequest", "RequestPlan", "invalid", "model_not_found", "plan_request"]
+
+# Parameters whose non-default values the simulator cannot honour: name -> the only
+# accepted value(s). Anything else in the body is accepted and ignored, as vLLM does.
+_UNSUPPORTED: Mapping[str, tuple[object, ...]] = {
+    "n": (1, None),
+    "best_of": (1, None),
+    "echo": (False, None),
+    "logprobs": (False, None, 0),
+    "top_logprobs": (None, 0),
+    "suffix": (None, ""),
+}
+
+
+class BadRequest(Exception):
+    """A request the simulator refuses, with the fields of OpenAI's error object."""
+
+    def __init__(self, status: int, message: str, type_: str, param: str | None, code: str | None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type_ = type_
+        self.param = param
+        self.code = code
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> BadRequest:
+    return BadRequest(400, message, "invalid_request_error", param, code)
+
+
+def model_not_found(name: str) -> BadRequest:
+    return BadRequest(
+        404,
+        f"The model {name!r} does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model",
+        "model_not_found",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPlan:
+    """What the simulator will answer one request with."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: str
+    stream: bool
+    include_usage: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    max_tokens: int | None
+    min_tokens: int
+    ignore_eos: bool
+
+
+def plan_request(
+    raw: bytes,
+    *,
+    chat: bool,
+    timings: Mapping[str, TierTiming],
+    length_rng: Mapping[str, random.Random],
+) -> RequestPlan:
+    """Parse a chat (``chat``) or legacy completions body and plan its answer: the
+    output length is the tier's sampled length, capped by max_tokens and the context.
+
+    Raises:
+        BadRequest: anything OpenAI would refuse, or a model no tier serves (404).
+    """
+    body = _json_object(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("you must provide a model parameter", "model")
+    _check_unsupported(body)
+    timing = timings.get(model)
+    if timing is None:
+        raise model_not_found(model)
+    input_tokens, prompt_param = _input_tokens(body, chat=chat)
+    stream, include_usage = _stream_options(body)
+    limits = _limits(body)
+    tier = timing.tier
+    ctx = tier.context_tokens
+    if input_tokens + (limits.max_tokens or 1) > ctx:
+        raise invalid(
+            f"This model's maximum context length is {ctx} tokens. However, you requested "
+            f"{input_tokens + (limits.max_tokens or 0)} tokens ({input_tokens} in the messages, "
+            f"{limits.max_tokens or 0} in the completion). Please reduce the length of the "
+            "messages or completion.",
+            prompt_param,
+            "context_length_exceeded",
+        )
+    max_tokens = limits.max_tokens
+    cap = min(max_tokens, ctx - input_tokens) if max_tokens else ctx - input_tokens
+    sampled = length_rng[model].randint(tier.output_tokens_min, tier.output_tokens_max)
+    if limits.ignore_eos:
+        n = cap if max_tokens else min(max(sampled, limits.min_tokens), cap)
+    else:
+        n = min(max(sampled, limits.min_tokens), cap)
+    finish = "length" if n == cap and (max_tokens is not None or n < sampled) else "stop"
+    return RequestPlan(model, input_tokens, n, finish, stream, include_usage)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise invalid(f"We could not parse the JSON body of your request: {err}") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+def _check_unsupported(body: Mapping[str, Any]) -> None:
+    for name, allowed in _UNSUPPORTED.items():
+        if name in body and body[name] not in allowed:
+            raise invalid(
+                f"Unsupported value for parameter {name!r}: {body[name]!r} (the simulator "
+                f"accepts only {', '.join(repr(a) for a in allowed if a is not None)})",
+                name,
+                "unsupported_parameter",
+            )
+
+
+def _input_tokens(body: Mapping[str, Any], *, chat: bool) -> tuple[int, str]:
+    """The prompt's token count and the parameter that carried it."""
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise invalid("'messages' must be a non-empty array", "messages")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise invalid(
+                    f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
+                )
+        return count_chat_tokens(messages), "messages"
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise invalid("'prompt' must be a string (batched prompts are not supported)", "prompt")
+    return max(1, count_text_tokens(prompt)), "prompt"
+
+
+def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(stream, include_usage)."""
+    stream = body.get("stream", False)
+    if stream not in (True, False, None):
+        raise invalid("'stream' must be a boolean", "stream")
+    opts = body.get("stream_options")
+    if opts is None:
+        return bool(stream), False
+    if not stream:
+        raise invalid(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            "stream_options",
+        )
+    if not isinstance(opts, dict):
+        raise invalid("'stream_options' must be an object", "stream_options")
+    return True, opts.get("include_usage") is True
+
+
+def _limits(body: Mapping[str, Any]) -> _Limits:
+    max_tokens = _opt_int(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _opt_int(body, "max_tokens", 1)
+    min_tokens = _opt_int(body, "min_tokens", 0) or 0
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise invalid("'ignore_eos' must be a boolean", "ignore_eos")
+    return _Limits(max_tokens, min_tokens, ignore_eos)
+
+
+def _opt_int(body: Mapping[str, Any], name: str, minimum: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise invalid(f"'{name}' must be an integer >= {minimum}, got {v!r}", name)
+    return v
