@@ -1,7 +1,7 @@
 """Metrics: pure polars functions over a records frame, and summary.json.
 
 Input is a frame (DataFrame or LazyFrame) with ``tokrate.records.RECORD_POLARS_SCHEMA``.
-Rules (docs/architecture.md, DESIGN.md):
+Rules (docs/run-folder.md, DESIGN.md):
 
 - Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts
   include every record (warm-up counted apart).

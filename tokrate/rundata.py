@@ -5,7 +5,7 @@ and the store serialises it with :meth:`RunInfo.to_dict`; every reader gets one 
 :func:`tokrate.store.load_run`, which calls :meth:`RunInfo.from_dict`. Nothing else
 parses run.json, so a key is spelled, typed and defaulted exactly once.
 
-Layout version 1 (docs/architecture.md "Run folder"). Keys added after the first
+Layout version 1 (docs/run-folder.md). Keys added after the first
 release are optional for readers (their defaults below); keys this version does not
 know are kept in ``extra`` and written back unchanged, so rewriting a newer file never
 loses data. Times: ``started_at``/``ended_at`` are ISO-8601 UTC strings; sizes are

@@ -1,6 +1,6 @@
 """The run folder: the only writer of measurements, and the one reader of them.
 
-Layout version 1 (docs/architecture.md "Run folder"):
+Layout version 1 (docs/run-folder.md):
 
     run.json          :class:`tokrate.rundata.RunInfo`; written at start (status
                       "running"), rewritten at the end

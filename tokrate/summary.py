@@ -193,7 +193,7 @@ class TaskGroup:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """One endpoint x model x scenario of a run (docs/architecture.md "summary.json")."""
+    """One endpoint x model x scenario of a run (docs/run-folder.md "summary.json")."""
 
     endpoint: str
     model: str

@@ -1,6 +1,6 @@
 """The truth log: per finished request, when the server handed each write to the socket.
 
-JSONL, one object per request (format fixed in docs/architecture.md)::
+JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "received_ns", "first_write_ns", "content_write_ns": [...],
      "done_ns", "output_tokens", "fault"}
