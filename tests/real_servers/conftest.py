@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from real_servers import models as model_files
@@ -54,6 +55,17 @@ def hf_server() -> Iterator[Server]:
         checkpoints = {s.name: model_files.hf_model(s) for s in model_files.HF_SHAPES}
         server = transformers_server(checkpoints, _logs() / "transformers-serve.log")
         with server as srv:
+            for folder in srv.models.values():
+                # transformers loads a checkpoint, and sets up its paged cache, on the first
+                # request for it (tens of seconds on a busy machine): do that here, not
+                # inside a measured run and its client timeouts.
+                body = {"model": folder, "messages": [{"role": "user", "content": "hi"}]}
+                reply = httpx.post(
+                    srv.base_url + "/chat/completions",
+                    json={**body, "max_tokens": 2},
+                    timeout=600.0,
+                )
+                assert reply.status_code == 200, reply.text
             yield srv
     except ServerMissing as exc:
         missing(str(exc))

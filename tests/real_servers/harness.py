@@ -31,7 +31,7 @@ from tokrate.spec import (
     PromptsSpec,
     RunSpec,
 )
-from tokrate.store import load_run
+from tokrate.store import LoadedRun, load_run
 
 
 def distinct_length_prompts(path: Path, count: int, *, base_words: int = 12) -> Path:
@@ -45,7 +45,7 @@ def distinct_length_prompts(path: Path, count: int, *, base_words: int = 12) -> 
     return path
 
 
-def bench(
+def bench_run(
     out: Path,
     run_id: str,
     base_url: str,
@@ -59,8 +59,8 @@ def bench(
     api_key_env: str | None = None,
     warmup_requests: int = 1,
     unique_prompts: bool = False,
-) -> pl.DataFrame:
-    """One tokrate run against ``base_url``; returns all records (warm-up included)."""
+) -> LoadedRun:
+    """One tokrate run against ``base_url``; returns its loaded run folder."""
     endpoint = models[0].endpoint
     spec = RunSpec(
         endpoints=(EndpointSpec(endpoint, base_url, api_key_env=api_key_env),),
@@ -77,7 +77,12 @@ def bench(
     )
     result = run_benchmark(spec)
     assert result.exit_code == 0, f"tokrate run {run_id} exited {result.exit_code}"
-    return load_run(result.run_dir).records
+    return load_run(result.run_dir)
+
+
+def bench(out: Path, run_id: str, base_url: str, *args: Any, **kwargs: Any) -> pl.DataFrame:
+    """:func:`bench_run`'s records (warm-up included)."""
+    return bench_run(out, run_id, base_url, *args, **kwargs).records
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,3 +232,37 @@ def content_of(event: RawEvent) -> str:
     if event.data is None:
         return ""
     return "".join(str((c.get("delta") or {}).get("content") or "") for c in event.data["choices"])
+
+
+def run_and_match(
+    server_log: Path,
+    out: Path,
+    run_id: str,
+    base_url: str,
+    model: ModelSpec,
+    *,
+    concurrency: int,
+    requests: int,
+    max_tokens: int,
+    **bench_kwargs: Any,
+) -> tuple[list[tuple[dict[str, Any], LlamaTimings]], LoadedRun]:
+    """One tokrate run (a warm-up request per stream, then ``requests``) against
+    ``base_url`` — llama-server itself or a gateway in front of it — with every measured
+    record paired with the llama-server task (read from ``server_log``) that served it."""
+    prompts = distinct_length_prompts(out / f"{run_id}.jsonl", requests + concurrency)
+    cursor = LogCursor(server_log)
+    cursor.mark()
+    run = bench_run(
+        out, run_id, base_url, [model], prompts,
+        concurrency=(concurrency,), requests=requests, max_tokens=max_tokens,
+        warmup_requests=concurrency, **bench_kwargs,
+    )  # fmt: skip
+    measured = ok_records(run.records)
+    assert len(measured) == requests, run.records.select("status", "error_message").to_dicts()
+    timings = cursor.timings_since_mark(requests + concurrency)
+    return match_by_prompt_tokens(measured, timings), run
+
+
+def worst_decode_diff(pairs: Sequence[tuple[dict[str, Any], LlamaTimings]]) -> float:
+    """The largest relative difference, client 1/TPOT vs server decode speed."""
+    return max((1.0 / rec["tpot_s"] / task.decode_tps - 1.0 for rec, task in pairs), key=abs)

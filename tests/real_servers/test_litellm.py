@@ -16,7 +16,7 @@ import pytest
 from real_servers import harness
 from real_servers.models import GGUF_MAX_TOKENS, GGUF_SHAPES, HF_SHAPES
 from real_servers.servers import LITELLM_MASTER_KEY, Server
-from real_servers.test_llama_cpp import assert_decode_agrees, run_and_match
+from real_servers.test_llama_cpp import assert_decode_agrees, measured_pairs
 from tokrate.spec import ModelSpec
 
 pytestmark = pytest.mark.real_server
@@ -95,7 +95,7 @@ def test_litellm_adds_done_to_transformers_streams(litellm: Server) -> None:
 def test_decode_speed_through_litellm_agrees_with_llama_timings(
     litellm: Server, llama_servers: dict[str, Server], tmp_path: Path, concurrency: int
 ) -> None:
-    pairs = run_and_match(
+    pairs = measured_pairs(
         llama_servers["rand-91m"],
         tmp_path,
         f"gw-c{concurrency}",
@@ -113,7 +113,7 @@ def test_decode_speed_through_litellm_agrees_with_llama_timings(
 def test_every_client_through_litellm(
     litellm: Server, llama_servers: dict[str, Server], tmp_path: Path, client: str
 ) -> None:
-    pairs = run_and_match(
+    pairs = measured_pairs(
         llama_servers["rand-91m"],
         tmp_path,
         client,

@@ -37,43 +37,37 @@ def llama_model(name: str) -> ModelSpec:
     )
 
 
-def run_and_match(
+def measured_pairs(
     server: Server,
     tmp: Path,
     run_id: str,
     *,
     concurrency: int,
     requests: int,
-    client: str = "fast",
     base_url: str | None = None,
     model: ModelSpec | None = None,
-    api_key_env: str | None = None,
     max_tokens: int | None = None,
+    **bench_kwargs: Any,
 ) -> list[tuple[dict[str, Any], harness.LlamaTimings]]:
-    """One tokrate run (a warm-up request per stream, then ``requests``) paired with
-    llama-server's tasks;
-    ``base_url``/``model`` send it through a gateway in front of ``server`` instead."""
+    """Records paired with llama-server's tasks (see harness.run_and_match), sent to
+    ``server`` or, with ``base_url``/``model``, through a gateway in front of it.
+
+    When the agreement misses *and* tokrate's own event-loop monitor flagged the run
+    (its warning: "timestamps may be late"), the run is measured once more: the
+    instrument itself said those stamps were unreliable; the bound is never loosened."""
     size = next(iter(server.models))
-    prompts = harness.distinct_length_prompts(tmp / "prompts.jsonl", requests + concurrency)
-    cursor = harness.LogCursor(server.log)
-    cursor.mark()
-    records = harness.bench(
-        tmp,
-        run_id,
-        base_url or server.base_url,
-        [model or llama_model(size)],
-        prompts,
-        concurrency=(concurrency,),
-        requests=requests,
-        max_tokens=max_tokens or GGUF_MAX_TOKENS[size],
-        client=client,
-        api_key_env=api_key_env,
-        warmup_requests=concurrency,
-    )
-    measured = harness.ok_records(records)
-    assert len(measured) == requests, records.select("status", "error_message").to_dicts()
-    timings = cursor.timings_since_mark(requests + concurrency)
-    return harness.match_by_prompt_tokens(measured, timings)
+    tokens = max_tokens or GGUF_MAX_TOKENS[size]
+    for attempt in (1, 2):
+        pairs, run = harness.run_and_match(
+            server.log, tmp, f"{run_id}-{attempt}", base_url or server.base_url,
+            model or llama_model(size), concurrency=concurrency, requests=requests,
+            max_tokens=tokens, **bench_kwargs,
+        )  # fmt: skip
+        late = run.run["loop_lag"]["exceeded"]
+        if abs(harness.worst_decode_diff(pairs)) <= DECODE_AGREEMENT or not late:
+            break
+        print(f"{run_id}: tokrate flagged event-loop lag {run.run['loop_lag']}; measuring again")
+    return pairs
 
 
 def assert_decode_agrees(
@@ -82,12 +76,10 @@ def assert_decode_agrees(
     """Per request: 1/TPOT within 2% of the server's decode speed, all tokens counted
     from usage, TTFT no shorter than the server's prompt processing."""
     lines = []
-    worst = 0.0
     for rec, task in pairs:
         client_tps = 1.0 / rec["tpot_s"]
         server_tps = task.decode_tps
         rel = client_tps / server_tps - 1.0
-        worst = max(worst, abs(rel))
         lines.append(
             f"{rec['prompt_id']}: client {client_tps:8.2f} tok/s, server {server_tps:8.2f} tok/s "
             f"({rel:+.2%}), ttft {rec['ttft_s'] * 1000:7.1f} ms >= prompt {task.prompt_ms:6.1f} ms"
@@ -96,7 +88,7 @@ def assert_decode_agrees(
         assert rec["output_tokens"] == task.predicted_n == max_tokens
         assert rec["ttft_s"] * 1000.0 >= task.prompt_ms
     print("\n".join(lines))
-    assert worst <= DECODE_AGREEMENT, "\n".join(lines)
+    assert abs(harness.worst_decode_diff(pairs)) <= DECODE_AGREEMENT, "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +99,7 @@ def c1_runs(
     runs = {}
     for name in SIZES:
         tmp = tmp_path_factory.mktemp(f"llama-{name}-c1")
-        runs[name] = run_and_match(llama_servers[name], tmp, "c1", concurrency=1, requests=4)
+        runs[name] = measured_pairs(llama_servers[name], tmp, "c1", concurrency=1, requests=4)
     return runs
 
 
@@ -122,7 +114,7 @@ def test_single_stream_decode_speed_agrees_with_llama_timings(
 def test_four_streams_decode_speed_agrees_with_llama_timings(
     llama_servers: dict[str, Server], tmp_path: Path, name: str
 ) -> None:
-    pairs = run_and_match(llama_servers[name], tmp_path, "c4", concurrency=4, requests=8)
+    pairs = measured_pairs(llama_servers[name], tmp_path, "c4", concurrency=4, requests=8)
     assert_decode_agrees(pairs, GGUF_MAX_TOKENS[name])
     assert len({task.slot for _, task in pairs}) > 1, "the 4 streams never ran side by side"
 
@@ -138,7 +130,7 @@ def test_every_client_agrees_with_llama_timings(
     llama_servers: dict[str, Server], tmp_path: Path, client: str
 ) -> None:
     server = llama_servers["rand-24m"]
-    pairs = run_and_match(server, tmp_path, client, concurrency=2, requests=4, client=client)
+    pairs = measured_pairs(server, tmp_path, client, concurrency=2, requests=4, client=client)
     assert_decode_agrees(pairs, GGUF_MAX_TOKENS["rand-24m"])
     assert all(rec["client"] == client for rec, _ in pairs)
     assert all(rec["content_chunks"] == GGUF_MAX_TOKENS["rand-24m"] for rec, _ in pairs)
