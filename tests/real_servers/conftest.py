@@ -1,4 +1,6 @@
-"""Session fixtures: real inference servers on 127.0.0.1, started once per test session.
+"""Package fixtures: real inference servers on 127.0.0.1, started once for this package
+and stopped when its last test ends (so they hold no memory while the rest of the suite
+runs).
 
 - ``llama_servers``: one llama-server per GGUF size in ``GGUF_SHAPES`` (``-t 1 -np 4``),
   name -> :class:`Server`. Idle servers cost memory, not CPU, so all run at once.
@@ -32,7 +34,7 @@ def _logs() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def llama_servers() -> Iterator[dict[str, Server]]:
     with contextlib.ExitStack() as stack:
         servers: dict[str, Server] = {}
@@ -49,7 +51,7 @@ def llama_servers() -> Iterator[dict[str, Server]]:
         yield servers
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def hf_server() -> Iterator[Server]:
     try:
         checkpoints = {s.name: model_files.hf_model(s) for s in model_files.HF_SHAPES}
@@ -71,7 +73,7 @@ def hf_server() -> Iterator[Server]:
         missing(str(exc))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def litellm(llama_servers: dict[str, Server], hf_server: Server) -> Iterator[Server]:
     llama = llama_servers["rand-91m"]
     routes = {

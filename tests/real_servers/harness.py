@@ -199,14 +199,32 @@ class RawEvent:
         return self.data is None
 
 
-def raw_stream(url: str, body: dict[str, Any], *, api_key: str | None = None) -> list[RawEvent]:
-    """POST ``body`` (streamed) and keep every event with its arrival time: what the
-    server really sends, independent of tokrate's parsers."""
+def raw_stream(
+    base_url: str,
+    model: str,
+    text: str,
+    max_tokens: int,
+    *,
+    api_key: str | None = None,
+    **extra: Any,
+) -> list[RawEvent]:
+    """Stream one chat request (usage asked for; ``extra`` merged into the body) and keep
+    every event with its arrival time: what the server really sends, independent of
+    tokrate's parsers."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     events = []
     with httpx.Client(timeout=120.0) as client:
         t0 = time.perf_counter()
-        with client.stream("POST", url, json={**body, "stream": True}, headers=headers) as resp:
+        url = base_url + "/chat/completions"
+        with client.stream("POST", url, json=body, headers=headers) as resp:
             assert resp.status_code == 200, resp.read().decode()
             for line in resp.iter_lines():
                 if not line.startswith("data:"):

@@ -169,7 +169,7 @@ def transformers_server(models: Mapping[str, Path], log: Path) -> Iterator[Serve
         # would take a share of all RAM.
         "--cb-block-size", "32",
         "--cb-num-blocks", "256",
-        "--model-timeout", "7200",  # keep every checkpoint loaded for the whole session
+        "--model-timeout", "7200",  # keep every checkpoint loaded while the tests run
         "--log-level", "info",
     ]  # fmt: skip
     env = {

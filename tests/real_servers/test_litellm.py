@@ -51,14 +51,7 @@ def test_litellm_reshapes_llama_streams(litellm: Server) -> None:
     """llama-server's usage chunk (``choices: []`` plus ``timings``) comes out of LiteLLM
     with ``choices: [{delta: {}}]`` and without ``timings``."""
     events = harness.raw_stream(
-        litellm.base_url + "/chat/completions",
-        {
-            "model": "gw-llama",
-            "messages": [{"role": "user", "content": "gateway probe"}],
-            "max_tokens": 16,
-            "stream_options": {"include_usage": True},
-        },
-        api_key=LITELLM_MASTER_KEY,
+        litellm.base_url, "gw-llama", "gateway probe", 16, api_key=LITELLM_MASTER_KEY
     )
     assert events[-1].is_done
     assert sum(1 for e in events if harness.content_of(e)) == 16
@@ -72,14 +65,7 @@ def test_litellm_adds_done_to_transformers_streams(litellm: Server) -> None:
     the role inside the first content chunk, usage in a chunk of its own whose
     ``choices`` is not empty, then [DONE]; ``model`` is the public name."""
     events = harness.raw_stream(
-        litellm.base_url + "/chat/completions",
-        {
-            "model": "gw-hf",
-            "messages": [{"role": "user", "content": "gateway probe"}],
-            "max_tokens": 16,
-            "stream_options": {"include_usage": True},
-        },
-        api_key=LITELLM_MASTER_KEY,
+        litellm.base_url, "gw-hf", "gateway probe", 16, api_key=LITELLM_MASTER_KEY
     )
     assert events[-1].is_done  # transformers itself sends none
     first = events[0].data

@@ -142,16 +142,7 @@ def test_llama_stream_shape(llama_servers: dict[str, Server]) -> None:
     chunk with empty ``choices`` carrying ``timings``, then ``[DONE]``; the response's
     ``model`` is the ``--alias``."""
     server = llama_servers["rand-3m"]
-    events = harness.raw_stream(
-        server.base_url + "/chat/completions",
-        {
-            "model": "rand-3m",
-            "messages": [{"role": "user", "content": "shape probe"}],
-            "max_tokens": 16,
-            "stream_options": {"include_usage": True},
-            "cache_prompt": False,
-        },
-    )
+    events = harness.raw_stream(server.base_url, "rand-3m", "shape probe", 16, cache_prompt=False)
     assert events[-1].is_done
     first = events[0].data
     assert first is not None and first["choices"][0]["delta"] == {

@@ -73,15 +73,7 @@ def test_transformers_stream_shape(hf_server: Server, tmp_path: Path) -> None:
     """The quirks, as sent: role chunk first and before prefill, usage in the finish chunk,
     no [DONE], model ``<folder>@main``."""
     folder = hf_server.models["hf-rand-91m"]
-    events = harness.raw_stream(
-        hf_server.base_url + "/chat/completions",
-        {
-            "model": folder,
-            "messages": [{"role": "user", "content": " ".join(["benchmark"] * 600)}],
-            "max_tokens": 8,
-            "stream_options": {"include_usage": True},
-        },
-    )
+    events = harness.raw_stream(hf_server.base_url, folder, " ".join(["benchmark"] * 600), 8)
     first = events[0].data
     assert first is not None and first["choices"][0]["delta"] == {"role": "assistant"}
     content = [e for e in events if harness.content_of(e)]
