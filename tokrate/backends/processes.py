@@ -15,7 +15,9 @@ A pipe write completes into the kernel buffer before ``send`` returns, so a work
 killed with SIGKILL loses only events it had not yet sent; the driver reads the pipe
 to its end before it books the worker as lost (ledger: worker_lost records plus a
 WorkerWarning). Workers ignore SIGINT: Ctrl-C reaches the driver, which forwards a
-stop, so in-flight requests end as "cancelled" records instead of vanishing.
+stop, so in-flight requests end as "cancelled" records instead of vanishing. A worker
+whose driver dies (control pipe at EOF) aborts at once and exits: it sends nothing
+after the driver's death that could not be recorded.
 """
 
 from __future__ import annotations
@@ -68,7 +70,11 @@ class _Ready:
 
 def _child_main(ctrl: mpc.Connection, events: mpc.Connection, fn_ref: str) -> None:
     """Entry point of a worker process: run tasks from ``ctrl`` until told to close."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver owns Ctrl-C
+    # The driver owns Ctrl-C and a terminal hang-up (both reach the whole process
+    # group); it forwards a stop, so in-flight requests still get recorded.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     closing = object()
 
@@ -135,15 +141,23 @@ def _run_one(fn: Any, task: Any, ctrl: mpc.Connection, outbox: queue.SimpleQueue
                 continue
             msg = ctrl.recv()
         except (EOFError, OSError):
-            msg = ("close",)
+            # The driver died (its end of the pipe closed): nothing this worker measures
+            # from now on could reach records.jsonl, so stop at once (no grace period,
+            # nothing new sent) rather than keep loading the endpoint unrecorded.
+            stop.set()
+            stop.abort()
+            break
         if msg[0] in ("stop", "close"):
             stop.set()
             keep_open = keep_open and msg[0] != "close"
         elif msg[0] == "abort":
             stop.abort()
-    th.join()
-    outbox.put(outcome[0] if outcome else WorkerEnd(str(task.worker_id)))
-    return keep_open
+    else:
+        th.join()
+        outbox.put(outcome[0] if outcome else WorkerEnd(str(task.worker_id)))
+        return keep_open
+    th.join(timeout=_CLOSE_TIMEOUT_S)
+    return False
 
 
 def _picklable(exc: BaseException) -> BaseException:
