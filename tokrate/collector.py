@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tokrate.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
 from tokrate.looplag import LagSummary
 from tokrate.records import RequestRecord
+from tokrate.redact import Redactor, strip_control
 from tokrate.rundata import ConnectionSetup, OutcomeCounts
 from tokrate.store import RunStore
 from tokrate.targets import Target
@@ -87,9 +88,14 @@ class Collector:
     """Driver-side event sink: store first (nothing lost), then progress."""
 
     def __init__(
-        self, store: RunStore, progress: RunProgress | None, targets: Sequence[Target]
+        self,
+        store: RunStore,
+        progress: RunProgress | None,
+        targets: Sequence[Target],
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
+        self.redactor = redactor or Redactor()
         self.progress = progress
         # Outcome counts kept incrementally (memory stays flat on long runs; the
         # records themselves live on disk only).
@@ -106,7 +112,9 @@ class Collector:
         return collapse_warnings(self.raw_warnings)
 
     def warn(self, message: str, kind: str = "") -> None:
-        self.raw_warnings.append((kind, message))
+        # Warnings quote servers and workers: redacted and stripped of terminal controls
+        # before they reach run.json or the terminal.
+        self.raw_warnings.append((kind, self.redactor.text(strip_control(message))))
 
     def failed_targets(self) -> list[str]:
         return [

@@ -101,11 +101,21 @@ def redact_url(url: str) -> str:
     return _URL_PASSWORD.sub(rf"\1{REDACTED}\3", url)
 
 
+def _cut_tail(text: str, secret: str) -> str:
+    """``text`` with a trailing *start* of ``secret`` replaced: a message cut to a length
+    limit (with or without a "..." marker) may end inside a secret it quoted."""
+    body, dots = (text[:-3], "...") if text.endswith("...") else (text, "")
+    for n in range(min(len(secret) - 1, len(body)), MIN_SECRET_CHARS - 1, -1):
+        if body.endswith(secret[:n]):
+            return body[:-n] + REDACTED + dots
+    return text
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with each known secret, bearer tokens, ``sk-`` keys and URL passwords
     replaced by :data:`REDACTED`."""
     for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+        text = _cut_tail(text.replace(secret, REDACTED), secret)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
     text = _KEYLIKE.sub(rf"\1{REDACTED}", text)
     return redact_url(text)

@@ -45,12 +45,13 @@ from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
+from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
 from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
 from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
 from tokrate.summary import Summary
-from tokrate.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets
+from tokrate.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -233,6 +234,7 @@ class _Prepared:
     keys: Mapping[str, str]
     backend: Backend
     store: RunStore
+    redactor: Redactor
 
 
 @contextlib.contextmanager
@@ -276,6 +278,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
 
     run_id = spec.output.run_id or new_run_id()
     keys = api_keys(spec)
+    redactor = run_redactor(spec, keys)
     prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
@@ -290,8 +293,9 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         raise
     stack.callback(backend.close)
     shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-    store.start(_run_info(run_id, spec, targets, plan, backend))
-    return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store)
+    info = _run_info(run_id, spec, targets, plan, backend)
+    store.start(dataclasses.replace(info, config=redactor.value(info.config)))
+    return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store, redactor)
 
 
 # --- measure ----------------------------------------------------------------------------
@@ -336,7 +340,7 @@ def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
                 run_id=p.run_id,
                 worker_id=f"w{w}",
                 scenario=part.scenarios[k],
-                settings=WorkerSettings.from_spec(spec),
+                settings=WorkerSettings.from_spec(spec, p.redactor),
                 targets=p.targets,
                 prompts=p.prompts,
                 api_keys=p.keys,
@@ -450,7 +454,7 @@ def run_benchmark(
         progress = None
         if console is not None and not quiet:
             progress = stack.enter_context(_progress(spec, p, console, stop))
-        sink = Collector(p.store, progress, p.targets)
+        sink = Collector(p.store, progress, p.targets, p.redactor)
         with _signals_stop(stopper):
             interrupted = _measure(spec, p, sink, stop)
         if progress is not None:

@@ -12,6 +12,7 @@ Retry-After; every attempt is its own record (``attempt``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from tokrate.events import Emit, RequestFinished, RequestStarted
 from tokrate.plan import PlannedRequest
 from tokrate.prompts import Prompt
 from tokrate.records import RequestRecord
+from tokrate.redact import strip_control
 from tokrate.settings import WorkerSettings
 from tokrate.targets import Target
 
@@ -147,6 +149,11 @@ class Sender:
                     input_tokens=prompt.input_tokens_est,
                 ),
             )
+            if record.error_message:
+                # A server's words (an HTTP body, an SSE error event) may echo a secret or
+                # carry terminal controls: both go before the record is written anywhere.
+                message = self.settings.redactor.text(strip_control(record.error_message))
+                record = dataclasses.replace(record, error_message=message)
             self.emit(RequestFinished(record=record))
             if (
                 record.status != "error"

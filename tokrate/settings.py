@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokrate.client.request import RequestSettings
+from tokrate.redact import Redactor
 from tokrate.spec import RetrySpec, RunSpec, TimeoutsSpec
 
 __all__ = ["WorkerSettings"]
@@ -23,11 +24,15 @@ class WorkerSettings:
     preconnect: bool = True
     retry: RetrySpec = field(default_factory=RetrySpec)
     request: RequestSettings = field(default_factory=RequestSettings)
+    #: The run's redactor (it knows the run's secrets by value); applied to every text
+    #: a server sent before it goes into a record.
+    redactor: Redactor = field(default_factory=Redactor, repr=False)
 
     @classmethod
-    def from_spec(cls, spec: RunSpec) -> WorkerSettings:
+    def from_spec(cls, spec: RunSpec, redactor: Redactor | None = None) -> WorkerSettings:
         c = spec.client
         return cls(
+            redactor=redactor or Redactor(),
             client_kind=c.kind,
             timeouts=c.timeouts,
             preconnect=c.preconnect,

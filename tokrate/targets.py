@@ -10,6 +10,7 @@ spec from a file and one built in Python alike.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -17,11 +18,19 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from tokrate.errors import ConfigError
+from tokrate.redact import Redactor, is_secret_name, split_url_credentials
 from tokrate.rundata import TargetInfo
 from tokrate.sizes import fill_sizes
 from tokrate.spec import EndpointSpec, ModelSpec, RunSpec
 
-__all__ = ["SIM_ENDPOINT", "SizedTier", "Target", "api_keys", "resolve_targets"]
+__all__ = [
+    "SIM_ENDPOINT",
+    "SizedTier",
+    "Target",
+    "api_keys",
+    "resolve_targets",
+    "run_redactor",
+]
 
 #: Name of the embedded simulator's endpoint in records and reports.
 SIM_ENDPOINT: Final = "sim"
@@ -133,7 +142,7 @@ def resolve_targets(
             ],
             [SIM_ENDPOINT],
         )
-    by_name = {e.name: e for e in spec.endpoints}
+    by_name = {e.name: _without_url_credentials(e) for e in spec.endpoints}
     if not spec.models:
         raise ConfigError(f"{where}: no [[model]] configured (give -m/--model)")
     targets = []
@@ -164,3 +173,30 @@ def api_keys(spec: RunSpec, environ: Mapping[str, str] | None = None) -> dict[st
                 )
             keys[e.name] = value
     return keys
+
+
+def _without_url_credentials(endpoint: EndpointSpec) -> EndpointSpec:
+    """The endpoint with any ``user:password@`` taken out of its URL, so no client (nor
+    the readiness check) sends it as Basic auth in place of the Bearer key. Without an
+    API key the credentials become an explicit Basic ``Authorization`` header."""
+    url, user, password = split_url_credentials(endpoint.base_url)
+    if url == endpoint.base_url:
+        return endpoint
+    headers = endpoint.headers
+    named = {k.lower() for k, _ in headers}
+    if endpoint.api_key_env is None and "authorization" not in named:
+        token = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode("ascii")
+        headers = (*headers, ("Authorization", f"Basic {token}"))
+    return dataclasses.replace(endpoint, base_url=url, headers=headers)
+
+
+def run_redactor(spec: RunSpec, keys: Mapping[str, str]) -> Redactor:
+    """The redactor of one run: it knows every secret the run holds — the API keys
+    read from the environment, the values of secret-named headers and the passwords
+    in base URLs — and replaces them wherever they would be written."""
+    secrets: list[str | None] = list(keys.values())
+    for e in spec.endpoints:
+        secrets += [v for k, v in e.headers if is_secret_name(k)]
+        _url, _user, password = split_url_credentials(e.base_url)
+        secrets.append(password)
+    return Redactor().with_secrets(secrets)

@@ -171,6 +171,8 @@ class HostileServer:
         rid = f"resp-{self._counter}"
         legacy = path.endswith("/completions") and not path.endswith("/chat/completions")
         sse = "text/event-stream"
+        if mode == "echo_secrets":
+            return await self._echo_secrets(req, path, out, rid)
         if mode == "status":
             code = int(o.get("code", "500"))
             body = o.get("body", "boom").replace("_", " ").encode()
@@ -229,6 +231,34 @@ class HostileServer:
             await out.end()
             return False
         return await self._stream(mode, o, req, out, rx, rid, legacy)
+
+    async def _echo_secrets(self, req: dict[str, Any], path: str, out: _Writer, rid: str) -> bool:
+        """A server that repeats everything it was sent: the model list for GET /models,
+        a normal one-token answer (the readiness check), else one content chunk and then
+        an in-stream error event quoting every request header value (the key among them)
+        wrapped in terminal control sequences."""
+        if path.endswith("/models"):
+            msg = orjson.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
+            await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
+            out.w.write(msg)
+            await out.w.drain()
+            return True
+        headers = self.requests[-1]["headers"]
+        # The secrets first: the client keeps only the start of a long error message.
+        order = sorted(headers, key=lambda k: k not in ("authorization", "x-pass"))
+        seen = " | ".join(f"{k}={headers[k]}" for k in order)
+        events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}]
+        if req.get("max_tokens") != 1:
+            events.append({"error": {"message": f"\x1b[2J\x1b]0;pwned\x07denied: {seen}"}})
+        else:
+            events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        await out.head(200, "text/event-stream")
+        for ev in events:
+            out.body(b"data: " + orjson.dumps({"id": rid, "model": "m", **ev}) + b"\n\n")
+        if req.get("max_tokens") == 1:
+            out.body(b"data: [DONE]\n\n")
+        await out.end()
+        return True
 
     async def _stream(
         self,

@@ -8,6 +8,7 @@ print as one line on stderr and exit with their ``exit_code``; Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,7 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return int(args.func(args))
     except TokrateError as err:
-        print(f"tokrate: error: {err}", file=sys.stderr)
+        # Errors quote servers, URLs and files: no secret (known by value, or by shape)
+        # and no terminal control character reaches the terminal.
+        from tokrate.redact import Redactor, strip_control
+
+        known = [v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_KEY", "_TOKEN"))]
+        line = Redactor().with_secrets(known).text(strip_control(str(err)))
+        print(f"tokrate: error: {' '.join(line.split())}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("tokrate: interrupted", file=sys.stderr)

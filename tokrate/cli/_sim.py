@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 
 from tokrate.cli._common import Subparsers
@@ -68,6 +69,12 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
     api_key = None
     if args.api_key:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key):
+            # Never echo it: what was given is most likely the key itself.
+            raise UsageError(
+                "tokrate sim: --api-key takes the NAME of an environment variable that holds"
+                " the key (e.g. --api-key SIM_KEY), not the key itself"
+            )
         api_key = os.environ.get(args.api_key)
         if not api_key:
             raise UsageError(
