@@ -58,6 +58,8 @@ ERROR_CLASSES: Final[dict[str, str]] = {
     "http_5xx": "the server answered 5xx",
     "protocol": "the response was not a valid OpenAI stream (HTML page, bad JSON, bad framing)",
     "truncated": "the stream ended before [DONE] or a finish_reason",
+    "response_limit": "the response passed [client] max_response_chunks or max_response_bytes "
+    "(a stream without end), and was dropped",
     "cancelled": "the request was cancelled (Ctrl-C grace period or run shutdown)",
     "worker_lost": "the worker process or node running the request died",
 }

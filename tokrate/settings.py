@@ -42,5 +42,7 @@ class WorkerSettings:
                 include_usage=c.include_usage,
                 ignore_eos=spec.load.ignore_eos,
                 unique_prompts=c.unique_prompts,
+                max_response_chunks=c.max_response_chunks,
+                max_response_bytes=c.max_response_bytes,
             ),
         )

@@ -22,13 +22,31 @@ from tokrate.client.failures import (
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import SSEDecoder, SSEProtocolError
 
-__all__ = ["ERROR_BODY_LIMIT", "REJECTED_NOTE", "StreamState", "needs_error_body"]
+__all__ = [
+    "ERROR_BODY_LIMIT",
+    "MAX_RESPONSE_BYTES",
+    "MAX_RESPONSE_CHUNKS",
+    "REJECTED_NOTE",
+    "ResponseLimitExceeded",
+    "StreamState",
+    "needs_error_body",
+]
 
 _DONE = b"[DONE]"
 #: Bytes of a non-2xx (or non-stream 200) body kept for the error message.
 ERROR_BODY_LIMIT = 8192
 #: Note on a result whose server rejected ``stream_options`` (triggers the one retry).
 REJECTED_NOTE = "server rejected stream_options"
+#: Defaults of ``[client] max_response_chunks`` / ``max_response_bytes``: well past any
+#: real answer, low enough that one endless stream cannot exhaust memory (each chunk
+#: keeps an 8-byte stamp here and a float offset in its record).
+MAX_RESPONSE_CHUNKS = 1_000_000
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class ResponseLimitExceeded(Exception):
+    """Raised by a transport that counts bytes outside :meth:`StreamState.feed` (the
+    SDK path) to stop the read; the failure is already recorded on the state."""
 
 
 def needs_error_body(status: int, content_type: str) -> bool:
@@ -49,6 +67,7 @@ class StreamState:
         "answer_chunks",
         "bytes_received",
         "chunk_ns",
+        "chunks_seen",
         "connect_ns",
         "decoder",
         "done",
@@ -60,6 +79,8 @@ class StreamState:
         "first_answer_ns",
         "first_byte_ns",
         "http_status",
+        "max_bytes",
+        "max_chunks",
         "notes",
         "reasoning_chunks",
         "response_id",
@@ -68,8 +89,15 @@ class StreamState:
         "usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_chunks: int = MAX_RESPONSE_CHUNKS, max_bytes: int = MAX_RESPONSE_BYTES
+    ) -> None:
         self.decoder = SSEDecoder()
+        self.max_chunks = max_chunks
+        self.max_bytes = max_bytes
+        #: Every parsed chunk, content-bearing or not (an endless stream of empty
+        #: deltas must hit the limit too).
+        self.chunks_seen = 0
         self.chunk_ns: list[int] = []
         self.first_byte_ns: int | None = None
         self.first_answer_ns: int | None = None
@@ -145,13 +173,27 @@ class StreamState:
                 f"after {len(self.chunk_ns)} content chunks"
             )
 
+    def count_bytes(self, n: int, now_ns: int) -> bool:
+        """Add ``n`` body bytes read at ``now_ns``; True (the stream failed as
+        ``response_limit``) once the total passes ``max_bytes``."""
+        self.bytes_received += n
+        if self.first_byte_ns is None:
+            self.first_byte_ns = now_ns
+        if self.bytes_received > self.max_bytes:
+            self.fail(
+                "response_limit",
+                f"response exceeded {self.max_bytes} bytes ([client] max_response_bytes)",
+                now_ns,
+            )
+            return True
+        return False
+
     def feed(self, data: bytes, now_ns: int) -> bool:
         """Consume one read stamped ``now_ns``; True once the stream is finished."""
         if self.finished:
             return True
-        self.bytes_received += len(data)
-        if self.first_byte_ns is None:
-            self.first_byte_ns = now_ns
+        if self.count_bytes(len(data), now_ns):
+            return True
         try:
             events = self.decoder.decode(data)
         except SSEProtocolError as exc:
@@ -175,7 +217,16 @@ class StreamState:
 
     def feed_chunk(self, obj: object, now_ns: int) -> bool:
         """Consume one parsed chunk that arrived at ``now_ns``; True when it ended the
-        stream (an in-band error or a malformed chunk, both recorded)."""
+        stream (an in-band error, a malformed chunk or one past ``max_chunks``, all
+        recorded)."""
+        self.chunks_seen += 1
+        if self.chunks_seen > self.max_chunks:
+            self.fail(
+                "response_limit",
+                f"response exceeded {self.max_chunks} chunks ([client] max_response_chunks)",
+                now_ns,
+            )
+            return True
         try:
             facts = classify_chunk(obj)
         except ChunkError as exc:

@@ -56,7 +56,9 @@ class Attempt:
         self.timeouts = timeouts
         self.attempt = attempt
         self.usage_rejected = usage_rejected
-        self.state = StreamState()
+        self.state = StreamState(
+            max_chunks=req.max_response_chunks, max_bytes=req.max_response_bytes
+        )
         if watch is not None:
             watch(self.state)
         self.trace = ConnectTrace()

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from tokrate.client.accumulate import MAX_RESPONSE_BYTES, MAX_RESPONSE_CHUNKS
 from tokrate.errors import ConfigError, PromptError
 from tokrate.prompts import Prompt
 from tokrate.redact import Redactor
@@ -39,7 +40,9 @@ class PreparedRequest:
     """One request, ready to send. ``body`` is the final JSON bytes; ``headers`` include
     Content-Type, Accept and (when a key was given) Authorization. ``api`` is "chat" or
     "completions"; ``endpoint``/``model`` are names for records. ``include_usage`` says
-    whether the body asks for ``stream_options.include_usage``."""
+    whether the body asks for ``stream_options.include_usage``. ``max_response_chunks``
+    / ``max_response_bytes`` bound what the client reads of the response (riding on the
+    request, so every client and the fast client's proxy fallback enforce the same)."""
 
     url: str
     body: bytes
@@ -49,6 +52,8 @@ class PreparedRequest:
     model: str
     include_usage: bool = False
     prompt_id: str = ""
+    max_response_chunks: int = MAX_RESPONSE_CHUNKS
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def __repr__(self) -> str:
         return (
@@ -99,12 +104,15 @@ class RequestSettings:
     """How every request of a run is built: the API (``chat`` | ``completions``),
     whether to ask for usage in the stream, ``ignore_eos`` (vLLM/SGLang: generate
     exactly max_tokens) and ``unique_prompts`` (a random prefix per request that
-    defeats provider prompt caching)."""
+    defeats provider prompt caching), and the per-response bounds
+    (``[client] max_response_chunks`` / ``max_response_bytes``)."""
 
     api: str = "chat"
     include_usage: bool = True
     ignore_eos: bool = False
     unique_prompts: bool = True
+    max_response_chunks: int = MAX_RESPONSE_CHUNKS
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
 
 def build_request(
@@ -181,6 +189,8 @@ def build_request(
         model=model.name,
         include_usage="stream_options" in body,
         prompt_id=prompt.id,
+        max_response_chunks=settings.max_response_chunks,
+        max_response_bytes=settings.max_response_bytes,
     )
 
 
@@ -197,4 +207,6 @@ def without_stream_options(req: PreparedRequest) -> PreparedRequest:
         model=req.model,
         include_usage=False,
         prompt_id=req.prompt_id,
+        max_response_chunks=req.max_response_chunks,
+        max_response_bytes=req.max_response_bytes,
     )

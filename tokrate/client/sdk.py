@@ -25,6 +25,7 @@ import orjson
 
 from tokrate.client.accumulate import (
     ERROR_BODY_LIMIT,
+    ResponseLimitExceeded,
     StreamState,
     needs_error_body,
 )
@@ -62,9 +63,9 @@ class _StampingStream(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         state = self._state
         async for chunk in self._inner:
-            if state.first_byte_ns is None:
-                state.first_byte_ns = perf_counter_ns()
-            state.bytes_received += len(chunk)
+            if state.count_bytes(len(chunk), perf_counter_ns()):
+                # The SDK reads on regardless of what we return: only raising stops it.
+                raise ResponseLimitExceeded(state.error_message)
             # Keep a short tail so a [DONE] split across reads is still seen.
             window = self._tail + chunk
             if _DONE in window:
@@ -269,6 +270,8 @@ class SdkClient:
         """The SDK's exceptions as data: an HTTP status with its body, an error event
         inside the stream, bad framing or JSON, or a transport failure."""
         state = a.state
+        if isinstance(exc, ResponseLimitExceeded):
+            return  # recorded on the state when it was raised
         if isinstance(exc, openai.APIStatusError):
             response = exc.response
             try:

@@ -329,7 +329,9 @@ class FastClient:
         self._busy[origin] = self._busy.get(origin, 0) + 1
         try:
             while True:
-                state = StreamState()
+                state = StreamState(
+                    max_chunks=req.max_response_chunks, max_bytes=req.max_response_bytes
+                )
                 if watch is not None:
                     watch(state)
                 if stale_retry:

@@ -70,6 +70,8 @@ _CONSTRAINTS: dict[str, str] = {
     "output.run_id": "nonempty",
     "output.label": "nonempty",
     "output.progress_interval_s": "pos",
+    "client.max_response_chunks": "pos",
+    "client.max_response_bytes": "pos",
     "client.timeouts.connect_s": "pos",
     "client.timeouts.first_byte_s": "pos",
     "client.timeouts.idle_s": "pos",

@@ -114,6 +114,12 @@ class ClientSpec:
     #: never carries a TCP/TLS handshake; False measures cold starts (then the TTFT of
     #: a request that opened a connection includes its set-up, ``connect_s``).
     preconnect: bool = True
+    #: Per-response bounds, far above any real answer, so a server that streams without
+    #: end cannot grow one request's memory (every chunk keeps a timestamp) without
+    #: limit: past either the stream is dropped as error class ``response_limit``. The
+    #: duration bound is ``timeouts.total_s``.
+    max_response_chunks: int = 1_000_000
+    max_response_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
