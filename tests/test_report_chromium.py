@@ -119,3 +119,34 @@ def test_report_fits_a_phone(browser: Any, report: Path) -> None:
         page.screenshot(path=str(ARTIFACTS / "report-phone.png"), full_page=False)
     finally:
         page.close()
+
+
+def test_degenerate_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
+    """Single-read streams (TPOT 0, zero gaps) and a failed target: the report still
+    opens with no console error, every chart it kept loads, and it says what it left out."""
+    import polars as pl
+
+    run = synthetic_run(tmp_path / "r", run_id="degenerate", concurrency=(1, 4),
+                        requests_per_level=6, error_rate=0.3)  # fmt: skip
+    frame = pl.read_parquet(run / "records.parquet").with_columns(
+        pl.lit(0.0).alias("tpot_s"),
+        pl.col("ttft_s").alias("e2e_s"),
+        pl.col("chunk_offsets_s").list.eval(pl.element() * 0 + pl.element().first()),
+    )
+    frame.write_parquet(run / "records.parquet")
+    (run / "summary.json").unlink(missing_ok=True)
+    report = build_report([run], formats=("png",)) / "report.html"
+    page, problems, _ = _open(browser, report, 1280, 900)
+    try:
+        assert problems == []
+        sizes = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth])"
+        )
+        assert sizes and all(complete and w > 0 for complete, w in sizes)
+        assert "no measurable decode speed" in page.inner_text("#left-out")
+        csp = page.eval_on_selector_all("meta[http-equiv]", "ms => ms.length")
+        assert csp == 1  # the Content-Security-Policy is a real <meta> element
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-degenerate.png"), full_page=True)
+    finally:
+        page.close()

@@ -40,8 +40,8 @@ def add_report(sub: Subparsers) -> None:
         help="hardware profile of the bound line (default: run.json 'hardware')",
     )  # fmt: skip
     p.add_argument(
-        "--format", dest="formats", metavar="png,svg", default="png,svg",
-        help="chart file formats under charts/ (comma-separated; default png,svg)",
+        "--format", dest="formats", metavar="png,svg,pdf", default="png,svg",
+        help="chart file formats under charts/: png, svg, pdf (comma-separated; default png,svg)",
     )  # fmt: skip
     p.add_argument("--open", action="store_true", help="open report.html in a browser")
     p.set_defaults(func=_cmd_report)
@@ -54,7 +54,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     formats = tuple(f.strip() for f in str(args.formats).split(",") if f.strip())
     if not formats:
-        raise UsageError("tokrate report: --format needs at least one of png, svg")
+        raise UsageError("tokrate report: --format needs at least one of png, svg, pdf")
     out = build_report(
         [Path(r) for r in args.runs],
         Path(args.out) if args.out else None,

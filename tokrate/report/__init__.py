@@ -48,7 +48,8 @@ from tokrate.summary import Summary
 
 __all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report", "render_summary"]
 
-FORMATS: Final = ("png", "svg")
+#: The chart file formats (every one matplotlib writes without extra packages).
+FORMATS: Final = ("png", "svg", "pdf")
 DEFAULT_HARDWARE: Final = "a100-80g"
 
 
@@ -259,20 +260,46 @@ class _Document:
     # --- charts -----------------------------------------------------------------
 
     def draw(self, out: Path, formats: Sequence[str]) -> None:
-        """Draw every chart with data, save charts/<name>.<fmt>, keep PNGs for HTML."""
-        for name, title, caption, fig in self._figures():
-            png = io.BytesIO()
-            fig.savefig(png, format="png")
-            self.images.append(ChartImage(name, title, caption, png.getvalue()))
-            # The constrained layout is solved by the first save; freeze it so the SVG
-            # does not solve it again (a third of the drawing time).
-            fig.set_layout_engine("none")
-            if "png" in formats:
-                _write(out / "charts" / f"{name}.png", png.getvalue())
-            if "svg" in formats:
-                svg = io.BytesIO()
-                fig.savefig(svg, format="svg", metadata={"Date": None})
-                _write(out / "charts" / f"{name}.svg", svg.getvalue())
+        """Draw every chart with data, save charts/<name>.<fmt>, keep PNGs for HTML.
+
+        One chart that cannot be drawn (data no chart foresaw) is left out with a note
+        naming it and why; the other charts, report.html and summary.md still come."""
+        charts = self._figures()
+        while True:
+            try:
+                name, title, caption, make = next(charts)
+            except StopIteration:
+                return
+            except Exception as exc:  # the data step of a chart failed: the rest too
+                self.notes.append(f"charts left out: {type(exc).__name__}: {exc}")
+                return
+            try:
+                self._save(out, formats, name, title, caption, make())
+            except Exception as exc:
+                self.notes.append(f"{title}: left out, it could not be drawn ({exc})")
+
+    def _save(
+        self, out: Path, formats: Sequence[str], name: str, title: str, caption: str, fig: Any
+    ) -> None:
+        png = io.BytesIO()
+        fig.savefig(png, format="png")
+        # The constrained layout is solved by the first save; freeze it so the SVG
+        # does not solve it again (a third of the drawing time).
+        fig.set_layout_engine("none")
+        files = {"png": png.getvalue()}
+        if "svg" in formats:
+            svg = io.BytesIO()
+            fig.savefig(svg, format="svg", metadata={"Date": None})
+            files["svg"] = svg.getvalue()
+        if "pdf" in formats:
+            pdf = io.BytesIO()
+            fig.savefig(pdf, format="pdf", metadata={"CreationDate": None})
+            files["pdf"] = pdf.getvalue()
+        # Written only once every format was drawn: a chart is there whole or not at all.
+        for fmt, data in files.items():
+            if fmt in formats:
+                _write(out / "charts" / f"{name}.{fmt}", data)
+        self.images.append(ChartImage(name, title, caption, png.getvalue()))
 
     def _figures(self) -> Iterator[tuple[str, str, str, Any]]:
         points, notes = _data.size_speed_points(self.records, self.sizes, self.hardware)
@@ -291,7 +318,7 @@ class _Document:
                 "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
                 "parameters, at each model's lowest load level. Dashed: the memory-bandwidth "
                 f"bound for {self.hardware.description}. Solid: fitted power law tok/s ∝ params^−k.",
-                _charts.size_vs_speed(
+                lambda: _charts.size_vs_speed(
                     points,
                     self.hardware,
                     self.fits,
@@ -299,16 +326,17 @@ class _Document:
                 ),
             )
         else:
-            self.notes.append(
-                "model size vs speed: no target has a known size (set params_b in [[model]])"
-            )
+            if not any("no measurable decode speed" in n for n in notes):
+                self.notes.append(
+                    "model size vs speed: no target has a known size (set params_b in [[model]])"
+                )
         ecdf = _data.ecdf_points(self.records, "ttft_s", ["series", "model"])
         if ecdf.height:
             yield (
                 "ttft_cdf",
                 "TTFT distribution",
                 "Empirical CDF of time to first token per model (ok requests, every load level).",
-                _charts.ttft_cdf(ecdf),
+                lambda: _charts.ttft_cdf(ecdf),
             )
         else:
             self.notes.append("TTFT distribution: no ok request has a TTFT")
@@ -319,7 +347,7 @@ class _Document:
                 "latency_boxes",
                 "TPOT and inter-token latency",
                 "Box: p25–p75, line: median, diamond: mean, whiskers: p10–p90 (ms, log scale).",
-                _charts.latency_boxes(tpot, itl),
+                lambda: _charts.latency_boxes(tpot, itl),
             )
         else:
             self.notes.append("TPOT / ITL distribution: no ok request with 2 or more tokens")
@@ -335,7 +363,7 @@ class _Document:
                 "throughput_vs_latency",
                 "Throughput vs latency",
                 "One curve per model over the load levels of the sweep (labels: concurrency or rate).",
-                _charts.throughput_vs_latency(sweep),
+                lambda: _charts.throughput_vs_latency(sweep),
             )
         else:
             self.notes.append(
@@ -347,7 +375,7 @@ class _Document:
                 "timeline",
                 "Timeline",
                 "Output tokens/s by request end time and failed requests per bin, per target.",
-                _charts.timeline(bins, width),
+                lambda: _charts.timeline(bins, width),
             )
         else:
             self.notes.append("timeline: no measured requests")
@@ -360,7 +388,7 @@ class _Document:
                 "Cost vs speed",
                 "USD per million output tokens: list price, or GPU-hour price × GPUs ÷ measured "
                 "aggregate tokens per hour.",
-                _charts.cost_vs_speed(cost),
+                lambda: _charts.cost_vs_speed(cost),
             )
         else:
             self.notes.append(

@@ -327,13 +327,22 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> 
         )
     ax.bxp(boxes, showfliers=False, showmeans=True, orientation="horizontal",
            meanprops={"marker": "D", "markersize": 4, "markerfacecolor": "white"})  # fmt: skip
-    # Pad the range ourselves: identical values (a fixed-timing server) would give a
-    # zero-width log axis.
-    lo = min(b["whislo"] for b in boxes)
-    hi = max(b["whishi"] for b in boxes)
-    ax.set_xlim(lo / 1.5, hi * 1.5)
-    ax.set_xscale("log")
-    _plain_log(ax, y=False)
+    values = [b[k] for b in boxes for k in ("whislo", "q1", "med", "q3", "whishi", "mean")]
+    positive = [v for v in values if v > 0]
+    hi = max(values)
+    if len(positive) < len(values):
+        # Zero gaps (chunks that arrived in one read) have no place on a log axis: a
+        # symlog axis keeps them visible at 0, linear up to the smallest positive value.
+        floor = min(positive) if positive else 1e-3
+        ax.set_xscale("symlog", linthresh=floor)
+        ax.set_xlim(0.0, max(hi, floor) * 1.5)
+        title = f"{title} (zeros shown at 0; linear below {floor:.3g} {unit})"
+    else:
+        # Pad the range ourselves: identical values (a fixed-timing server) would give
+        # a zero-width log axis.
+        ax.set_xlim(min(values) / 1.5, hi * 1.5)
+        ax.set_xscale("log")
+        _plain_log(ax, y=False)
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.invert_yaxis()

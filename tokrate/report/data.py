@@ -194,6 +194,13 @@ def size_speed_points(
     if missing.height:
         names = ", ".join(sorted(set(missing.get_column("model").to_list())))
         notes.append(f"left out of the size chart (no params_b in the config): {names}")
+    no_speed = joined.filter(pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_null())
+    if no_speed.height:
+        names = ", ".join(sorted(set(no_speed.get_column("model").to_list())))
+        notes.append(
+            "left out of the size chart (no measurable decode speed: fewer than 2 tokens, "
+            f"or the whole answer arrived in one read, TPOT 0): {names}"
+        )
     points = joined.filter(
         pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_not_null()
     )

@@ -136,11 +136,11 @@ def render_html(page: Page) -> str:
     """
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><page.meta charset="utf-8">',
-        '<page.meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<page.meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "img-src data:; style-src 'unsafe-inline'\">",
-        f"<page.title>{_e(page.title)}</page.title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(page.title)}</title><style>{_CSS}</style></head><body>",
         f"<header><h1>{_e(page.title)}</h1>",
     ]
     parts += [f'<p class="banner" role="status">{_e(b)}</p>' for b in page.banners]

@@ -1,0 +1,169 @@
+"""The report builds for any records frame the schema allows: all errors, one request,
+no request, zero gaps, single-read streams (TPOT 0), one target, a hundred targets,
+interrupted runs; summary.md and report.html come whatever the charts can draw."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokrate.records import RECORD_POLARS_SCHEMA
+from tokrate.report import build_report
+from tokrate.report.synthetic import SyntheticTier, synthetic_run
+
+_VOID = {"meta", "img", "br", "hr", "link", "input", "col", "wbr", "source"}
+
+
+class _Balance(HTMLParser):
+    """Checks that every element opened is closed, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag not in _VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        self.stack.pop()
+
+
+def _assert_parses(html: str) -> None:
+    parser = _Balance()
+    parser.feed(html)
+    parser.close()
+    assert parser.errors == [] and parser.stack == [], (parser.errors[:5], parser.stack)
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+
+
+def _run(path: Path, frame: pl.DataFrame, tiers: list[SyntheticTier], status: str) -> Path:
+    run = synthetic_run(path, tiers=tiers, concurrency=(1, 4), status=status)
+    frame.write_parquet(run / "records.parquet")
+    if status != "complete":
+        (run / "records.parquet").unlink()
+        lines = [pl.DataFrame([row]).write_ndjson().strip() for row in frame.to_dicts()]
+        (run / "records.jsonl").write_text("".join(f"{ln}\n" for ln in lines), encoding="utf-8")
+    (run / "summary.json").unlink(missing_ok=True)
+    return run
+
+
+def _degrade(
+    frame: pl.DataFrame, rng: np.random.Generator, shape: dict[str, object]
+) -> pl.DataFrame:
+    n = frame.height
+    keep = min(n, int(shape["keep"]))  # type: ignore[call-overload]
+    frame = frame.sample(n=keep, seed=int(rng.integers(1 << 30))) if keep < n else frame
+    n = frame.height
+    if shape["errors"] == "all":
+        failed = np.ones(n, dtype=bool)
+    else:
+        failed = rng.random(n) < float(shape["error_rate"])  # type: ignore[arg-type]
+    tpot = frame["tpot_s"].to_numpy().copy()
+    if shape["tpot"] == "zero":
+        tpot[:] = 0.0
+    elif shape["tpot"] == "none":
+        tpot[:] = np.nan
+    offsets = frame["chunk_offsets_s"].to_list()
+    ttft = frame["ttft_s"].to_list()
+    if shape["offsets"] == "empty":
+        offsets = [[] for _ in offsets]
+    elif shape["offsets"] == "one_read":
+        offsets = [
+            [t] * len(o) if t is not None else [] for o, t in zip(offsets, ttft, strict=True)
+        ]
+    out = frame.with_columns(
+        pl.Series("tpot_s", tpot).fill_nan(None),
+        pl.Series("chunk_offsets_s", offsets, dtype=pl.List(pl.Float64)),
+        pl.Series("_failed", failed),
+    )
+    out = out.with_columns(
+        pl.when(pl.col("_failed")).then(pl.lit("error")).otherwise(pl.col("status")).alias("status"),
+        pl.when(pl.col("_failed")).then(pl.lit("http_5xx")).otherwise(pl.col("error_class")).alias("error_class"),
+        pl.when(pl.col("_failed")).then(None).otherwise(pl.col("ttft_s")).alias("ttft_s"),
+        pl.when(pl.col("_failed")).then(None).otherwise(pl.col("tpot_s")).alias("tpot_s"),
+    )  # fmt: skip
+    return out.drop("_failed").select([pl.col(c).cast(t) for c, t in RECORD_POLARS_SCHEMA.items()])
+
+
+def _tiers(count: int) -> list[SyntheticTier]:
+    sizes = np.geomspace(0.5, 400.0, count)
+    return [SyntheticTier(f"m{i}-{s:.3g}b", float(s), float(s)) for i, s in enumerate(sizes)]
+
+
+def _build(tmp: Path, shape: dict[str, object], seed: int) -> Path:
+    tiers = _tiers(int(shape["targets"]))  # type: ignore[call-overload]
+    base = synthetic_run(tmp / "base", tiers=tiers, concurrency=(1, 4), requests_per_level=6)
+    frame = pl.read_parquet(base / "records.parquet")
+    degraded = _degrade(frame, np.random.default_rng(seed), shape)
+    run = _run(tmp / "run", degraded, tiers, str(shape["status"]))
+    out = build_report([run], formats=("png",))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    _assert_parses(html)
+    md = (out / "summary.md").read_text(encoding="utf-8")
+    assert md.startswith("## tokrate report")
+    if shape["status"] != "complete":
+        assert "interrupted" in html
+    return out
+
+
+SHAPES = st.fixed_dictionaries(
+    {
+        "targets": st.integers(1, 4),
+        "keep": st.sampled_from([0, 1, 2, 5, 1000]),
+        "errors": st.sampled_from(["some", "all"]),
+        "error_rate": st.floats(0.0, 1.0),
+        "tpot": st.sampled_from(["real", "zero", "none"]),
+        "offsets": st.sampled_from(["real", "empty", "one_read"]),
+        "status": st.sampled_from(["complete", "interrupted"]),
+    }
+)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(shape=SHAPES, seed=st.integers(0, 2**16))
+def test_report_builds_for_any_frame(
+    tmp_path_factory: pytest.TempPathFactory, shape: dict[str, object], seed: int
+) -> None:
+    _build(tmp_path_factory.mktemp("robust"), shape, seed)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # Single-read streams (some gateways): TPOT 0 for every ok request, zero gaps.
+        {"targets": 3, "keep": 1000, "errors": "some", "error_rate": 0.0, "tpot": "zero", "offsets": "one_read", "status": "complete"},
+        {"targets": 2, "keep": 1000, "errors": "all", "error_rate": 1.0, "tpot": "real", "offsets": "real", "status": "complete"},
+        {"targets": 1, "keep": 1, "errors": "some", "error_rate": 0.0, "tpot": "real", "offsets": "real", "status": "interrupted"},
+        {"targets": 100, "keep": 1000, "errors": "some", "error_rate": 0.05, "tpot": "real", "offsets": "real", "status": "complete"},
+    ],
+    ids=["single-read", "all-errors", "one-request-interrupted", "100-targets"],
+)  # fmt: skip
+def test_report_builds_for_named_degenerate_runs(tmp_path: Path, shape: dict[str, object]) -> None:
+    out = _build(tmp_path, shape, seed=1)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    if shape["tpot"] == "zero":
+        assert "no measurable decode speed" in html  # said why, not "no known size"
+        assert (out / "charts" / "latency_boxes.png").exists()  # zero gaps still drawn
+
+
+def test_pdf_charts(tmp_path: Path) -> None:
+    run = synthetic_run(tmp_path / "r", concurrency=(1, 4), requests_per_level=6)
+    out = build_report([run], formats=("pdf",))
+    pdfs = sorted((out / "charts").glob("*.pdf"))
+    assert pdfs and all(p.read_bytes().startswith(b"%PDF") for p in pdfs)
+    assert not list((out / "charts").glob("*.svg"))
