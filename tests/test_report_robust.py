@@ -167,3 +167,28 @@ def test_pdf_charts(tmp_path: Path) -> None:
     pdfs = sorted((out / "charts").glob("*.pdf"))
     assert pdfs and all(p.read_bytes().startswith(b"%PDF") for p in pdfs)
     assert not list((out / "charts").glob("*.svg"))
+
+
+def test_timeline_counts_tokens_when_they_arrived() -> None:
+    """A 100-token answer streamed over 10 s is 10 tok/s in every bin it was streamed
+    in, not a 100-token spike in the bin it ended in."""
+    from tokrate.report.data import timeline_bins
+
+    frame = pl.DataFrame(
+        {
+            "series": ["sim", "sim"],
+            "model": ["m", "m"],
+            "is_measured": [True, True],
+            "status": ["ok", "error"],
+            "output_tokens": [100, 0],
+            "e2e_s": [10.0, 0.5],
+            "ttft_s": [0.0, None],
+            "t_rel_s": [10.0, 3.0],  # end of stream since the run's first send
+        }
+    )
+    bins, width = timeline_bins(frame.lazy())
+    tps = bins.filter(pl.col("output_tps") > 0)
+    assert tps.height == round(10.0 / width)  # every bin of the 10 s it streamed in
+    assert tps["output_tps"].max() <= 10.0 + 1e-6  # never above the real rate
+    assert abs(tps["output_tps"].sum() * width - 100.0) < 1e-6  # every token counted once
+    assert bins["errors"].sum() == 1

@@ -374,7 +374,8 @@ class _Document:
             yield (
                 "timeline",
                 "Timeline",
-                "Output tokens/s by request end time and failed requests per bin, per target.",
+                "Output tokens/s over the run, each request's tokens spread over its first token .. "
+                "end (and failed requests per bin, when any failed), per target.",
                 lambda: _charts.timeline(bins, width),
             )
         else:

@@ -408,7 +408,10 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
 def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
     """Output tokens/s per time bin per (series, model) over the run, and failed
     requests per bin below it (spots throttling and error bursts)."""
-    fig, (ax, ax2) = _figure(11, 5.5, nrows=2)
+    failed = bool(bins.get_column("errors").sum())
+    # The failed-requests panel only when something failed: an empty one says nothing.
+    fig, axes = _figure(11, 5.5 if failed else 3.6, nrows=2 if failed else 1)
+    ax, ax2 = axes[0], axes[1] if failed else None
     labels = _labels(bins)
     colors = series_colors(list(labels.values()))
     bottoms: dict[float, float] = {}
@@ -423,14 +426,17 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
         y_line = np.insert(tps, np.flatnonzero(gap), np.nan)
         ax.plot(t_line, y_line, "o-", ms=3, color=colors[label], label=label, lw=1.4)
         err = part.get_column("errors").to_numpy().astype(np.float64)
-        if err.any():
+        if ax2 is not None and err.any():
             base = np.array([bottoms.get(float(v), 0.0) for v in t])
             ax2.bar(t, err, width=width_s * 0.9, bottom=base, color=colors[label], label=label)
             for v, e in zip(t, err, strict=True):
                 bottoms[float(v)] = bottoms.get(float(v), 0.0) + float(e)
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"Throughput over the run ({width_s:g} s bins, by request end time)")
+    ax.set_title(f"Throughput over the run ({width_s:g} s bins, by token arrival time)")
     ax.legend(frameon=False, loc="best", ncols=2)
+    if ax2 is None:
+        ax.set_xlabel("time since the run's first request (s)")
+        return fig
     ax2.set_ylabel("failed requests per bin")
     ax2.set_xlabel("time since the run's first request (s)")
     ax2.set_ylim(bottom=0)

@@ -53,7 +53,8 @@ SLO_ATTAINMENT: Final = 0.95
 _CHART_COLUMNS: Final = (
     "run_key", "series", "endpoint", "model", "scenario", "task", "request_index",
     "status", "is_measured", "concurrency", "rate_rps", "ttft_s", "tpot_s", "decode_tps",
-    "itl_s", "t_rel_s", "output_tokens", "error_class", "http_status", "error_message",
+    "itl_s", "t_rel_s", "e2e_s", "output_tokens", "error_class", "http_status",
+    "error_message",
 )  # fmt: skip
 
 _TARGET_SCHEMA: Final = {
@@ -303,22 +304,63 @@ def nice_bin_width(span_s: float, bins: int = 60) -> float:
 def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
     """Output tokens/s and errors per time bin per (series, model); and the bin width.
 
-    Time is ``t_rel_s`` (end of stream since the run's first send). Tokens of ok
-    measured requests are credited to the bin they ended in.
+    Time is seconds since the run's first send. A request's tokens are credited to the
+    bins it was streaming in: spread evenly from its first token (start + TTFT) to its
+    end, each bin getting the share of that interval it covers — so a long answer counts
+    across the seconds it was delivered in, not all at its end. (Chunk offsets would be
+    exact to the chunk; they are not kept for charts, so a million-record report stays
+    in memory bounds.) A request without a TTFT counts at its end; failed measured
+    requests count in the bin they ended in.
     """
     measured = records.filter(pl.col("is_measured"))
     span = measured.select(pl.col("t_rel_s").max()).collect().item()
     width = nice_bin_width(float(span or 0.0))
-    binned = measured.with_columns(((pl.col("t_rel_s") / width).floor() * width).alias("t_bin_s"))
-    out = (
-        binned.group_by(["series", "model", "t_bin_s"])
-        .agg(
-            (pl.col("output_tokens").filter(pl.col("status") == "ok").sum() / width).alias(
-                "output_tps"
-            ),
-            (pl.col("status") == "error").sum().alias("errors"),
+    keys = ["series", "model"]
+    ok = measured.filter((pl.col("status") == "ok") & (pl.col("output_tokens") > 0))
+    end = pl.col("t_rel_s")
+    first = pl.min_horizontal((end - pl.col("e2e_s") + pl.col("ttft_s")).fill_null(end), end).alias(
+        "first"
+    )
+    spread = (
+        ok.select(
+            *keys, pl.col("output_tokens").cast(pl.Float64).alias("tokens"), first, end.alias("end")
         )
-        .sort(["series", "model", "t_bin_s"])
+        .with_columns(
+            pl.int_ranges(
+                (pl.col("first") / width).floor().cast(pl.Int64),
+                (pl.col("end") / width).floor().cast(pl.Int64) + 1,
+            ).alias("bin")
+        )
+        .explode("bin")
+        .with_columns((pl.col("bin") * width).alias("t_bin_s"))
+        .with_columns(
+            # Share of [first, end] inside this bin; a zero-length interval (every
+            # token in one read) puts everything in its one bin.
+            pl.when(pl.col("end") > pl.col("first"))
+            .then(
+                (
+                    pl.min_horizontal(pl.col("end"), pl.col("t_bin_s") + width)
+                    - pl.max_horizontal(pl.col("first"), pl.col("t_bin_s"))
+                ).clip(lower_bound=0.0)
+                / (pl.col("end") - pl.col("first"))
+            )
+            .otherwise(1.0)
+            .alias("share")
+        )
+    )
+    tokens = spread.group_by([*keys, "t_bin_s"]).agg(
+        ((pl.col("tokens") * pl.col("share")).sum() / width).alias("output_tps")
+    )
+    errors = (
+        measured.filter(pl.col("status") == "error")
+        .with_columns(((pl.col("t_rel_s") / width).floor() * width).alias("t_bin_s"))
+        .group_by([*keys, "t_bin_s"])
+        .agg(pl.len().cast(pl.Int64).alias("errors"))
+    )
+    out = (
+        tokens.join(errors, on=[*keys, "t_bin_s"], how="full", coalesce=True)
+        .with_columns(pl.col("output_tps").fill_null(0.0), pl.col("errors").fill_null(0))
+        .sort([*keys, "t_bin_s"])
         .collect()
     )
     return out, width
