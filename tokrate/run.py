@@ -290,7 +290,11 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         raise
     stack.callback(backend.close)
     shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-    store.start(_run_info(run_id, spec, targets, plan, backend))
+    try:
+        store.start(_run_info(run_id, spec, targets, plan, backend))
+    except BaseException:
+        store.discard()
+        raise
     return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store)
 
 

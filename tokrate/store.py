@@ -110,12 +110,23 @@ class RunStore:
         self._fd: int | None = None
         if self.path.exists():
             raise OutputError(f"{self.path}: run folder already exists; refusing to overwrite it")
+        # The folders this run creates (the run folder and any missing parents), so a
+        # refused start can remove exactly those and nothing the user already had.
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         try:
             self.path.mkdir(parents=True)
         except OSError as err:
+            self._remove_created()
             raise OutputError(
                 f"{self.path}: cannot create the run folder ({err.strerror or err})"
             ) from None
+        try:
+            self._check_writable(min_free_bytes)
+        except OutputError:
+            self.discard()
+            raise
+
+    def _check_writable(self, min_free_bytes: int) -> None:
         try:
             free = shutil.disk_usage(self.path).free
             if free < min_free_bytes:
@@ -186,14 +197,24 @@ class RunStore:
                 self._fd = None
 
     def discard(self) -> None:
-        """Remove the folder again when the run never started (no run.json yet): a
-        config or readiness error before any load leaves no empty run folder behind."""
+        """Remove what this store created when no record was written: a config or
+        readiness error before any load leaves no run folder (and no output folder it
+        had to create) behind, so a rerun with the same run id is not refused."""
         self.close()
-        if (self.path / _RUN_JSON).exists():
+        if self.count:
             return
-        with contextlib.suppress(OSError):
-            (self.path / _JSONL).unlink()
-            self.path.rmdir()
+        for name in (_RUN_JSON, _JSONL):
+            with contextlib.suppress(OSError):
+                (self.path / name).unlink()
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        # rmdir, never rmtree: a folder something else wrote into meanwhile stays.
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
 
     def finalize(
         self,
