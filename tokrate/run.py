@@ -265,6 +265,19 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
     return [t.label for t in targets]
 
 
+def _check_baseline_exists(spec: RunSpec) -> None:
+    """A baseline that cannot be read is refused before the run, not after it was
+    measured; raises RunFolderError (one line naming the folder)."""
+    from tokrate.store import LATEST_GOOD, load_run_info, resolve_latest_good
+
+    if spec.baseline is None:
+        return
+    if spec.baseline == LATEST_GOOD:
+        resolve_latest_good(spec.output.dir)  # a dangling pointer; none yet is fine
+    else:
+        load_run_info(spec.baseline)
+
+
 def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
     """Everything before the first request (see the module doc). Raises ConfigError,
     PromptError, OutputError, EndpointUnreachable, ModelNotServed, SimulatorError; a
@@ -276,6 +289,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
 
     run_id = spec.output.run_id or new_run_id()
     keys = api_keys(spec)
+    _check_baseline_exists(spec)
     prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)

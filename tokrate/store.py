@@ -303,7 +303,11 @@ class LoadedRun:
 
 def _read_info(folder: Path) -> RunInfo:
     run_json = folder / _RUN_JSON
-    if not folder.is_dir():
+    try:
+        is_dir = folder.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise RunFolderError(f"{folder!s:.200}: not a usable path ({err!s:.100})") from None
+    if not is_dir:
         raise RunFolderError(f"{folder}: not a run folder (no such directory)")
     try:
         data = orjson.loads(run_json.read_bytes())
