@@ -116,6 +116,31 @@ def test_bad_config_values(
     assert _files(tmp_path) == {Path(cfg)}
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--output-dir", "x" * 300],
+        ["--prompts", "x" * 300],
+        ["--baseline", "x" * 300],
+        ["--baseline", "latest-good", "--thresholds-from-history", "x" * 300],
+        ["--baseline", "no-such-run"],
+    ],
+    ids=["output-dir", "prompts", "baseline", "history", "missing-baseline"],
+)
+def test_unusable_paths_are_one_line_before_any_load(
+    flags: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A name over the OS limit makes pathlib raise; a missing baseline used to be
+    # found only after the whole run was measured.
+    monkeypatch.chdir(tmp_path)
+    line = _refused(["run", *FAST, *flags], capsys)
+    assert len(line) < 800  # the user's own long path, named once or twice
+    assert _files(tmp_path) == set()
+
+
 # --- concurrency and rate -----------------------------------------------------------------
 
 

@@ -100,6 +100,7 @@ FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--progress-interval": mostly(st.just("0.5"), bad_number),
     "--time-scale": mostly(st.sampled_from(["100", "1000"]), bad_number),
     "--api-key-env": hostile_text,
+    "-c": hostile_text,
     "-m": mostly(st.sampled_from(["sim-1b", "nope"]), hostile_text),
 }
 SWITCHES = ["--quiet", "--json", "--no-report", "--no-preconnect"]

@@ -266,12 +266,17 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
 
 
 def _check_baseline_exists(spec: RunSpec) -> None:
-    """A baseline that cannot be read is refused before the run, not after it was
-    measured; raises RunFolderError (one line naming the folder)."""
+    """A baseline (or history folder) that cannot be read is refused before the run,
+    not after it was measured; raises RunFolderError or UsageError (one line)."""
+    from tokrate.errors import UsageError
+    from tokrate.fileio import path_is_dir
     from tokrate.store import LATEST_GOOD, load_run_info, resolve_latest_good
 
     if spec.baseline is None:
         return
+    history = spec.compare.thresholds_from_history
+    if history and not path_is_dir(Path(history)):
+        raise UsageError(f"--thresholds-from-history {history!s:.200}: no such directory")
     if spec.baseline == LATEST_GOOD:
         resolve_latest_good(spec.output.dir)  # a dangling pointer; none yet is fine
     else:

@@ -108,7 +108,13 @@ class RunStore:
         self.info = RunInfo(run_id=self.path.name)
         self.count = 0
         self._fd: int | None = None
-        if self.path.exists():
+        try:
+            taken = self.path.exists()
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte
+            raise OutputError(
+                f"{self.path!s:.200}: unusable run folder path ({err!s:.80})"
+            ) from None
+        if taken:
             raise OutputError(f"{self.path}: run folder already exists; refusing to overwrite it")
         # The folders this run creates (the run folder and any missing parents), so a
         # refused start can remove exactly those and nothing the user already had.
