@@ -265,28 +265,11 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
     return [t.label for t in targets]
 
 
-def _check_baseline_exists(spec: RunSpec) -> None:
-    """A baseline (or history folder) that cannot be read is refused before the run,
-    not after it was measured; raises RunFolderError or UsageError (one line)."""
-    from tokrate.errors import UsageError
-    from tokrate.fileio import path_is_dir
-    from tokrate.store import LATEST_GOOD, load_run_info, resolve_latest_good
-
-    if spec.baseline is None:
-        return
-    history = spec.compare.thresholds_from_history
-    if history and not path_is_dir(Path(history)):
-        raise UsageError(f"--thresholds-from-history {history!s:.200}: no such directory")
-    if spec.baseline == LATEST_GOOD:
-        resolve_latest_good(spec.output.dir)  # a dangling pointer; none yet is fine
-    else:
-        load_run_info(spec.baseline)
-
-
 def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
     """Everything before the first request (see the module doc). Raises ConfigError,
-    PromptError, OutputError, EndpointUnreachable, ModelNotServed, SimulatorError; a
-    failure leaves no run folder behind."""
+    PromptError, OutputError, RunFolderError (an unreadable baseline),
+    EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
+    folder behind."""
     from tokrate.backends.factory import open_backend
     from tokrate.client.preflight import check_targets
     from tokrate.plan import build_plan, shard
@@ -294,7 +277,10 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
 
     run_id = spec.output.run_id or new_run_id()
     keys = api_keys(spec)
-    _check_baseline_exists(spec)
+    if spec.baseline is not None:
+        from tokrate.baseline import check_baseline_ref
+
+        check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
     prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
@@ -304,12 +290,8 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         check_targets(targets, keys, api=spec.client.api)
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
-    except BaseException:
-        store.discard()
-        raise
-    stack.callback(backend.close)
-    shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-    try:
+        stack.callback(backend.close)
+        shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
         store.start(_run_info(run_id, spec, targets, plan, backend))
     except BaseException:
         store.discard()
@@ -461,8 +443,8 @@ def run_benchmark(
     (default: the config file's folder, else the cwd).
 
     Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
-    EndpointUnreachable (all before any load is sent); SimulatorError when the
-    embedded simulator cannot start.
+    RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
+    folder); SimulatorError when the embedded simulator cannot start.
     """
     from tokrate.metrics import summarize
 
