@@ -220,7 +220,7 @@ class _Worker:
             target = self.task.targets[index]
             # Open loop: the in-flight count a rate implies is unknown before the first
             # answers; one connection per request/s of this shard's rate.
-            want = max(1, math.ceil(sc.rate_rps or 0)) if self.open_loop else sc.concurrency or 0
+            want = max(1, math.ceil(sc.rate_rps or 0)) if self.open_loop else sc.streams_per_target
             first, n = out.get(target.base_url, (target, 0))
             out[target.base_url] = (first, n + want)
         if self.open_loop:
@@ -269,7 +269,8 @@ class _Worker:
             # Connections for the in-flight requests a rate implies; beyond this the
             # client opens more with a notice, never caps below the load.
             return max(1, min(self.task.open_loop_cap, 1024))
-        return max(1, self.scenario.streams or 0)
+        sc = self.scenario
+        return max(1, sc.streams_per_target * len(sc.target_indices))
 
     async def _watch_stop(self) -> None:
         """Bridge the cross-thread stop into the loop; then enforce the grace period
@@ -321,7 +322,7 @@ class _Worker:
         planned: dict[int, Iterator[PlannedRequest]] = {
             t: iter(sc.requests(target=t)) for t in sc.target_indices
         }
-        for _ in range(sc.concurrency or 0):
+        for _ in range(sc.streams_per_target):
             for t in sc.target_indices:
                 tg.start_soon(self._stream, client, planned[t])
 

@@ -12,7 +12,25 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["path_exists", "path_is_dir", "write_atomic"]
+
+
+def path_is_dir(path: Path) -> bool:
+    """``path.is_dir()``, False for a path the OS cannot even look up (a name over
+    its length limit, a NUL byte), which pathlib raises for instead: such a path is
+    reported as missing, one line, never a traceback."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def path_exists(path: Path) -> bool:
+    """``path.exists()``, False for a path the OS cannot look up (see path_is_dir)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -38,6 +38,7 @@ import polars as pl
 
 from tokrate.compare import CompareSettings, compare_loaded
 from tokrate.errors import RunFolderError, UsageError
+from tokrate.fileio import path_is_dir
 from tokrate.metrics import analysed
 from tokrate.rundata import RunInfo
 from tokrate.stats import sample_stat
@@ -332,7 +333,7 @@ def load_history(
     ``window < 1``.
     """
     root = Path(root)
-    if not root.is_dir():
+    if not path_is_dir(root):
         raise UsageError(f"{root}: no such directory")
     metric_list = tuple(metrics) or DEFAULT_HISTORY_METRICS
     for m in metric_list:

@@ -152,6 +152,16 @@ class ScenarioPlan:
         return self.concurrency * len(self.target_indices)
 
     @property
+    def streams_per_target(self) -> int:
+        """Closed loop: the streams per target worth starting in this shard, the
+        concurrency capped at the requests a target can ever have (a stream beyond
+        that would find nothing to send, yet cost a task and a pool slot). 0 in open
+        loop."""
+        conc = self.concurrency or 0
+        planned = self.planned_per_target
+        return conc if planned is None else min(conc, planned)
+
+    @property
     def total_rate_rps(self) -> float | None:
         if self.rate_rps is None:
             return None

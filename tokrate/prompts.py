@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from tokrate.bundled import bundled_set_bytes, bundled_sets
 from tokrate.errors import PromptError
+from tokrate.fileio import path_exists, path_is_dir
 from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
@@ -323,7 +324,7 @@ def _load_path(raw: str, base_dir: Path, split: str) -> list[Prompt]:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = base_dir / path
-    if path.is_dir():
+    if path_is_dir(path):
         files = _files_under(path)
         if not files:
             raise PromptError(f"{raw}: folder has no prompt files (.jsonl, .txt, .md)")
@@ -331,7 +332,7 @@ def _load_path(raw: str, base_dir: Path, split: str) -> list[Prompt]:
         for f in files:
             out.extend(_load_file(f, str(Path(raw) / f.relative_to(path)), split))
         return out
-    if not path.exists():
+    if not path_exists(path):
         raise PromptError(f"{raw}: prompt file not found (looked in {path.parent})")
     return _load_file(path, raw, split)
 

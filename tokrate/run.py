@@ -269,8 +269,9 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
 
 def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
     """Everything before the first request (see the module doc). Raises ConfigError,
-    PromptError, OutputError, EndpointUnreachable, ModelNotServed, SimulatorError; a
-    failure leaves no run folder behind."""
+    PromptError, OutputError, RunFolderError (an unreadable baseline),
+    EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
+    folder behind."""
     from tokrate.backends.factory import open_backend
     from tokrate.client.preflight import check_targets
     from tokrate.plan import build_plan, shard
@@ -279,6 +280,10 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     run_id = spec.output.run_id or new_run_id()
     keys = api_keys(spec)
     redactor = run_redactor(spec, keys)
+    if spec.baseline is not None:
+        from tokrate.baseline import check_baseline_ref
+
+        check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
     prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
@@ -288,13 +293,13 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         check_targets(targets, keys, api=spec.client.api)
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
+        stack.callback(backend.close)
+        shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
+        info = _run_info(run_id, spec, targets, plan, backend)
+        store.start(dataclasses.replace(info, config=redactor.value(info.config)))
     except BaseException:
         store.discard()
         raise
-    stack.callback(backend.close)
-    shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-    info = _run_info(run_id, spec, targets, plan, backend)
-    store.start(dataclasses.replace(info, config=redactor.value(info.config)))
     return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store, redactor)
 
 
@@ -442,8 +447,8 @@ def run_benchmark(
     (default: the config file's folder, else the cwd).
 
     Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
-    EndpointUnreachable (all before any load is sent); SimulatorError when the
-    embedded simulator cannot start.
+    RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
+    folder); SimulatorError when the embedded simulator cannot start.
     """
     from tokrate.metrics import summarize
 

@@ -108,14 +108,31 @@ class RunStore:
         self.info = RunInfo(run_id=self.path.name)
         self.count = 0
         self._fd: int | None = None
-        if self.path.exists():
+        try:
+            taken = self.path.exists()
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte
+            raise OutputError(
+                f"{self.path!s:.200}: unusable run folder path ({err!s:.80})"
+            ) from None
+        if taken:
             raise OutputError(f"{self.path}: run folder already exists; refusing to overwrite it")
+        # The folders this run creates (the run folder and any missing parents), so a
+        # refused start can remove exactly those and nothing the user already had.
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         try:
             self.path.mkdir(parents=True)
         except OSError as err:
+            self._remove_created()
             raise OutputError(
                 f"{self.path}: cannot create the run folder ({err.strerror or err})"
             ) from None
+        try:
+            self._check_writable(min_free_bytes)
+        except OutputError:
+            self.discard()
+            raise
+
+    def _check_writable(self, min_free_bytes: int) -> None:
         try:
             free = shutil.disk_usage(self.path).free
             if free < min_free_bytes:
@@ -186,14 +203,24 @@ class RunStore:
                 self._fd = None
 
     def discard(self) -> None:
-        """Remove the folder again when the run never started (no run.json yet): a
-        config or readiness error before any load leaves no empty run folder behind."""
+        """Remove what this store created when no record was written: a config or
+        readiness error before any load leaves no run folder (and no output folder it
+        had to create) behind, so a rerun with the same run id is not refused."""
         self.close()
-        if (self.path / _RUN_JSON).exists():
+        if self.count:
             return
-        with contextlib.suppress(OSError):
-            (self.path / _JSONL).unlink()
-            self.path.rmdir()
+        for name in (_RUN_JSON, _JSONL):
+            with contextlib.suppress(OSError):
+                (self.path / name).unlink()
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        # rmdir, never rmtree: a folder something else wrote into meanwhile stays.
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
 
     def finalize(
         self,
@@ -282,7 +309,11 @@ class LoadedRun:
 
 def _read_info(folder: Path) -> RunInfo:
     run_json = folder / _RUN_JSON
-    if not folder.is_dir():
+    try:
+        is_dir = folder.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise RunFolderError(f"{folder!s:.200}: not a usable path ({err!s:.100})") from None
+    if not is_dir:
         raise RunFolderError(f"{folder}: not a run folder (no such directory)")
     try:
         data = orjson.loads(run_json.read_bytes())

@@ -67,7 +67,7 @@ _CONSTRAINTS: dict[str, str] = {
     "slo.e2e_s": "pos",
     "slo.itl_p99_s": "pos",
     "output.dir": "nonempty",
-    "output.run_id": "nonempty",
+    "output.run_id": "name",
     "output.label": "nonempty",
     "output.progress_interval_s": "pos",
     "client.max_response_chunks": "pos",
@@ -85,6 +85,25 @@ _CONSTRAINTS: dict[str, str] = {
     "distributed.resources": "nonneg",
     "baseline": "nonempty",
 }
+
+#: Upper bounds by dotted key, inclusive. In-flight work and arrivals are capped at
+#: what one machine's event loops could ever drive, so an absurd value is refused up
+#: front instead of hanging the run or eating memory. Every other integer must fit in
+#: 64 bits (run.json and records.parquet store them as int64).
+MAX_CONCURRENCY = 100_000
+MAX_RATE_RPS = 100_000.0
+MAX_WORKERS = 1024
+INT64_MAX = 2**63 - 1
+_MAXIMA: dict[str, float] = {
+    "load.concurrency": MAX_CONCURRENCY,
+    "load.rates": MAX_RATE_RPS,
+    "load.workers": MAX_WORKERS,
+    "distributed.workers": MAX_WORKERS,
+}
+#: A run id becomes a folder name under output.dir: one path component, never "..",
+#: never absolute, short enough for any file system.
+MAX_RUN_ID_LEN = 128
+_RUN_ID = _re.compile(r"\w[\w.-]*")
 
 #: The TOML layout: top-level key -> dataclass (array tables map to one element's type).
 _ARRAY_TABLES: dict[str, type] = {"endpoint": EndpointSpec, "model": ModelSpec}
@@ -122,6 +141,9 @@ def _show(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, dict):
         return "a table"
+    if isinstance(value, int) and value.bit_length() > 200:
+        # repr() of a many-thousand-digit int raises (Python's int-to-str limit).
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -174,6 +196,11 @@ def _describe(hint: object, constraint: str | None, plural: bool = False) -> str
             return f"number{s} in (0, 1]"
         return f"{prefix}number{s}"
     if hint is str:
+        if constraint == "name":
+            return (
+                f"a single folder name (letters, digits, '.', '_', '-'; not starting with"
+                f" '.'; at most {MAX_RUN_ID_LEN} characters)"
+            )
         return f"{prefix}string{s}"
     if hint is _typing.Any:
         return "JSON-compatible values" if plural else "JSON-compatible value"
@@ -191,7 +218,16 @@ def _check_constraint(value: float | int | str, constraint: str | None) -> bool:
         return bool(0 < value <= 1)  # type: ignore[operator]
     if constraint == "nonempty":
         return bool(str(value).strip())
+    if constraint == "name":
+        return len(str(value)) <= MAX_RUN_ID_LEN and bool(_RUN_ID.fullmatch(str(value)))
     return True
+
+
+def _check_maximum(value: object, key: str, ctx: _Ctx) -> None:
+    """Refuse a value above its key's documented maximum (see _MAXIMA)."""
+    limit = _MAXIMA.get(_re.sub(r"\[\d+\]", "", key))
+    if limit is not None and isinstance(value, int | float) and value > limit:
+        raise ctx.error(key, f"at most {limit:g} (the documented maximum), got {_show(value)}")
 
 
 def _json_safe(value: object) -> bool:
@@ -242,15 +278,19 @@ def _convert(value: object, hint: object, key: str, ctx: _Ctx) -> object:
         for item in items:
             try:
                 out.append(_scalar(item, inner, constraint))
-            except _Bad:
+            except _Bad as bad:
                 # Show the offending element: "got 'x'" says more than the whole list.
-                raise ctx.error(key, f"expected {want}, got {_show(item)}") from None
+                what = bad.expected if "64 bits" in bad.expected else want
+                raise ctx.error(key, f"expected {what}, got {_show(item)}") from None
+            _check_maximum(out[-1], key, ctx)
         return tuple(out)
     try:
-        return _scalar(value, hint, constraint)
+        converted = _scalar(value, hint, constraint)
     except _Bad as bad:
         got = f", got {_show(value)}" if bad.show_value else ""
         raise ctx.error(key, f"expected {bad.expected}{got}") from None
+    _check_maximum(converted, key, ctx)
+    return converted
 
 
 def _scalar(value: object, hint: object, constraint: str | None) -> object:
@@ -274,6 +314,8 @@ def _scalar(value: object, hint: object, constraint: str | None) -> object:
             and not isinstance(value, bool)
             and _check_constraint(value, constraint)
         ):
+            if abs(value) > INT64_MAX:
+                raise _Bad(f"{want} that fits in 64 bits (at most {INT64_MAX})")
             return value
         raise _Bad(want)
     if hint is float:

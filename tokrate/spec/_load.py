@@ -8,6 +8,7 @@ import re as _re
 import tomllib as _tomllib
 from collections.abc import Mapping as _Mapping
 from pathlib import Path as _Path
+from urllib.parse import urlsplit as _urlsplit
 
 from tokrate.errors import ConfigError as _ConfigError
 from tokrate.spec._convert import (
@@ -54,6 +55,13 @@ def _read_toml(path: _Path) -> dict[str, object]:
     except _tomllib.TOMLDecodeError as err:
         message = str(err).splitlines()[0] if str(err) else "invalid TOML"
         raise _ConfigError(f"{path}: invalid TOML: {message}") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively.
+        raise _ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError as err:
+        # Python's int-to-str limit (4300 digits), raised from inside tomllib.
+        message = str(err).splitlines()[0] if str(err) else "invalid value"
+        raise _ConfigError(f"{path}: invalid TOML: {message}") from None
 
 
 def _apply_overrides(raw: dict[str, object], overrides: _Mapping[str, object]) -> set[str]:
@@ -65,13 +73,14 @@ def _apply_overrides(raw: dict[str, object], overrides: _Mapping[str, object]) -
         if parts[0] not in _TOP_LEVEL:
             raise _unknown(parts[0], parts[0], _TOP_LEVEL, _Ctx(None, set()))
         node = raw
-        for i, part in enumerate(parts[:-1]):
+        # Only the overridden key itself: its parent tables still come from the file,
+        # so an error in a sibling key names the file, not the command line.
+        for part in parts[:-1]:
             child = node.get(part)
             if not isinstance(child, dict):
                 child = {}
                 node[part] = child
             node = child
-            keys.add(".".join(parts[: i + 1]))
         if parts[0] in _ARRAY_TABLES and len(parts) == 1 and isinstance(value, list | tuple):
             value = [_dataclass_to_raw(v) if _dc.is_dataclass(v) else v for v in value]
         node[parts[-1]] = value
@@ -158,11 +167,24 @@ def _array(raw: dict[str, object], name: str, ctx: _Ctx) -> list[object]:
     return out
 
 
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is no usable http(s) base URL, or None when it is one."""
+    if not _re.match(r"https?://[^/\s]+", url) or any(c.isspace() for c in url):
+        return "expected an http:// or https:// URL"
+    try:
+        parts = _urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number in 0..65535
+    except ValueError as err:
+        return f"invalid URL ({err})"
+    if not parts.hostname:
+        return "invalid URL (no host)"
+    return None
+
+
 def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
-    if not _re.match(r"https?://[^/\s]+", ep.base_url):
-        raise ctx.error(
-            f"{key}.base_url", f"expected an http:// or https:// URL, got {_show(ep.base_url)}"
-        )
+    problem = _url_problem(ep.base_url)
+    if problem is not None:
+        raise ctx.error(f"{key}.base_url", f"{problem}, got {_show(ep.base_url)}")
     if ep.api_key_env is not None and not _ENV_NAME.fullmatch(ep.api_key_env):
         # Never echo it: a value that is not a variable name may be the key itself.
         raise ctx.error(
