@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -301,7 +301,7 @@ class _Document:
                 _write(out / "charts" / f"{name}.{fmt}", data)
         self.images.append(ChartImage(name, title, caption, png.getvalue()))
 
-    def _figures(self) -> Iterator[tuple[str, str, str, Any]]:
+    def _figures(self) -> Iterator[tuple[str, str, str, Callable[[], Any]]]:
         points, notes = _data.size_speed_points(self.records, self.sizes, self.hardware)
         self.notes += notes
         if points.height:
@@ -402,7 +402,7 @@ class _Document:
                 "Connect time",
                 "DNS + TCP (+ TLS) set-up of every connection: solid, opened before the "
                 "measured window (preconnect); dashed, opened by a request (inside its TTFT).",
-                _connect.connect_chart(connects),
+                lambda: _connect.connect_chart(connects),
             )
         else:
             self.notes.append("connect time: no connection set-up recorded in these runs")
