@@ -102,7 +102,8 @@ dir = "reports"             # run folders go to reports/<run-id>/
 # run_id = "nightly-001"    # default: a timestamp
 # label = "nightly a100"    # a name reports, compare and history show instead of the id
 formats = ["png", "svg"]    # chart formats ("png", "svg", "pdf")
-hardware = "a100-80g"       # GPU profile of the bound line (a100-80g, h100-sxm, h200, l4, rtx-4090)
+hardware = "a100-80g"       # bound line: a profile (h100-sxm, h200, l40s, m4-max, cpu-ddr5-8ch, ...),
+                            # "bandwidth=900GB/s[,flops=300TFLOPS,memory=48GB]" or "gpu.toml"
 report = true               # build charts and report.html at the end
 progress_interval_s = 10.0  # without a terminal (CI logs): one progress line this often
 

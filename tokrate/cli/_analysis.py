@@ -36,8 +36,9 @@ def add_report(sub: Subparsers) -> None:
         help="output folder (default: the run folder; for several runs reports/compare-<ids>)",
     )  # fmt: skip
     p.add_argument(
-        "--hardware", metavar="NAME", default=None,
-        help="hardware profile of the bound line (default: run.json 'hardware')",
+        "--hardware", metavar="PROFILE", default=None,
+        help="bound-line hardware: a profile name, bandwidth=900GB/s[,flops=..,memory=..] "
+        "or a .toml file (default: run.json 'hardware')",
     )  # fmt: skip
     p.add_argument(
         "--format", dest="formats", metavar="png,svg,pdf", default="png,svg",

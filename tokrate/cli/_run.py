@@ -39,7 +39,11 @@ def add_run(sub: Subparsers) -> None:
     a("--seed", type=int)
     a("--output-dir", metavar="DIR", help="parent folder of run folders (default reports)")
     a("--run-id", help="run folder name (default YYYYMMDD-HHMMSS-xxxx)")
-    a("--hardware", metavar="PROFILE", help="hardware profile for the bound line")
+    a(
+        "--hardware",
+        metavar="PROFILE",
+        help="bound-line hardware: profile name, bandwidth=900GB/s or a .toml file",
+    )
     a("--workers", type=int, metavar="N", help="local worker processes")
     a("--ray", metavar="ADDR", help="run workers on a Ray cluster (auto or ray://host:port)")
     a("--baseline", metavar="REF", help="compare against a run folder or latest-good")

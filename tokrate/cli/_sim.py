@@ -17,7 +17,12 @@ def add_sim(sub: Subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
     p.add_argument("--tiers", metavar="FILE.toml", help="tiers file (replaces the defaults)")
-    p.add_argument("--hardware", default="a100-80g", metavar="NAME", help="GPU profile")
+    p.add_argument(
+        "--hardware",
+        default="a100-80g",
+        metavar="PROFILE",
+        help="GPU profile name, bandwidth=900GB/s[,flops=..,memory=..] or a .toml file",
+    )
     p.add_argument(
         "--efficiency",
         action="append",

@@ -30,7 +30,9 @@ from tokrate.spec._convert import (
 from tokrate.spec.types import (
     EndpointSpec,
     ModelSpec,
+    OutputSpec,
     RunSpec,
+    SimulatorSpec,
 )
 
 __all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
@@ -132,6 +134,7 @@ def load_spec(
         if name == "load":
             table = _infer_load(table, ctx)
         sections[name] = _build(cls, table, name, ctx)
+    _resolve_hardware_files(sections, ctx)
     baseline = raw.get("baseline")
     if baseline is not None:
         baseline = _convert(baseline, str, "baseline", ctx)
@@ -144,6 +147,26 @@ def load_spec(
     )
     _check_sections(spec, raw, ctx)
     return spec
+
+
+def _resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:
+    """Make a relative ``hardware = "gpu.toml"`` absolute: from the config file's folder
+    (like prompt paths), or the current directory for a command-line value. Stored
+    absolute because run.json keeps the string and ``tokrate report`` re-reads it later,
+    from wherever it is run."""
+    from tokrate.hardware import is_hardware_file
+
+    for name in ("output", "simulator"):
+        section = sections[name]
+        if not isinstance(section, OutputSpec | SimulatorSpec):
+            continue
+        value = section.hardware
+        if not is_hardware_file(value) or _Path(value).is_absolute():
+            continue
+        key = f"{name}.hardware"
+        from_file = ctx.source is not None and ctx.where(key) == ctx.source
+        base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
+        sections[name] = _dc.replace(section, hardware=str(base / value))
 
 
 def _array(raw: dict[str, object], name: str, ctx: _Ctx) -> list[object]:
