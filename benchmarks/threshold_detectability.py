@@ -12,8 +12,9 @@ coefficient of variation CV:
    threshold / 1.96, so every observed change past the threshold is also significant:
    n ≈ 2 · (1.96 · k · CV / threshold)², with k = 1.25 for the median and about 2.1 for
    p95 (the standard error of a sample quantile relative to the quantile, lognormal).
-   With that n a true change of 1.5x the threshold is flagged in ~85% of run pairs,
-   one of exactly the threshold in about half, and no change almost never;
+   With that n a true change of 1.5x the threshold is flagged in about three run
+   pairs of four, one of exactly the threshold in somewhat under half, no change in
+   1-2%;
 2. a check by simulation with tokrate's own interval (``tokrate.stats.relative_change_ci``,
    the function compare uses): the share of run pairs flagged regressed when the true
    change is 0 (false alarms) and when it is 1x and 1.5x the threshold.

@@ -192,3 +192,34 @@ def test_timeline_counts_tokens_when_they_arrived() -> None:
     assert tps["output_tps"].max() <= 10.0 + 1e-6  # never above the real rate
     assert abs(tps["output_tps"].sum() * width - 100.0) < 1e-6  # every token counted once
     assert bins["errors"].sum() == 1
+
+
+def test_one_model_size_chart_has_numbers_and_a_dense_model_is_not_moe(tmp_path: Path) -> None:
+    from tokrate.sizes import fill_sizes
+
+    # A dense model named like a 7B one, given a tiny size: active = total, exactly.
+    assert fill_sizes("tiny-7b", 0.0053, None, None)[:2] == (0.0053, 0.0053)
+    assert fill_sizes("mixtral-8x7b", 46.7, None, None)[1] < 46.7  # MoE keeps its ratio
+    run = synthetic_run(
+        tmp_path / "one", tiers=[SyntheticTier("tiny-7b", 0.0053, 0.0053)], requests_per_level=6
+    )
+    out = build_report([run], formats=("svg",))
+    svg = (out / "charts" / "size_vs_speed.svg").read_text(encoding="utf-8")
+    assert "active /" not in svg  # no "0.005B active / 0.0053B total" label
+    from matplotlib.figure import Figure
+
+    from tokrate.hardware import get_hardware
+    from tokrate.report import charts
+    from tokrate.report.data import combine_runs, size_speed_points, targets_frame
+    from tokrate.store import load_run
+
+    loaded = load_run(run)
+    records = combine_runs([("one", loaded.records)])
+    points, _ = size_speed_points(
+        records, targets_frame([("one", loaded.info)]), get_hardware("a100-80g")
+    )
+    fig: Figure = charts.size_vs_speed(points, get_hardware("a100-80g"), {}, per_gpu=False)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.yaxis.get_ticklabels(which="both") if t.get_text()]
+    assert shown, "the y axis of a one-model chart has no numbers"

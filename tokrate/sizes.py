@@ -135,8 +135,10 @@ def fill_sizes(
             params = total_i
             if active is None:
                 active = active_i
-        elif active is None:
-            active = round(params * active_i / total_i, 3)
+        elif active is None and active_i < total_i:
+            # A mixture-of-experts name: keep its active share of the total the user
+            # gave (unrounded: a rounded active size would read as MoE on a dense model).
+            active = params * active_i / total_i
     if active is None:
         active = params
     bpp = bytes_per_param if bytes_per_param is not None else infer_bytes_per_param(name)

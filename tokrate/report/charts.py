@@ -10,6 +10,7 @@ and leave a chart out with a note instead.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, ParamSpec
 
@@ -102,11 +103,17 @@ def _plain(value: float, _pos: object = None) -> str:
 
 
 def _plain_log(ax: Axes, *, x: bool = True, y: bool = True) -> None:
-    """Log axes labelled 0.01, 0.1, 1 ... instead of 10^k, without minor-tick labels."""
-    for on, axis in ((x, ax.xaxis), (y, ax.yaxis)):
-        if on:
-            axis.set_major_formatter(FuncFormatter(_plain))
-            axis.set_minor_formatter(NullFormatter())
+    """Log axes labelled 0.01, 0.1, 1 ... instead of 10^k, without minor-tick labels —
+    unless the axis spans less than a decade (one model, say): then no power of ten is
+    in view and the minor ticks (2, 3, 5 ...) carry the labels, so the axis is never
+    left without numbers."""
+    for on, axis, limits in ((x, ax.xaxis, ax.get_xlim), (y, ax.yaxis, ax.get_ylim)):
+        if not on:
+            continue
+        axis.set_major_formatter(FuncFormatter(_plain))
+        lo, hi = sorted(limits())
+        within_decade = lo > 0 and math.floor(math.log10(lo)) == math.floor(math.log10(hi))
+        axis.set_minor_formatter(FuncFormatter(_plain) if within_decade else NullFormatter())
 
 
 def _fmt_params(value: float) -> str:
