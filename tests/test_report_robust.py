@@ -223,3 +223,35 @@ def test_one_model_size_chart_has_numbers_and_a_dense_model_is_not_moe(tmp_path:
     ax = fig.axes[0]
     shown = [t.get_text() for t in ax.yaxis.get_ticklabels(which="both") if t.get_text()]
     assert shown, "the y axis of a one-model chart has no numbers"
+
+
+def _one_server_per_model(path: Path, families: dict[str, str] | None = None) -> Path:
+    """A run where each model has its own endpoint (the self-hosted set-up)."""
+    import orjson
+
+    run = synthetic_run(path, requests_per_level=6)
+    info = orjson.loads((run / "run.json").read_bytes())
+    for t in info["targets"]:
+        t["endpoint"] = f"srv-{t['model']}"
+        if families:
+            t["family"] = families.get(t["model"])
+    (run / "run.json").write_bytes(orjson.dumps(info))
+    frame = pl.read_parquet(run / "records.parquet")
+    frame.with_columns((pl.lit("srv-") + pl.col("model")).alias("endpoint")).write_parquet(
+        run / "records.parquet"
+    )
+    (run / "summary.json").unlink(missing_ok=True)
+    return run
+
+
+def test_size_series_are_families_fitted_across_endpoints(tmp_path: Path) -> None:
+    out = build_report([_one_server_per_model(tmp_path / "a")], formats=("svg",))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "fitted per family, across endpoints" in html
+    assert "No power law fitted" not in html
+    # Two families, each of one size only: no fit, and the caption says so.
+    fam = {"sim-1b": "small", "sim-7b": "big", "sim-13b": "big2", "sim-34b": "big3",
+           "sim-70b": "big4", "sim-8x7b": "big5"}  # fmt: skip
+    out = build_report([_one_server_per_model(tmp_path / "b", fam)], formats=("svg",))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "No power law fitted" in html

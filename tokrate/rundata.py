@@ -66,6 +66,7 @@ class TargetInfo:
     gpu_hourly_usd: float | None = None
     gpus: int | None = None
     simulated: bool = False
+    family: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,6 +98,7 @@ class TargetInfo:
             gpu_hourly_usd=r.opt_float("gpu_hourly_usd"),
             gpus=r.opt_int("gpus"),
             simulated=bool(r.opt_bool("simulated")),
+            family=r.opt_str("family"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -89,6 +89,7 @@ class Target:
             gpu_hourly_usd=m.gpu_hourly_usd,
             gpus=m.gpus,
             simulated=self.simulated,
+            family=m.family,
         )
 
 

@@ -315,9 +315,7 @@ class _Document:
             yield (
                 "size_vs_speed",
                 "Model size vs speed",
-                "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
-                "parameters, at each model's lowest load level. Dashed: the memory-bandwidth "
-                f"bound for {self.hardware.description}. Solid: fitted power law tok/s ∝ params^−k.",
+                self._size_caption(points),
                 lambda: _charts.size_vs_speed(
                     points,
                     self.hardware,
@@ -406,6 +404,30 @@ class _Document:
             )
         else:
             self.notes.append("connect time: no connection set-up recorded in these runs")
+
+    def _size_caption(self, points: pl.DataFrame) -> str:
+        """What the size chart shows, saying when no power law could be fitted and how
+        multi-GPU targets enter the fit."""
+        text = (
+            "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
+            "parameters, at each model's lowest load level, one series per model family "
+            "([[model]] family; default: all targets of a run). Dashed: the memory-bandwidth "
+            f"bound for {self.hardware.description}. "
+        )
+        if self.fits:
+            text += "Solid: power law tok/s ∝ params^−k fitted per family, across endpoints."
+        else:
+            text += (
+                "No power law fitted: a family needs two or more models of different sizes "
+                "with a measured decode speed."
+            )
+        if bool((points["gpu_scale"] > 1).any()):
+            text += (
+                " Multi-GPU targets are plotted as measured; the fit divides each speed by "
+                "its bandwidth scale (GPUs × tensor-parallel efficiency), so the fitted line "
+                "is for one GPU."
+            )
+        return text
 
     def fit_notes(self) -> list[tuple[str, str]]:
         out = []

@@ -218,7 +218,7 @@ def size_vs_speed(
                 f"tok/s ∝ params^−k, k = {fit.k:.2f}{ci}",
             )  # fmt: skip
         for row in part.iter_rows(named=True):
-            text = str(row["model"])
+            text = str(row["label"])
             if row["is_moe"]:
                 text += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"
             label_x.append(row["x_params_b"])

@@ -66,6 +66,7 @@ _TARGET_SCHEMA: Final = {
     "active_params_b": pl.Float64,
     "bytes_per_param": pl.Float64,
     "gpus": pl.Int64,
+    "family": pl.String,
 }
 
 
@@ -122,6 +123,10 @@ def targets_frame(runs: Sequence[tuple[str, RunInfo]]) -> pl.DataFrame:
                     "active_params_b": active if active is not None else params,
                     "bytes_per_param": _num(t.bytes_per_param),
                     "gpus": t.gpus or None,
+                    # Size-vs-speed series: the user's family label, else the whole run
+                    # (one server per model is the common self-hosted set-up: grouping
+                    # by endpoint would leave one-point series and no fit).
+                    "family": (t.family or key) if multi else (t.family or "all targets"),
                 }
             )
     return pl.DataFrame(rows, schema=_TARGET_SCHEMA)
@@ -220,7 +225,22 @@ def size_speed_points(
             "bound_tps"
         ),
         (scaled_bw / bw).alias("gpu_scale"),
-    ).sort(["series", "x_params_b", "model"])
+    )
+    # One series per family (fitted across endpoints); labels name the endpoint when a
+    # family spans several.
+    several = points.group_by("family").agg(pl.col("endpoint").n_unique().alias("n_ep"))
+    points = (
+        points.join(several, on="family", how="left")
+        .with_columns(
+            pl.col("family").alias("series"),
+            pl.when(pl.col("n_ep") > 1)
+            .then(pl.col("endpoint") + pl.lit("/") + pl.col("model"))
+            .otherwise(pl.col("model"))
+            .alias("label"),
+        )
+        .drop("n_ep")
+        .sort(["series", "x_params_b", "model"])
+    )
     return points, notes
 
 

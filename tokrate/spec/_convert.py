@@ -46,6 +46,7 @@ _CONSTRAINTS: dict[str, str] = {
     "model.price_out_per_m": "nonneg",
     "model.gpu_hourly_usd": "nonneg",
     "model.gpus": "pos",
+    "model.family": "nonempty",
     "load.concurrency": "pos",
     "load.rates": "pos",
     "load.burstiness": "pos",

@@ -77,6 +77,9 @@ class ModelSpec:
     gpu_hourly_usd: float | None = None
     gpus: int | None = None
     extra_body: tuple[tuple[str, Any], ...] = ()
+    #: The size-vs-speed series this model belongs to (one power law is fitted per
+    #: family, across endpoints); None: all targets of the run form one family.
+    family: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
