@@ -98,6 +98,14 @@ def test_report_opens_cleanly_in_chromium(browser: Any, report: Path) -> None:
         assert len(sizes) == 6
         assert all(complete and w > 0 and h > 0 for complete, w, h in sizes)
         assert page.locator("#tier-pick table").count() == 1
+        # At 1280 px the page never scrolls sideways: a wide summary table scrolls inside
+        # its own box instead of being clipped.
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        boxes = page.eval_on_selector_all(
+            "section[id^=summary] .scroll",
+            "els => els.map(e => [getComputedStyle(e).overflowX, e.scrollWidth, e.clientWidth])",
+        )
+        assert boxes and all(ox in ("auto", "scroll") for ox, _sw, _cw in boxes)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report-desktop.png"), full_page=True)
     finally:
