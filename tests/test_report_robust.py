@@ -255,3 +255,26 @@ def test_size_series_are_families_fitted_across_endpoints(tmp_path: Path) -> Non
     out = build_report([_one_server_per_model(tmp_path / "b", fam)], formats=("svg",))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "No power law fitted" in html
+
+
+def test_multi_run_styles_colour_by_model_and_mark_by_run(tmp_path: Path) -> None:
+    from tokrate.report.styles import series_styles
+
+    frame = pl.DataFrame(
+        {"series": ["a", "a", "a", "b", "b", "b"], "model": ["m1", "m2", "m3"] * 2}
+    )
+    styles = series_styles(frame)
+    assert len({s.color for s in styles.values()}) == 3  # one colour per model
+    assert styles[("a", "m1")].color == styles[("b", "m1")].color
+    assert styles[("a", "m1")].marker != styles[("b", "m1")].marker  # runs told apart
+    many = series_styles(
+        pl.DataFrame({"series": ["a"] * 25, "model": [f"m{i}" for i in range(25)]})
+    )
+    assert len({s.color for s in many.values()}) == 25  # never two models in one colour
+    # Two runs of the same models: the report builds, legends sit outside the axes.
+    a = synthetic_run(tmp_path / "a", run_id="a", concurrency=(1, 4), requests_per_level=6)
+    b = synthetic_run(tmp_path / "b", run_id="b", concurrency=(1, 4), requests_per_level=6, seed=3)
+    out = build_report([a, b], out_dir=tmp_path / "ab", formats=("svg",))
+    svg = (out / "charts" / "throughput_vs_latency.svg").read_text(encoding="utf-8")
+    # Level labels once per model, not once per run ("c=1c=1").
+    assert svg.count("c=1") == 2 * 6  # 6 models x 2 panels; two runs would print 24

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, ParamSpec
 
 import matplotlib
+import matplotlib.colors
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from tokrate.hardware import HardwareProfile
+from tokrate.report.styles import legend_outside, series_colors, series_styles
 from tokrate.stats import PowerLawFit
 
 P = ParamSpec("P")
@@ -49,10 +51,6 @@ CHART_NAMES: Final = (
     "connect_time",
 )
 
-_PALETTE: Final = (
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-    "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-)  # fmt: skip
 
 _BOUND_STYLES: Final = ("--", ":", "-.")
 
@@ -70,11 +68,6 @@ _RC: Final[dict[str, Any]] = {
     "svg.fonttype": "none",  # text stays text in SVG: searchable, small
     "svg.hashsalt": "tokrate",  # deterministic SVG ids
 }
-
-
-def series_colors(names: Sequence[str]) -> dict[str, str]:
-    """A stable colour per series/model name (sorted, cycling the palette)."""
-    return {n: _PALETTE[i % len(_PALETTE)] for i, n in enumerate(sorted(set(names)))}
 
 
 def _with_rc(func: Callable[P, Figure]) -> Callable[P, Figure]:
@@ -218,7 +211,7 @@ def size_vs_speed(
                 f"tok/s ∝ params^−k, k = {fit.k:.2f}{ci}",
             )  # fmt: skip
         for row in part.iter_rows(named=True):
-            text = str(row["label"])
+            text = str(row.get("label") or row["model"])
             if row["is_moe"]:
                 text += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"
             label_x.append(row["x_params_b"])
@@ -266,8 +259,8 @@ def size_vs_speed(
     ax2.set_title("Model size vs TTFT")
     _label_repel(ax, label_x, label_y, label_t, label_c)
     _label_repel(ax2, ttft_x, ttft_y, ttft_t, label_c)
-    ax.legend(loc="lower left", frameon=False)
-    ax2.legend(loc="upper left", frameon=False)
+    legend_outside(ax)
+    legend_outside(ax2)
     fig.suptitle(
         f"Per-stream speed at each model's lowest load level; bound for {hardware.description}",
         fontsize=9,
@@ -281,16 +274,17 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     """TTFT empirical CDF per (series, model); x log seconds, y fraction of requests."""
     fig, (ax,) = _figure(8, 4.8)
     labels = _labels(ecdf)
-    colors = series_colors(list(labels.values()))
+    styles = series_styles(ecdf)
     parts = list(ecdf.group_by(["series", "model"], maintain_order=True))
     # Legend in order of median TTFT (fastest first), which is how readers scan it.
     parts.sort(key=lambda kp: _median_x(kp[1]))
     for key, part in parts:
         label = labels[(str(key[0]), str(key[1]))]
+        style = styles[(str(key[0]), str(key[1]))]
         n = part.get_column("n").item(0)
         ax.step(
             part.get_column("x").to_numpy(), part.get_column("p").to_numpy(), where="post",
-            color=colors[label], label=f"{label} (n={n})", lw=1.5,
+            color=style.color, ls=style.linestyle, label=f"{label} (n={n})", lw=1.5,
         )  # fmt: skip
     ax.set_xscale("log")
     _plain_log(ax, y=False)
@@ -300,7 +294,7 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     ax.set_title("TTFT distribution (empirical CDF, ok requests, all load levels)")
     for q in (0.5, 0.95):
         ax.axhline(q, color="0.6", lw=0.8, ls=":")
-    ax.legend(loc="lower right", frameon=False)
+    legend_outside(ax)
     return fig
 
 
@@ -377,9 +371,15 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     TTFT p95 (right), one curve per (series, model), points labelled with the level."""
     fig, (ax, ax2) = _figure(12.5, 5, ncols=2)
     labels = _labels(groups)
-    colors = series_colors(list(labels.values()))
+    styles = series_styles(groups)
+    annotated: set[str] = set()
     for key, part in groups.group_by(["series", "model"], maintain_order=True):
         label = labels[(str(key[0]), str(key[1]))]
+        style = styles[(str(key[0]), str(key[1]))]
+        # Level labels once per model: a second run of it shares its colour and would
+        # print "c=1" over "c=1"; its markers say which run a point is.
+        annotate = str(key[1]) not in annotated
+        annotated.add(str(key[1]))
         part = part.sort(pl.coalesce(pl.col("concurrency").cast(pl.Float64), pl.col("rate_rps")))
         levels = [
             f"c={c}" if c is not None else f"{r:g}/s"
@@ -388,7 +388,10 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
         y = part.get_column("aggregate_tps").to_numpy()
         for a, xcol in ((ax, "decode_p50"), (ax2, "ttft_p95")):
             x = part.get_column(xcol).to_numpy()
-            a.plot(x, y, "o-", color=colors[label], label=label, lw=1.5, ms=5)
+            a.plot(x, y, marker=style.marker, ls=style.linestyle, color=style.color,
+                   label=label, lw=1.5, ms=5)  # fmt: skip
+            if not annotate:
+                continue
             for xi, yi, lev in zip(x, y, levels, strict=True):
                 a.annotate(
                     lev,
@@ -396,7 +399,7 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
                     xytext=(4, 4),
                     textcoords="offset points",
                     fontsize=7,
-                    color=colors[label],
+                    color=style.color,
                 )
     ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
     ax2.set_xlabel("TTFT p95 (s, log scale)")
@@ -405,7 +408,7 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
         a.set_yscale("log")
         _plain_log(a)
         a.set_ylabel("aggregate output throughput (tokens/s, log)")
-        a.legend(frameon=False, loc="best")
+    legend_outside(ax2)
     ax.set_title("Throughput vs per-stream speed")
     ax2.set_title("Throughput vs TTFT p95")
     return fig
@@ -420,10 +423,11 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
     fig, axes = _figure(11, 5.5 if failed else 3.6, nrows=2 if failed else 1)
     ax, ax2 = axes[0], axes[1] if failed else None
     labels = _labels(bins)
-    colors = series_colors(list(labels.values()))
+    styles = series_styles(bins)
     bottoms: dict[float, float] = {}
     for key, part in bins.group_by(["series", "model"], maintain_order=True):
         label = labels[(str(key[0]), str(key[1]))]
+        style = styles[(str(key[0]), str(key[1]))]
         t = part.get_column("t_bin_s").to_numpy() + width_s / 2
         tps = part.get_column("output_tps").to_numpy().astype(np.float64)
         # Break the line across empty bins (idle gaps between levels) instead of
@@ -431,16 +435,17 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
         gap = np.diff(t, prepend=t[0]) > width_s * 1.5
         t_line = np.insert(t, np.flatnonzero(gap), np.nan)
         y_line = np.insert(tps, np.flatnonzero(gap), np.nan)
-        ax.plot(t_line, y_line, "o-", ms=3, color=colors[label], label=label, lw=1.4)
+        ax.plot(t_line, y_line, marker=style.marker, ls=style.linestyle, ms=3,
+                color=style.color, label=label, lw=1.4)  # fmt: skip
         err = part.get_column("errors").to_numpy().astype(np.float64)
         if ax2 is not None and err.any():
             base = np.array([bottoms.get(float(v), 0.0) for v in t])
-            ax2.bar(t, err, width=width_s * 0.9, bottom=base, color=colors[label], label=label)
+            ax2.bar(t, err, width=width_s * 0.9, bottom=base, color=style.color, label=label)
             for v, e in zip(t, err, strict=True):
                 bottoms[float(v)] = bottoms.get(float(v), 0.0) + float(e)
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"Throughput over the run ({width_s:g} s bins, by token arrival time)")
-    ax.legend(frameon=False, loc="best", ncols=2)
+    legend_outside(ax)
     if ax2 is None:
         ax.set_xlabel("time since the run's first request (s)")
         return fig
@@ -448,8 +453,7 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
     ax2.set_xlabel("time since the run's first request (s)")
     ax2.set_ylim(bottom=0)
     ax2.sharex(ax)
-    if ax2.get_legend_handles_labels()[0]:
-        ax2.legend(frameon=False, loc="best", ncols=2)
+    legend_outside(ax2)
     return fig
 
 
@@ -459,7 +463,7 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
     per (target, level) with a known cost; labelled with model and level."""
     fig, (ax,) = _figure(8, 5)
     labels = _labels(groups)
-    colors = series_colors(list(labels.values()))
+    styles = series_styles(groups)
     xs, ys, texts, cs = [], [], [], []
     for row in groups.iter_rows(named=True):
         label = labels[(row["series"], row["model"])]
@@ -469,11 +473,12 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
             else f"{row['rate_rps']:g}/s"
         )
         marker = "o" if row["cost_source"] == "price" else "^"
-        ax.plot(row["decode_p50"], row["usd_per_m"], marker, color=colors[label], ms=7)
+        color = styles[(row["series"], row["model"])].color
+        ax.plot(row["decode_p50"], row["usd_per_m"], marker, color=color, ms=7)
         xs.append(row["decode_p50"])
         ys.append(row["usd_per_m"])
         texts.append(f"{label} {level}")
-        cs.append(colors[label])
+        cs.append(color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log(ax)
