@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -171,8 +172,16 @@ def test_pdf_charts(tmp_path: Path) -> None:
 
 def test_timeline_counts_tokens_when_they_arrived() -> None:
     """A 100-token answer streamed over 10 s is 10 tok/s in every bin it was streamed
-    in, not a 100-token spike in the bin it ended in."""
+    in, not a 100-token spike in the bin it ended in: from its chunk arrival times, or
+    spread from first token to end when a record has none."""
     from tokrate.report.data import timeline_bins
+
+    offsets = [0.1 * (i + 0.5) for i in range(100)]  # 0.05 .. 9.95 s
+    for chunks in (offsets, []):
+        _one_timeline(timeline_bins, chunks)
+
+
+def _one_timeline(timeline_bins: Any, chunks: list[float]) -> None:
 
     frame = pl.DataFrame(
         {
@@ -184,7 +193,9 @@ def test_timeline_counts_tokens_when_they_arrived() -> None:
             "e2e_s": [10.0, 0.5],
             "ttft_s": [0.0, None],
             "t_rel_s": [10.0, 3.0],  # end of stream since the run's first send
-        }
+            "chunk_offsets_s": [chunks, []],
+        },
+        schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
     )
     bins, width = timeline_bins(frame.lazy())
     tps = bins.filter(pl.col("output_tps") > 0)

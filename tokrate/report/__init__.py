@@ -372,8 +372,8 @@ class _Document:
             yield (
                 "timeline",
                 "Timeline",
-                "Output tokens/s over the run, each request's tokens spread over its first token .. "
-                "end (and failed requests per bin, when any failed), per target.",
+                "Output tokens/s by the time each chunk arrived (and failed requests per bin, "
+                "when any failed), per target.",
                 lambda: _charts.timeline(bins, width),
             )
         else:

@@ -48,13 +48,14 @@ BOX_MAX_VALUES: Final = 1_000_000
 #: requests met every SLO set (failed requests count as misses).
 SLO_ATTAINMENT: Final = 0.95
 
-#: What chart and table data read; everything else (chunk offsets: ITL gaps replace
-#: them) is dropped so a million-record report stays in memory bounds.
+#: What chart and table data read; everything else is dropped. (Every reader selects
+#: or aggregates lazily, so chunk offsets are only materialised where the timeline
+#: bins them into a few rows per request: a million-record report stays in bounds.)
 _CHART_COLUMNS: Final = (
     "run_key", "series", "endpoint", "model", "scenario", "task", "request_index",
     "status", "is_measured", "concurrency", "rate_rps", "ttft_s", "tpot_s", "decode_tps",
     "itl_s", "t_rel_s", "e2e_s", "output_tokens", "error_class", "http_status",
-    "error_message",
+    "error_message", "chunk_offsets_s",
 )  # fmt: skip
 
 _TARGET_SCHEMA: Final = {
@@ -324,52 +325,23 @@ def nice_bin_width(span_s: float, bins: int = 60) -> float:
 def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
     """Output tokens/s and errors per time bin per (series, model); and the bin width.
 
-    Time is seconds since the run's first send. A request's tokens are credited to the
-    bins it was streaming in: spread evenly from its first token (start + TTFT) to its
-    end, each bin getting the share of that interval it covers — so a long answer counts
-    across the seconds it was delivered in, not all at its end. (Chunk offsets would be
-    exact to the chunk; they are not kept for charts, so a million-record report stays
-    in memory bounds.) A request without a TTFT counts at its end; failed measured
-    requests count in the bin they ended in.
+    Time is seconds since the run's first send. Tokens are credited to the bin their
+    chunk *arrived* in (request start + ``chunk_offsets_s``, a request's tokens spread
+    evenly over its content chunks), so a long answer counts across the seconds it was
+    streamed in, not all at its end. A record without chunk offsets has its tokens
+    spread evenly from its first token to its end. Failed measured requests count in
+    the bin they ended in.
     """
     measured = records.filter(pl.col("is_measured"))
     span = measured.select(pl.col("t_rel_s").max()).collect().item()
     width = nice_bin_width(float(span or 0.0))
     keys = ["series", "model"]
     ok = measured.filter((pl.col("status") == "ok") & (pl.col("output_tokens") > 0))
-    end = pl.col("t_rel_s")
-    first = pl.min_horizontal((end - pl.col("e2e_s") + pl.col("ttft_s")).fill_null(end), end).alias(
-        "first"
-    )
-    spread = (
-        ok.select(
-            *keys, pl.col("output_tokens").cast(pl.Float64).alias("tokens"), first, end.alias("end")
-        )
-        .with_columns(
-            pl.int_ranges(
-                (pl.col("first") / width).floor().cast(pl.Int64),
-                (pl.col("end") / width).floor().cast(pl.Int64) + 1,
-            ).alias("bin")
-        )
-        .explode("bin")
-        .with_columns((pl.col("bin") * width).alias("t_bin_s"))
-        .with_columns(
-            # Share of [first, end] inside this bin; a zero-length interval (every
-            # token in one read) puts everything in its one bin.
-            pl.when(pl.col("end") > pl.col("first"))
-            .then(
-                (
-                    pl.min_horizontal(pl.col("end"), pl.col("t_bin_s") + width)
-                    - pl.max_horizontal(pl.col("first"), pl.col("t_bin_s"))
-                ).clip(lower_bound=0.0)
-                / (pl.col("end") - pl.col("first"))
-            )
-            .otherwise(1.0)
-            .alias("share")
-        )
-    )
-    tokens = spread.group_by([*keys, "t_bin_s"]).agg(
-        ((pl.col("tokens") * pl.col("share")).sum() / width).alias("output_tps")
+    has_chunks = pl.col("chunk_offsets_s").list.len() > 0
+    tokens = (
+        pl.concat([_by_chunk(ok.filter(has_chunks), width), _spread(ok.filter(~has_chunks), width)])
+        .group_by([*keys, "t_bin_s"])
+        .agg((pl.col("tokens").sum() / width).alias("output_tps"))
     )
     errors = (
         measured.filter(pl.col("status") == "error")
@@ -384,6 +356,67 @@ def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
         .collect()
     )
     return out, width
+
+
+def _by_chunk(ok: pl.LazyFrame, width: float) -> pl.LazyFrame:
+    """(series, model, t_bin_s, tokens) from chunk arrival times: per request, how many
+    chunks fell in each bin (a few rows per request, never one per chunk)."""
+    start = pl.col("t_rel_s") - pl.col("e2e_s")
+    return (
+        ok.select(
+            "series",
+            "model",
+            (pl.col("chunk_offsets_s") + start)
+            .list.eval((pl.element() / width).floor().alias("bin").value_counts())
+            .alias("counts"),
+            (pl.col("output_tokens") / pl.col("chunk_offsets_s").list.len()).alias("per_chunk"),
+        )
+        .explode("counts")
+        .unnest("counts")
+        .select(
+            "series",
+            "model",
+            (pl.col("bin") * width).alias("t_bin_s"),
+            (pl.col("count") * pl.col("per_chunk")).alias("tokens"),
+        )
+    )
+
+
+def _spread(ok: pl.LazyFrame, width: float) -> pl.LazyFrame:
+    """(series, model, t_bin_s, tokens) for records without chunk offsets: tokens
+    spread evenly from the first token (start + TTFT; else the end) to the end."""
+    end = pl.col("t_rel_s")
+    first = pl.min_horizontal((end - pl.col("e2e_s") + pl.col("ttft_s")).fill_null(end), end)
+    span = pl.col("end") - pl.col("first")
+    bin_end = pl.col("t_bin_s") + width
+    covered = pl.min_horizontal(pl.col("end"), bin_end) - pl.max_horizontal(
+        pl.col("first"), pl.col("t_bin_s")
+    )
+    return (
+        ok.select(
+            "series",
+            "model",
+            pl.col("output_tokens").cast(pl.Float64).alias("tokens"),
+            first.alias("first"),
+            end.alias("end"),
+        )
+        .with_columns(
+            pl.int_ranges(
+                (pl.col("first") / width).floor().cast(pl.Int64),
+                (pl.col("end") / width).floor().cast(pl.Int64) + 1,
+            ).alias("bin")
+        )
+        .explode("bin")
+        .with_columns((pl.col("bin") * width).alias("t_bin_s"))
+        .with_columns(
+            # All at once when the whole answer came in one read.
+            pl.when(span > 0)
+            .then(covered.clip(lower_bound=0.0) / span)
+            .otherwise(1.0)
+            .alias("share")
+        )
+        .select("series", "model", "t_bin_s", (pl.col("tokens") * pl.col("share")).alias("tokens"))
+    )
 
 
 def _series_of(key: str, endpoint: str, endpoints: set[str], multi: bool) -> str:
