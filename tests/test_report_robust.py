@@ -174,7 +174,7 @@ def test_timeline_counts_tokens_when_they_arrived() -> None:
     """A 100-token answer streamed over 10 s is 10 tok/s in every bin it was streamed
     in, not a 100-token spike in the bin it ended in: from its chunk arrival times, or
     spread from first token to end when a record has none."""
-    from tokrate.report.data import timeline_bins
+    from tokrate.report.timeline_data import timeline_bins
 
     offsets = [0.1 * (i + 0.5) for i in range(100)]  # 0.05 .. 9.95 s
     for chunks in (offsets, []):

@@ -31,10 +31,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import platform
-import signal
 import socket
 import sys
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
 from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.signals import SignalStopper, stop_on_signals
 from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
 from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
@@ -96,9 +95,6 @@ _LIBRARIES: Final = (
     "rich",
     "uvloop",
 )
-
-#: The signals that stop a run gracefully, and their exit codes (128 + signal number).
-_STOP_SIGNALS: Final = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,52 +169,6 @@ def _run_info(
         workers=backend.workers,
         preconnect=spec.client.preconnect,
     )
-
-
-# --- signals ----------------------------------------------------------------------------
-
-
-class _Stopper:
-    """Which stop signal arrived first (its exit code), and how many arrived."""
-
-    def __init__(self, stop: Stop) -> None:
-        self.stop = stop
-        self.signum: int | None = None
-        self.count = 0
-
-    def handle(self, signum: int, _frame: object) -> None:
-        self.count += 1
-        if self.signum is None:
-            self.signum = signum
-        self.stop.set()
-        if self.count >= 3:
-            # The third signal ends the grace period now; the workers still record
-            # what was in flight as cancelled, and every file is still written.
-            self.stop.abort()
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.signum if self.signum is not None else signal.SIGINT)
-
-
-@contextlib.contextmanager
-def _signals_stop(stopper: _Stopper) -> Iterator[None]:
-    """While measuring, a stop signal only sets ``stop`` (see the module doc), so a
-    signal never interrupts the driver mid-write and no event is lost between the
-    backend and the store. Only in the main thread (where handlers can be installed)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-    for name in _STOP_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            previous[sig] = signal.signal(sig, stopper.handle)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 # --- prepare ----------------------------------------------------------------------------
@@ -453,14 +403,14 @@ def run_benchmark(
     from tokrate.metrics import summarize
 
     stop = stop or Stop()
-    stopper = _Stopper(stop)
+    stopper = SignalStopper(stop)
     with contextlib.ExitStack() as stack:
         p = _prepare(spec, base_dir, stack)
         progress = None
         if console is not None and not quiet:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         sink = Collector(p.store, progress, p.targets, p.redactor)
-        with _signals_stop(stopper):
+        with stop_on_signals(stopper):
             interrupted = _measure(spec, p, sink, stop)
         if progress is not None:
             progress.close()

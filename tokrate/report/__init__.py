@@ -41,6 +41,7 @@ from tokrate.report.tables import (
     tier_table,
 )
 from tokrate.report.text import render_markdown, render_summary
+from tokrate.report.timeline_data import timeline_bins
 from tokrate.rundata import RunInfo
 from tokrate.stats import PowerLawFit, fit_power_law, stability_warnings
 from tokrate.store import LoadedRun, load_run
@@ -367,7 +368,7 @@ class _Document:
             self.notes.append(
                 "throughput vs latency: no sweep (run with --concurrency 1,4,16 or several rates)"
             )
-        bins, width = _data.timeline_bins(self.records)
+        bins, width = timeline_bins(self.records)
         if bins.height:
             yield (
                 "timeline",

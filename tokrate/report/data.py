@@ -30,11 +30,9 @@ __all__ = [
     "error_examples",
     "group_table",
     "lowest_load",
-    "nice_bin_width",
     "size_speed_points",
     "targets_frame",
     "tier_picks",
-    "timeline_bins",
 ]
 
 #: ECDF curves are drawn from at most this many points per series (quantile grid), so a
@@ -306,116 +304,6 @@ def box_stats(records: pl.LazyFrame, column: str, by: Sequence[str]) -> pl.DataF
         .filter(pl.col("n") > 0)
         .sort(by)
         .collect()
-    )
-
-
-def nice_bin_width(span_s: float, bins: int = 60) -> float:
-    """A round bin width (1, 2 or 5 x 10^k seconds) giving about ``bins`` bins."""
-    if not span_s > 0:
-        return 1.0
-    raw = span_s / bins
-    exp = math.floor(math.log10(raw))
-    for m in (1.0, 2.0, 5.0, 10.0):
-        width = m * 10.0**exp
-        if width >= raw:
-            return width
-    return float(10.0 ** (exp + 1))
-
-
-def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
-    """Output tokens/s and errors per time bin per (series, model); and the bin width.
-
-    Time is seconds since the run's first send. Tokens are credited to the bin their
-    chunk *arrived* in (request start + ``chunk_offsets_s``, a request's tokens spread
-    evenly over its content chunks), so a long answer counts across the seconds it was
-    streamed in, not all at its end. A record without chunk offsets has its tokens
-    spread evenly from its first token to its end. Failed measured requests count in
-    the bin they ended in.
-    """
-    measured = records.filter(pl.col("is_measured"))
-    span = measured.select(pl.col("t_rel_s").max()).collect().item()
-    width = nice_bin_width(float(span or 0.0))
-    keys = ["series", "model"]
-    ok = measured.filter((pl.col("status") == "ok") & (pl.col("output_tokens") > 0))
-    has_chunks = pl.col("chunk_offsets_s").list.len() > 0
-    tokens = (
-        pl.concat([_by_chunk(ok.filter(has_chunks), width), _spread(ok.filter(~has_chunks), width)])
-        .group_by([*keys, "t_bin_s"])
-        .agg((pl.col("tokens").sum() / width).alias("output_tps"))
-    )
-    errors = (
-        measured.filter(pl.col("status") == "error")
-        .with_columns(((pl.col("t_rel_s") / width).floor() * width).alias("t_bin_s"))
-        .group_by([*keys, "t_bin_s"])
-        .agg(pl.len().cast(pl.Int64).alias("errors"))
-    )
-    out = (
-        tokens.join(errors, on=[*keys, "t_bin_s"], how="full", coalesce=True)
-        .with_columns(pl.col("output_tps").fill_null(0.0), pl.col("errors").fill_null(0))
-        .sort([*keys, "t_bin_s"])
-        .collect()
-    )
-    return out, width
-
-
-def _by_chunk(ok: pl.LazyFrame, width: float) -> pl.LazyFrame:
-    """(series, model, t_bin_s, tokens) from chunk arrival times: per request, how many
-    chunks fell in each bin (a few rows per request, never one per chunk)."""
-    start = pl.col("t_rel_s") - pl.col("e2e_s")
-    return (
-        ok.select(
-            "series",
-            "model",
-            (pl.col("chunk_offsets_s") + start)
-            .list.eval((pl.element() / width).floor().alias("bin").value_counts())
-            .alias("counts"),
-            (pl.col("output_tokens") / pl.col("chunk_offsets_s").list.len()).alias("per_chunk"),
-        )
-        .explode("counts")
-        .unnest("counts")
-        .select(
-            "series",
-            "model",
-            (pl.col("bin") * width).alias("t_bin_s"),
-            (pl.col("count") * pl.col("per_chunk")).alias("tokens"),
-        )
-    )
-
-
-def _spread(ok: pl.LazyFrame, width: float) -> pl.LazyFrame:
-    """(series, model, t_bin_s, tokens) for records without chunk offsets: tokens
-    spread evenly from the first token (start + TTFT; else the end) to the end."""
-    end = pl.col("t_rel_s")
-    first = pl.min_horizontal((end - pl.col("e2e_s") + pl.col("ttft_s")).fill_null(end), end)
-    span = pl.col("end") - pl.col("first")
-    bin_end = pl.col("t_bin_s") + width
-    covered = pl.min_horizontal(pl.col("end"), bin_end) - pl.max_horizontal(
-        pl.col("first"), pl.col("t_bin_s")
-    )
-    return (
-        ok.select(
-            "series",
-            "model",
-            pl.col("output_tokens").cast(pl.Float64).alias("tokens"),
-            first.alias("first"),
-            end.alias("end"),
-        )
-        .with_columns(
-            pl.int_ranges(
-                (pl.col("first") / width).floor().cast(pl.Int64),
-                (pl.col("end") / width).floor().cast(pl.Int64) + 1,
-            ).alias("bin")
-        )
-        .explode("bin")
-        .with_columns((pl.col("bin") * width).alias("t_bin_s"))
-        .with_columns(
-            # All at once when the whole answer came in one read.
-            pl.when(span > 0)
-            .then(covered.clip(lower_bound=0.0) / span)
-            .otherwise(1.0)
-            .alias("share")
-        )
-        .select("series", "model", "t_bin_s", (pl.col("tokens") * pl.col("share")).alias("tokens"))
     )
 
 
