@@ -35,7 +35,9 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("simruns")
     spec = RunSpec(
         load=LoadSpec(concurrency=(6,), requests=8),
-        prompts=PromptsSpec(synthetic=SyntheticSpec(count=6, input_tokens=64, output_tokens=16)),
+        # 64 tokens: TPOT averages 63 gaps, so a few ms of scheduling delay on a busy
+        # machine (sim-1b decodes a token per ~1.2 ms) cannot push a point past the bound.
+        prompts=PromptsSpec(synthetic=SyntheticSpec(count=6, input_tokens=64, output_tokens=64)),
         simulator=SimulatorSpec(time_scale=1.0),
         output=OutputSpec(dir=str(out), run_id="simrun", report=False),
     )

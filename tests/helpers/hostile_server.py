@@ -118,12 +118,18 @@ class HostileServer:
             self._server.close()
             # Close every connection so each handler ends by itself (cancelling stream
             # handler tasks makes asyncio log spurious errors).
-            for writer in list(self._writers):
-                writer.transport.abort()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            await asyncio.wait(tasks, timeout=2)
+            # Repeated: on a busy machine a connection accepted during the first pass
+            # registers its writer only after it, and would be left open.
+            for _ in range(3):
+                for writer in list(self._writers):
+                    writer.transport.abort()
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                if not tasks:
+                    break
+                await asyncio.wait(tasks, timeout=5)
             await self._server.wait_closed()
-            await asyncio.sleep(0.01)  # let transports finish closing before the loop ends
+            for _ in range(5):  # let aborted transports finish closing before the loop ends
+                await asyncio.sleep(0.01)
 
         with contextlib.suppress(Exception):
             loop.run_until_complete(main())
