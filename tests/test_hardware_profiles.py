@@ -129,7 +129,7 @@ def _one_line_error(value: str, match: str) -> None:
         ("flops=1TFLOPS", r"bandwidth=<number><unit> \(like 900GB/s\) is required"),
         ("bandwidth=1GB/s,", r"got ''"),
         ("tpu", r"unknown hardware profile 'tpu' \(known: .*a100-80g.*; or bandwidth=900GB/s"),
-        ("missing.toml", r"^hardware file 'missing.toml': cannot read"),
+        ("missing.toml", r"^hardware file 'missing.toml': file not found"),
     ],
 )
 def test_bad_values_give_one_line_config_errors(value: str, match: str) -> None:
@@ -188,7 +188,7 @@ def test_config_toml_path_is_relative_to_the_config_folder(
     (tmp_path / "cli.toml").write_text("bandwidth_gb_s = 50\n", encoding="utf-8")
     over = load_spec(cfg, {"output.hardware": "cli.toml"})
     assert Path(over.output.hardware) == tmp_path / "cli.toml"
-    with pytest.raises(ConfigError, match=r"^command line: .*output.hardware.*cannot read"):
+    with pytest.raises(ConfigError, match=r"^command line: .*output.hardware.*file not found"):
         load_spec(cfg, {"output.hardware": "gpu.toml"})
 
 

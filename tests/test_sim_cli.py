@@ -73,7 +73,7 @@ def test_cli_serves_until_signal(tmp_path: Path, sig: signal.Signals) -> None:
         (["--hardware", "l4"], "do not fit"),
         (["--faults", "http_500=2"], "probability must be in [0, 1]"),
         (["--api-key", "TOKRATE_NO_SUCH_VAR"], "TOKRATE_NO_SUCH_VAR is not set"),
-        (["--tiers", "/nonexistent/tiers.toml"], "cannot read tiers file"),
+        (["--tiers", "/nonexistent/tiers.toml"], "tiers file not found"),
         (["--time-scale", "0"], "time_scale must be > 0"),
     ],
 )
@@ -152,3 +152,15 @@ def test_simulator_process_carries_the_whole_config(tmp_path: Path) -> None:
     assert json.loads(log.read_text())["model"] == "sim-fixed"
     with pytest.raises(SimulatorError, match="do not fit"), simulator_process(hardware="l4"):
         pass  # pragma: no cover
+
+
+def test_a_tiers_file_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    """The same TOML reader as configs: no RecursionError traceback from tomllib."""
+    from tokrate.errors import ConfigError
+    from tokrate.sim.tiers import load_tiers_file
+
+    path = tmp_path / "deep.toml"
+    path.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="nested too deeply") as info:
+        load_tiers_file(path)
+    assert "\n" not in str(info.value)

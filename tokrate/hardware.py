@@ -9,11 +9,11 @@ ceilings the physics in DESIGN.md divides by; real engines reach a fraction of t
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokrate.errors import ConfigError
+from tokrate.tomlfile import read_toml
 
 __all__ = [
     "CUSTOM_DEFAULT_MEMORY_BYTES",
@@ -203,15 +203,7 @@ def load_hardware_file(path: str | Path) -> HardwareProfile:
     ``description``; missing numbers default as in :func:`parse_custom`."""
     p = Path(path)
     where = f"hardware file {str(p)!r}"
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{where}: cannot read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where}: not UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        msg = " ".join(str(err).split())
-        raise ConfigError(f"{where}: invalid TOML: {msg}") from None
+    data = read_toml(p, where, "file")
     allowed = ("bandwidth_gb_s", "description", "flops_tflops", "memory_gb", "name")
     for key in data:
         if key not in allowed:

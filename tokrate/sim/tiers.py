@@ -22,7 +22,6 @@ Errors are ConfigError naming the file and key.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from tokrate.errors import ConfigError, SimulatorError
 from tokrate.hardware import HardwareProfile
 from tokrate.sim.model import Tier, default_tiers
+from tokrate.tomlfile import read_toml
 
 __all__ = ["TiersFile", "load_tiers_file"]
 
@@ -105,14 +105,7 @@ def _hardware(raw: Any, where: str) -> HardwareProfile:
 def load_tiers_file(path: str | Path) -> TiersFile:
     """Read and validate a tiers TOML; raises ConfigError naming ``path`` and the key."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{p}: cannot read tiers file ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: tiers file is not UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{p}: invalid TOML: {err}") from None
+    data = read_toml(p, str(p), "tiers file")
     known = {"include_defaults", "faults", "hardware", "tier"}
     for key in data:
         if key not in known:

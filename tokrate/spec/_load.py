@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import re as _re
-import tomllib as _tomllib
 from collections.abc import Mapping as _Mapping
 from pathlib import Path as _Path
 from urllib.parse import urlsplit as _urlsplit
@@ -39,31 +38,9 @@ __all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
 
 
 def _read_toml(path: _Path) -> dict[str, object]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise _ConfigError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise _ConfigError(f"{path}: is a directory, not a config file") from None
-    except OSError as err:
-        raise _ConfigError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise _ConfigError(f"{path}: line {line}: not valid UTF-8") from None
-    try:
-        return _tomllib.loads(text)
-    except _tomllib.TOMLDecodeError as err:
-        message = str(err).splitlines()[0] if str(err) else "invalid TOML"
-        raise _ConfigError(f"{path}: invalid TOML: {message}") from None
-    except RecursionError:
-        # tomllib parses nested arrays and inline tables recursively.
-        raise _ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
-    except ValueError as err:
-        # Python's int-to-str limit (4300 digits), raised from inside tomllib.
-        message = str(err).splitlines()[0] if str(err) else "invalid value"
-        raise _ConfigError(f"{path}: invalid TOML: {message}") from None
+    from tokrate.tomlfile import read_toml
+
+    return read_toml(path, str(path), "config file")
 
 
 def _apply_overrides(raw: dict[str, object], overrides: _Mapping[str, object]) -> set[str]:
