@@ -104,11 +104,11 @@ def test_toml_file(tmp_path: Path) -> None:
     assert q.name == "Other" and q.flops_per_s == pytest.approx(100e9 * CUSTOM_FLOPS_PER_BYTE)
 
 
-def _one_line_error(value: str, match: str) -> None:
+def _one_line_error(value: str, match: str) -> str:
+    """The message of the ConfigError ``value`` raises (matching ``match``)."""
     with pytest.raises(ConfigError, match=match) as info:
         get_hardware(value)
-    assert "\n" not in str(info.value)
-    assert repr(value) in str(info.value) or value in str(info.value)
+    return str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,9 @@ def _one_line_error(value: str, match: str) -> None:
     ],
 )
 def test_bad_values_give_one_line_config_errors(value: str, match: str) -> None:
-    _one_line_error(value, match)
+    message = _one_line_error(value, match)
+    assert "\n" not in message
+    assert repr(value) in message or value in message
 
 
 @pytest.mark.parametrize(

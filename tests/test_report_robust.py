@@ -178,10 +178,15 @@ def test_timeline_counts_tokens_when_they_arrived() -> None:
 
     offsets = [0.1 * (i + 0.5) for i in range(100)]  # 0.05 .. 9.95 s
     for chunks in (offsets, []):
-        _one_timeline(timeline_bins, chunks)
+        bins, width = _one_timeline(timeline_bins, chunks)
+        tps = bins.filter(pl.col("output_tps") > 0)
+        assert tps.height == round(10.0 / width)  # every bin of the 10 s it streamed in
+        assert tps["output_tps"].max() <= 10.0 + 1e-6  # never above the real rate
+        assert abs(tps["output_tps"].sum() * width - 100.0) < 1e-6  # every token once
+        assert bins["errors"].sum() == 1
 
 
-def _one_timeline(timeline_bins: Any, chunks: list[float]) -> None:
+def _one_timeline(timeline_bins: Any, chunks: list[float]) -> tuple[pl.DataFrame, float]:
 
     frame = pl.DataFrame(
         {
@@ -197,12 +202,7 @@ def _one_timeline(timeline_bins: Any, chunks: list[float]) -> None:
         },
         schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
     )
-    bins, width = timeline_bins(frame.lazy())
-    tps = bins.filter(pl.col("output_tps") > 0)
-    assert tps.height == round(10.0 / width)  # every bin of the 10 s it streamed in
-    assert tps["output_tps"].max() <= 10.0 + 1e-6  # never above the real rate
-    assert abs(tps["output_tps"].sum() * width - 100.0) < 1e-6  # every token counted once
-    assert bins["errors"].sum() == 1
+    return timeline_bins(frame.lazy())  # type: ignore[no-any-return]
 
 
 def test_one_model_size_chart_has_numbers_and_a_dense_model_is_not_moe(tmp_path: Path) -> None:
