@@ -55,9 +55,9 @@ def test_runs_without_connect_times_leave_the_chart_out(tmp_path: Path) -> None:
 
 
 def test_version_1_records_load_with_connect_s_unknown(tmp_path: Path) -> None:
-    assert RECORD_SCHEMA_VERSION == 2 and ADDED_COLUMNS == {"connect_s": 2}
+    assert RECORD_SCHEMA_VERSION == 3 and ADDED_COLUMNS["connect_s"] == 2
     run = _run(tmp_path, "v1", "--no-report")
-    frame = pl.read_parquet(run / "records.parquet").drop("connect_s")
+    frame = pl.read_parquet(run / "records.parquet").drop(list(ADDED_COLUMNS))
     frame.write_parquet(run / "records.parquet")  # as tokrate wrote it before v2
     run_json = orjson.loads((run / "run.json").read_bytes())
     for key in ("preconnect", "connections", "label"):
@@ -66,5 +66,7 @@ def test_version_1_records_load_with_connect_s_unknown(tmp_path: Path) -> None:
     loaded = load_run(run)
     assert loaded.records.schema == RECORD_POLARS_SCHEMA
     assert loaded.records["connect_s"].null_count() == loaded.records.height
+    assert loaded.records["response_model"].null_count() == loaded.records.height
+    assert set(loaded.records["stamp_source"]) == {"user"}
     out = build_report([run], formats=("png",))
     assert "connections" not in (out / "summary.md").read_text().split("### ")[0]

@@ -12,6 +12,13 @@ keep loading every version listed here):
     1: first version.
     2: ``connect_s`` (seconds of TCP (+TLS) set-up of a new connection, 0.0 on a
        reused one, None when unknown); v1 records load with connect_s None.
+    3: ``response_model`` (the model name the response carried), ``cached_tokens``
+       (prompt tokens the server served from its prompt cache), ``server_timings``
+       (the server's own timing object, e.g. llama.cpp ``timings``), ``stamp_source``
+       ("user": stamps taken in the event loop; "kernel": the socket's receive
+       stamps), ``session_id`` / ``turn`` (multi-turn workloads); tokens_source
+       "tokenizer" and error class "context_length" are new values. v1/v2 records load
+       with these null ("user" for stamp_source).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import polars as pl
 
 __all__ = [
     "ADDED_COLUMNS",
+    "ADDED_DEFAULTS",
     "ERROR_CLASSES",
     "RECORD_POLARS_SCHEMA",
     "RECORD_SCHEMA_HISTORY",
     "RECORD_SCHEMA_VERSION",
+    "STAMP_SOURCES",
     "STATUSES",
     "TOKENS_SOURCES",
     "RequestRecord",
@@ -35,25 +44,39 @@ __all__ = [
     "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 2
+RECORD_SCHEMA_VERSION: Final = 3
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
+    3: "response_model, cached_tokens, server_timings, stamp_source, session_id, turn",
 }
 #: Columns added after version 1, with the version that added them: a frame from an
 #: older writer gets them as nulls (see :func:`upgrade_frame`).
-ADDED_COLUMNS: Final[dict[str, int]] = {"connect_s": 2}
+ADDED_COLUMNS: Final[dict[str, int]] = {
+    "connect_s": 2,
+    "response_model": 3,
+    "cached_tokens": 3,
+    "server_timings": 3,
+    "stamp_source": 3,
+    "session_id": 3,
+    "turn": 3,
+}
+#: What an older writer's records mean for an added column (absent: null).
+ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
 
 Status = Literal["ok", "error", "cancelled"]
 STATUSES: Final = ("ok", "error", "cancelled")
-TOKENS_SOURCES: Final = ("usage", "chunks")
+TOKENS_SOURCES: Final = ("usage", "chunks", "tokenizer")
+STAMP_SOURCES: Final = ("user", "kernel")
 
 #: Every error class a record may carry, with what it means. The README's "Failure
 #: handling" section is generated from the same wording.
 ERROR_CLASSES: Final[dict[str, str]] = {
     "connect": "TCP/TLS connection could not be opened (refused, DNS failure, connect timeout)",
     "timeout": "a first-byte, idle-gap or total timeout expired",
-    "http_4xx": "the server answered 4xx (other than 429)",
+    "http_4xx": "the server answered 4xx (other than 429 and context overflow)",
+    "context_length": "the prompt (plus max_tokens) does not fit the model's context "
+    "window (the server said so)",
     "http_429": "the server answered 429 Too Many Requests (rate limited)",
     "http_5xx": "the server answered 5xx",
     "protocol": "the response was not a valid OpenAI stream (HTML page, bad JSON, bad framing)",
@@ -118,6 +141,12 @@ class RequestRecord:
     attempt: int = 1
     content_chunks: int = 0
     connect_s: float | None = None
+    response_model: str | None = None
+    cached_tokens: int | None = None
+    server_timings: dict[str, Any] | None = field(default=None, hash=False)
+    stamp_source: str = "user"
+    session_id: str | None = None
+    turn: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +158,8 @@ class RequestRecord:
             raise ValueError(f"unknown error_class {self.error_class!r}")
         if self.tokens_source is not None and self.tokens_source not in TOKENS_SOURCES:
             raise ValueError(f"unknown tokens_source {self.tokens_source!r}")
+        if self.stamp_source not in STAMP_SOURCES:
+            raise ValueError(f"unknown stamp_source {self.stamp_source!r}")
         if self.connect_s is not None and not self.connect_s >= 0:
             raise ValueError(f"connect_s must be >= 0 or None, got {self.connect_s!r}")
         previous = 0.0
@@ -150,6 +181,11 @@ class RequestRecord:
         known = {k: v for k, v in data.items() if k in names}
         unknown = {k: v for k, v in data.items() if k not in names}
         known["chunk_offsets_s"] = tuple(known.get("chunk_offsets_s") or ())
+        timings = known.get("server_timings")
+        if isinstance(timings, str):
+            import orjson
+
+            known["server_timings"] = orjson.loads(timings)
         if unknown:
             known["extra"] = {**known.get("extra", {}), **unknown}
         return cls(**known)
@@ -195,6 +231,12 @@ RECORD_POLARS_SCHEMA: Final[dict[str, Any]] = {
     "attempt": pl.Int64,
     "content_chunks": pl.Int64,
     "connect_s": pl.Float64,
+    "response_model": pl.String,
+    "cached_tokens": pl.Int64,
+    "server_timings": pl.String,
+    "stamp_source": pl.String,
+    "session_id": pl.String,
+    "turn": pl.Int64,
     "extra": pl.String,
 }
 
@@ -206,7 +248,8 @@ def upgrade_frame(frame: pl.DataFrame) -> pl.DataFrame:
     if not missing:
         return frame
     return frame.with_columns(
-        pl.lit(None, dtype=RECORD_POLARS_SCHEMA[name]).alias(name) for name in missing
+        pl.lit(ADDED_DEFAULTS.get(name), dtype=RECORD_POLARS_SCHEMA[name]).alias(name)
+        for name in missing
     )
 
 
@@ -219,5 +262,8 @@ def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.
         row = rec.to_dict() if isinstance(rec, RequestRecord) else dict(rec)
         extra = row.get("extra")
         row["extra"] = orjson.dumps(extra).decode() if extra else None
+        timings = row.get("server_timings")
+        if timings is not None and not isinstance(timings, str):
+            row["server_timings"] = orjson.dumps(timings).decode()
         rows.append(row)
     return pl.DataFrame(rows, schema=RECORD_POLARS_SCHEMA)
