@@ -14,8 +14,8 @@ own write times instead of nominal delays.
 
 Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
-json200, models500 (GET /models answers 500 and drops the connection without saying so,
-as transformers serve does; anything else is ``ok``), llama (llama-server's shapes:
+json200, models500 (GET /models answers 500 and resets the next request sent on that
+connection, as transformers serve's dropped connection does; anything else is ``ok``), llama (llama-server's shapes:
 /models with ``meta.n_ctx`` (option ``n_ctx``), answers as ``answer_model`` (default a
 .gguf path), usage with ``prompt_tokens_details.cached_tokens`` (``cached``) and a
 ``timings`` object in the usage chunk).
@@ -142,9 +142,13 @@ class HostileServer:
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.connections += 1
         self._writers.add(w)
+        reset_next = False
         try:
             while True:
                 head = await r.readuntil(b"\r\n\r\n")
+                if reset_next:  # models500: the connection is gone, the client not told
+                    w.transport.abort()
+                    break
                 received = time.perf_counter_ns()
                 lines = head.decode("latin-1").split("\r\n")
                 _method, path, _ = lines[0].split(" ", 2)
@@ -165,6 +169,7 @@ class HostileServer:
                 out = _Writer(w, framing)
                 if path.endswith("/models") and mode in ("models500", "llama"):
                     keep = await _models_page(mode, opts, out)
+                    reset_next = mode == "models500"
                 else:
                     keep = await self._respond(mode, opts, req, path, out, received)
                 if not keep or framing == "close":
@@ -362,13 +367,14 @@ def _default_model(mode: str, req: dict[str, Any]) -> Any:
 
 
 async def _models_page(mode: str, o: dict[str, str], out: _Writer) -> bool:
-    """GET /models of the ``models500`` and ``llama`` modes; False drops the connection."""
+    """GET /models of the ``models500`` and ``llama`` modes (models500: the caller resets
+    the next request on this connection, as transformers serve's dropped one does)."""
     if mode == "models500":
         msg = b'{"error": "huggingface_hub.errors.CacheNotFound"}'
         await out.head(500, "application/json", f"Content-Length: {len(msg)}\r\n")
         out.w.write(msg)
         await out.w.drain()
-        return False
+        return True
     n_ctx = int(o.get("n_ctx", "2048"))
     model = {"id": "m", "object": "model", "meta": {"n_ctx": n_ctx, "n_vocab": 512}}
     msg = orjson.dumps({"object": "list", "data": [model]})
