@@ -54,7 +54,7 @@ def bench_run(
     *,
     concurrency: tuple[int, ...] = (1,),
     requests: int = 4,
-    max_tokens: int = 128,
+    max_tokens: int | None = 128,
     client: str = "fast",
     api_key_env: str | None = None,
     warmup_requests: int = 1,
