@@ -9,6 +9,7 @@ so a record's usage ``prompt_tokens`` names its server task exactly.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -291,3 +292,32 @@ def test_context_overflow_is_its_own_class_with_a_preflight_line(
     (short,) = [w for w in warnings if "finish_reason 'length'" in w]
     assert "prompt cut stopped at" in short
     assert not [w for w in warnings if "pool_size" in w], warnings
+
+
+def test_without_alias_the_gguf_path_is_the_same_model(tmp_path: Path) -> None:
+    """llama-server without ``--alias`` lists and answers the path to its .gguf: a run
+    asking for the file's stem passes the pre-flight, each record keeps the raw path in
+    response_model and no swapped-model warning fires; a run asking for another name
+    (llama.cpp serves it anyway, probe only) is warned about."""
+    from real_servers.conftest import _logs
+
+    with contextlib.ExitStack() as stack:
+        try:
+            path = model_files.gguf_model(SHAPES["rand-3m"])
+            log = _logs() / "llama-no-alias.log"
+            srv = stack.enter_context(llama_server(path, None, log, slots=1, context=1024))
+        except ServerMissing as exc:
+            missing(str(exc))
+        prompts = harness.distinct_length_prompts(tmp_path / "p.jsonl", 2)
+        run = harness.bench_run(
+            tmp_path, "stem", srv.base_url, [ModelSpec("llama", path.stem)], prompts,
+            requests=2, max_tokens=4,
+        )  # fmt: skip
+        assert set(run.records["response_model"].to_list()) == {str(path)}
+        assert not [w for w in run.info.warnings if "answered as model" in w], run.info.warnings
+        run = harness.bench_run(
+            tmp_path, "other", srv.base_url, [ModelSpec("llama", "gpt-4o")], prompts,
+            requests=2, max_tokens=4, model_check="probe",
+        )  # fmt: skip
+        (line,) = [w for w in run.info.warnings if "answered as model" in w]
+        assert line.startswith(f"target llama/gpt-4o: the server answered as model '{path}'")

@@ -4,8 +4,8 @@ Per endpoint, by its ``model_check`` (``[[endpoint]] model_check``, ``--model-ch
 
 - ``"auto"`` (default): ``GET {base_url}/models``. When it answers 2xx with a usable
   list (OpenAI's ``{"data": [{"id": ...}]}``, or a bare list of such objects), every
-  model must be in it, else :class:`ModelNotServed` (exit 2) names the missing model,
-  with a "did you mean" from the list. When the endpoint has no such list (404, an
+  model must be in it (a listed path to a ``.gguf`` also matches its file name or
+  stem), else :class:`ModelNotServed` (exit 2) names the missing model, with a "did you mean" from the list. When the endpoint has no such list (404, an
   empty or unparsable answer), one tiny request per model (``max_tokens`` 1, not
   streamed) decides instead.
 - ``"probe"``: always the tiny request per model: for endpoints whose /models lists
@@ -40,6 +40,7 @@ import orjson
 
 from tokrate.errors import EndpointUnreachable, ModelNotServed
 from tokrate.prompts import Prompt
+from tokrate.record_warnings import same_model
 from tokrate.redact import redact_text
 from tokrate.targets import Target
 
@@ -113,6 +114,15 @@ def unfit_prompts(
             " expect context_length errors: use shorter prompts or a smaller max_tokens"
         )
     return lines
+
+
+def _is_served(model: str, served: Sequence[str]) -> bool:
+    """``model`` is in the list, or names a listed .gguf by its file name or stem
+    (llama-server without ``--alias`` lists the path it was started with, and answers
+    any name)."""
+    return model in served or any(
+        s.lower().endswith(".gguf") and same_model(model, s) for s in served
+    )
 
 
 def _first_line(body: bytes, secret: str | None) -> str:
@@ -198,7 +208,7 @@ def _check_endpoint(
                     served = served_models(resp.content)
             if served is not None:
                 for t in targets:
-                    if t.model.name not in served:
+                    if not _is_served(t.model.name, served):
                         raise ModelNotServed(
                             f"{where} does not serve model {t.model.name!r}"
                             f" (GET /models lists {len(served)});"
