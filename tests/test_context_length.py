@@ -137,3 +137,20 @@ def test_models_500_that_drops_the_connection_still_probes(
     code, run, _ = _run(tmp_path, url, "m", "--requests", "2", "--max-tokens", "3")
     assert code == 0, run["warnings"]
     assert run["counts"]["ok"] == 2
+
+
+def test_a_chunk_count_is_never_taken_for_a_short_answer() -> None:
+    from tokrate.record_warnings import RecordWarnings
+    from tokrate.records import RequestRecord
+
+    def rec(source: str) -> RequestRecord:
+        return RequestRecord(
+            run_id="r", endpoint="e", model="m", scenario="s", prompt_id="p", task="t",
+            request_index=0, started_at=0.0, t0_ns=0, status="ok", finish_reason="length",
+            output_tokens=3, tokens_source=source,
+        )  # fmt: skip
+
+    # Without usage, 3 chunks may hold all 8 tokens (servers group tokens in chunks).
+    assert RecordWarnings({"p": 8}, unique_prompts=True).add(rec("chunks")) == []
+    ((kind, _),) = RecordWarnings({"p": 8}, unique_prompts=True).add(rec("usage"))
+    assert kind == "short_length"

@@ -10,8 +10,9 @@ several targets into "... (and N more like it)":
   dated snapshots are the same model); records keep the raw name. Once per target, at
   the first such record.
 - ``short_length``: an ok answer with finish_reason ``length`` but fewer output tokens
-  than the max_tokens it asked for: the server stopped at its context slot (llama.cpp
-  does this without an error when prompt + max_tokens pass ``n_ctx``). Once per target.
+  than the max_tokens it asked for, by the server's own usage count: the server stopped
+  at its context slot (llama.cpp does this without an error when prompt + max_tokens
+  pass ``n_ctx``). Once per target.
 - ``context_length`` (at the end): how many prompts failed as ``context_length`` per
   target, the context size the server named, and the way out.
 - ``prompt_cache`` (at the end): the server said it took at least
@@ -131,6 +132,8 @@ class RecordWarnings:
         got = record.output_tokens
         if facts.short_warned or record.finish_reason != "length" or not asked or got is None:
             return
+        if record.tokens_source != "usage":
+            return  # counted chunks: a server may send several tokens in one
         if got >= asked:
             return
         facts.short_warned = True
