@@ -53,16 +53,19 @@ _TIMEOUT_S: Final = 10.0
 _IDS_SHOWN: Final = 8
 
 
-def served_models(payload: bytes) -> list[str] | None:
-    """Model ids from a /models body; None when it is not a usable, non-empty list."""
+def _model_entries(payload: bytes) -> list[dict[str, Any]]:
+    """The objects of a /models body (OpenAI's ``data`` list, or a bare list)."""
     try:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return None
+        return []
     items = doc.get("data") if isinstance(doc, dict) else doc
-    if not isinstance(items, list):
-        return None
-    ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def served_models(payload: bytes) -> list[str] | None:
+    """Model ids from a /models body; None when it is not a usable, non-empty list."""
+    ids = [str(item["id"]) for item in _model_entries(payload) if "id" in item]
     return ids or None
 
 
@@ -75,14 +78,7 @@ def _positive_int(value: Any) -> int | None:
 def context_tokens(payload: bytes, model: str) -> int | None:
     """The context size (tokens) a /models body gives for ``model`` (its entry, or the
     only entry: llama.cpp lists one model under whatever name), None when it says none."""
-    try:
-        doc = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return None
-    items = doc.get("data") if isinstance(doc, dict) else doc
-    if not isinstance(items, list):
-        return None
-    entries = [i for i in items if isinstance(i, dict)]
+    entries = _model_entries(payload)
     named = [i for i in entries if i.get("id") == model]
     entry = named[0] if named else (entries[0] if len(entries) == 1 else None)
     if entry is None:
