@@ -40,9 +40,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.events import WorkerWarning
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
+from tokrate.record_warnings import RecordWarnings
 from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
 from tokrate.signals import SignalStopper, stop_on_signals
@@ -185,6 +187,8 @@ class _Prepared:
     backend: Backend
     store: RunStore
     redactor: Redactor
+    #: Pre-flight warnings (prompts that cannot fit a server's context), for run.json.
+    notices: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -223,7 +227,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
     folder behind."""
     from tokrate.backends.factory import open_backend
-    from tokrate.client.preflight import check_targets
+    from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.plan import build_plan, shard
     from tokrate.prompts import load_prompts
 
@@ -240,7 +244,8 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     try:
         simulator = stack.enter_context(_simulator(spec))
         targets = resolve_targets(spec, simulator)
-        check_targets(targets, keys, api=spec.client.api)
+        contexts = check_targets(targets, keys, api=spec.client.api)
+        notices = tuple(unfit_prompts(targets, contexts, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
         stack.callback(backend.close)
@@ -250,7 +255,9 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     except BaseException:
         store.discard()
         raise
-    return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store, redactor)
+    return _Prepared(
+        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, notices
+    )
 
 
 # --- measure ----------------------------------------------------------------------------
@@ -409,9 +416,13 @@ def run_benchmark(
         progress = None
         if console is not None and not quiet:
             progress = stack.enter_context(_progress(spec, p, console, stop))
-        sink = Collector(p.store, progress, p.targets, p.redactor)
+        watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
+        sink = Collector(p.store, progress, p.targets, p.redactor, watch)
+        for line in p.notices:
+            sink(WorkerWarning("driver", line, "context_preflight"))
         with stop_on_signals(stopper):
             interrupted = _measure(spec, p, sink, stop)
+        sink.finish_record_warnings()
         if progress is not None:
             progress.close()
         failed = [] if interrupted else sink.failed_targets()

@@ -15,6 +15,7 @@ import orjson
 from tokrate.client.chunks import ChunkError, classify_chunk
 from tokrate.client.failures import (
     http_error_message,
+    is_context_overflow,
     is_usage_rejection,
     snippet,
     status_class,
@@ -84,7 +85,9 @@ class StreamState:
         "notes",
         "reasoning_chunks",
         "response_id",
+        "response_model",
         "retry_after_s",
+        "server_timings",
         "tool_chunks",
         "usage",
     )
@@ -119,6 +122,9 @@ class StreamState:
         #: Set-up of the connection this request opened (ns), 0 when it reused one,
         #: None while unknown; the transport sets it.
         self.connect_ns: int | None = None
+        #: The first ``model`` a chunk carried, and the last timing object sent.
+        self.response_model: str | None = None
+        self.server_timings: dict[str, float] | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -146,7 +152,8 @@ class StreamState:
         if retry_after is not None:
             self.retry_after_s = parse_retry_after(retry_after)
         if status >= 300:
-            self.fail(status_class(status), http_error_message(status, reason, body), now)
+            cls = "context_length" if is_context_overflow(status, body) else status_class(status)
+            self.fail(cls, http_error_message(status, reason, body), now)
         else:
             text = http_error_message(status, reason, body).split(": ", 1)[1]
             self.fail(
@@ -235,6 +242,8 @@ class StreamState:
         if facts.error is not None:
             code = facts.error_code
             cls = status_class(code) if code is not None and code >= 400 else "protocol"
+            if is_context_overflow(code or 400, facts.error, kind=facts.error_kind):
+                cls = "context_length"
             self.fail(cls, f"error in stream: {facts.error}", now_ns)
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
@@ -254,6 +263,10 @@ class StreamState:
             self.usage = facts.usage
         if self.response_id is None and facts.response_id is not None:
             self.response_id = facts.response_id
+        if self.response_model is None and facts.model is not None:
+            self.response_model = facts.model
+        if facts.timings is not None:
+            self.server_timings = facts.timings
         return False
 
     def result(
@@ -296,6 +309,8 @@ class StreamState:
             notes=tuple(self.notes),
             retry_after_s=self.retry_after_s,
             connect_ns=self.connect_ns,
+            response_model=self.response_model,
+            server_timings=self.server_timings,
         )
 
 

@@ -209,6 +209,7 @@ class SimApp:
                 "object": "model",
                 "created": 0,
                 "owned_by": "tokrate-sim",
+                "max_model_len": t.tier.context_tokens,  # as vLLM says it (pre-flight reads it)
                 "tokrate": t.describe(),
             }
             for name, t in self.state.timings.items()
