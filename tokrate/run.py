@@ -13,7 +13,10 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   backend. Any failure here leaves no run folder behind.
 - **measure** (:func:`_measure`): scenario after scenario, the backend runs the
   workers' shards and every event goes to the :class:`~tokrate.collector.Collector`
-  (the store first, then live progress).
+  (the store first, then live progress). Meanwhile a
+  :class:`~tokrate.server_metrics.MetricsSampler` scrapes every endpoint's
+  ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
+  one warning, never a failed run).
 - **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
   the baseline check. A target that got no ok request at all makes the exit code 1,
   with one line per such target naming its error classes and counts.
@@ -40,11 +43,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.events import WorkerWarning
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
 from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.server_metrics import MetricsSampler
 from tokrate.signals import SignalStopper, stop_on_signals
 from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
 from tokrate.stopping import Stop
@@ -410,8 +415,17 @@ def run_benchmark(
         if console is not None and not quiet:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         sink = Collector(p.store, progress, p.targets, p.redactor)
-        with stop_on_signals(stopper):
-            interrupted = _measure(spec, p, sink, stop)
+        sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
+        sampler.start()
+        try:
+            with stop_on_signals(stopper):
+                interrupted = _measure(spec, p, sink, stop)
+        finally:
+            scrapes = sampler.finish(
+                p.store.path,
+                redact=p.redactor.text,
+                warn=lambda line: sink(WorkerWarning("driver", line, "server_metrics")),
+            )
         if progress is not None:
             progress.close()
         failed = [] if interrupted else sink.failed_targets()
@@ -424,6 +438,7 @@ def run_benchmark(
             loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
+            server_metrics=scrapes,
         )
     run_dir = p.store.path
     warnings = list(sink.warnings)

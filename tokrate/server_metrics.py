@@ -26,8 +26,9 @@ is ever sent to a metrics URL (it may live on another host than the API).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +37,7 @@ import orjson
 
 from tokrate.errors import RunFolderError
 from tokrate.rundata import ScrapeInfo
+from tokrate.spec import EndpointSpec
 
 if TYPE_CHECKING:
     import anyio
@@ -174,6 +176,9 @@ class MetricsSampler:
         if not self.targets or self._portal is not None:
             return
         import anyio
+        import httpx  # noqa: F401  imported here, not in the sampler's thread mid-run
+        import polars  # noqa: F401  (an import there would hold the GIL against the load)
+        import prometheus_client.parser  # noqa: F401
         from anyio.from_thread import start_blocking_portal
 
         self._t0_ns = time.perf_counter_ns()
@@ -204,6 +209,40 @@ class MetricsSampler:
             )
             for t in self.targets
         )
+
+    @classmethod
+    def for_endpoints(cls, endpoints: Iterable[EndpointSpec]) -> MetricsSampler:
+        """A sampler of every endpoint with a ``metrics_url`` (once per endpoint name)."""
+        seen: dict[str, ScrapeTarget] = {}
+        for ep in endpoints:
+            if ep.metrics_url is not None and ep.name not in seen:
+                seen[ep.name] = ScrapeTarget(ep.name, ep.metrics_url, ep.metrics_interval_s)
+        return cls(list(seen.values()))
+
+    def finish(
+        self, folder: Path, *, redact: Callable[[str], str], warn: Callable[[str], None]
+    ) -> tuple[ScrapeInfo, ...]:
+        """:meth:`stop`, then write ``folder/server_metrics.parquet`` (when anything was
+        scraped) and ``warn`` one line per endpoint whose scrapes failed. URLs and errors
+        pass through ``redact`` before they reach run.json or a warning."""
+        infos = tuple(
+            dataclasses.replace(
+                i,
+                url=redact(i.url),
+                first_error=None if i.first_error is None else redact(i.first_error),
+            )
+            for i in self.stop()
+        )
+        if infos:
+            try:
+                write_server_metrics(folder, self.frame())
+            except OSError as err:
+                warn(f"{SERVER_METRICS_FILE} not written ({err.strerror or err})")
+        for info in infos:
+            line = scrape_warning(info)
+            if line is not None:
+                warn(line)
+        return infos
 
     def frame(self) -> pl.DataFrame:
         """Every sample taken (call after :meth:`stop`), in scrape order."""
