@@ -424,7 +424,7 @@ def run_benchmark(
             scrapes = sampler.finish(
                 p.store.path,
                 redact=p.redactor.text,
-                warn=lambda line: sink(WorkerWarning("driver", line, "server_metrics")),
+                warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
             )
         if progress is not None:
             progress.close()

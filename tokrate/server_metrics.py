@@ -220,11 +220,12 @@ class MetricsSampler:
         return cls(list(seen.values()))
 
     def finish(
-        self, folder: Path, *, redact: Callable[[str], str], warn: Callable[[str], None]
+        self, folder: Path, *, redact: Callable[[str], str], warn: Callable[[str, str], None]
     ) -> tuple[ScrapeInfo, ...]:
         """:meth:`stop`, then write ``folder/server_metrics.parquet`` (when anything was
-        scraped) and ``warn`` one line per endpoint whose scrapes failed. URLs and errors
-        pass through ``redact`` before they reach run.json or a warning."""
+        scraped) and ``warn(line, kind)`` once per endpoint whose scrapes failed (kind
+        ``server_metrics:<endpoint>``, so two endpoints' lines never collapse into one).
+        URLs and errors pass through ``redact`` before they reach run.json or a warning."""
         infos = tuple(
             dataclasses.replace(
                 i,
@@ -237,11 +238,11 @@ class MetricsSampler:
             try:
                 write_server_metrics(folder, self.frame())
             except OSError as err:
-                warn(f"{SERVER_METRICS_FILE} not written ({err.strerror or err})")
+                warn(f"{SERVER_METRICS_FILE} not written ({err.strerror or err})", "server_metrics")
         for info in infos:
             line = scrape_warning(info)
             if line is not None:
-                warn(line)
+                warn(line, f"server_metrics:{info.endpoint}")
         return infos
 
     def frame(self) -> pl.DataFrame:

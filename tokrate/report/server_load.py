@@ -110,7 +110,7 @@ def server_load_chart(
     if not scraped:
         return None, (
             "server load: no server metrics in these runs (set [[endpoint]] metrics_url to"
-            " the server's Prometheus /metrics)"
+            " the Prometheus /metrics of the server)"
         )
     server = server_points(scraped)
     if not server.height:
