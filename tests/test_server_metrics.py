@@ -309,3 +309,14 @@ def test_failing_scrapes_warn_once_each_and_the_run_is_fine(
     assert run.server_metrics is not None and run.server_metrics.height == 0
     md = (tmp_path / "runs" / "bad" / "summary.md").read_text()
     assert "server load: no server metrics in these runs" in md
+
+
+def test_cli_metrics_url_scrapes_a_base_url_run(tmp_path: Path, sim_url: str) -> None:
+    from tokrate.cli import main
+
+    argv = ["run", "--base-url", sim_url, "-m", "sim-7b", "--requests", "4", "--max-tokens", "8"]
+    argv += ["--metrics-url", _root(sim_url) + "/metrics", "--output-dir", str(tmp_path)]
+    assert main([*argv, "--run-id", "cli", "--no-report", "--quiet"]) == 0
+    (scrape,) = load_run(tmp_path / "cli").info.server_metrics
+    assert scrape.endpoint == "endpoint" and scrape.interval_s == 1.0 and scrape.scrapes >= 1
+    assert main(["run", "--metrics-url", "http://127.0.0.1:1/metrics"]) == 2  # needs --base-url
