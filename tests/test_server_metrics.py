@@ -320,3 +320,36 @@ def test_cli_metrics_url_scrapes_a_base_url_run(tmp_path: Path, sim_url: str) ->
     (scrape,) = load_run(tmp_path / "cli").info.server_metrics
     assert scrape.endpoint == "endpoint" and scrape.interval_s == 1.0 and scrape.scrapes >= 1
     assert main(["run", "--metrics-url", "http://127.0.0.1:1/metrics"]) == 2  # needs --base-url
+
+
+@pytest.mark.chromium
+def test_the_server_load_chart_loads_in_chromium(scraped_run: Path, tmp_path: Path) -> None:
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{chromium} is missing; .ci/run installs Debian's chromium")
+        pytest.skip(f"{chromium} not installed")
+    from playwright.sync_api import sync_playwright
+
+    report = build_report([scraped_run], tmp_path / "report", formats=("png",)) / "report.html"
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(report.as_uri(), wait_until="load")
+            figure = page.locator("#chart-server_load")
+            assert figure.locator("h3").inner_text() == "Server load"
+            complete, width, height = figure.locator("img").evaluate(
+                "i => [i.complete, i.naturalWidth, i.naturalHeight]"
+            )
+            # Four panels stacked: TTFT, running, waiting, KV-cache use.
+            assert complete and width > 1000 and height > width * 0.8
+            # Right after the throughput timeline, so both read on one clock.
+            ids = page.eval_on_selector_all("figure", "fs => fs.map(f => f.id)")
+            assert ids.index("chart-server_load") == ids.index("chart-timeline") + 1
+        finally:
+            browser.close()
+    assert problems == []
