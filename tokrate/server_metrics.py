@@ -11,9 +11,10 @@ Clocks and units: ``t_s`` is seconds on the driver's monotonic clock
 (``time.perf_counter_ns``) since the sampler started; ``at`` is the wall clock (Unix
 seconds), the clock the records' ``started_at`` uses, so the report lines samples up
 with requests. Both are read when a scrape's response headers arrive (the server
-renders the page before it sends them). Every sample of one scrape shares its
-(``t_s``, ``at``). ``value`` is the float the server wrote (KV-cache use is a fraction,
-1 = full, on every engine listed in :data:`ROLE_METRICS`).
+renders the page before it sends them); every sample of one scrape shares its (``t_s``,
+``at``). Pages are kept compressed and parsed when the run ends, so no parse competes
+with the load for the interpreter lock. ``value`` is the float the server wrote
+(KV-cache use is a fraction, 1 = full, on every engine listed in :data:`ROLE_METRICS`).
 
 Invariants: the sampler runs in its own thread, on its own event loop and its own
 httpx client, so it never shares the benchmark's connection pool or event loop and
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,10 @@ ROLE_METRICS: Final[dict[str, tuple[str, ...]]] = {
 #: The text format every engine above serves; asked for explicitly so a server that
 #: can also speak OpenMetrics or protobuf answers in the one we parse.
 _ACCEPT: Final = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+#: Compressed pages kept unparsed during the run (parsing holds the interpreter lock:
+#: ~9 ms for a vLLM page on the 2-core machine, benchmarks/server_metrics_cost.py);
+#: past this the pages so far are parsed at once, so memory stays bounded.
+_PAGE_BUDGET_BYTES: Final = 256 * 1024 * 1024
 #: Rows kept as Python lists before they are packed into a polars frame.
 _CHUNK_ROWS: Final = 50_000
 _COLUMNS: Final = ("t_s", "at", "endpoint", "metric", "labels", "value")
@@ -165,6 +171,8 @@ class MetricsSampler:
         self._tallies = {t.endpoint: _Tally() for t in self.targets}
         self._rows: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
         self._chunks: list[pl.DataFrame] = []
+        self._pages: list[tuple[str, float, float, bytes]] = []
+        self._page_bytes = 0
         self._t0_ns = 0
         self._portal_cm: contextlib.AbstractContextManager[Any] | None = None
         self._portal: Any = None
@@ -188,8 +196,8 @@ class MetricsSampler:
         self._done = self._portal.start_task_soon(self._main)
 
     def stop(self) -> tuple[ScrapeInfo, ...]:
-        """Stop scraping (a scrape in flight is dropped, not counted) and say what
-        each endpoint's scrape did."""
+        """Stop scraping (a scrape in flight is dropped, not counted), parse the pages
+        and say what each endpoint's scrape did."""
         if self._portal is not None and self._portal_cm is not None:
             assert self._stop_event is not None
             self._portal.call(self._stop_event.set)
@@ -197,6 +205,7 @@ class MetricsSampler:
                 self._done.result(timeout=30)
             self._portal_cm.__exit__(None, None, None)
             self._portal = self._portal_cm = None
+        self._parse_pages()
         return tuple(
             ScrapeInfo(
                 endpoint=t.endpoint,
@@ -294,13 +303,10 @@ class MetricsSampler:
         import httpx
 
         tally = self._tallies[target.endpoint]
-        tally.scrapes += 1
         try:
             with anyio.fail_after(limit_s):
                 t_ns, at, body = await _get(client, target.url)
-            t_s = (t_ns - self._t0_ns) / 1e9
-            rows = parse_metrics_text(body.decode("utf-8", errors="replace"))
-        except (_Failed, ValueError) as err:
+        except _Failed as err:
             self._fail(tally, str(err))
             return
         except TimeoutError:
@@ -309,19 +315,42 @@ class MetricsSampler:
         except httpx.HTTPError as err:
             self._fail(tally, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
             return
-        tally.samples += len(rows)
-        cols = self._rows
-        for name, labels, value in rows:
-            cols["t_s"].append(t_s)
-            cols["at"].append(at)
-            cols["endpoint"].append(target.endpoint)
-            cols["metric"].append(name)
-            cols["labels"].append(labels)
-            cols["value"].append(value)
-        if len(cols["value"]) >= _CHUNK_ROWS:
-            self._pack()
+        # Parsed after the run (see _parse_pages): here only zlib runs, which releases
+        # the interpreter lock, so an in-process worker's event loop never waits on it.
+        tally.scrapes += 1
+        page = zlib.compress(body, 1)
+        self._pages.append((target.endpoint, (t_ns - self._t0_ns) / 1e9, at, page))
+        self._page_bytes += len(page)
+        if self._page_bytes > _PAGE_BUDGET_BYTES:
+            self._parse_pages()
 
-    def _fail(self, tally: _Tally, error: str) -> None:
+    def _parse_pages(self) -> None:
+        """Parse the pages kept so far into rows (a page that is not Prometheus text
+        counts as a failed scrape)."""
+        pages, self._pages, self._page_bytes = self._pages, [], 0
+        cols = self._rows
+        for endpoint, t_s, at, page in pages:
+            tally = self._tallies[endpoint]
+            try:
+                rows = parse_metrics_text(zlib.decompress(page).decode("utf-8", errors="replace"))
+            except ValueError as err:
+                self._fail(tally, str(err), scraped=True)
+                continue
+            tally.samples += len(rows)
+            for name, labels, value in rows:
+                cols["t_s"].append(t_s)
+                cols["at"].append(at)
+                cols["endpoint"].append(endpoint)
+                cols["metric"].append(name)
+                cols["labels"].append(labels)
+                cols["value"].append(value)
+            if len(cols["value"]) >= _CHUNK_ROWS:
+                self._pack()
+                cols = self._rows
+
+    def _fail(self, tally: _Tally, error: str, *, scraped: bool = False) -> None:
+        """Count a failed scrape (``scraped``: already counted when its page came)."""
+        tally.scrapes += 0 if scraped else 1
         tally.failures += 1
         if tally.first_error is None:
             tally.first_error = error.splitlines()[0][:200] if error else "failed"
