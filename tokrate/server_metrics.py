@@ -312,7 +312,7 @@ class MetricsSampler:
         except TimeoutError:
             self._fail(tally, f"no answer within {limit_s:g} s")
             return
-        except httpx.HTTPError as err:
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, UnicodeError) as err:
             self._fail(tally, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
             return
         # Parsed after the run (see _parse_pages): here only zlib runs, which releases
