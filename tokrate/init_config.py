@@ -23,6 +23,8 @@ api_key_env = "VLLM_API_KEY"             # NAME of the env var with the key, nev
 headers = { "X-Team" = "perf" }          # extra headers; auth/key/token values are redacted
 model_check = "auto"                     # pre-flight: "auto" (/models, else a 1-token request
                                          # per model), "probe" (always that request), "off"
+# metrics_url = "http://127.0.0.1:8000/metrics"  # server's Prometheus page, drawn beside TTFT
+# metrics_interval_s = 1.0               # seconds between scrapes of metrics_url
 
 [[model]]
 endpoint = "local-vllm"                  # must name an [[endpoint]]

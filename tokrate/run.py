@@ -13,7 +13,10 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   backend. Any failure here leaves no run folder behind.
 - **measure** (:func:`_measure`): scenario after scenario, the backend runs the
   workers' shards and every event goes to the :class:`~tokrate.collector.Collector`
-  (the store first, then live progress).
+  (the store first, then live progress). Meanwhile a
+  :class:`~tokrate.server_metrics.MetricsSampler` scrapes every endpoint's
+  ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
+  one warning, never a failed run).
 - **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
   the baseline check. A target that got no ok request at all makes the exit code 1,
   with one line per such target naming its error classes and counts.
@@ -47,6 +50,7 @@ from tokrate.prompts import Prompt
 from tokrate.record_warnings import RecordWarnings
 from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.server_metrics import MetricsSampler
 from tokrate.signals import SignalStopper, stop_on_signals
 from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
 from tokrate.stopping import Stop
@@ -420,8 +424,17 @@ def run_benchmark(
         sink = Collector(p.store, progress, p.targets, p.redactor, watch)
         for line in p.notices:
             sink(WorkerWarning("driver", line, "context_preflight"))
-        with stop_on_signals(stopper):
-            interrupted = _measure(spec, p, sink, stop)
+        sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
+        sampler.start()
+        try:
+            with stop_on_signals(stopper):
+                interrupted = _measure(spec, p, sink, stop)
+        finally:
+            scrapes = sampler.finish(
+                p.store.path,
+                redact=p.redactor.text,
+                warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
+            )
         sink.finish_record_warnings()
         if progress is not None:
             progress.close()
@@ -435,6 +448,7 @@ def run_benchmark(
             loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
+            server_metrics=scrapes,
         )
     run_dir = p.store.path
     warnings = list(sink.warnings)

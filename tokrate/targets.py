@@ -117,7 +117,12 @@ def resolve_targets(
     where = spec.source or "config"
     if simulator is not None:
         url, tier_list = simulator
-        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url)
+        # The simulator serves /metrics beside /v1 (cheap to render, so sampled finely):
+        # the default report shows its queue.
+        metrics = url.removesuffix("/").removesuffix("/v1") + "/metrics"
+        endpoint = EndpointSpec(
+            name=SIM_ENDPOINT, base_url=url, metrics_url=metrics, metrics_interval_s=0.25
+        )
         tiers = {tier.name: tier for tier in tier_list}
         wanted = [m.name for m in spec.models] or list(tiers)
         unknown = [name for name in wanted if name not in tiers]

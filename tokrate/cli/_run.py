@@ -24,6 +24,11 @@ def add_run(sub: Subparsers) -> None:
         help="OpenAI-compatible base URL (ends in /v1); replaces the config's endpoints",
     )
     a("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    a(
+        "--metrics-url",
+        metavar="URL",
+        help="with --base-url: the server's Prometheus /metrics, scraped during the run",
+    )
     a("-m", "--model", action="append", metavar="NAME", help="model name (repeatable)")
     a("--prompts", action="append", metavar="PATH", help="prompt file or folder (repeatable)")
     a("--concurrency", metavar="N[,N...]", help="closed-loop sweep, e.g. 1,4,16")
@@ -201,12 +206,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         overrides = {**defaults, **overrides}
     elif args.time_scale is not None and args.base_url is not None:
         raise UsageError("tokrate run: --time-scale applies to the simulator only")
+    if args.metrics_url and not args.base_url:
+        raise UsageError(
+            "tokrate run: --metrics-url needs --base-url (else: metrics_url in [[endpoint]])"
+        )
     if args.base_url:
         endpoint = EndpointSpec(
             name="endpoint",
             base_url=args.base_url,
             api_key_env=args.api_key_env,
             model_check=args.model_check or "auto",
+            metrics_url=args.metrics_url,
         )
         overrides["endpoints"] = [endpoint]
         if not args.model:

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from tokrate.sim.faults import FaultPlan, FaultRule
+from tokrate.sim.metrics import serve_metrics
 from tokrate.sim.model import TierTiming, token_bytes
 from tokrate.sim.protocol import ChunkBytes, completion_body, error_body, usage_dict
 from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found, plan_request
@@ -153,6 +154,8 @@ class SimApp:
                 stats = {name: e.stats() for name, e in self._engines.items()}
                 await _respond(send, 200, orjson.dumps({"status": "ok", "engines": stats}))
                 return
+            if path == "/metrics":
+                return await serve_metrics(send, method, self.state.timings, self._engines)
             if path.startswith("/v1/"):
                 self._check_auth(scope)
             if path in ("/v1/chat/completions", "/v1/completions"):

@@ -37,6 +37,8 @@ from tokrate.spec.types import (
 _CONSTRAINTS: dict[str, str] = {
     "endpoint.name": "nonempty",
     "endpoint.base_url": "nonempty",
+    "endpoint.metrics_url": "nonempty",
+    "endpoint.metrics_interval_s": "pos",
     "model.endpoint": "nonempty",
     "model.name": "nonempty",
     "model.params_b": "pos",

@@ -36,6 +36,9 @@ from tokrate.spec.types import (
 
 __all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
 
+#: The shortest ``[[endpoint]] metrics_url`` scrape interval, seconds.
+MIN_METRICS_INTERVAL_S = 0.1
+
 
 def _read_toml(path: _Path) -> dict[str, object]:
     from tokrate.tomlfile import read_toml
@@ -185,6 +188,15 @@ def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
     problem = _url_problem(ep.base_url)
     if problem is not None:
         raise ctx.error(f"{key}.base_url", f"{problem}, got {_show(ep.base_url)}")
+    problem = None if ep.metrics_url is None else _url_problem(ep.metrics_url)
+    if problem is not None:
+        raise ctx.error(f"{key}.metrics_url", f"{problem}, got {_show(ep.metrics_url)}")
+    if ep.metrics_interval_s < MIN_METRICS_INTERVAL_S:
+        raise ctx.error(
+            f"{key}.metrics_interval_s",
+            f"at least {MIN_METRICS_INTERVAL_S:g} s (faster scrapes load the server"
+            f" being measured), got {_show(ep.metrics_interval_s)}",
+        )
     if ep.api_key_env is not None and not _ENV_NAME.fullmatch(ep.api_key_env):
         # Never echo it: a value that is not a variable name may be the key itself.
         raise ctx.error(

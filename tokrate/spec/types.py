@@ -60,6 +60,12 @@ class EndpointSpec:
     #: when the endpoint has it, else one tiny request per model), "probe" (always the
     #: tiny request: for endpoints whose /models lists nothing useful), "off".
     model_check: ModelCheck = "auto"
+    #: The server's Prometheus text-format metrics (vLLM, SGLang, TGI ``/metrics``;
+    #: llama.cpp with ``--metrics``), scraped every ``metrics_interval_s`` seconds during
+    #: the run into server_metrics.parquet (no API key or headers are sent to it);
+    #: None: not scraped. The embedded simulator's is always scraped.
+    metrics_url: str | None = None
+    metrics_interval_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
