@@ -196,8 +196,15 @@ def run_redactor(spec: RunSpec, keys: Mapping[str, str]) -> Redactor:
     read from the environment, the values of secret-named headers and the passwords
     in base URLs — and replaces them wherever they would be written."""
     secrets: list[str | None] = list(keys.values())
+    header_sets = [spec.client.headers, *(e.headers for e in spec.endpoints)]
+    header_sets += [m.headers for m in spec.models]
+    for headers in header_sets:
+        secrets += [v for k, v in headers if is_secret_name(k)]
+    body_sets = [spec.client.extra_body, *(e.extra_body for e in spec.endpoints)]
+    body_sets += [m.extra_body for m in spec.models]
+    for body in body_sets:
+        secrets += [v for k, v in body if is_secret_name(k) and isinstance(v, str)]
     for e in spec.endpoints:
-        secrets += [v for k, v in e.headers if is_secret_name(k)]
         _url, _user, password = split_url_credentials(e.base_url)
         secrets.append(password)
     return Redactor().with_secrets(secrets)
