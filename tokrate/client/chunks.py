@@ -33,7 +33,8 @@ class ChunkFacts:
     chunk carries that kind of non-empty content; ``usage`` is the parsed usage (see
     :func:`parse_usage`) or None; ``error`` is an in-band error object's message."""
 
-    __slots__ = (
+    # Appended fields stay at the end (merge-friendly across branches): unsorted.
+    __slots__ = (  # noqa: RUF023
         "answer",
         "error",
         "error_code",
@@ -42,6 +43,10 @@ class ChunkFacts:
         "response_id",
         "tool_call",
         "usage",
+        # Typed protocols (tokrate.client.events_*): the terminator event, and the
+        # record error class an in-band error stands for.
+        "end_of_stream",
+        "error_class",
     )
 
     def __init__(self) -> None:
@@ -53,6 +58,11 @@ class ChunkFacts:
         self.error: str | None = None
         self.error_code: int | None = None
         self.response_id: str | None = None
+        #: True for the protocol's terminator (response.completed/incomplete/failed,
+        #: message_stop); chat's [DONE] is not a chunk.
+        self.end_of_stream = False
+        #: The class of an in-band error (None: decided from error_code).
+        self.error_class: str | None = None
 
     @property
     def content_bearing(self) -> bool:
