@@ -119,7 +119,9 @@ def resolve_targets(
         url, tier_list = simulator
         endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url)
         tiers = {tier.name: tier for tier in tier_list}
-        wanted = [m.name for m in spec.models] or list(tiers)
+        # A configured simulator model keeps its knobs (extra_body, headers, ...).
+        configured = {m.name: m for m in spec.models}
+        wanted = list(configured) or list(tiers)
         unknown = [name for name in wanted if name not in tiers]
         if unknown:
             raise ConfigError(
@@ -129,9 +131,9 @@ def resolve_targets(
             [
                 Target(
                     endpoint=endpoint,
-                    model=ModelSpec(
+                    model=dataclasses.replace(
+                        configured.get(name) or ModelSpec(endpoint=SIM_ENDPOINT, name=name),
                         endpoint=SIM_ENDPOINT,
-                        name=name,
                         params_b=tiers[name].params_b,
                         active_params_b=tiers[name].active_params_b,
                         bytes_per_param=tiers[name].bytes_per_param,

@@ -10,15 +10,22 @@ object) are recorded, never raised: feed() returns True when the stream is finis
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 import orjson
 
-from tokrate.client.chunks import ChunkError, classify_chunk
+from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk
+from tokrate.client.events_anthropic import classify_anthropic_event
+from tokrate.client.events_common import merge_usage
+from tokrate.client.events_responses import classify_responses_event
 from tokrate.client.failures import (
     http_error_message,
     is_usage_rejection,
     snippet,
     status_class,
 )
+from tokrate.client.fallbacks import is_max_tokens_rejection
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import SSEDecoder, SSEProtocolError
 
@@ -26,6 +33,7 @@ __all__ = [
     "ERROR_BODY_LIMIT",
     "MAX_RESPONSE_BYTES",
     "MAX_RESPONSE_CHUNKS",
+    "MAX_TOKENS_NOTE",
     "REJECTED_NOTE",
     "ResponseLimitExceeded",
     "StreamState",
@@ -33,6 +41,22 @@ __all__ = [
 ]
 
 _DONE = b"[DONE]"
+#: Note on a result whose server rejected ``max_tokens`` (triggers the one resend with
+#: ``max_completion_tokens``).
+MAX_TOKENS_NOTE: Final = "server rejected max_tokens"
+
+
+def _classify_chat(obj: object, event_name: str | None = None) -> ChunkFacts:
+    return classify_chunk(obj)
+
+
+#: The event classifier of each protocol (chat and completions share one).
+_CLASSIFIERS: Final[dict[str, Callable[[object, str | None], ChunkFacts]]] = {
+    "chat": _classify_chat,
+    "completions": _classify_chat,
+    "responses": classify_responses_event,
+    "anthropic": classify_anthropic_event,
+}
 #: Bytes of a non-2xx (or non-stream 200) body kept for the error message.
 ERROR_BODY_LIMIT = 8192
 #: Note on a result whose server rejected ``stream_options`` (triggers the one retry).
@@ -59,11 +83,13 @@ def needs_error_body(status: int, content_type: str) -> bool:
 class StreamState:
     """Mutable per-request accumulator; :meth:`result` freezes it into a StreamResult.
 
-    ``chunk_ns`` gets one stamp per content-bearing chunk. ``end_ns`` is set at [DONE],
-    at a failure, or by :meth:`finish` (connection end).
+    ``chunk_ns`` gets one stamp per content-bearing chunk. ``end_ns`` is set at [DONE]
+    (or the typed protocols' terminal event), at a failure, or by :meth:`finish`
+    (connection end). ``api`` picks the event classifier; usage of the typed
+    protocols arrives in parts and is merged.
     """
 
-    __slots__ = (
+    __slots__ = (  # noqa: RUF023 - appended fields stay at the end
         "answer_chunks",
         "bytes_received",
         "chunk_ns",
@@ -87,11 +113,20 @@ class StreamState:
         "retry_after_s",
         "tool_chunks",
         "usage",
+        # Appended (merge-friendly): the protocol and its classifier.
+        "api",
+        "classify",
     )
 
     def __init__(
-        self, *, max_chunks: int = MAX_RESPONSE_CHUNKS, max_bytes: int = MAX_RESPONSE_BYTES
+        self,
+        *,
+        max_chunks: int = MAX_RESPONSE_CHUNKS,
+        max_bytes: int = MAX_RESPONSE_BYTES,
+        api: str = "chat",
     ) -> None:
+        self.api = api
+        self.classify = _CLASSIFIERS.get(api, _classify_chat)
         self.decoder = SSEDecoder()
         self.max_chunks = max_chunks
         self.max_bytes = max_bytes
@@ -154,6 +189,8 @@ class StreamState:
             )
         if is_usage_rejection(status, body):
             self.notes.append(REJECTED_NOTE)
+        if is_max_tokens_rejection(status, body):
+            self.notes.append(MAX_TOKENS_NOTE)
 
     def finish(self, now_ns: int) -> None:
         """The body ended (message complete or connection end) at ``now_ns``.
@@ -211,13 +248,14 @@ class StreamState:
             except orjson.JSONDecodeError:
                 self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
                 return True
-            if self.feed_chunk(obj, now_ns):
+            if self.feed_chunk(obj, now_ns, event.event):
                 return True
         return False
 
-    def feed_chunk(self, obj: object, now_ns: int) -> bool:
-        """Consume one parsed chunk that arrived at ``now_ns``; True when it ended the
-        stream (an in-band error, a malformed chunk or one past ``max_chunks``, all
+    def feed_chunk(self, obj: object, now_ns: int, event_name: str | None = None) -> bool:
+        """Consume one parsed chunk (``event_name``: its SSE ``event:``) that arrived at
+        ``now_ns``; True when it ended the stream (the typed protocols' terminal event,
+        an in-band error, a malformed chunk or one past ``max_chunks``, all
         recorded)."""
         self.chunks_seen += 1
         if self.chunks_seen > self.max_chunks:
@@ -228,13 +266,17 @@ class StreamState:
             )
             return True
         try:
-            facts = classify_chunk(obj)
+            facts = self.classify(obj, event_name)
         except ChunkError as exc:
             self.fail("protocol", str(exc), now_ns)
             return True
         if facts.error is not None:
+            if facts.usage is not None:
+                self.usage = merge_usage(self.usage, facts.usage)
             code = facts.error_code
-            cls = status_class(code) if code is not None and code >= 400 else "protocol"
+            cls = facts.error_class or (
+                status_class(code) if code is not None and code >= 400 else "protocol"
+            )
             self.fail(cls, f"error in stream: {facts.error}", now_ns)
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
@@ -251,9 +293,14 @@ class StreamState:
         if facts.finish_reason is not None:
             self.finish_reason = facts.finish_reason
         if facts.usage is not None:
-            self.usage = facts.usage
+            self.usage = merge_usage(self.usage, facts.usage)
         if self.response_id is None and facts.response_id is not None:
             self.response_id = facts.response_id
+        if facts.end_of_stream:
+            self.done = True
+            self.end_ns = now_ns
+            self.finished = True
+            return True
         return False
 
     def result(
@@ -283,7 +330,9 @@ class StreamState:
             answer_chunks=self.answer_chunks,
             reasoning_chunks=self.reasoning_chunks,
             tool_chunks=self.tool_chunks,
-            usage=self.usage,
+            # Usage without the output count (a typed stream cut after its first part)
+            # says nothing about the output: the chunks count then.
+            usage=self.usage if self.usage and "completion_tokens" in self.usage else None,
             finish_reason=self.finish_reason,
             response_id=self.response_id,
             done=self.done,
