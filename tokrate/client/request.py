@@ -37,6 +37,7 @@ __all__ = [
     "auth_headers",
     "build_request",
     "new_unique_prefix",
+    "probe_request",
     "request_url",
     "target_api",
     "with_max_completion_tokens",
@@ -273,6 +274,27 @@ def request_url(target: Target, api: str, route: str) -> str:
     if api == "responses":
         return f"{base}/openai{route}{query}"
     return f"{base}/openai/deployments/{quote(target.model.name, safe='')}{route}{query}"
+
+
+def probe_request(target: Target, api: str) -> tuple[str, dict[str, Any]]:
+    """(URL, JSON body) of the pre-flight's one tiny, non-streamed request to
+    ``target`` in protocol ``api`` (the Responses API wants max_output_tokens >= 16)."""
+    ping = [{"role": "user", "content": "ping"}]
+    body: dict[str, Any] = {"model": target.model.name, "stream": False}
+    if api == "completions":
+        body.update(prompt="ping", max_tokens=1)
+        route = "/completions"
+    elif api == "responses":
+        body.update(input=ping, max_output_tokens=16)
+        route = "/responses"
+    elif api == "anthropic":
+        body.update(messages=ping, max_tokens=1)
+        route = "/messages"
+    else:
+        body.update(messages=ping)
+        body[target.model.max_tokens_field or "max_tokens"] = 1
+        route = "/chat/completions"
+    return request_url(target, api, route), body
 
 
 def build_request(
