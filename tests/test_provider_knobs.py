@@ -172,16 +172,13 @@ def test_three_protocols_in_one_run(server: ProtocolServer, tmp_path: Path) -> N
 name = "openai"
 base_url = "{server.url("ok")}"
 api = "responses"
-model_check = "off"
 [[endpoint]]
 name = "anthropic"
 base_url = "{server.url("ok")}"
 api = "anthropic"
-model_check = "off"
 [[endpoint]]
 name = "local"
 base_url = "{server.url("ok")}"
-model_check = "off"
 [[model]]
 endpoint = "openai"
 name = "gpt-x"
@@ -198,6 +195,13 @@ max_tokens = 8
 """
     start = len(server.requests)
     assert _run(tmp_path, config) == 0
+    # The pre-flight (GET /models is a 404 here) probed each model in its own protocol.
+    probes = [r for r in server.requests[start:] if r["body"].get("stream") is False]
+    assert {(r["body"]["model"], r["path"]) for r in probes} == {
+        ("gpt-x", "/ok/v1/responses"),
+        ("claude-x", "/ok/v1/messages"),
+        ("llama-x", "/ok/v1/chat/completions"),
+    }
     paths = {r["body"]["model"]: r["path"] for r in _sent(server, start)}
     assert paths == {
         "gpt-x": "/ok/v1/responses",
