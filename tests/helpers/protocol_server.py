@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
+
+from helpers.hostile_server import HostileServer
 
 #: Body fields a ``strict`` server accepts (per route); anything else is a 422.
 _BASIC_FIELDS = {
@@ -57,19 +58,15 @@ class Truth:
     reasoning_writes: int = 0
 
 
-class ProtocolServer:
-    """Context manager: ``with ProtocolServer(itl_ms=5) as s: s.url("ok")``."""
+class ProtocolServer(HostileServer):
+    """Context manager: ``with ProtocolServer(itl_ms=5) as s: s.url("ok")`` (the
+    hostile server's thread and lifecycle, with its own request handling)."""
 
     def __init__(self, *, itl_ms: float = 5.0) -> None:
+        super().__init__()
         self.itl_s = itl_ms / 1000
         self.requests: list[dict[str, Any]] = []
-        self.truth: dict[str, Truth] = {}
-        self.port = 0
-        self._counter = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self.truth: dict[str, Truth] = {}  # type: ignore[assignment]
 
     def url(self, scenario: str) -> str:
         """The base URL of ``scenario`` (ends in /v1)."""
@@ -80,37 +77,8 @@ class ProtocolServer:
         return f"http://127.0.0.1:{self.port}/{scenario}"
 
     def __enter__(self) -> ProtocolServer:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("protocol server did not start")
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._thread is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        self._loop = loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-
-        async def main() -> None:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-            self.port = server.sockets[0].getsockname()[1]
-            self._ready.set()
-            await self._stop.wait()
-            server.close()
-            for writer in list(self._writers):
-                writer.transport.abort()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            if tasks:
-                await asyncio.wait(tasks, timeout=5)
-            await server.wait_closed()
-
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(main())
-        loop.close()
 
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self._writers.add(w)
@@ -132,7 +100,7 @@ class ProtocolServer:
                     {"method": method, "path": path, "query": dict(parse_qsl(query)),
                      "headers": headers, "body": body}
                 )  # fmt: skip
-                await self._respond(method, path, body, w, received)
+                await self._serve(method, path, body, w, received)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -150,7 +118,7 @@ class ProtocolServer:
         )
         await w.drain()
 
-    async def _respond(
+    async def _serve(
         self, method: str, path: str, body: dict[str, Any], w: asyncio.StreamWriter, rx: int
     ) -> None:
         scenario = path.split("/")[1]
@@ -261,7 +229,7 @@ def _messages(rid: str, scenario: str) -> list[Event]:
 
     usage = {"input_tokens": INPUT_TOKENS - CACHED_TOKENS, "cache_read_input_tokens": CACHED_TOKENS,
              "cache_creation_input_tokens": 0, "output_tokens": 1}  # fmt: skip
-    message = {"id": rid, "type": "message", "role": "assistant", "content": [],
+    message: dict[str, Any] = {"id": rid, "type": "message", "role": "assistant", "content": [],
                "model": "m", "stop_reason": None, "usage": usage}  # fmt: skip
     out = [ev("message_start", message=message)]
     out.append(
