@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from helpers.hostile_server import HostileServer
+from helpers.hostile_server import HostileServer, read_request
 
 #: Body fields a ``strict`` server accepts (per route); anything else is a 422.
 _BASIC_FIELDS = {
@@ -84,16 +84,7 @@ class ProtocolServer(HostileServer):
         self._writers.add(w)
         try:
             while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                received = time.perf_counter_ns()
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                raw = await r.readexactly(int(headers.get("content-length", "0")))
+                method, target, headers, raw, received = await read_request(r)
                 body = orjson.loads(raw) if raw else {}
                 path, _, query = target.partition("?")
                 self.requests.append(
