@@ -257,3 +257,20 @@ def test_a_cut_anthropic_stream_does_not_invent_an_output_count() -> None:
                           started_at=0.0)  # fmt: skip
     assert result.error_class == "truncated" and result.usage is None
     assert record(result).tokens_source == "chunks" and record(result).output_tokens == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "error_class"),
+    [
+        ({"message": "boom", "type": "server_error", "code": None}, "http_5xx"),
+        ({"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}, "http_429"),
+        ({"message": "odd", "type": "x"}, "protocol"),
+        ({"message": "gone", "code": 503}, "http_5xx"),
+    ],
+)
+def test_chat_in_band_errors_take_the_same_classes(error: dict[str, Any], error_class: str) -> None:
+    from tokrate.client.accumulate import StreamState
+
+    state = StreamState(api="chat")
+    assert state.feed(b"data: " + orjson.dumps({"error": error}) + b"\n\n", 1)
+    assert state.error_class == error_class

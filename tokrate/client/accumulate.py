@@ -17,7 +17,7 @@ import orjson
 
 from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk
 from tokrate.client.events_anthropic import classify_anthropic_event
-from tokrate.client.events_common import merge_usage
+from tokrate.client.events_common import in_band_error_class, merge_usage
 from tokrate.client.events_responses import classify_responses_event
 from tokrate.client.failures import (
     http_error_message,
@@ -48,6 +48,18 @@ MAX_TOKENS_NOTE: Final = "server rejected max_tokens"
 
 def _classify_chat(obj: object, event_name: str | None = None) -> ChunkFacts:
     return classify_chunk(obj)
+
+
+def _chat_error_class(obj: object, code: int | None) -> str:
+    """The class of a chat ``{"error": ...}`` chunk: its HTTP-like ``code``, else its
+    code/type words as for the typed protocols (``server_error`` is ``http_5xx`` in
+    every protocol), else ``protocol``."""
+    if code is not None and code >= 400:
+        return status_class(code)
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict):
+        return in_band_error_class(err.get("code"), err.get("type"))
+    return "protocol"
 
 
 #: The event classifier of each protocol (chat and completions share one).
@@ -273,10 +285,7 @@ class StreamState:
         if facts.error is not None:
             if facts.usage is not None:
                 self.usage = merge_usage(self.usage, facts.usage)
-            code = facts.error_code
-            cls = facts.error_class or (
-                status_class(code) if code is not None and code >= 400 else "protocol"
-            )
+            cls = facts.error_class or _chat_error_class(obj, facts.error_code)
             self.fail(cls, f"error in stream: {facts.error}", now_ns)
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
