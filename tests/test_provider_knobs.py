@@ -259,3 +259,26 @@ def test_bad_knobs_are_one_line_exit_2(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading"),
+    [
+        ("README.md", "### One run, three providers, three protocols"),
+        ("docs/config.md", "## Protocols and provider knobs"),
+    ],
+)
+def test_documented_three_protocol_config_loads(tmp_path: Path, doc: str, heading: str) -> None:
+    from tokrate.spec import load_spec
+
+    text = (Path(__file__).parent.parent / doc).read_text()
+    section = text[text.index(heading) :]
+    block = section[
+        section.index("```toml\n") + 8 : section.index("\n```", section.index("```toml"))
+    ]
+    path = tmp_path / "three.toml"
+    path.write_text(block)
+    spec = load_spec(path)
+    apis = [(e.name, e.api or spec.client.api) for e in spec.endpoints]
+    assert apis == [("openai", "responses"), ("anthropic", "anthropic"), ("local", "chat")]
+    assert [m.ignore_eos for m in spec.models] == [None, None, True]
