@@ -73,6 +73,22 @@ class _Writer:
         await self.w.drain()
 
 
+async def read_request(r: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes, int]:
+    """(method, target, headers by lower-case name, body, perf_counter_ns when the head
+    arrived) of the next request on ``r``; raises IncompleteReadError at EOF."""
+    head = await r.readuntil(b"\r\n\r\n")
+    received = time.perf_counter_ns()
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    body = await r.readexactly(int(headers.get("content-length", "0")))
+    return method, target, headers, body, received
+
+
 class HostileServer:
     """Context manager: ``with HostileServer() as s: s.base_url("ok")``."""
 
@@ -145,19 +161,10 @@ class HostileServer:
         reset_next = False
         try:
             while True:
-                head = await r.readuntil(b"\r\n\r\n")
+                _method, path, headers, body, received = await read_request(r)
                 if reset_next:  # models500: the connection is gone, the client not told
                     w.transport.abort()
                     break
-                received = time.perf_counter_ns()
-                lines = head.decode("latin-1").split("\r\n")
-                _method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                body = await r.readexactly(int(headers.get("content-length", "0")))
                 req = orjson.loads(body) if body else {}
                 self.requests.append({"path": path, "headers": headers, "body": req})
                 parts = path.split("/")

@@ -64,6 +64,10 @@ class ChunkFacts:
         "model",
         "timings",
         "error_kind",
+        # Typed protocols (tokrate.client.events_*): the terminator event, and the
+        # record error class an in-band error stands for.
+        "end_of_stream",
+        "error_class",
     )
 
     def __init__(self) -> None:
@@ -78,6 +82,11 @@ class ChunkFacts:
         self.model: str | None = None
         self.timings: dict[str, float] | None = None
         self.error_kind: str | None = None
+        #: True for the protocol's terminator (response.completed/incomplete/failed,
+        #: message_stop); chat's [DONE] is not a chunk.
+        self.end_of_stream = False
+        #: The class of an in-band error (None: decided from error_code).
+        self.error_class: str | None = None
 
     @property
     def content_bearing(self) -> bool:

@@ -157,7 +157,8 @@ def check_targets(
     returns the context size (tokens) of each target whose /models entry gives one, by
     target label.
 
-    ``api`` ("chat" | "completions") picks the route of the tiny probe request.
+    ``api`` (the run's ``[client] api``; an endpoint's own ``api`` wins) picks the
+    route, body and key header of the tiny probe request.
 
     Raises:
         EndpointUnreachable: no HTTP answer, a 401/403, or a failed probe (exit 2).
@@ -179,12 +180,13 @@ def _check_endpoint(
 ) -> dict[str, int]:
     import httpx
 
+    from tokrate.client.request import auth_headers
+
     endpoint = targets[0].endpoint
     base = targets[0].base_url.rstrip("/")
     name = endpoint.name
-    headers = dict(endpoint.headers)
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    api = endpoint.api or api
+    headers = dict([*auth_headers(targets[0], api, api_key), *endpoint.headers])
     where = f"endpoint {name!r} ({base})"
     try:
         with httpx.Client(timeout=timeout_s, headers=headers) as http:
@@ -241,15 +243,15 @@ def _probe(
     api_key: str | None,
 ) -> None:
     """One request of one output token for ``target``'s model; raise on failure."""
+    from tokrate.client.fallbacks import is_max_tokens_rejection
+    from tokrate.client.request import probe_request
+
     model = target.model.name
-    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
-    if api == "completions":
-        body["prompt"] = "ping"
-        route = "completions"
-    else:
-        body["messages"] = [{"role": "user", "content": "ping"}]
-        route = "chat/completions"
-    resp = http.post(f"{base}/{route}", json=body)
+    url, body = probe_request(target, api)
+    resp = http.post(url, json=body)
+    if is_max_tokens_rejection(resp.status_code, resp.content) and "max_tokens" in body:
+        body["max_completion_tokens"] = body.pop("max_tokens")  # o-series models
+        resp = http.post(url, json=body)
     if resp.is_success:
         return
     _refuse_auth(resp, where, key_env, api_key)

@@ -126,7 +126,7 @@ _OVERRIDE_ALIASES = {"endpoints": "endpoint", "models": "model"}
 _FORMATS = ("png", "svg", "pdf")
 _ENV_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = _re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
+_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream", "input")
 
 
 class _Bad(Exception):
