@@ -222,6 +222,7 @@ class SimApp:
         if kind in ("http_500", "http_429", "http_503", "html_200"):
             assert fault is not None
             entry.answered_ns = perf_counter_ns()
+            entry.write()  # before the answer, so a client that read it finds the line
             if kind == "html_200":
                 await _respond(
                     send, 200, _HTML_ERROR, [(b"content-type", b"text/html; charset=utf-8")]
@@ -244,9 +245,9 @@ class SimApp:
             send=send,
         )
         entry.req = req
+        # Logged before the final write, so a client that read the end finds the line.
+        req.before_final = entry.write
         if plan.stream:
-            # Logged before the final chunk, so a client that read [DONE] finds it.
-            req.before_final = entry.write
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
             opening = wire.opening()
             if opening:
@@ -300,6 +301,8 @@ class SimApp:
                 {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}
             )
             raise InjectedDisconnect()
+        if req.before_final is not None:
+            req.before_final()
         await _respond(send, 200, body)
 
 
