@@ -6,24 +6,18 @@ checked against the documented event grammar key by key (no extra, no missing ke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
+from helpers.sim_wire import truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 
-from tokrate.sim import Tier, count_chat_tokens
-from tokrate.sim.model import token_text
+from tokrate.sim import count_chat_tokens
 
 VERSION = {"anthropic-version": "2023-06-01"}
-#: 4 reasoning tokens then 6 answer tokens, at a fixed pace.
-THINKER = Tier(
-    "sim-thinker", 7.0, 7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0,
-    output_tokens_min=10, output_tokens_max=10, reasoning_tokens=4,
-)  # fmt: skip
 THINK = {"type": "enabled", "budget_tokens": 1024}
 USAGE_KEYS = {
     "input_tokens",
@@ -38,26 +32,6 @@ DELTA_KEYS = {
     "thinking_delta": {"type", "thinking"},
     "signature_delta": {"type", "signature"},
 }
-
-
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=10) as c:
-        yield c
-
-
-@pytest.fixture
-def thinker(start_sim: Callable[..., str], tmp_path: Path) -> tuple[str, Path]:
-    log = tmp_path / "truth.jsonl"
-    return start_sim(tiers=(THINKER,), truth_log=str(log), time_scale=1.0), log
-
-
-def _truth(log: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in log.read_bytes().splitlines()]
-
-
-def _words(start: int, stop: int) -> str:
-    return "".join(token_text(i) for i in range(start, stop))
 
 
 def _check_event(d: dict[str, Any]) -> None:
@@ -128,8 +102,8 @@ def _strict(stream: StampedStream) -> list[dict[str, Any]]:
     return datas
 
 
-def test_thinking_then_text_exact_usage_and_truth(
-    thinker: tuple[str, Path], client: httpx.Client
+def test_thinking_then_text_exact_usage_andtruth_rows(
+    thinker: tuple[str, Path], http_client: httpx.Client
 ) -> None:
     url, log = thinker
     body = {
@@ -140,7 +114,7 @@ def test_thinking_then_text_exact_usage_and_truth(
         "thinking": THINK,
         "stream": True,
     }
-    stream = stream_stamped(client, f"{url}/messages", body, VERSION)
+    stream = stream_stamped(http_client, f"{url}/messages", body, VERSION)
     assert stream.headers["content-type"].startswith("text/event-stream")
     datas = _strict(stream)
     kinds = [d["type"] for d in datas]
@@ -154,19 +128,19 @@ def test_thinking_then_text_exact_usage_and_truth(
         d["delta"].get("thinking", "") for d in datas if d["type"] == "content_block_delta"
     )
     text = "".join(d["delta"].get("text", "") for d in datas if d["type"] == "content_block_delta")
-    assert (thinking, text) == (_words(0, 4), _words(4, 10))
+    assert (thinking, text) == (words(0, 4), words(4, 10))
     prompt = [{"role": "system", "content": "Be brief."}, body["messages"][0]]
     assert datas[0]["message"]["usage"]["input_tokens"] == count_chat_tokens(prompt)
     assert datas[-2]["usage"]["output_tokens"] == 10
     assert datas[-2]["delta"]["stop_reason"] == "end_turn"
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert row["id"] == datas[0]["message"]["id"] and row["protocol"] == "messages"
     assert (row["output_tokens"], row["reasoning_tokens"]) == (10, 4)
     assert len(row["content_write_ns"]) == sum(is_token_event(e) for e in stream.events) == 10
 
 
 def test_without_thinking_no_reasoning_phase(
-    thinker: tuple[str, Path], client: httpx.Client
+    thinker: tuple[str, Path], http_client: httpx.Client
 ) -> None:
     url, log = thinker
     body = {
@@ -174,13 +148,15 @@ def test_without_thinking_no_reasoning_phase(
         "max_tokens": 64,
         "messages": [{"role": "user", "content": "hi"}],
     }
-    datas = _strict(stream_stamped(client, f"{url}/messages", {**body, "stream": True}, VERSION))
+    datas = _strict(
+        stream_stamped(http_client, f"{url}/messages", {**body, "stream": True}, VERSION)
+    )
     blocks = [d["content_block"]["type"] for d in datas if d["type"] == "content_block_start"]
     assert blocks == ["text"]
-    assert _truth(log)[0]["reasoning_tokens"] == 0
+    assert truth_rows(log)[0]["reasoning_tokens"] == 0
 
 
-def test_max_tokens_stop_reason(start_sim: Callable[..., str], client: httpx.Client) -> None:
+def test_max_tokens_stop_reason(start_sim: Callable[..., str], http_client: httpx.Client) -> None:
     url = start_sim()
     body = {
         "model": "sim-1b",
@@ -188,24 +164,24 @@ def test_max_tokens_stop_reason(start_sim: Callable[..., str], client: httpx.Cli
         "messages": [{"role": "user", "content": "hi"}],
         "stream": True,
     }
-    datas = _strict(stream_stamped(client, f"{url}/messages", body, VERSION))
+    datas = _strict(stream_stamped(http_client, f"{url}/messages", body, VERSION))
     assert datas[-2]["delta"]["stop_reason"] == "max_tokens"
     assert datas[-2]["usage"]["output_tokens"] == 5
 
 
-def test_non_streaming_message(thinker: tuple[str, Path], client: httpx.Client) -> None:
+def test_non_streaming_message(thinker: tuple[str, Path], http_client: httpx.Client) -> None:
     url, log = thinker
     body = {"model": "sim-thinker", "max_tokens": 2048, "thinking": THINK,
             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
-    resp = client.post(f"{url}/messages", json=body, headers=VERSION)
+    resp = http_client.post(f"{url}/messages", json=body, headers=VERSION)
     assert resp.status_code == 200
     m = resp.json()
     assert set(m) == MESSAGE_KEYS and set(m["usage"]) == USAGE_KEYS
     assert [b["type"] for b in m["content"]] == ["thinking", "text"]
-    assert m["content"][0]["thinking"] == _words(0, 4) and m["content"][0]["signature"]
-    assert m["content"][1] == {"type": "text", "text": _words(4, 10)}
+    assert m["content"][0]["thinking"] == words(0, 4) and m["content"][0]["signature"]
+    assert m["content"][1] == {"type": "text", "text": words(4, 10)}
     assert m["stop_reason"] == "end_turn" and m["usage"]["output_tokens"] == 10
-    assert _truth(log)[0]["protocol"] == "messages"
+    assert truth_rows(log)[0]["protocol"] == "messages"
 
 
 def _error(resp: httpx.Response, status: int, type_: str) -> str:
@@ -216,25 +192,25 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     return str(body["error"]["message"])
 
 
-def test_headers(start_sim: Callable[..., str], client: httpx.Client) -> None:
+def test_headers(start_sim: Callable[..., str], http_client: httpx.Client) -> None:
     url = start_sim(api_key="sk-ant-sim")
     body = {"model": "sim-1b", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     key = {"x-api-key": "sk-ant-sim"}
     post = f"{url}/messages"
     assert "x-api-key" in _error(
-        client.post(post, json=body, headers=VERSION), 401, "authentication_error"
+        http_client.post(post, json=body, headers=VERSION), 401, "authentication_error"
     )
     bearer = {**VERSION, "Authorization": "Bearer sk-ant-sim"}
-    _error(client.post(post, json=body, headers=bearer), 401, "authentication_error")
+    _error(http_client.post(post, json=body, headers=bearer), 401, "authentication_error")
     wrong = {**VERSION, "x-api-key": "sk-ant-other"}
     assert "sk-ant-other" not in _error(
-        client.post(post, json=body, headers=wrong), 401, "authentication_error"
+        http_client.post(post, json=body, headers=wrong), 401, "authentication_error"
     )
-    msg = _error(client.post(post, json=body, headers=key), 400, "invalid_request_error")
+    msg = _error(http_client.post(post, json=body, headers=key), 400, "invalid_request_error")
     assert "anthropic-version" in msg
     bad_version = {**key, "anthropic-version": "2099-01-01"}
-    _error(client.post(post, json=body, headers=bad_version), 400, "invalid_request_error")
-    assert client.post(post, json=body, headers={**key, **VERSION}).status_code == 200
+    _error(http_client.post(post, json=body, headers=bad_version), 400, "invalid_request_error")
+    assert http_client.post(post, json=body, headers={**key, **VERSION}).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -254,10 +230,15 @@ def test_headers(start_sim: Callable[..., str], client: httpx.Client) -> None:
     ],
 )  # fmt: skip
 def test_bad_requests_get_anthropic_errors(
-    sim_url: str, client: httpx.Client, body: dict[str, Any], status: int, type_: str, needle: str
+    sim_url: str,
+    http_client: httpx.Client,
+    body: dict[str, Any],
+    status: int,
+    type_: str,
+    needle: str,
 ) -> None:
     assert needle in _error(
-        client.post(f"{sim_url}/messages", json=body, headers=VERSION), status, type_
+        http_client.post(f"{sim_url}/messages", json=body, headers=VERSION), status, type_
     )
 
 
@@ -271,7 +252,7 @@ def test_bad_requests_get_anthropic_errors(
 )
 def test_http_faults_use_anthropic_statuses(
     start_sim: Callable[..., str],
-    client: httpx.Client,
+    http_client: httpx.Client,
     tmp_path: Path,
     fault: str,
     status: int,
@@ -288,27 +269,27 @@ def test_http_faults_use_anthropic_statuses(
         "messages": [{"role": "user", "content": "x"}],
         "stream": True,
     }
-    resp = client.post(f"{url}/messages", json=body, headers=VERSION)
+    resp = http_client.post(f"{url}/messages", json=body, headers=VERSION)
     _error(resp, status, type_)
     if fault == "http_429":
         assert resp.headers["retry-after"] == "2"
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert (row["protocol"], row["fault"], row["output_tokens"]) == ("messages", fault, 0)
 
 
 def test_stream_error_fault_is_an_overloaded_error_event(
-    start_sim: Callable[..., str], client: httpx.Client, tmp_path: Path
+    start_sim: Callable[..., str], http_client: httpx.Client, tmp_path: Path
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults="stream_error=1:at=0.5", truth_log=str(log))
     body = {"model": "sim-1b", "max_tokens": 20, "ignore_eos": True, "stream": True,
             "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
-    datas = _strict(stream_stamped(client, f"{url}/messages", body, VERSION))
+    datas = _strict(stream_stamped(http_client, f"{url}/messages", body, VERSION))
     assert sum(d["type"] == "content_block_delta" for d in datas) == 10
     assert datas[-1] == {
         "type": "error",
         "error": {"type": "overloaded_error", "message": "Overloaded"},
     }
     assert "message_stop" not in [d["type"] for d in datas]
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert (row["fault"], row["output_tokens"]) == ("stream_error", 10)

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
-import orjson
 import pydantic
 import pytest
+from helpers.sim_wire import truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 from openai.types.responses import Response, ResponseStreamEvent
 
-from tokrate.sim import Tier, count_chat_tokens
-from tokrate.sim.model import token_text
+from tokrate.sim import count_chat_tokens
 
-#: 4 reasoning tokens then 6 answer tokens, at a fixed pace.
-THINKER = Tier(
-    "sim-thinker", 7.0, 7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0,
-    output_tokens_min=10, output_tokens_max=10, reasoning_tokens=4,
-)  # fmt: skip
 _EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 
 REASONING_ITEM = [
@@ -48,26 +42,6 @@ MESSAGE_ITEM = [
     "response.content_part.done",
     "response.output_item.done",
 ]
-
-
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=10) as c:
-        yield c
-
-
-@pytest.fixture
-def thinker(start_sim: Callable[..., str], tmp_path: Path) -> tuple[str, Path]:
-    log = tmp_path / "truth.jsonl"
-    return start_sim(tiers=(THINKER,), truth_log=str(log), time_scale=1.0), log
-
-
-def _truth(log: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in log.read_bytes().splitlines()]
-
-
-def _words(start: int, stop: int) -> str:
-    return "".join(token_text(i) for i in range(start, stop))
 
 
 def _strict(stream: StampedStream) -> list[dict[str, Any]]:
@@ -97,7 +71,7 @@ def test_sdk_parses_stream_reasoning_text_then_answer(thinker: tuple[str, Path])
     ]  # fmt: skip
     reasoning = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
     answer = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-    assert (reasoning, answer) == (_words(0, 4), _words(4, 10))
+    assert (reasoning, answer) == (words(0, 4), words(4, 10))
     done = events[-1]
     assert done.type == "response.completed"
     usage = done.response.usage
@@ -107,16 +81,16 @@ def test_sdk_parses_stream_reasoning_text_then_answer(thinker: tuple[str, Path])
     assert usage.output_tokens == 10 and usage.output_tokens_details.reasoning_tokens == 4
     assert usage.total_tokens == usage.input_tokens + 10
     assert usage.input_tokens_details.cached_tokens == 0
-    assert done.response.output_text == _words(4, 10)
+    assert done.response.output_text == words(4, 10)
     assert done.response.instructions == "Be brief."
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert row["id"] == done.response.id == events[0].response.id
     assert row["protocol"] == "responses"
     assert (row["output_tokens"], row["reasoning_tokens"]) == (10, 4)
     assert len(row["content_write_ns"]) == 10  # one stamp per delta, reasoning included
 
 
-def test_summary_stream_strict_shapes(thinker: tuple[str, Path], client: httpx.Client) -> None:
+def test_summary_stream_strict_shapes(thinker: tuple[str, Path], http_client: httpx.Client) -> None:
     url, _ = thinker
     body = {
         "model": "sim-thinker",
@@ -124,7 +98,7 @@ def test_summary_stream_strict_shapes(thinker: tuple[str, Path], client: httpx.C
         "reasoning": {"effort": "high", "summary": "auto"},
         "stream": True,
     }
-    datas = _strict(stream_stamped(client, f"{url}/responses", body))
+    datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
     assert [d["type"] for d in datas] == [
         "response.created", "response.in_progress", *SUMMARY_ITEM, *MESSAGE_ITEM,
         "response.completed",
@@ -141,17 +115,17 @@ def test_summary_stream_strict_shapes(thinker: tuple[str, Path], client: httpx.C
     final = datas[-1]["response"]
     assert final["status"] == "completed" and final["incomplete_details"] is None
     assert [o["type"] for o in final["output"]] == ["reasoning", "message"]
-    assert final["output"][0]["summary"] == [{"type": "summary_text", "text": _words(0, 4)}]
+    assert final["output"][0]["summary"] == [{"type": "summary_text", "text": words(0, 4)}]
     assert final["usage"]["output_tokens_details"] == {"reasoning_tokens": 4}
 
 
 def test_max_output_tokens_ends_incomplete(
-    start_sim: Callable[..., str], client: httpx.Client
+    start_sim: Callable[..., str], http_client: httpx.Client
 ) -> None:
     url = start_sim()
     body = {"model": "sim-1b", "input": "hi", "max_output_tokens": 16, "stream": True}
     body["ignore_eos"] = True
-    datas = _strict(stream_stamped(client, f"{url}/responses", body))
+    datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
     final = datas[-1]
     assert final["type"] == "response.incomplete"
     assert final["response"]["status"] == "incomplete"
@@ -162,17 +136,17 @@ def test_max_output_tokens_ends_incomplete(
     assert not any("reasoning" in d["type"] for d in datas)
 
 
-def test_effort_none_skips_reasoning(thinker: tuple[str, Path], client: httpx.Client) -> None:
+def test_effort_none_skips_reasoning(thinker: tuple[str, Path], http_client: httpx.Client) -> None:
     url, log = thinker
     body = {"model": "sim-thinker", "input": "hi", "reasoning": {"effort": "none"}, "stream": True}
-    datas = _strict(stream_stamped(client, f"{url}/responses", body))
+    datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
     assert [d["type"] for d in datas[2:-1]] == [
         *MESSAGE_ITEM[:2],
         *["response.output_text.delta"] * 10,
         *MESSAGE_ITEM[-3:],
     ]
     assert datas[-1]["response"]["usage"]["output_tokens_details"]["reasoning_tokens"] == 0
-    assert _truth(log)[0]["reasoning_tokens"] == 0
+    assert truth_rows(log)[0]["reasoning_tokens"] == 0
 
 
 def test_non_streaming_body_through_the_sdk(thinker: tuple[str, Path]) -> None:
@@ -181,10 +155,10 @@ def test_non_streaming_body_through_the_sdk(thinker: tuple[str, Path]) -> None:
     resp = sdk.responses.create(model="sim-thinker", input="hi", max_output_tokens=64)
     sdk.close()
     Response.model_validate(resp.model_dump())
-    assert resp.status == "completed" and resp.output_text == _words(4, 10)
+    assert resp.status == "completed" and resp.output_text == words(4, 10)
     assert resp.usage is not None and resp.usage.output_tokens == 10
     assert resp.usage.output_tokens_details.reasoning_tokens == 4
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert row["protocol"] == "responses" and row["content_write_ns"] == []
 
 
@@ -206,21 +180,23 @@ def test_non_streaming_body_through_the_sdk(thinker: tuple[str, Path]) -> None:
     ],
 )
 def test_bad_requests_get_openai_errors(
-    sim_url: str, client: httpx.Client, body: dict[str, Any], status: int, param: str
+    sim_url: str, http_client: httpx.Client, body: dict[str, Any], status: int, param: str
 ) -> None:
-    resp = client.post(f"{sim_url}/responses", json=body)
+    resp = http_client.post(f"{sim_url}/responses", json=body)
     assert resp.status_code == status
     err = resp.json()["error"]
     assert err["param"] == param and err["type"] == "invalid_request_error", err
 
 
 def test_bearer_key_required(
-    start_sim: Callable[..., str], client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+    start_sim: Callable[..., str], http_client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = start_sim(api_key="sk-sim-test")
     body = {"model": "sim-1b", "input": "hi", "max_output_tokens": 16}
-    assert client.post(f"{url}/responses", json=body).status_code == 401
-    ok = client.post(f"{url}/responses", json=body, headers={"Authorization": "Bearer sk-sim-test"})
+    assert http_client.post(f"{url}/responses", json=body).status_code == 401
+    ok = http_client.post(
+        f"{url}/responses", json=body, headers={"Authorization": "Bearer sk-sim-test"}
+    )
     assert ok.status_code == 200 and ok.json()["status"] in ("completed", "incomplete")
 
 
@@ -232,18 +208,20 @@ def test_bearer_key_required(
         ("http_503", 503, "overloaded"),
     ],
 )
-def test_http_faults(start_sim: Callable[..., str], client: httpx.Client, tmp_path: Path,
+def test_http_faults(start_sim: Callable[..., str], http_client: httpx.Client, tmp_path: Path,
                      fault: str, status: int, code: str | None) -> None:  # fmt: skip
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults=f"{fault}=1", truth_log=str(log))
-    resp = client.post(f"{url}/responses", json={"model": "sim-1b", "input": "hi", "stream": True})
+    resp = http_client.post(
+        f"{url}/responses", json={"model": "sim-1b", "input": "hi", "stream": True}
+    )
     assert resp.status_code == status and resp.json()["error"]["code"] == code
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert (row["protocol"], row["fault"], row["output_tokens"]) == ("responses", fault, 0)
 
 
 def test_stream_error_fault_sends_error_then_failed(
-    start_sim: Callable[..., str], client: httpx.Client, tmp_path: Path
+    start_sim: Callable[..., str], http_client: httpx.Client, tmp_path: Path
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults="stream_error=1:at=0.5", truth_log=str(log))
@@ -254,14 +232,14 @@ def test_stream_error_fault_sends_error_then_failed(
         "stream": True,
         "ignore_eos": True,
     }
-    datas = _strict(stream_stamped(client, f"{url}/responses", body))
+    datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
     assert sum(d["type"] == "response.output_text.delta" for d in datas) == 10
     assert [d["type"] for d in datas[-2:]] == ["error", "response.failed"]
     assert datas[-2]["code"] == "server_error"
     failed = datas[-1]["response"]
     assert failed["status"] == "failed" and failed["error"]["code"] == "server_error"
     assert failed["usage"]["output_tokens"] == 10
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert (row["fault"], row["output_tokens"], len(row["content_write_ns"])) == (
         "stream_error",
         10,
@@ -270,13 +248,13 @@ def test_stream_error_fault_sends_error_then_failed(
 
 
 def test_token_events_are_the_truth_logs_writes(
-    thinker: tuple[str, Path], client: httpx.Client
+    thinker: tuple[str, Path], http_client: httpx.Client
 ) -> None:
     url, log = thinker
     stream = stream_stamped(
-        client, f"{url}/responses", {"model": "sim-thinker", "input": "x", "stream": True}
+        http_client, f"{url}/responses", {"model": "sim-thinker", "input": "x", "stream": True}
     )
     stamps = [e.stamp_ns for e in stream.events if is_token_event(e)]
-    (row,) = _truth(log)
+    (row,) = truth_rows(log)
     assert len(stamps) == len(row["content_write_ns"]) == 10
     assert all(got >= wrote for got, wrote in zip(stamps, row["content_write_ns"], strict=True))
