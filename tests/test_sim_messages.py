@@ -211,6 +211,9 @@ def test_headers(start_sim: Callable[..., str], http_client: httpx.Client) -> No
     bad_version = {**key, "anthropic-version": "2099-01-01"}
     _error(http_client.post(post, json=body, headers=bad_version), 400, "invalid_request_error")
     assert http_client.post(post, json=body, headers={**key, **VERSION}).status_code == 200
+    # GET /v1/models takes either kind of key, so an Anthropic-style client can check models
+    assert http_client.get(f"{url}/models", headers=key).status_code == 200
+    assert http_client.get(f"{url}/models", headers=wrong).status_code == 401
 
 
 @pytest.mark.parametrize(

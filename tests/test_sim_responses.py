@@ -90,6 +90,21 @@ def test_sdk_parses_stream_reasoning_text_then_answer(thinker: tuple[str, Path])
     assert len(row["content_write_ns"]) == 10  # one stamp per delta, reasoning included
 
 
+def test_sdk_stream_helper_accumulates_a_consistent_snapshot(thinker: tuple[str, Path]) -> None:
+    """The SDK's own accumulator (responses.stream) checks item identities and indexes."""
+    url, _ = thinker
+    sdk = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+    with sdk.responses.stream(
+        model="sim-thinker", input="hi", reasoning={"summary": "auto"}
+    ) as stream:
+        texts = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    sdk.close()
+    assert "".join(texts) == final.output_text == words(4, 10)
+    assert [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.usage is not None and final.usage.output_tokens == 10
+
+
 def test_summary_stream_strict_shapes(thinker: tuple[str, Path], http_client: httpx.Client) -> None:
     url, _ = thinker
     body = {

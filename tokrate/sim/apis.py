@@ -24,7 +24,7 @@ from tokrate.sim.wire import StreamWire
 from tokrate.sim.wire_messages import ANTHROPIC_VERSIONS, MessagesWire, anthropic_error_body
 from tokrate.sim.wire_responses import ResponsesWire
 
-__all__ = ["API_ROUTES", "Api", "Headers", "check_bearer"]
+__all__ = ["API_ROUTES", "Api", "Headers", "check_any_key", "check_bearer"]
 
 Headers = list[tuple[bytes, bytes]]
 _JSON: Headers = [(b"content-type", b"application/json")]
@@ -45,6 +45,15 @@ def check_bearer(headers: Any, api_key: bytes | None) -> None:
             None,
             "invalid_api_key",
         )
+
+
+def check_any_key(headers: Any, api_key: bytes | None) -> None:
+    """Routes both kinds of client call (``/v1/models``): Bearer or ``x-api-key``."""
+    if api_key is None:
+        return
+    got = next((v for k, v in headers if k == b"x-api-key"), None)
+    if got is None or not hmac.compare_digest(got, api_key):
+        check_bearer(headers, api_key)
 
 
 def _check_anthropic(headers: Any, api_key: bytes | None) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from tokrate.sim.apis import API_ROUTES, Api, check_bearer
+from tokrate.sim.apis import API_ROUTES, Api, check_any_key
 from tokrate.sim.faults import FaultPlan, FaultRule
 from tokrate.sim.model import TierTiming
 from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found
@@ -163,7 +163,7 @@ class SimApp:
                 await self._completion(api, body, receive, send)
                 return
             if path.startswith("/v1/"):
-                check_bearer(scope["headers"], self._api_key)
+                check_any_key(scope["headers"], self._api_key)
             if path == "/v1/models":
                 _require_method(method, "GET")
                 await _respond(send, 200, orjson.dumps({"object": "list", "data": self._models()}))
