@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers.sim_wire import truth_rows, words
+from helpers.sim_wire import STRADDLER, truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 
 from tokrate.sim import count_chat_tokens
@@ -296,3 +296,23 @@ def test_stream_error_fault_is_an_overloaded_error_event(
     assert "message_stop" not in [d["type"] for d in datas]
     (row,) = truth_rows(log)
     assert (row["fault"], row["output_tokens"]) == ("stream_error", 10)
+
+
+def test_chunk_straddling_thinking_and_text(
+    start_sim: Callable[..., str], http_client: httpx.Client
+) -> None:
+    url = start_sim(tiers=(STRADDLER,), time_scale=1.0)
+    body = {"model": "sim-straddler", "max_tokens": 2048, "thinking": THINK, "stream": True,
+            "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
+    datas = _strict(stream_stamped(http_client, f"{url}/messages", body, VERSION))
+    deltas = [d["delta"] for d in datas if d["type"] == "content_block_delta"]
+    assert [
+        (d["type"], d.get("thinking", d.get("text"))) for d in deltas if "signature" not in d
+    ] == [
+        ("thinking_delta", words(0, 4)),
+        ("thinking_delta", words(4, 6)),
+        ("text_delta", words(6, 8)),
+        ("text_delta", words(8, 12)),
+        ("text_delta", words(12, 16)),
+    ]
+    assert datas[-2]["usage"]["output_tokens"] == 16

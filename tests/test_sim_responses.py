@@ -10,7 +10,7 @@ import httpx
 import openai
 import pydantic
 import pytest
-from helpers.sim_wire import truth_rows, words
+from helpers.sim_wire import STRADDLER, truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 from openai.types.responses import Response, ResponseStreamEvent
 
@@ -273,3 +273,28 @@ def test_token_events_are_the_truth_logs_writes(
     (row,) = truth_rows(log)
     assert len(stamps) == len(row["content_write_ns"]) == 10
     assert all(got >= wrote for got, wrote in zip(stamps, row["content_write_ns"], strict=True))
+
+
+def test_chunk_straddling_reasoning_and_answer(
+    start_sim: Callable[..., str], http_client: httpx.Client, tmp_path: Path
+) -> None:
+    log = tmp_path / "truth.jsonl"
+    url = start_sim(tiers=(STRADDLER,), truth_log=str(log), time_scale=1.0)
+    body = {"model": "sim-straddler", "input": "hi", "stream": True}
+    datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
+    deltas = [(d["type"], d["delta"]) for d in datas if d["type"].endswith(".delta")]
+    assert deltas == [
+        ("response.reasoning_text.delta", words(0, 4)),
+        ("response.reasoning_text.delta", words(4, 6)),
+        ("response.output_text.delta", words(6, 8)),
+        ("response.output_text.delta", words(8, 12)),
+        ("response.output_text.delta", words(12, 16)),
+    ]
+    usage = datas[-1]["response"]["usage"]
+    assert (usage["output_tokens"], usage["output_tokens_details"]["reasoning_tokens"]) == (16, 6)
+    (row,) = truth_rows(log)
+    # one stamp per token-bearing event; the straddling chunk's two share one write
+    assert (
+        len(row["content_write_ns"]) == 5
+        and row["content_write_ns"][1] == row["content_write_ns"][2]
+    )

@@ -11,7 +11,7 @@ import orjson
 from tokrate.sim import Tier
 from tokrate.sim.model import token_text
 
-__all__ = ["THINKER", "start_thinker", "truth_rows", "words"]
+__all__ = ["STRADDLER", "THINKER", "start_thinker", "truth_rows", "words"]
 
 #: 4 reasoning tokens then 6 answer tokens, at a fixed quick pace.
 THINKER = Tier(
@@ -33,3 +33,10 @@ def truth_rows(log: Path) -> list[dict[str, Any]]:
 def words(start: int, stop: int) -> str:
     """The simulator's text of output tokens ``start`` .. ``stop - 1``."""
     return "".join(token_text(i) for i in range(start, stop))
+
+
+#: 4 tokens per chunk with 6 reasoning tokens: the second chunk straddles the boundary.
+STRADDLER = Tier(
+    "sim-straddler", 7.0, 7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0, tokens_per_chunk=4,
+    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6,
+)  # fmt: skip
