@@ -2,8 +2,13 @@
 
 JSONL, one object per request (format fixed in docs/run-folder.md)::
 
-    {"id", "model", "received_ns", "first_write_ns", "content_write_ns": [...],
-     "done_ns", "output_tokens", "fault"}
+    {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
+     "done_ns", "output_tokens", "reasoning_tokens", "fault"}
+
+``protocol`` is the API the request came through (``chat``, ``completions``,
+``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
+event (reasoning or answer) in every protocol, the first ``reasoning_tokens`` of the
+``output_tokens`` being reasoning.
 
 All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
 just before the write was handed to the transport. Lines are buffered in the process
@@ -48,16 +53,21 @@ class TruthLog:
         done_ns: int | None,
         output_tokens: int,
         fault: str | None,
+        *,
+        protocol: str,
+        reasoning_tokens: int,
     ) -> None:
         line = orjson.dumps(
             {
                 "id": request_id,
                 "model": model,
+                "protocol": protocol,
                 "received_ns": received_ns,
                 "first_write_ns": first_write_ns,
                 "content_write_ns": content_write_ns,
                 "done_ns": done_ns,
                 "output_tokens": output_tokens,
+                "reasoning_tokens": reasoning_tokens,
                 "fault": fault,
             }
         )
