@@ -14,7 +14,10 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
 - **measure** (:func:`_measure`): scenario after scenario, the backend runs the
   workers' shards and every event goes to the :class:`~tokrate.collector.Collector`
   (the store first, then live progress).
-- **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
+  With ``[load] capacity`` the scenarios are the capacity search's probes instead
+  (:mod:`tokrate.capacity`), each run through the same backend.
+- **finish** (:func:`_finish`): records.parquet, summary.json (capacity.json first
+  after a search), run.json; the report;
   the baseline check. A target that got no ok request at all makes the exit code 1,
   with one line per such target naming its error classes and counts.
 
@@ -56,7 +59,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tokrate.backends import Backend
+    from tokrate.capacity import CapacityRun, Summarize
     from tokrate.compare import Comparison
+    from tokrate.events import Emit
     from tokrate.progress import RunProgress
 
 __all__ = [
@@ -283,6 +288,23 @@ def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunP
     )
 
 
+def _tasks(spec: RunSpec, p: _Prepared, parts: Sequence[ScenarioPlan]) -> list[WorkerTask]:
+    """One WorkerTask per shard of one scenario."""
+    return [
+        WorkerTask(
+            run_id=p.run_id,
+            worker_id=f"w{w}",
+            scenario=part,
+            settings=WorkerSettings.from_spec(spec, p.redactor),
+            targets=p.targets,
+            prompts=p.prompts,
+            api_keys=p.keys,
+            open_loop_cap=spec.load.max_in_flight,
+        )
+        for w, part in enumerate(parts)
+    ]
+
+
 def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
     """Run every scenario; True when a stop ended the run early."""
     for k, _scenario in enumerate(p.plan.scenarios):
@@ -290,21 +312,28 @@ def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
             return True
         if sink.progress is not None:
             sink.progress.start_scenario(k)
-        tasks = [
-            WorkerTask(
-                run_id=p.run_id,
-                worker_id=f"w{w}",
-                scenario=part.scenarios[k],
-                settings=WorkerSettings.from_spec(spec, p.redactor),
-                targets=p.targets,
-                prompts=p.prompts,
-                api_keys=p.keys,
-            )
-            for w, part in enumerate(p.shards)
-        ]
-        p.backend.run_scenario(tasks, sink, stop)
+        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, stop)
         p.store.end_scenario()
     return stop.is_set()
+
+
+def _search_capacity(
+    spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, console: Console | None
+) -> CapacityRun:
+    """The capacity search (tokrate.capacity): each probe one scenario of this run."""
+    from tokrate.capacity import measure_capacity
+    from tokrate.plan import shard
+
+    def run_scenario(scenario: ScenarioPlan, on_event: Emit, probe_stop: Stop) -> None:
+        n = p.backend.workers
+        parts = shard(scenario, n) if n > 1 else (scenario,)
+        p.backend.run_scenario(_tasks(spec, p, parts), on_event, probe_stop)
+        p.store.end_scenario()
+
+    names = _short_names(p.targets)
+    return measure_capacity(
+        spec, p.targets, names, len(p.prompts), run_scenario, sink, stop, console
+    )
 
 
 # --- finish -----------------------------------------------------------------------------
@@ -407,19 +436,31 @@ def run_benchmark(
     with contextlib.ExitStack() as stack:
         p = _prepare(spec, base_dir, stack)
         progress = None
-        if console is not None and not quiet:
+        searching = spec.load.capacity is not None
+        if console is not None and not quiet and not searching:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         sink = Collector(p.store, progress, p.targets, p.redactor)
+        capacity = None
         with stop_on_signals(stopper):
-            interrupted = _measure(spec, p, sink, stop)
+            if searching:
+                capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
+                interrupted = capacity.interrupted
+            else:
+                interrupted = _measure(spec, p, sink, stop)
         if progress is not None:
             progress.close()
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
+        summarize_run: Summarize = summarize
+        extra: dict[str, Any] = {}
+        if capacity is not None:  # capacity.json, summary.json's capacity, the probes
+            summarize_run = capacity.summarizer(p.store.path, summarize)
+            extra["scenarios"] = capacity.scenarios
         _frame, summary = p.store.finalize(
             status="interrupted" if interrupted else "complete",
-            summarize=summarize,
+            summarize=summarize_run,
+            **extra,
             warnings=tuple(sink.warnings),
             loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),

@@ -78,6 +78,12 @@ def add_run(sub: Subparsers) -> None:
         metavar="SECONDS",
         help="seconds between plain progress lines when stderr is not a terminal (10)",
     )
+    a(
+        "--capacity",
+        action="store_true",
+        help="search each target's highest load meeting every [slo] instead of a sweep"
+        " (settings: [load] capacity; see docs/running.md)",
+    )
     a("--quiet", action="store_true", help="no live progress and no summary table")
     a("--json", action="store_true", help="print summary.json to stdout")
     a("--no-report", action="store_true", help="skip charts and HTML")
@@ -231,6 +237,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
             again["models"] = [ModelSpec(endpoint=owner, name=m) for m in args.model]
         spec = load_spec(args.config, again)
+        overrides = again
+    if args.capacity and spec.load.capacity is None:
+        # The config's [load] capacity table (if any) wins; otherwise the defaults.
+        spec = load_spec(args.config, {**overrides, "load.capacity": {}})
     err = Console(stderr=True)
     result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
     if args.json:
@@ -242,6 +252,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         name = result.label or result.run_dir.name
         if result.summary is not None:
             render_summary(result.summary, out, title=f"tokrate run {name}")
+            if result.summary.capacity is not None:
+                from tokrate.report.capacity import render_capacity
+
+                out.print()
+                render_capacity(result.summary.capacity, out)
         if result.comparison is not None:
             from tokrate.report.comparison import render_table
 
