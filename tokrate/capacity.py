@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Final
 import orjson
 import polars as pl
 
-from tokrate.atomic import write_atomic
 from tokrate.capacity_probe import ProbeJudge
 from tokrate.capacityinfo import CapacityProbe, CapacityResult, ProbePhase, TargetCapacity
 from tokrate.events import Emit
+from tokrate.fileio import write_atomic
 from tokrate.plan import ScenarioPlan, build_plan, derive_seed
 from tokrate.rundata import RunInfo, ScenarioInfo
 from tokrate.spec import CapacitySpec, LoadMode, RunSpec
@@ -222,6 +222,8 @@ class _Prober:
         self.console = console
         self.scenarios: list[ScenarioInfo] = []
         self.used_requests = 0
+        #: Per target: the loop-lag p99 of its first probe (capacity_probe module doc).
+        self.ambient_lag_ms: dict[int, float] = {}
 
     def scenario(self, target: int, level: float) -> ScenarioPlan:
         closed = self.mode == "closed"
@@ -279,7 +281,9 @@ class _Prober:
 
         if not self.stop.is_set():
             self.run_scenario(sc, on_event, probe_stop)
-        result = judge.finish(interrupted=self.stop.is_set())
+        result = judge.finish(self.stop.is_set(), self.ambient_lag_ms.get(target))
+        if target not in self.ambient_lag_ms and result.loop_lag_p99_ms is not None:
+            self.ambient_lag_ms[target] = result.loop_lag_p99_ms
         self.used_requests += result.requests + sc.warmup_requests
         self._print(result)
         return result

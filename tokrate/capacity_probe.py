@@ -7,11 +7,13 @@ probe's records in small batches); a failed request misses. Warm-up records are
 recorded but not judged; with retries a request counts once, by its last attempt.
 
 Client bottleneck (documented in docs/running.md): the probe is ``client_bound`` when
-a worker's loop lag p99 over at least :data:`~tokrate.looplag.MIN_P99_SAMPLES` samples
-exceeds :data:`~tokrate.looplag.P99_THRESHOLD_MS`, or (open loop) when the p95 of the
-sends' ``send_delay_s`` exceeds :data:`SEND_DELAY_LIMIT_S`: then the load the server saw
-was not the load asked for. A single slow wake-up (the max criterion of the run's lag
-warning) does not end a search: it is noise, not a bottleneck.
+the load made the measuring loop lag: a worker's loop-lag p99 (over at least
+:data:`~tokrate.looplag.MIN_P99_SAMPLES` samples) above
+:data:`~tokrate.looplag.P99_THRESHOLD_MS` *and* above :data:`LOAD_LAG_FACTOR` x the
+*ambient* lag (the p99 of the target's first, lightest probe: what a shared machine
+adds whatever the load; without one, above :data:`~tokrate.looplag.MAX_THRESHOLD_MS`);
+or (open loop) when the p95 of the sends' ``send_delay_s`` exceeds
+:data:`SEND_DELAY_LIMIT_S`: then the load the server saw was not the load asked for.
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ import polars as pl
 
 from tokrate.capacityinfo import CapacityProbe, ProbePhase
 from tokrate.events import Event, LoopLag, RequestFinished
-from tokrate.looplag import MIN_P99_SAMPLES, P99_THRESHOLD_MS
+from tokrate.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
 from tokrate.metrics import derive
 from tokrate.records import RequestRecord, records_to_frame
 from tokrate.spec import CapacitySpec
 from tokrate.stats import wilson_interval
 from tokrate.stopping import Stop
 
-__all__ = ["SEND_DELAY_LIMIT_S", "SLO_COLUMNS", "ProbeJudge"]
+__all__ = ["LOAD_LAG_FACTOR", "SEND_DELAY_LIMIT_S", "SLO_COLUMNS", "ProbeJudge"]
+
+#: How many times the ambient loop lag a probe's lag must reach to blame the load.
+LOAD_LAG_FACTOR: Final = 2.0
 
 #: p95 of open-loop send delays above which the client, not the server, set the pace.
 SEND_DELAY_LIMIT_S: Final = 0.010
@@ -140,8 +145,9 @@ class ProbeJudge:
 
     # --- after the probe -------------------------------------------------------------
 
-    def finish(self, interrupted: bool) -> CapacityProbe:
-        """The probe's result (call after its scenario ended)."""
+    def finish(self, interrupted: bool, ambient_lag_ms: float | None) -> CapacityProbe:
+        """The probe's result (call after its scenario ended); ``ambient_lag_ms`` the
+        target's first probe's loop-lag p99 (None: this is the first)."""
         if self.pending:
             self._judge_pending()
         judged = self.frozen if self.frozen is not None else self.judged
@@ -153,7 +159,7 @@ class ProbeJudge:
             verdict = "interrupted"
         lag_p99 = max((lag.p99_ms for lag in self.lags), default=None)
         delay_p95 = _quantile(self.send_delays, 0.95)
-        if verdict != "interrupted" and self._client_bound(delay_p95):
+        if verdict != "interrupted" and self._client_bound(delay_p95, ambient_lag_ms):
             verdict = "client_bound"
         slo_met = {
             k: (
@@ -183,10 +189,12 @@ class ProbeJudge:
             send_delay_p95_s=delay_p95,
         )
 
-    def _client_bound(self, delay_p95: float | None) -> bool:
-        lagged = any(
-            lag.samples >= MIN_P99_SAMPLES and lag.p99_ms > P99_THRESHOLD_MS for lag in self.lags
-        )
+    def _client_bound(self, delay_p95: float | None, ambient_lag_ms: float | None) -> bool:
+        if ambient_lag_ms is None:
+            limit = MAX_THRESHOLD_MS
+        else:
+            limit = max(P99_THRESHOLD_MS, LOAD_LAG_FACTOR * ambient_lag_ms)
+        lagged = any(lag.samples >= MIN_P99_SAMPLES and lag.p99_ms > limit for lag in self.lags)
         return lagged or (delay_p95 is not None and delay_p95 > SEND_DELAY_LIMIT_S)
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokrate.summary import Summary
 
 __all__ = ["add_run"]
 
@@ -188,13 +194,24 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
     return o
 
 
+def _print_summary(summary: Summary, out: Console, title: str) -> None:
+    """The run's table, and a capacity search's table under it."""
+    from tokrate.report.text import render_summary
+
+    render_summary(summary, out, title=title)
+    if summary.capacity is not None:
+        from tokrate.report.capacity import render_capacity
+
+        out.print()
+        render_capacity(summary.capacity, out)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
 
     import orjson
     from rich.console import Console
 
-    from tokrate.report.text import render_summary
     from tokrate.run import EMBEDDED_DEFAULTS, SIM_ENDPOINT, run_benchmark
     from tokrate.spec import EndpointSpec, ModelSpec, load_spec
 
@@ -251,12 +268,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
         name = result.label or result.run_dir.name
         if result.summary is not None:
-            render_summary(result.summary, out, title=f"tokrate run {name}")
-            if result.summary.capacity is not None:
-                from tokrate.report.capacity import render_capacity
-
-                out.print()
-                render_capacity(result.summary.capacity, out)
+            _print_summary(result.summary, out, f"tokrate run {name}")
         if result.comparison is not None:
             from tokrate.report.comparison import render_table
 
