@@ -222,6 +222,7 @@ class _Prober:
         self.console = console
         self.scenarios: list[ScenarioInfo] = []
         self.used_requests = 0
+        self.in_process = spec.load.workers <= 1 and spec.distributed.ray is None
         #: Per target: the loop-lag p99 of its first probe (capacity_probe module doc).
         self.ambient_lag_ms: dict[int, float] = {}
 
@@ -273,6 +274,7 @@ class _Prober:
             max_requests=sc.requests_per_target or self.cap.max_requests,
             stop=probe_stop,
             run_stop=self.stop,
+            in_process=self.in_process,
         )
 
         def on_event(event: object) -> None:
@@ -294,9 +296,10 @@ class _Prober:
         lo, hi = p.interval or (0.0, 0.0)
         frac = p.met_fraction
         shown = "-" if frac is None else f"{frac:.0%} [{lo:.0%}, {hi:.0%}]"
+        lag = "" if p.loop_lag_p99_ms is None else f", loop lag p99 {p.loop_lag_p99_ms:.1f} ms"
         self.console.print(
             f"capacity {p.phase} {p.scenario}: {p.requests} requests, SLOs met {shown}"
-            f" -> {p.verdict}",
+            f"{lag} -> {p.verdict}",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -7,13 +7,18 @@ probe's records in small batches); a failed request misses. Warm-up records are
 recorded but not judged; with retries a request counts once, by its last attempt.
 
 Client bottleneck (documented in docs/running.md): the probe is ``client_bound`` when
-the load made the measuring loop lag: a worker's loop-lag p99 (over at least
-:data:`~tokrate.looplag.MIN_P99_SAMPLES` samples) above
-:data:`~tokrate.looplag.P99_THRESHOLD_MS` *and* above :data:`LOAD_LAG_FACTOR` x the
-*ambient* lag (the p99 of the target's first, lightest probe: what a shared machine
-adds whatever the load; without one, above :data:`~tokrate.looplag.MAX_THRESHOLD_MS`);
-or (open loop) when the p95 of the sends' ``send_delay_s`` exceeds
-:data:`SEND_DELAY_LIMIT_S`: then the load the server saw was not the load asked for.
+the load made the measuring loop lag enough to matter: a worker's loop-lag p99 (over at
+least :data:`~tokrate.looplag.MIN_P99_SAMPLES` samples) above every one of
+:data:`~tokrate.looplag.P99_THRESHOLD_MS`, :data:`LOAD_LAG_FACTOR` x the *ambient* lag
+(the p99 of the target's first, lightest probe: what a shared machine adds whatever
+the load; without one, :data:`~tokrate.looplag.MAX_THRESHOLD_MS`) and
+:data:`SLO_LAG_FRACTION` of the tightest SLO limit (a lag far below the limits cannot
+move a verdict) *and*, when the workers run in this process (the default backend),
+the process was busy: its CPU time over the probe at least :data:`CLIENT_BUSY_FRACTION`
+of the wall time (a lag while the client idles comes from other processes on a shared
+machine, not from the load); or (open loop) when the p95 of the sends'
+``send_delay_s`` exceeds :data:`SEND_DELAY_LIMIT_S`: then the load the server saw was
+not the load asked for.
 """
 
 from __future__ import annotations
@@ -34,10 +39,21 @@ from tokrate.spec import CapacitySpec
 from tokrate.stats import wilson_interval
 from tokrate.stopping import Stop
 
-__all__ = ["LOAD_LAG_FACTOR", "SEND_DELAY_LIMIT_S", "SLO_COLUMNS", "ProbeJudge"]
+__all__ = [
+    "CLIENT_BUSY_FRACTION",
+    "LOAD_LAG_FACTOR",
+    "SEND_DELAY_LIMIT_S",
+    "SLO_COLUMNS",
+    "SLO_LAG_FRACTION",
+    "ProbeJudge",
+]
 
 #: How many times the ambient loop lag a probe's lag must reach to blame the load.
-LOAD_LAG_FACTOR: Final = 2.0
+LOAD_LAG_FACTOR: Final = 3.0
+#: The fraction of the tightest SLO limit a loop lag must reach to blame the client.
+SLO_LAG_FRACTION: Final = 0.5
+#: CPU time / wall time of the measuring process from which it counts as saturated.
+CLIENT_BUSY_FRACTION: Final = 0.8
 
 #: p95 of open-loop send delays above which the client, not the server, set the pace.
 SEND_DELAY_LIMIT_S: Final = 0.010
@@ -67,6 +83,7 @@ class ProbeJudge:
         max_requests: int,
         stop: Stop,
         run_stop: Stop,
+        in_process: bool = True,
     ) -> None:
         self.level = level
         self.phase: ProbePhase = phase
@@ -77,6 +94,9 @@ class ProbeJudge:
         self.stop = stop
         self.run_stop = run_stop
         self.started = time.monotonic()
+        self.started_cpu = time.process_time()
+        #: Workers run in this process, so its CPU time is theirs.
+        self.in_process = in_process
         self.pending: list[RequestRecord] = []
         #: Per measured request index: (met every SLO, ok, {slo key: value or None}).
         self.judged: dict[int, tuple[bool, bool, dict[str, float | None]]] = {}
@@ -159,7 +179,10 @@ class ProbeJudge:
             verdict = "interrupted"
         lag_p99 = max((lag.p99_ms for lag in self.lags), default=None)
         delay_p95 = _quantile(self.send_delays, 0.95)
-        if verdict != "interrupted" and self._client_bound(delay_p95, ambient_lag_ms):
+        wall_s = time.monotonic() - self.started
+        cpu = (time.process_time() - self.started_cpu) / wall_s if wall_s > 0 else None
+        busy = cpu if self.in_process else None
+        if verdict != "interrupted" and self._client_bound(delay_p95, ambient_lag_ms, busy):
             verdict = "client_bound"
         slo_met = {
             k: (
@@ -184,17 +207,20 @@ class ProbeJudge:
                 for q in (50, 90, 99)
             },
             errors=n - ok,
-            duration_s=round(time.monotonic() - self.started, 3),
+            duration_s=round(wall_s, 3),
+            client_cpu_fraction=None if busy is None else round(busy, 3),
             loop_lag_p99_ms=None if lag_p99 is None else round(lag_p99, 3),
             send_delay_p95_s=delay_p95,
         )
 
-    def _client_bound(self, delay_p95: float | None, ambient_lag_ms: float | None) -> bool:
-        if ambient_lag_ms is None:
-            limit = MAX_THRESHOLD_MS
-        else:
-            limit = max(P99_THRESHOLD_MS, LOAD_LAG_FACTOR * ambient_lag_ms)
+    def _client_bound(
+        self, delay_p95: float | None, ambient_lag_ms: float | None, busy: float | None
+    ) -> bool:
+        ambient = MAX_THRESHOLD_MS if ambient_lag_ms is None else LOAD_LAG_FACTOR * ambient_lag_ms
+        tightest_ms = min(self.slo.values(), default=0.0) * 1e3
+        limit = max(P99_THRESHOLD_MS, ambient, SLO_LAG_FRACTION * tightest_ms)
         lagged = any(lag.samples >= MIN_P99_SAMPLES and lag.p99_ms > limit for lag in self.lags)
+        lagged = lagged and (busy is None or busy >= CLIENT_BUSY_FRACTION)
         return lagged or (delay_p95 is not None and delay_p95 > SEND_DELAY_LIMIT_S)
 
 

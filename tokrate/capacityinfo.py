@@ -72,7 +72,8 @@ class CapacityProbe:
     every SLO; ``interval`` the Wilson interval of ``met / requests``; ``slo_met``
     the met fraction per SLO key; ``percentiles`` p50/p90/p99 (seconds) of the
     ``limiting_slo``'s metric; ``loop_lag_p99_ms`` the client loop's lag and
-    ``send_delay_p95_s`` (open loop) how late sends went out."""
+    ``send_delay_p95_s`` (open loop) how late sends went out; ``client_cpu_fraction``
+    the measuring process's CPU time / wall time (None: workers ran elsewhere)."""
 
     level: float
     phase: ProbePhase
@@ -88,6 +89,7 @@ class CapacityProbe:
     duration_s: float = 0.0
     loop_lag_p99_ms: float | None = None
     send_delay_p95_s: float | None = None
+    client_cpu_fraction: float | None = None
 
     @property
     def met_fraction(self) -> float | None:
@@ -110,6 +112,7 @@ class CapacityProbe:
             "duration_s": self.duration_s,
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "send_delay_p95_s": self.send_delay_p95_s,
+            "client_cpu_fraction": self.client_cpu_fraction,
         }
 
     @classmethod
@@ -136,6 +139,7 @@ class CapacityProbe:
             duration_s=r.opt_float("duration_s") or 0.0,
             loop_lag_p99_ms=r.opt_float("loop_lag_p99_ms"),
             send_delay_p95_s=r.opt_float("send_delay_p95_s"),
+            client_cpu_fraction=r.opt_float("client_cpu_fraction"),
         )
 
 
