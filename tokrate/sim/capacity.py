@@ -82,9 +82,7 @@ def replay_closed_loop(
             kv_used += reserved
             joiners += 1
         context = sum(input_tokens + r.produced for r in batch)
-        now += joiners * timing.prefill_s(input_tokens) + timing.decode_step_s(
-            len(batch), context
-        )
+        now += joiners * timing.prefill_s(input_tokens) + timing.decode_step_s(len(batch), context)
         keep = []
         for r in batch:
             r.produced = min(r.produced + tier.tokens_per_chunk, output_tokens)
