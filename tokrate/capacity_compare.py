@@ -13,11 +13,13 @@ used the same mode, goodput and SLOs, and neither is a mere lower bound
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from tokrate.capacityinfo import CapacityResult, TargetCapacity
 
 __all__ = ["CapacityChange", "compare_capacities"]
+
+Verdict = Literal["improved", "unchanged", "regressed", "not_comparable"]
 
 #: Verdicts whose capacity is only a lower bound: nothing to compare against.
 _LOWER_BOUNDS: Final = ("client_bound", "budget", "interrupted")
@@ -30,7 +32,7 @@ class CapacityChange:
     endpoint: str
     model: str
     unit: str
-    verdict: str
+    verdict: Verdict
     reason: str
     baseline: float | None = None
     current: float | None = None
@@ -49,7 +51,7 @@ def _settings_problem(base: CapacityResult, cur: CapacityResult) -> str | None:
 
 def _one(
     b: TargetCapacity | None, c: TargetCapacity | None, problem: str | None, limit: float
-) -> tuple[str, str, float | None]:
+) -> tuple[Verdict, str, float | None]:
     """(verdict, reason, change) for one target."""
     if b is None or c is None:
         return (

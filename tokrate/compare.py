@@ -430,6 +430,8 @@ def compare_loaded(
     keys = sorted(groups_b.keys() | groups_c.keys())
     if only is not None:
         keys = [k for k in keys if k in only]
+    if base.summary and base.summary.capacity and cur.summary and cur.summary.capacity:
+        keys = []  # two searches: the capacities are the result, not their probes
     targets_b = {(e, m) for e, m, _ in groups_b}
     targets_c = {(e, m) for e, m, _ in groups_c}
     endpoints_of: dict[str, set[str]] = {}
@@ -469,16 +471,11 @@ def compare_loaded(
 def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[MetricResult]:
     """Capacity searches' rows (tokrate.capacity_compare), scenario "capacity"."""
     t = next((x for x in ths.metrics if x.metric == "capacity"), CAPACITY_DEFAULT)
-    changes = compare_capacities(
-        base.summary.capacity if base.summary else None,
-        cur.summary.capacity if cur.summary else None,
-        t.limit,
-    )
+    b, c = (r.summary.capacity if r.summary else None for r in (base, cur))
+    changes = compare_capacities(b, c, t.limit)
     return [
-        MetricResult(
-            c.endpoint, c.model, "capacity", "capacity", c.unit, "higher_is_better", t,
-            c.verdict, c.reason, c.baseline, c.current, c.change, label=f"{c.model} capacity",
-        )  # type: ignore[arg-type]
+        MetricResult(c.endpoint, c.model, "capacity", "capacity", c.unit, "higher_is_better", t,
+                     c.verdict, c.reason, c.baseline, c.current, c.change, label=f"{c.model} capacity")
         for c in changes
     ]  # fmt: skip
 
