@@ -5,6 +5,7 @@ answer, and the open-loop ramp-up and in-flight cap settings."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,6 @@ def test_open_loop_ramp_up_climbs_to_the_rate_and_is_warm_up() -> None:
     # A linear ramp from 0 to 10/s over 4 s holds 10 x 4 / 2 = 20 arrivals.
     assert len(ramp) == 20
     assert all(w for t, w in times if t < 4.0) and not any(w for t, w in times if t >= 4.0)
-    gaps = [b - a for (a, _), (b, _) in zip(times[20:], times[21:], strict=False)]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(times[20:])]
     assert gaps == pytest.approx([0.1] * len(gaps))
     assert times[1][0] - times[0][0] > 0.5  # the first gaps are long: the rate starts near 0
