@@ -114,14 +114,19 @@ def search(
         limiting = hi_probe.limiting_slo if hi_probe is not None else None
         return SearchOutcome(lo or None, verdict, bracket, limiting, tuple(probes))
 
+    def step(level: float, phase: ProbePhase) -> CapacityProbe | str:
+        """One search probe, or the verdict that ends the search before or with it."""
+        if not budget_ok():
+            return "budget"
+        p = probe(level, phase)
+        probes.append(p)
+        return p.verdict if p.verdict in _STOPPING else p
+
     level = float(int(cap.start)) if closed else cap.start
     while hi is None:
-        if not budget_ok():
-            return outcome("budget")
-        p = probe(level, "bracket")
-        probes.append(p)
-        if p.verdict in _STOPPING:
-            return outcome(p.verdict)
+        p = step(level, "bracket")
+        if isinstance(p, str):
+            return outcome(p)
         if p.verdict != "meets":
             hi, hi_probe = level, p
         elif level >= cap.max_level:
@@ -130,12 +135,9 @@ def search(
         else:
             lo, level = level, min(level * 2, cap.max_level)
     while (mid := _mid(lo, hi, closed, cap)) is not None:
-        if not budget_ok():
-            return outcome("budget")
-        p = probe(mid, "bisect")
-        probes.append(p)
-        if p.verdict in _STOPPING:
-            return outcome(p.verdict)
+        p = step(mid, "bisect")
+        if isinstance(p, str):
+            return outcome(p)
         if p.verdict == "meets":
             lo = mid
         else:
