@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tokrate.capacity import search
+from tokrate.capacity import ProbeFn, search
 from tokrate.capacity_compare import compare_capacities
-from tokrate.capacityinfo import CapacityProbe, CapacityResult, TargetCapacity
+from tokrate.capacityinfo import CapacityProbe, CapacityResult, ProbePhase, TargetCapacity
 from tokrate.cli import main
 from tokrate.errors import ConfigError, RunFolderError
 from tokrate.plan import build_plan
@@ -24,14 +24,14 @@ from tokrate.summary import Summary
 from tokrate.thresholds import parse_threshold
 
 
-def _oracle(limit: float, verdicts: dict[float, str] | None = None):  # type: ignore[no-untyped-def]
+def _oracle(limit: float, verdicts: dict[float, str] | None = None) -> tuple[ProbeFn, list[float]]:
     """A probe that meets at or below ``limit``; ``verdicts`` overrides some levels."""
     asked: list[float] = []
 
-    def probe(level: float, phase: str) -> CapacityProbe:
+    def probe(level: float, phase: ProbePhase) -> CapacityProbe:
         asked.append(level)
         verdict = (verdicts or {}).get(level) or ("meets" if level <= limit else "misses")
-        return CapacityProbe(level, phase, f"c={level:g}", 40, 40, (0.9, 1.0), verdict)  # type: ignore[arg-type]
+        return CapacityProbe(level, phase, f"c={level:g}", 40, 40, (0.9, 1.0), verdict)
 
     return probe, asked
 

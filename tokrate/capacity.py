@@ -40,7 +40,7 @@ import polars as pl
 
 from tokrate.capacity_probe import ProbeJudge
 from tokrate.capacityinfo import CapacityProbe, CapacityResult, ProbePhase, TargetCapacity
-from tokrate.events import Emit
+from tokrate.events import Emit, Event
 from tokrate.fileio import write_atomic
 from tokrate.plan import ScenarioPlan, build_plan, derive_seed
 from tokrate.rundata import RunInfo, ScenarioInfo
@@ -279,9 +279,9 @@ class _Prober:
             in_process=self.in_process,
         )
 
-        def on_event(event: object) -> None:
-            self.sink(event)  # type: ignore[arg-type]
-            judge.on_event(event)  # type: ignore[arg-type]
+        def on_event(event: Event) -> None:
+            self.sink(event)
+            judge.on_event(event)
 
         if not self.stop.is_set():
             self.run_scenario(sc, on_event, probe_stop)

@@ -86,7 +86,7 @@ def compare_capacities(
         for t in result.targets if result is not None else ():
             if t.key not in keys:
                 keys.append(t.key)
-    unit = (cur or base).unit  # type: ignore[union-attr]
+    unit = next(r.unit for r in (cur, base) if r is not None)
     out = []
     for endpoint, model in keys:
         b = base.target(endpoint, model) if base is not None else None
