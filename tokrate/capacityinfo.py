@@ -30,6 +30,7 @@ from tokrate.jsonread import JsonReader
 __all__ = [
     "CAPACITY_SCHEMA_VERSION",
     "PROBE_VERDICTS",
+    "ProbePhase",
     "SEARCH_VERDICTS",
     "CapacityProbe",
     "CapacityResult",
