@@ -224,7 +224,7 @@ def test_open_loop_safety_cap_is_reported_never_silent(server: HostileServer) ->
     )
     run_worker(task, events.append, Stop())
     warnings = [e.message for e in events if isinstance(e, WorkerWarning)]
-    assert any("safety cap" in w for w in warnings)
+    assert any("load.max_in_flight" in w for w in warnings)
     recs = sorted(_records(events), key=lambda r: r.request_index)
     assert len(recs) == 6
     # Held-back sends show their wait: the 3rd request waited for a slot (~200 ms).

@@ -27,6 +27,7 @@ from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.run import RunResult, run_benchmark
 from tokrate.rundata import RunInfo
 from tokrate.spec import (
+    CapacitySpec,
     ClientSpec,
     CompareSpec,
     DistributedSpec,
@@ -90,6 +91,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CapacitySpec",
     "ClientSpec",
     "CompareSpec",
     "Comparison",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,7 +23,15 @@ from tokrate.report.comparison import render_json, render_markdown
 from tokrate.store import LATEST_GOOD, load_run_info, point_latest_good, resolve_latest_good
 from tokrate.thresholds import Threshold, ThresholdSet
 
-__all__ = ["check_baseline", "check_baseline_ref"]
+if TYPE_CHECKING:
+    from tokrate.spec import RunSpec
+
+__all__ = [
+    "baseline_verdict_line",
+    "check_baseline",
+    "check_baseline_ref",
+    "run_baseline_check",
+]
 
 
 def check_baseline_ref(baseline: str, reports_root: Path | str, history: str | None) -> None:
@@ -98,3 +106,37 @@ def check_baseline(
     if baseline == LATEST_GOOD and code == 0 and info.complete:
         point_latest_good(reports_root, run_dir)
     return code
+
+
+def baseline_verdict_line(baseline: str, comparison: Comparison | None) -> str:
+    """One line: what the baseline check decided."""
+    if comparison is None:
+        return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
+    n = comparison.counts
+    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
+        comparison.verdict
+    ]
+    return (
+        f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
+        f" {n['improved']} improved, {n['unchanged']} unchanged,"
+        f" {n['not_comparable']} not comparable)"
+    )
+
+
+def run_baseline_check(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:
+    """The baseline verdict (exit code, comparison) with the configured thresholds,
+    fitted to history's noise when ``compare.thresholds_from_history`` is set."""
+    from tokrate.thresholds import merge_thresholds, parse_threshold
+
+    thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds))
+    if spec.compare.thresholds_from_history:
+        from tokrate.history import load_history, noise_thresholds
+
+        history = load_history(spec.compare.thresholds_from_history, thresholds=thresholds.metrics)
+        thresholds = noise_thresholds(history, thresholds.metrics)
+    found: list[Comparison] = []
+    assert spec.baseline is not None
+    code = check_baseline(
+        run_dir, spec.baseline, Path(spec.output.dir), thresholds, on_comparison=found.append
+    )
+    return code, (found[0] if found else None)

@@ -37,11 +37,14 @@ from typing import Any, Final, Literal
 
 import polars as pl
 
+from tokrate.capacity_compare import compare_capacities
 from tokrate.comparability import group_problem, run_problem
 from tokrate.metrics import analysed
 from tokrate.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.store import LoadedRun, load_run
 from tokrate.thresholds import (
+    CAPACITY_DEFAULT,
+    RUN_METRICS,
     Direction,
     SeriesKey,
     Threshold,
@@ -427,6 +430,8 @@ def compare_loaded(
     keys = sorted(groups_b.keys() | groups_c.keys())
     if only is not None:
         keys = [k for k in keys if k in only]
+    if base.summary and base.summary.capacity and cur.summary and cur.summary.capacity:
+        keys = []  # two searches: the capacities are the result, not their probes
     targets_b = {(e, m) for e, m, _ in groups_b}
     targets_c = {(e, m) for e, m, _ in groups_c}
     endpoints_of: dict[str, set[str]] = {}
@@ -442,12 +447,13 @@ def compare_loaded(
             base.info, cur.info, (endpoint, model, scenario), gb, gc, targets_b, targets_c
         )
         label = _row_label(endpoint, model, scenario, ambiguous)
-        for metric in (t.metric for t in ths.metrics):
+        for metric in (t.metric for t in ths.metrics if t.metric not in RUN_METRICS):
             t = ths.for_series(endpoint, model, scenario, metric)
             row = compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}")
             results.append(
                 replace(row, endpoint=endpoint, model=model, scenario=scenario, label=label)
             )
+    results += _capacity_rows(base, cur, ths)
     return Comparison(
         baseline_dir=str(base.path),
         current_dir=str(cur.path),
@@ -460,6 +466,18 @@ def compare_loaded(
         baseline_label=base.info.label,
         current_label=cur.info.label,
     )
+
+
+def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[MetricResult]:
+    """Capacity searches' rows (tokrate.capacity_compare), scenario "capacity"."""
+    t = next((x for x in ths.metrics if x.metric == "capacity"), CAPACITY_DEFAULT)
+    b, c = (r.summary.capacity if r.summary else None for r in (base, cur))
+    changes = compare_capacities(b, c, t.limit)
+    return [
+        MetricResult(c.endpoint, c.model, "capacity", "capacity", c.unit, "higher_is_better", t,
+                     c.verdict, c.reason, c.baseline, c.current, c.change, label=f"{c.model} capacity")
+        for c in changes
+    ]  # fmt: skip
 
 
 def compare_runs(

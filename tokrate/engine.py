@@ -15,8 +15,9 @@ sized to the load, and an anyio task group that owns every request task:
   ``scenario start + scheduled_s`` (never "sleep the gap after the previous send", which
   drifts). Each record keeps ``scheduled_s`` and ``send_delay_s`` (actual t0 minus the
   deadline, >= 0), so a client that falls behind shows it instead of hiding the queue
-  (coordinated omission). In-flight requests are bounded only by a safety cap
-  (:data:`OPEN_LOOP_CAP`, default 10,000); when the cap holds a send back, a
+  (coordinated omission). In-flight requests are bounded only by a cap
+  (``[load] max_in_flight``, default :data:`OPEN_LOOP_CAP` = 10,000, per worker); when
+  the cap holds a send back, a
   WorkerWarning says so and the delay lands in ``send_delay_s`` (never a silent cap).
 
 Before the measured window (``start_ns``) the worker opens the connections the load
@@ -353,7 +354,7 @@ class _Worker:
                         worker_id=self.task.worker_id,
                         message=(
                             f"scenario {self.scenario.name}: {self.task.open_loop_cap} "
-                            "requests in flight (the open-loop safety cap); later sends "
+                            "requests in flight (load.max_in_flight, the open-loop cap); later sends "
                             "wait and their send_delay_s shows it. Lower the rate or use "
                             "--workers."
                         ),

@@ -47,6 +47,7 @@ from tokrate.summary import Summary
 from tokrate.thresholds import (
     DEFAULT_THRESHOLDS,
     METRICS,
+    RUN_METRICS,
     SERIES,
     SeriesKey,
     Threshold,
@@ -125,6 +126,8 @@ def _from_summary(summary: Summary, metrics: Sequence[str]) -> list[tuple[Any, .
     rows: list[tuple[Any, ...]] = []
     for g in summary.groups:
         for metric in metrics:
+            if metric in RUN_METRICS:
+                continue  # a capacity search is no series of requests
             if metric == "error_rate":
                 value = _error_rate(g.counts.ok, g.counts.error)
                 n = g.counts.ok + g.counts.error
@@ -145,6 +148,8 @@ def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...
     for key, g in frame.partition_by(["endpoint", "model", "scenario"], as_dict=True).items():
         endpoint, model, scenario = (str(k) for k in key)
         for metric in metrics:
+            if metric in RUN_METRICS:
+                continue  # a capacity search is no series of requests
             if metric == "error_rate":
                 ok = int((g["status"] == "ok").sum())
                 err = int((g["status"] == "error").sum())

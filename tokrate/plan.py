@@ -35,6 +35,9 @@ Semantics (documented in docs/config.md):
   ``poisson`` (exponential gaps), ``gamma`` with ``burstiness`` = 1/shape = the squared
   coefficient of variation of the gaps (1 = Poisson, > 1 burstier, < 1 more regular);
   the mean gap is always 1/rate. The first request is sent at 0.
+- Ramp-up (open loop, ``ramp_up_s``): the rate climbs linearly from 0 to the level over
+  the first ``ramp_up_s`` seconds; those requests are warm-up and the scenario lasts
+  that much longer.
 """
 
 from __future__ import annotations
@@ -144,6 +147,9 @@ class ScenarioPlan:
     level_concurrency: int | None = None
     level_rate_rps: float | None = None
     slot_range: tuple[int, int] | None = None
+    #: Open loop: seconds over which the rate climbs linearly from 0 (already part of
+    #: ``warmup_s`` and ``duration_s``).
+    ramp_up_s: float = 0.0
 
     @property
     def streams(self) -> int | None:
@@ -259,7 +265,10 @@ class ScenarioPlan:
         order = self._prompt_order()
         limit = self._per_target_limit()
         total_rate = rate * len(targets)
-        times = _arrivals(total_rate, self.arrival, self.burstiness, derive_seed(self.seed, "t"))
+        times = _ramped(
+            _arrivals(total_rate, self.arrival, self.burstiness, derive_seed(self.seed, "t")),
+            self.ramp_up_s,
+        )
         rng = random.Random(derive_seed(self.seed, "targets"))
         counters = [0] * len(targets)
         index = 0
@@ -284,7 +293,7 @@ class ScenarioPlan:
 
         def one(slot: int) -> Iterator[tuple[float, int, int]]:
             seed = derive_seed(self.seed, "t", targets[slot])
-            times = _arrivals(rate, self.arrival, self.burstiness, seed)
+            times = _ramped(_arrivals(rate, self.arrival, self.burstiness, seed), self.ramp_up_s)
             for k in itertools.count() if limit is None else range(limit):
                 t = next(times)
                 if self.duration_s is not None and t >= self.duration_s:
@@ -344,6 +353,19 @@ def _arrivals(rate: float, arrival: ArrivalKind, burstiness: float, seed: int) -
             t += rng.gammavariate(shape, mean_gap / shape)
 
 
+def _ramped(times: Iterator[float], ramp_up_s: float) -> Iterator[float]:
+    """Arrival times under a linear ramp from rate 0 to the full rate over
+    ``ramp_up_s``: the arrivals a full-rate process has by time u arrive by the t
+    where the ramped process has as many (u = t^2 / 2T inside the ramp, t - T/2
+    after it), so the gaps' shape is kept and the full rate holds from T on."""
+    if ramp_up_s <= 0:
+        yield from times
+        return
+    half = ramp_up_s / 2.0
+    for u in times:
+        yield (2.0 * ramp_up_s * u) ** 0.5 if u < half else u + half
+
+
 def _format_level(value: float) -> str:
     return f"{value:g}"
 
@@ -391,7 +413,8 @@ def build_plan(
         groups = [((t,), f" [{names[t]}]") for t in range(n_targets)]
     else:
         groups = [(tuple(range(n_targets)), "")]
-    duration = None if load.duration_s is None else load.warmup_s + load.duration_s
+    ramp_s = load.ramp_up_s if load.mode == "open" else 0.0
+    duration = None if load.duration_s is None else ramp_s + load.warmup_s + load.duration_s
     prompt_seed = derive_seed(load.seed, "prompt-order")
     scenarios = []
     for level_name, conc, rate in levels:
@@ -410,13 +433,14 @@ def build_plan(
                     n_prompts=n_prompts,
                     requests_per_target=load.requests,
                     warmup_requests=load.warmup_requests,
-                    warmup_s=load.warmup_s,
+                    warmup_s=ramp_s + load.warmup_s,
                     duration_s=duration,
                     seed=derive_seed(load.seed, "scenario", name),
                     prompt_seed=prompt_seed,
                     level_concurrency=conc,
                     level_rate_rps=rate,
                     slot_range=(0, conc) if conc is not None else None,
+                    ramp_up_s=ramp_s,
                 )
             )
     return Plan(tuple(scenarios), load.seed, n_prompts, n_targets)

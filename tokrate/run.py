@@ -17,7 +17,10 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   :class:`~tokrate.server_metrics.MetricsSampler` scrapes every endpoint's
   ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
   one warning, never a failed run).
-- **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
+  With ``[load] capacity`` the scenarios are the capacity search's probes instead
+  (:mod:`tokrate.capacity`), each run through the same backend.
+- **finish** (:func:`_finish`): records.parquet, summary.json (capacity.json first
+  after a search), run.json; the report;
   the baseline check. A target that got no ok request at all makes the exit code 1,
   with one line per such target naming its error classes and counts.
 
@@ -62,7 +65,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tokrate.backends import Backend
+    from tokrate.capacity import CapacityRun, Summarize
     from tokrate.compare import Comparison
+    from tokrate.events import Emit
     from tokrate.progress import RunProgress
 
 __all__ = [
@@ -294,6 +299,23 @@ def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunP
     )
 
 
+def _tasks(spec: RunSpec, p: _Prepared, parts: Sequence[ScenarioPlan]) -> list[WorkerTask]:
+    """One WorkerTask per shard of one scenario."""
+    return [
+        WorkerTask(
+            run_id=p.run_id,
+            worker_id=f"w{w}",
+            scenario=part,
+            settings=WorkerSettings.from_spec(spec, p.redactor),
+            targets=p.targets,
+            prompts=p.prompts,
+            api_keys=p.keys,
+            open_loop_cap=spec.load.max_in_flight,
+        )
+        for w, part in enumerate(parts)
+    ]
+
+
 def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
     """Run every scenario; True when a stop ended the run early."""
     for k, _scenario in enumerate(p.plan.scenarios):
@@ -301,21 +323,28 @@ def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
             return True
         if sink.progress is not None:
             sink.progress.start_scenario(k)
-        tasks = [
-            WorkerTask(
-                run_id=p.run_id,
-                worker_id=f"w{w}",
-                scenario=part.scenarios[k],
-                settings=WorkerSettings.from_spec(spec, p.redactor),
-                targets=p.targets,
-                prompts=p.prompts,
-                api_keys=p.keys,
-            )
-            for w, part in enumerate(p.shards)
-        ]
-        p.backend.run_scenario(tasks, sink, stop)
+        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, stop)
         p.store.end_scenario()
     return stop.is_set()
+
+
+def _search_capacity(
+    spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, console: Console | None
+) -> CapacityRun:
+    """The capacity search (tokrate.capacity): each probe one scenario of this run."""
+    from tokrate.capacity import measure_capacity
+    from tokrate.plan import shard
+
+    def run_scenario(scenario: ScenarioPlan, on_event: Emit, probe_stop: Stop) -> None:
+        n = p.backend.workers
+        parts = shard(scenario, n) if n > 1 else (scenario,)
+        p.backend.run_scenario(_tasks(spec, p, parts), on_event, probe_stop)
+        p.store.end_scenario()
+
+    names = _short_names(p.targets)
+    return measure_capacity(
+        spec, p.targets, names, len(p.prompts), run_scenario, sink, stop, console
+    )
 
 
 # --- finish -----------------------------------------------------------------------------
@@ -352,41 +381,6 @@ def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console 
             console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _baseline_line(baseline: str, comparison: Comparison | None) -> str:
-    """One line: what the baseline check decided."""
-    if comparison is None:
-        return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
-    n = comparison.counts
-    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
-        comparison.verdict
-    ]
-    return (
-        f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
-        f" {n['improved']} improved, {n['unchanged']} unchanged,"
-        f" {n['not_comparable']} not comparable)"
-    )
-
-
-def _check_baseline(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:
-    """The baseline verdict (exit code, comparison) with the configured thresholds,
-    fitted to history's noise when ``compare.thresholds_from_history`` is set."""
-    from tokrate.baseline import check_baseline
-    from tokrate.thresholds import ThresholdSet, merge_thresholds, parse_threshold
-
-    thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds))
-    if spec.compare.thresholds_from_history:
-        from tokrate.history import load_history, noise_thresholds
-
-        history = load_history(spec.compare.thresholds_from_history, thresholds=thresholds.metrics)
-        thresholds = noise_thresholds(history, thresholds.metrics)
-    found: list[Comparison] = []
-    assert spec.baseline is not None
-    code = check_baseline(
-        run_dir, spec.baseline, Path(spec.output.dir), thresholds, on_comparison=found.append
-    )
-    return code, (found[0] if found else None)
-
-
 # --- the pipeline -----------------------------------------------------------------------
 
 
@@ -418,17 +412,23 @@ def run_benchmark(
     with contextlib.ExitStack() as stack:
         p = _prepare(spec, base_dir, stack)
         progress = None
-        if console is not None and not quiet:
+        searching = spec.load.capacity is not None
+        if console is not None and not quiet and not searching:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
         sink = Collector(p.store, progress, p.targets, p.redactor, watch)
         for line in p.notices:
             sink(WorkerWarning("driver", line, "context_preflight"))
+        capacity = None
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()
         try:
             with stop_on_signals(stopper):
-                interrupted = _measure(spec, p, sink, stop)
+                if searching:
+                    capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
+                    interrupted = capacity.interrupted
+                else:
+                    interrupted = _measure(spec, p, sink, stop)
         finally:
             scrapes = sampler.finish(
                 p.store.path,
@@ -441,9 +441,15 @@ def run_benchmark(
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
+        summarize_run: Summarize = summarize
+        extra: dict[str, Any] = {}
+        if capacity is not None:  # capacity.json, summary.json's capacity, the probes
+            summarize_run = capacity.summarizer(p.store.path, summarize)
+            extra["scenarios"] = capacity.scenarios
         _frame, summary = p.store.finalize(
             status="interrupted" if interrupted else "complete",
-            summarize=summarize,
+            summarize=summarize_run,
+            **extra,
             warnings=tuple(sink.warnings),
             loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),
@@ -460,9 +466,11 @@ def run_benchmark(
     comparison = None
     baseline_result = None
     if spec.baseline and not interrupted:
-        code, comparison = _check_baseline(spec, run_dir)
+        from tokrate.baseline import baseline_verdict_line, run_baseline_check
+
+        code, comparison = run_baseline_check(spec, run_dir)
         exit_code = max(exit_code, code)
-        baseline_result = _baseline_line(spec.baseline, comparison)
+        baseline_result = baseline_verdict_line(spec.baseline, comparison)
     return RunResult(
         run_dir=run_dir,
         summary=summary,

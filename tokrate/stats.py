@@ -34,6 +34,7 @@ __all__ = [
     "newcombe_interval",
     "relative_change_ci",
     "sample_stat",
+    "wilson_interval",
     "dist_exprs",
     "distribution",
     "empty_distribution",
@@ -228,6 +229,14 @@ def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return centre - half, centre + half
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n at ``confidence`` (two-sided); it
+    stays inside [0, 1] and is sensible at k = 0 or k = n. Requires n > 0."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    lo, hi = _wilson(k, n, z)
+    return max(0.0, lo), min(1.0, hi)
 
 
 def newcombe_interval(

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tokrate.capacityinfo import CapacityResult
 from tokrate.errors import RunFolderError
 from tokrate.textfmt import level_label
 
@@ -312,13 +313,18 @@ class Summary:
     run_id: str | None
     groups: tuple[Group, ...]
     schema_version: int = SUMMARY_SCHEMA_VERSION
+    #: A capacity search's result (capacity.json); None for a sweep (and old files).
+    capacity: CapacityResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema_version": self.schema_version,
             "run_id": self.run_id,
             "groups": [g.to_dict() for g in self.groups],
         }
+        if self.capacity is not None:
+            out["capacity"] = self.capacity.to_dict()
+        return out
 
     def group(self, endpoint: str, model: str, scenario: str) -> Group | None:
         for g in self.groups:
@@ -351,4 +357,9 @@ class Summary:
                 if g.get("task") is None
             ),
             schema_version=int(version),
+            capacity=(
+                None
+                if data.get("capacity") is None
+                else CapacityResult.from_dict(data["capacity"], f"{where}: capacity")
+            ),
         )

@@ -24,8 +24,10 @@ from typing import Final, Literal
 from tokrate.errors import UsageError
 
 __all__ = [
+    "CAPACITY_DEFAULT",
     "DEFAULT_THRESHOLDS",
     "METRICS",
+    "RUN_METRICS",
     "SERIES",
     "STATS",
     "Direction",
@@ -62,11 +64,15 @@ STATS: Final[dict[str, float | None]] = {
     "mean": None,
 }
 
-#: Every metric name a comparison understands: ``<series>_<stat>`` plus ``error_rate``.
+#: Every metric name a comparison understands: ``<series>_<stat>``, ``error_rate``
+#: and ``capacity`` (a capacity search's result per target, tokrate.capacity_compare).
 METRICS: Final[tuple[str, ...]] = (
     *(f"{s}_{t}" for s in SERIES for t in STATS),
     "error_rate",
+    "capacity",
 )
+#: Metrics of a whole run's search rather than of one group's requests.
+RUN_METRICS: Final = ("capacity",)
 
 _THRESHOLD_RE: Final = re.compile(
     r"^\s*([a-z0-9_]+)\s*=\s*([+-]?)\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*$"
@@ -86,13 +92,17 @@ def metric_direction(metric: str) -> Direction:
     """Which way is better for a metric name from METRICS."""
     if metric == "error_rate":
         return "lower_is_better"
+    if metric == "capacity":
+        return "higher_is_better"
     return SERIES[metric.rsplit("_", 1)[0]][2]
 
 
 def metric_unit(metric: str) -> str:
-    """ "s", "tok/s" or "rate" (error_rate)."""
+    """ "s", "tok/s", "rate" (error_rate) or "level" (capacity)."""
     if metric == "error_rate":
         return "rate"
+    if metric == "capacity":
+        return "level"
     return SERIES[metric.rsplit("_", 1)[0]][1]
 
 
@@ -141,6 +151,10 @@ DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = (
     Threshold("decode_tps_p50", 0.05),
     Threshold("error_rate", 0.01),
 )
+
+
+#: The capacity threshold when none is given: compared whenever both runs searched.
+CAPACITY_DEFAULT: Final = Threshold("capacity", 0.10)
 
 
 def _default_floor(metric: str) -> float:

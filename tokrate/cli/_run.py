@@ -10,7 +10,10 @@ from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tokrate.spec import ModelSpec, RunSpec
+    from tokrate.summary import Summary
 
 __all__ = ["add_run"]
 
@@ -98,6 +101,12 @@ def add_run(sub: Subparsers) -> None:
         "--progress-interval",
         metavar="SECONDS",
         help="seconds between plain progress lines when stderr is not a terminal (10)",
+    )
+    a(
+        "--capacity",
+        action="store_true",
+        help="search each target's highest load meeting every [slo] instead of a sweep"
+        " (settings: [load] capacity; see docs/running.md)",
     )
     a("--quiet", action="store_true", help="no live progress and no summary table")
     a("--json", action="store_true", help="print summary.json to stdout")
@@ -241,14 +250,23 @@ def _chosen_models(spec: RunSpec, names: list[str]) -> list[ModelSpec]:
     return out
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _print_summary(summary: Summary, out: Console, title: str) -> None:
+    """The run's table, and a capacity search's table under it."""
+    from tokrate.report.text import render_summary
+
+    render_summary(summary, out, title=title)
+    if summary.capacity is not None:
+        from tokrate.report.capacity import render_capacity
+
+        out.print()
+        render_capacity(summary.capacity, out)
+
+
+def _spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The run's spec: the config file (or the embedded default) with every flag on top."""
     import dataclasses
 
-    import orjson
-    from rich.console import Console
-
-    from tokrate.report.text import render_summary
-    from tokrate.run import EMBEDDED_DEFAULTS, run_benchmark
+    from tokrate.run import EMBEDDED_DEFAULTS
     from tokrate.spec import EndpointSpec, ModelSpec, load_spec
 
     overrides = _run_overrides(args)
@@ -294,6 +312,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.model:
             again["models"] = _chosen_models(spec, args.model)
         spec = load_spec(args.config, again)
+        overrides = again
+    if args.capacity and spec.load.capacity is None:
+        # The config's [load] capacity table (if any) wins; otherwise the defaults.
+        spec = load_spec(args.config, {**overrides, "load.capacity": {}})
+    return spec
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import orjson
+    from rich.console import Console
+
+    from tokrate.run import run_benchmark
+
+    spec = _spec_from_args(args)
     err = Console(stderr=True)
     result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
     if args.json:
@@ -304,7 +336,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
         name = result.label or result.run_dir.name
         if result.summary is not None:
-            render_summary(result.summary, out, title=f"tokrate run {name}")
+            _print_summary(result.summary, out, f"tokrate run {name}")
         if result.comparison is not None:
             from tokrate.report.comparison import render_table
 

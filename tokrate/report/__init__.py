@@ -29,6 +29,7 @@ from tokrate.errors import OutputError, UsageError
 from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.metrics import summarize
+from tokrate.report import capacity as _capacity
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
@@ -85,7 +86,8 @@ def build_report(
     else:
         out = Path(out_dir)
     _prepare(out)
-    summaries = [(key, summarize(run.records, run.info)) for key, run in runs]
+    summaries = [(key, _capacity.with_stored(summarize(run.records, run.info), run.summary))
+                 for key, run in runs]  # fmt: skip
     if len(runs) == 1 and not (out / "summary.json").exists() and out == runs[0][1].path:
         _write(
             out / "summary.json",
@@ -169,6 +171,9 @@ class _Document:
         self.fits: dict[str, PowerLawFit] = {}
         self.warnings = self._warnings()
         self._comparisons: dict[str, Comparison] | None = None
+        self.capacity = _capacity.capacity_rows(
+            [(k, r.info, s) for (k, r), (_, s) in zip(runs, summaries, strict=True)]
+        )
 
     # --- text parts -------------------------------------------------------------
 
@@ -253,6 +258,9 @@ class _Document:
         slo = self.runs[0][1].info.slo
         tier = tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)
         tables: list[Table] = []
+        if self.capacity:
+            tables += [_capacity.capacity_table(self.capacity, self.multi),
+                       _capacity.cheapest_table(self.capacity)]  # fmt: skip
         if self.multi:
             tables.append(comparison_table(self.summaries, self.comparisons()))
         for key, summary in self.summaries:
@@ -331,6 +339,7 @@ class _Document:
                 self.notes.append(
                     "model size vs speed: no target has a known size (set params_b in [[model]])"
                 )
+        yield from _capacity.figures(self.capacity, self.notes)
         ecdf = _data.ecdf_points(self.records, "ttft_s", ["series", "model"])
         if ecdf.height:
             yield (

@@ -112,7 +112,11 @@ def headline(c: Comparison) -> str:
 
 def threshold_line(c: Comparison) -> str:
     """The thresholds judged by, in one line."""
-    parts = ", ".join(f"{t.metric} {t.describe()}" for t in c.thresholds.metrics)
+    judged = list(c.thresholds.metrics)
+    capacity = next((r.threshold for r in c.results if r.metric == "capacity"), None)
+    if capacity is not None and capacity not in judged:
+        judged.append(capacity)  # capacity searches are judged by their default too
+    parts = ", ".join(f"{t.metric} {t.describe()}" for t in judged)
     if c.thresholds.per_series:
         parts += f"; {len(c.thresholds.per_series)} fitted to history's run-to-run noise"
     return f"thresholds: {parts}"

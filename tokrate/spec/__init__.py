@@ -13,6 +13,7 @@ from tokrate.spec._load import load_spec, prompts_base_dir, spec_to_dict
 from tokrate.spec.types import (
     ApiKind,
     ArrivalKind,
+    CapacitySpec,
     ClientKind,
     ClientSpec,
     CompareSpec,
@@ -38,6 +39,7 @@ from tokrate.spec.types import (
 __all__ = [
     "ApiKind",
     "ArrivalKind",
+    "CapacitySpec",
     "ClientKind",
     "ClientSpec",
     "CompareSpec",

@@ -354,12 +354,19 @@ def _check_client(spec: RunSpec, ctx: _Ctx) -> None:
 
 def _check_load(spec: RunSpec, ctx: _Ctx) -> None:
     load = spec.load
-    if load.mode == "open" and not load.rates:
+    if load.capacity is not None:
+        _check_capacity(spec, ctx)
+    if load.mode == "open" and not load.rates and load.capacity is None:
         raise ctx.error("load.rates", "required (non-empty) when load.mode = 'open'")
     if load.mode == "closed" and load.rates:
         raise ctx.error("load.rates", "set, but load.mode is 'closed' (rates are open loop)")
     if load.mode == "closed" and not load.concurrency:
         raise ctx.error("load.concurrency", "required (non-empty) when load.mode = 'closed'")
+    if load.ramp_up_s and load.mode == "closed" and load.capacity is None:
+        raise ctx.error(
+            "load.ramp_up_s",
+            "open loop only (closed-loop streams start together; use load.warmup_requests)",
+        )
     if load.requests is None and load.duration_s is None:
         raise ctx.error("load.requests", "set load.requests or load.duration_s (or both)")
     levels_by_key: tuple[tuple[str, tuple[float, ...]], ...] = (
@@ -370,6 +377,19 @@ def _check_load(spec: RunSpec, ctx: _Ctx) -> None:
         dup = [x for i, x in enumerate(levels) if x in levels[:i]]
         if dup:
             raise ctx.error(key, f"duplicate level {dup[0]:g}")
+
+
+def _check_capacity(spec: RunSpec, ctx: _Ctx) -> None:
+    cap = spec.load.capacity
+    assert cap is not None
+    if not any(v is not None for v in _dc.asdict(spec.slo).values()):
+        raise ctx.error("load.capacity", "a capacity search needs at least one [slo] limit")
+    if cap.min_requests > cap.max_requests:
+        raise ctx.error("load.capacity.min_requests", "must be <= load.capacity.max_requests")
+    if cap.start > cap.max_level:
+        raise ctx.error("load.capacity.start", "must be <= load.capacity.max_level")
+    if (cap.mode or spec.load.mode) == "closed" and cap.start != int(cap.start):
+        raise ctx.error("load.capacity.start", "closed loop: a whole number of streams")
 
 
 def _check_names(spec: RunSpec, ctx: _Ctx) -> None:

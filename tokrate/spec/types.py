@@ -14,6 +14,7 @@ from typing import Any, Literal
 __all__ = [
     "ApiKind",
     "ArrivalKind",
+    "CapacitySpec",
     "ClientKind",
     "EndpointKind",
     "MaxTokensField",
@@ -195,6 +196,34 @@ class PromptsSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacitySpec:
+    """``[load] capacity``: search each target's highest level meeting every ``[slo]``
+    (docs/running.md "Capacity search"). ``mode`` None follows ``load.mode``; levels
+    are concurrency per target (closed loop, whole numbers) or requests/s per target
+    (open loop, bisected to ``resolution`` relative width). A level *meets* when the
+    Wilson interval (``confidence``) of the fraction of requests meeting every SLO
+    lies at or above ``goodput``, *misses* when it lies below; a probe sends between
+    ``min_requests`` and ``max_requests`` measured requests (after
+    ``warmup_requests``, None: one per stream in closed loop, ``load.warmup_requests``
+    in open loop) and stops the moment it is decided. ``time_budget_s`` and
+    ``request_budget`` bound each target's search; ``verify`` adds probes at the
+    found capacity and at twice it."""
+
+    mode: LoadMode | None = None
+    goodput: float = 0.9
+    start: float = 1.0
+    max_level: float = 512.0
+    resolution: float = 0.05
+    confidence: float = 0.95
+    min_requests: int = 20
+    max_requests: int = 400
+    warmup_requests: int | None = None
+    time_budget_s: float = 600.0
+    request_budget: int = 5000
+    verify: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class LoadSpec:
     """How requests are sent. ``concurrency`` (closed loop) or ``rates`` (open loop,
     requests/s) is a sweep: each level is one scenario. ``requests``/``duration_s``
@@ -213,6 +242,14 @@ class LoadSpec:
     seed: int = 0
     ignore_eos: bool = False
     workers: int = 1
+    #: Open loop: most requests in flight per worker; a send the cap holds back waits
+    #: (its send_delay_s shows it, and a warning says the cap bound).
+    max_in_flight: int = 10_000
+    #: Open loop: seconds over which the rate climbs linearly from 0 to the level;
+    #: requests sent meanwhile are warm-up (the scenario lasts that much longer).
+    ramp_up_s: float = 0.0
+    #: A capacity search instead of the sweep (``tokrate run --capacity``).
+    capacity: CapacitySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)

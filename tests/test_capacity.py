@@ -1,0 +1,190 @@
+"""Capacity search pieces without load: the bracket/bisect search driven by a known
+answer, the config, the result types' JSON, comparing capacities, the simulator's own
+answer, and the open-loop ramp-up and in-flight cap settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import pytest
+
+from tokrate.capacity import ProbeFn, search
+from tokrate.capacity_compare import compare_capacities
+from tokrate.capacityinfo import CapacityProbe, CapacityResult, ProbePhase, TargetCapacity
+from tokrate.cli import main
+from tokrate.errors import ConfigError, RunFolderError
+from tokrate.plan import build_plan
+from tokrate.sim.capacity import closed_loop_capacity, replay_closed_loop
+from tokrate.sim.server import SimConfig, build_state
+from tokrate.spec import CapacitySpec, LoadSpec, RunSpec, load_spec
+from tokrate.stats import wilson_interval
+from tokrate.summary import Summary
+from tokrate.thresholds import parse_threshold
+
+
+def _oracle(limit: float, verdicts: dict[float, str] | None = None) -> tuple[ProbeFn, list[float]]:
+    """A probe that meets at or below ``limit``; ``verdicts`` overrides some levels."""
+    asked: list[float] = []
+
+    def probe(level: float, phase: ProbePhase) -> CapacityProbe:
+        asked.append(level)
+        verdict = (verdicts or {}).get(level) or ("meets" if level <= limit else "misses")
+        return CapacityProbe(level, phase, f"c={level:g}", 40, 40, (0.9, 1.0), verdict)
+
+    return probe, asked
+
+
+def _always() -> bool:
+    return True
+
+
+def test_closed_loop_search_brackets_by_doubling_then_bisects_to_one_stream() -> None:
+    probe, asked = _oracle(13)
+    found = search(probe, CapacitySpec(), "closed", _always)
+    assert (found.capacity, found.verdict, found.bracket) == (13, "found", (13, 14))
+    assert asked == [1, 2, 4, 8, 16, 12, 14, 13]
+    assert [p.phase for p in found.probes] == ["bracket"] * 5 + ["bisect"] * 3
+
+
+def test_search_verdicts_at_the_edges() -> None:
+    at_max = search(_oracle(1e9)[0], CapacitySpec(max_level=8), "closed", _always)
+    assert (at_max.capacity, at_max.verdict, at_max.bracket) == (8, "at_max", None)
+    none = search(_oracle(0)[0], CapacitySpec(), "closed", _always)
+    assert (none.capacity, none.verdict) == (None, "none")
+    below_start = search(_oracle(5)[0], CapacitySpec(start=16), "closed", _always)
+    assert (below_start.capacity, below_start.verdict) == (5, "found")
+
+
+def test_an_undecided_bound_is_never_counted_as_meeting() -> None:
+    probe, _ = _oracle(13, {14.0: "undecided", 16.0: "undecided"})
+    found = search(probe, CapacitySpec(), "closed", _always)
+    assert (found.capacity, found.verdict, found.bracket) == (13, "undecided", (13, 14))
+
+
+def test_a_client_bound_probe_stops_the_search_with_a_lower_bound() -> None:
+    probe, asked = _oracle(100, {16.0: "client_bound"})
+    found = search(probe, CapacitySpec(), "closed", _always)
+    assert (found.capacity, found.verdict) == (8, "client_bound")
+    assert asked[-1] == 16
+
+
+def test_the_budget_stops_the_search() -> None:
+    probe, asked = _oracle(100)
+    budget = iter([True, True, True, False])
+    found = search(probe, CapacitySpec(), "closed", lambda: next(budget))
+    assert (found.capacity, found.verdict, len(asked)) == (4, "budget", 3)
+
+
+def test_open_loop_search_bisects_the_rate_to_the_resolution() -> None:
+    probe, _ = _oracle(7.3)
+    found = search(probe, CapacitySpec(resolution=0.05), "open", _always)
+    assert found.verdict == "found" and found.bracket is not None
+    lo, hi = found.bracket
+    assert lo <= 7.3 < hi and (hi - lo) <= 0.05 * lo
+    assert found.capacity == lo
+
+
+def test_wilson_interval_decides_at_the_sample_sizes_the_docs_quote() -> None:
+    # 35 of 35 meeting shows >= 90% at 95% confidence; 34 do not yet.
+    assert wilson_interval(35, 35)[0] >= 0.9 > wilson_interval(34, 34)[0]
+    assert wilson_interval(0, 10)[1] < 0.9
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bench.toml"
+    path.write_text(text)
+    return path
+
+
+def test_capacity_config_and_its_errors(tmp_path: Path) -> None:
+    spec = load_spec(
+        _write(tmp_path, "[load]\ncapacity = { goodput = 0.8, verify = true }\n[slo]\nttft_s = 1\n")
+    )
+    assert spec.load.capacity == CapacitySpec(goodput=0.8, verify=True)
+    cases = {
+        "[load]\ncapacity = {}\n": "needs at least one \\[slo\\] limit",
+        "[load]\ncapacity = { goodput = 2 }\n[slo]\nttft_s = 1\n": "load.capacity.goodput",
+        "[load]\ncapacity = { min_requests = 50, max_requests = 10 }\n[slo]\nttft_s = 1\n": (
+            "min_requests"
+        ),
+        "[load]\ncapacity = { start = 1.5 }\n[slo]\nttft_s = 1\n": "whole number",
+        "[load]\nramp_up_s = 5\n": "open loop only",
+        "[load]\nmax_in_flight = 0\n": "load.max_in_flight",
+    }
+    for text, message in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            load_spec(_write(tmp_path, text))
+
+
+def test_capacity_without_slo_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _write(tmp_path, "[prompts]\nmax_tokens = 4\n")
+    assert main(["run", "-c", str(config), "--capacity", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs at least one [slo] limit" in err[0]
+
+
+def _result(capacity: float | None, verdict: str = "found") -> CapacityResult:
+    probe = CapacityProbe(4.0, "bisect", "c=4 [m]", 40, 39, (0.87, 0.99), "meets", "tpot_s",
+                          {"tpot_s": 0.975}, {"p50": 0.01, "p90": 0.012, "p99": None})  # fmt: skip
+    target = TargetCapacity("sim", "m", capacity, verdict, "tpot_s", (4.0, 5.0), (probe,), "n")
+    return CapacityResult("closed", 0.9, 0.95, {"tpot_s": 0.02, "ttft_s": None}, (target,))
+
+
+def test_capacity_result_round_trips_and_old_summaries_still_load() -> None:
+    result = _result(4.0)
+    assert CapacityResult.from_dict(result.to_dict()) == result
+    summary = Summary("r", (), capacity=result)
+    assert Summary.from_dict(summary.to_dict()) == summary
+    old = {"schema_version": summary.schema_version, "run_id": "r", "groups": []}
+    assert Summary.from_dict(old).capacity is None
+    bad = result.to_dict() | {"mode": "sideways"}
+    with pytest.raises(RunFolderError, match="mode must be closed or open"):
+        CapacityResult.from_dict(bad)
+
+
+def test_compare_capacities_gates_on_the_threshold() -> None:
+    limit = 0.10
+    assert [c.verdict for c in compare_capacities(_result(10), _result(8.9), limit)] == [
+        "regressed"
+    ]
+    assert [c.verdict for c in compare_capacities(_result(10), _result(9.5), limit)] == [
+        "unchanged"
+    ]
+    assert [c.verdict for c in compare_capacities(_result(10), _result(12), limit)] == ["improved"]
+    bound = compare_capacities(_result(10), _result(12, "client_bound"), limit)[0]
+    assert bound.verdict == "not_comparable" and "lower bound" in bound.reason
+    other_slo = dataclasses.replace(_result(10), slo={"tpot_s": 0.05})
+    assert compare_capacities(other_slo, _result(10), limit)[0].reason == "other SLOs"
+    assert compare_capacities(None, None, limit) == []
+    threshold = parse_threshold("capacity=-10%")
+    assert not isinstance(threshold, str) and threshold.limit == pytest.approx(0.10)
+
+
+def test_the_simulators_answer_follows_its_batching_model() -> None:
+    timing = build_state(SimConfig()).timings["sim-7b"]
+    # c = 1: the step is one decode of the weights alone (plus the KV of 48 tokens).
+    (one,) = replay_closed_loop(timing, 1, 32, 16, requests=1)
+    assert one.tpot_s == pytest.approx(timing.decode_step_s(1, 32 + 8), rel=0.02)
+    assert one.ttft_s == pytest.approx(timing.prefill_s(32) + timing.decode_step_s(1, 32))
+    c = closed_loop_capacity(timing, 32, 16, {"tpot_s": 0.0095})
+    slow = replay_closed_loop(timing, c + 1, 32, 16, requests=13 * (c + 1))[c + 1 :]
+    fast = replay_closed_loop(timing, c, 32, 16, requests=13 * c)[c:]
+    assert all((r.tpot_s or 0) <= 0.0095 for r in fast)
+    assert not all((r.tpot_s or 0) <= 0.0095 for r in slow)
+
+
+def test_open_loop_ramp_up_climbs_to_the_rate_and_is_warm_up() -> None:
+    load = LoadSpec(mode="open", rates=(10.0,), arrival="constant", requests=60, ramp_up_s=4.0)
+    (scenario,) = build_plan(RunSpec(load=load), 4, 1).scenarios
+    times = [(pr.scheduled_s or 0.0, pr.warmup) for pr in scenario.requests()]
+    ramp = [t for t, _ in times if t < 4.0]
+    # A linear ramp from 0 to 10/s over 4 s holds 10 x 4 / 2 = 20 arrivals.
+    assert len(ramp) == 20
+    assert all(w for t, w in times if t < 4.0) and not any(w for t, w in times if t >= 4.0)
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(times[20:])]
+    assert gaps == pytest.approx([0.1] * len(gaps))
+    assert times[1][0] - times[0][0] > 0.5  # the first gaps are long: the rate starts near 0
