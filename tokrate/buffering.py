@@ -1,0 +1,134 @@
+"""Buffered streams: per-request reads, reads per token, burst share and the verdict.
+
+A gateway or proxy that holds a stream back and delivers it in one or a few reads
+(TTFT ~ E2E) makes every per-token figure of that request meaningless: its TPOT is the
+proxy's flush interval divided by the tokens, its "decode speed" whatever the flushes
+add up to. These expressions, over a records frame with ``chunk_offsets_s`` (seconds
+since t0, one per content chunk) and ``output_tokens``, say which requests that was.
+:func:`tokrate.metrics.derive` adds them to every analysed frame and leaves buffered
+requests out of the TPOT, ITL and decode-speed columns, so the summary, the report,
+compare and history agree (docs/metrics.md "Buffered streams").
+
+Definitions (one request):
+
+- A **read** is the set of content chunks that arrived together. The fast and httpx
+  clients stamp every chunk of one socket read with that read's stamp (gap exactly 0);
+  the SDK path stamps each chunk as the SDK hands it over, 70-190 us apart for chunks
+  of one read on a quiet machine (median 75 us). So a chunk less than :data:`READ_GAP_S` after the
+  previous one belongs to its read. ``stream_reads`` = number of reads (0 without
+  content).
+- ``reads_per_token`` = ``stream_reads`` / ``output_tokens`` (1.0: one read per token;
+  None without tokens).
+- ``burst_share`` = share of the content chunks that arrived in a read together with
+  another content chunk (0.0: every chunk came alone; 1.0: none did; None without
+  content).
+- **buffered** when ``output_tokens`` >= :data:`MIN_TOKENS` and ``reads_per_token`` <=
+  :data:`MAX_READS_PER_TOKEN` (on average 4 tokens or more per read) and either
+  ``burst_share`` >= :data:`MIN_BURST_SHARE` (chunks held back and delivered together)
+  or ``stream_reads`` <= :data:`FEW_READS` (the whole answer in one or two reads: at
+  most one gap, whatever the chunking). A server that packs 2-3 tokens into each chunk
+  and sends every chunk on its own has burst share 0 and is not buffered; a client
+  that falls behind and reads two chunks at once now and then stays above 1 read per
+  4 tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import polars as pl
+
+from tokrate.stats import dist_exprs, row_to_distribution
+from tokrate.summary import Distribution, StreamShape
+
+__all__ = [
+    "BUFFERING_COLUMNS",
+    "FEW_READS",
+    "MAX_READS_PER_TOKEN",
+    "MIN_BURST_SHARE",
+    "MIN_TOKENS",
+    "READ_GAP_S",
+    "buffering_exprs",
+    "stream_aggs",
+    "stream_entry",
+]
+
+#: Chunks less than this many seconds apart arrived in one read (see module docstring).
+READ_GAP_S: Final = 0.0001
+#: Fewer output tokens than this: too short to tell, never buffered.
+MIN_TOKENS: Final = 4
+#: At most this many reads per output token on average (4+ tokens per read).
+MAX_READS_PER_TOKEN: Final = 0.25
+#: At least this share of the content chunks arrived with another chunk.
+MIN_BURST_SHARE: Final = 0.5
+#: The whole answer in at most this many reads is buffered whatever the chunking.
+FEW_READS: Final = 2
+
+#: The columns :func:`buffering_exprs` adds, in order.
+BUFFERING_COLUMNS: Final = ("stream_reads", "reads_per_token", "burst_share", "buffered")
+
+
+def _reads_and_bursts() -> tuple[pl.Expr, pl.Expr]:
+    """(reads, chunks in a read with another chunk) per request."""
+    offsets = pl.col("chunk_offsets_s")
+    # Inside list.eval the element is the request's offsets as a series: the gap before
+    # a chunk is diff(), the gap after it -diff(-1); a missing neighbour is "far".
+    before = pl.element().diff().fill_null(float("inf"))
+    after = (-pl.element().diff(-1)).fill_null(float("inf"))
+    starts_read = before >= READ_GAP_S
+    alone = starts_read & (after >= READ_GAP_S)
+    reads = offsets.list.eval(starts_read.sum()).list.first()
+    bursting = offsets.list.eval((~alone).sum()).list.first()
+    return reads.fill_null(0).cast(pl.Int64), bursting.fill_null(0).cast(pl.Int64)
+
+
+def buffering_exprs() -> list[pl.Expr]:
+    """``stream_reads`` (Int64), ``reads_per_token`` and ``burst_share`` (Float64, None
+    when unknowable) and ``buffered`` (Boolean, never null) of every request."""
+    reads, bursting = _reads_and_bursts()
+    chunks = pl.col("chunk_offsets_s").list.len().fill_null(0)
+    tokens = pl.col("output_tokens").fill_null(0)
+    per_token = pl.when(tokens > 0).then(reads / tokens).otherwise(None)
+    burst = pl.when(chunks > 0).then(bursting / chunks).otherwise(None)
+    buffered = (
+        (tokens >= MIN_TOKENS)
+        & (reads >= 1)
+        & (per_token <= MAX_READS_PER_TOKEN)
+        & ((burst >= MIN_BURST_SHARE) | (reads <= FEW_READS))
+    ).fill_null(False)
+    return [
+        reads.alias("stream_reads"),
+        per_token.alias("reads_per_token"),
+        burst.alias("burst_share"),
+        buffered.alias("buffered"),
+    ]
+
+
+def stream_aggs(ok: pl.Expr) -> list[pl.Expr]:
+    """Group aggregations behind :class:`~tokrate.summary.StreamShape` over the
+    requests ``ok`` selects, on a :func:`tokrate.metrics.derive`-d frame."""
+    buffered = ok & pl.col("buffered")
+    measured_tps = pl.when(pl.col("tpot_measured_s") > 0).then(1.0 / pl.col("tpot_measured_s"))
+    return [
+        ok.sum().alias("stream__judged"),
+        buffered.sum().alias("stream__buffered"),
+        pl.col("reads_per_token").filter(ok).median().alias("stream__reads_per_token_p50"),
+        pl.col("burst_share").filter(ok).median().alias("stream__burst_share_p50"),
+        pl.col("reads_per_token").filter(buffered).median().alias("stream__b_reads_p50"),
+        pl.col("burst_share").filter(buffered).median().alias("stream__b_burst_p50"),
+        *dist_exprs(measured_tps.filter(buffered), "stream__buffered_decode_tps"),
+    ]
+
+
+def stream_entry(row: Mapping[str, Any]) -> StreamShape:
+    """The :class:`~tokrate.summary.StreamShape` of one aggregated row."""
+    return StreamShape(
+        judged=int(row["stream__judged"] or 0),
+        buffered=int(row["stream__buffered"] or 0),
+        reads_per_token_p50=row["stream__reads_per_token_p50"],
+        burst_share_p50=row["stream__burst_share_p50"],
+        buffered_reads_per_token_p50=row["stream__b_reads_p50"],
+        buffered_burst_share_p50=row["stream__b_burst_p50"],
+        buffered_decode_tps=Distribution(**row_to_distribution(row, "stream__buffered_decode_tps")),
+    )
