@@ -1,0 +1,82 @@
+"""A TCP proxy on 127.0.0.1 that holds a server's bytes back and sends them in bursts,
+as a buffering gateway does (the client's bytes go through at once).
+
+``buffering_proxy(upstream_port, flush_s=...)`` yields the proxy's port. The answer
+direction is flushed every ``flush_s`` seconds (and when the server closes), so a
+stream of tokens written one by one reaches the client a few reads at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+
+
+async def _pipe_now(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+
+
+async def _pipe_held(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flush_s: float
+) -> None:
+    held = bytearray()
+    done = asyncio.Event()
+
+    async def read() -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                held.extend(data)
+        done.set()
+
+    task = asyncio.create_task(read())
+    with contextlib.suppress(ConnectionError):
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), flush_s)
+            if held:
+                writer.write(bytes(held))
+                held.clear()
+                await writer.drain()
+        writer.close()
+    await task
+
+
+def _serve(upstream_port: int, flush_s: float, ready: list[int], stop: threading.Event) -> None:
+    async def handle(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        s_reader, s_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        await asyncio.gather(
+            _pipe_now(c_reader, s_writer), _pipe_held(s_reader, c_writer, flush_s)
+        )
+        s_writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        ready.append(server.sockets[0].getsockname()[1])
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        server.close()
+
+    asyncio.run(main())
+
+
+@contextlib.contextmanager
+def buffering_proxy(upstream_port: int, *, flush_s: float = 0.25) -> Iterator[int]:
+    """The port of a proxy in front of ``upstream_port`` (see module docstring)."""
+    ready: list[int] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=_serve, args=(upstream_port, flush_s, ready, stop))
+    thread.start()
+    try:
+        for _ in range(200):
+            if ready:
+                break
+            stop.wait(0.01)
+        yield ready[0]
+    finally:
+        stop.set()
+        thread.join(5)

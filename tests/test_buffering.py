@@ -1,0 +1,199 @@
+"""Buffered streams (tokrate.buffering) over hand-built frames, and how a buffered
+request leaves the per-token statistics everywhere (summary, compare, history) while
+TTFT and E2E keep it."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from helpers.documents import run_info
+from rich.console import Console
+
+from tokrate.buffering import buffering_exprs
+from tokrate.compare import compare_runs
+from tokrate.metrics import analysed, summarize
+from tokrate.records import RequestRecord, records_to_frame
+from tokrate.report.text import render_summary
+from tokrate.store import load_run
+from tokrate.summary import Summary
+
+#: name -> (chunk offsets, output tokens, buffered?)
+CASES: dict[str, tuple[list[float], int, bool]] = {
+    # One token per read, 20 ms apart (a normal stream, llama.cpp's shape).
+    "one token per read": ([0.1 + 0.02 * i for i in range(32)], 32, False),
+    # The issue's transformers request: 32 tokens in 4 reads, the first ones held back.
+    "32 tokens in 4 reads": ([0.5] * 20 + [0.51] * 4 + [0.52] * 4 + [0.53] * 4, 32, True),
+    # 3 tokens per chunk, every chunk its own read at high speed: a legitimate server.
+    "3 tokens per chunk, fast": ([0.1 + 0.0003 * i for i in range(11)], 32, False),
+    # vLLM --stream-interval 10: 10 tokens per chunk, chunks 50 ms apart.
+    "10 tokens per chunk": ([0.1 + 0.05 * i for i in range(10)], 100, False),
+    # 3 tokens per chunk on a short answer: few reads, but each chunk alone.
+    "3 per chunk, 8 tokens": ([0.1, 0.13, 0.16], 8, False),
+    # A gateway that re-sends the whole answer as one chunk.
+    "whole answer in one chunk": ([0.3], 32, True),
+    # Two big chunks: one gap for 32 tokens.
+    "two chunks of 16": ([0.3, 0.5], 32, True),
+    # The SDK path stamps chunks of one read ~75 us apart.
+    "one read, SDK stamps": ([0.3 + 75e-6 * i for i in range(32)], 32, True),
+    # A client that fell behind now and then and read two chunks at once.
+    "pairs": ([0.1 * (i // 2) for i in range(32)], 32, False),
+    # Too short to tell.
+    "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
+    "no content": ([], 5, False),
+}
+
+
+def _frame(cases: dict[str, tuple[list[float], int, bool]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "name": list(cases),
+            "chunk_offsets_s": [c[0] for c in cases.values()],
+            "output_tokens": [c[1] for c in cases.values()],
+        },
+        schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
+    )
+
+
+def test_which_requests_are_buffered() -> None:
+    out = _frame(CASES).with_columns(buffering_exprs())
+    got = dict(zip(out["name"], out["buffered"], strict=True))
+    assert got == {name: case[2] for name, case in CASES.items()}
+
+
+def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
+    out = _frame(CASES).with_columns(buffering_exprs())
+    rows = {r["name"]: r for r in out.to_dicts()}
+    held = rows["32 tokens in 4 reads"]
+    assert (held["stream_reads"], held["reads_per_token"], held["burst_share"]) == (4, 0.125, 1.0)
+    normal = rows["one token per read"]
+    assert (normal["stream_reads"], normal["reads_per_token"], normal["burst_share"]) == (
+        32,
+        1.0,
+        0.0,
+    )
+    pairs = rows["pairs"]
+    assert (pairs["stream_reads"], pairs["burst_share"]) == (16, 1.0)
+    assert rows["3 tokens per chunk, fast"]["reads_per_token"] == pytest.approx(11 / 32)
+    assert rows["one read, SDK stamps"]["stream_reads"] == 1
+    empty = rows["no content"]
+    assert (empty["stream_reads"], empty["burst_share"]) == (0, None)
+
+
+def test_one_late_read_among_many_is_not_a_buffered_stream() -> None:
+    """A client stall that makes 5 of 64 chunks arrive in one read."""
+    offsets = [0.1 + 0.01 * i for i in range(64)]
+    offsets[20:25] = [offsets[24]] * 5
+    out = _frame({"stall": (offsets, 64, False)}).with_columns(buffering_exprs())
+    assert out["burst_share"][0] == pytest.approx(5 / 64)
+    assert out["buffered"][0] is False
+
+
+def _rec(i: int, offsets: list[float], tokens: int = 32, **kw: Any) -> RequestRecord:
+    ttft, e2e = offsets[0], offsets[-1]
+    fields: dict[str, Any] = {"endpoint": "gw", "model": "tf", **kw}
+    return RequestRecord(
+        run_id="r",
+        scenario="c1",
+        prompt_id=f"p{i}",
+        task="chat",
+        request_index=i,
+        started_at=1000.0 + i,
+        t0_ns=i,
+        status="ok",
+        concurrency=1,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        tpot_s=(e2e - ttft) / (tokens - 1),
+        output_tokens=tokens,
+        tokens_source="usage",
+        chunk_offsets_s=tuple(offsets),
+        **fields,
+    )
+
+
+def _issue_records() -> list[RequestRecord]:
+    """Nine normal requests at 38.8 tok/s and the issue's one: 4 reads for 32 tokens
+    whose 1/TPOT reads 349.5 tok/s."""
+    tpot = 1 / 38.8
+    normal = [_rec(i, [0.2 + tpot * k for k in range(32)]) for i in range(9)]
+    span = 31 / 349.5  # first read to last
+    held = [1.0] * 20 + [1.0 + span / 3] * 4 + [1.0 + 2 * span / 3] * 4 + [1.0 + span] * 4
+    return [*normal, _rec(9, held)]
+
+
+def test_the_issue_request_is_kept_out_of_decode_percentiles() -> None:
+    summary = summarize(records_to_frame(_issue_records()), run_info())
+    (g,) = summary.groups
+    assert g.decode_tps.n == 9 and g.decode_tps.p50 == pytest.approx(38.8)
+    assert g.decode_tps.max == pytest.approx(38.8)
+    assert g.tpot_s.n == 9
+    assert g.itl_s.n == 9 * 31  # the buffered request's gaps are out too
+    assert g.ttft_s.n == 10 and g.e2e_s.n == 10  # TTFT and E2E keep it
+    assert g.stream is not None
+    assert (g.stream.judged, g.stream.buffered) == (10, 1)
+    assert g.stream.buffered_share == pytest.approx(0.1)
+    assert g.stream.buffered_decode_tps.n == 1
+    assert g.stream.buffered_decode_tps.p50 == pytest.approx(349.5)
+    assert g.stream.buffered_reads_per_token_p50 == pytest.approx(4 / 32)
+    assert g.stream.buffered_burst_share_p50 == 1.0
+
+
+def test_a_tpot_slo_holds_vacuously_for_a_buffered_request() -> None:
+    """A buffered request has no per-token figures, like a one-token answer."""
+    run = run_info(slo={"tpot_s": 0.02})  # the normal ones (25.8 ms) miss, 2.9 ms would pass
+    (g,) = summarize(records_to_frame(_issue_records()), run).groups
+    assert g.slo_met_fraction == pytest.approx(0.1)  # only the buffered one "meets" it
+
+
+def test_compare_and_history_leave_buffered_requests_out_too(tmp_path: Path) -> None:
+    from helpers.runfolders import write_run
+
+    from tokrate.history import load_history
+
+    records = _issue_records()
+    base = write_run(tmp_path, "a", records, scenarios={"c1": 1})
+    cur = write_run(tmp_path, "b", records, scenarios={"c1": 1}, started_at="2026-01-02T00:00:00Z")
+    frame = analysed(load_run(base).records)
+    assert frame["decode_tps"].drop_nulls().len() == 9
+    assert frame.filter(pl.col("buffered"))["tpot_measured_s"].item() == pytest.approx(1 / 349.5)
+    comparison = compare_runs(base, cur)
+    decode = next(r for r in comparison.results if r.metric == "decode_tps_p50")
+    assert (decode.n_baseline, decode.baseline) == (9, pytest.approx(38.8))
+    points = load_history(tmp_path).points
+    row = points.filter((pl.col("metric") == "decode_tps_p50") & (pl.col("run_id") == "b"))
+    assert row["value"].item() == pytest.approx(38.8)
+
+
+def test_summary_v2_round_trips_and_v1_still_loads() -> None:
+    summary = summarize(records_to_frame(_issue_records()), run_info())
+    again = Summary.from_dict(summary.to_dict())
+    assert again == summary
+    old = summary.to_dict()
+    old["schema_version"] = 1
+    for g in old["groups"]:
+        del g["stream"], g["server"]
+    (g1,) = Summary.from_dict(old).groups
+    assert g1.stream is None and g1.server is None
+    fixture = Path(__file__).parent / "fixtures" / "runs" / "v0.1-first-release"
+    loaded = load_run(fixture)
+    assert loaded.summary is not None and loaded.summary.schema_version == 1
+    assert all(g.stream is None for g in loaded.summary.groups)
+
+
+def test_terminal_summary_marks_buffered_groups_in_80_columns() -> None:
+    all_held = [_rec(10 + i, [1.0] * 16 + [1.1] * 16, model="gw-only") for i in range(3)]
+    summary = summarize(records_to_frame([*_issue_records(), *all_held]), run_info())
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(("tf", "gw-"))}
+    assert "38.8*" in rows["tf"]
+    assert rows["gw-only"].count("buf") == 2  # TPOT and tok/s stream
+    words = " ".join(text.split())  # the explanation wraps at 80 columns
+    assert "stream buffered by a proxy: ITL/TPOT not meaningful" in words
+    assert "tf c=1 1/10" in words and "gw-only c=1 3/3" in words
