@@ -41,6 +41,12 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
     "one read, SDK stamps": ([0.3 + 75e-6 * i for i in range(32)], 32, True),
     # A client that fell behind now and then and read two chunks at once.
     "pairs": ([0.1 * (i // 2) for i in range(32)], 32, False),
+    # llama.cpp's 3 M model at ~5,000 tok/s, read ~8 tokens at a time by a busy client.
+    "fast llama, 8 tokens per read": ([0.01 + 0.0017 * (i // 8) for i in range(128)], 128, False),
+    # A proxy that flushes every 100 ms: no read holds a quarter of the answer.
+    "frequent flushes": ([0.1 * (1 + i // 11) for i in range(64)], 64, False),
+    # The same proxy in front of a short answer: 3 reads.
+    "few flushes": ([0.1 * (1 + i // 11) for i in range(30)], 30, True),
     # Too short to tell.
     "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
     "no content": ([], 5, False),
@@ -69,6 +75,7 @@ def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
     rows = {r["name"]: r for r in out.to_dicts()}
     held = rows["32 tokens in 4 reads"]
     assert (held["stream_reads"], held["reads_per_token"], held["burst_share"]) == (4, 0.125, 1.0)
+    assert held["largest_read_share"] == pytest.approx(20 / 32)
     normal = rows["one token per read"]
     assert (normal["stream_reads"], normal["reads_per_token"], normal["burst_share"]) == (
         32,
@@ -140,6 +147,7 @@ def test_the_issue_request_is_kept_out_of_decode_percentiles() -> None:
     assert g.stream.buffered_decode_tps.p50 == pytest.approx(349.5)
     assert g.stream.buffered_reads_per_token_p50 == pytest.approx(4 / 32)
     assert g.stream.buffered_burst_share_p50 == 1.0
+    assert g.stream.buffered_largest_read_share_p50 == pytest.approx(20 / 32)
 
 
 def test_a_tpot_slo_holds_vacuously_for_a_buffered_request() -> None:

@@ -178,7 +178,8 @@ class StreamShape:
     """How a group's ok measured requests arrived (docs/metrics.md "Buffered
     streams"): ``judged`` requests, ``buffered`` of them delivered in a few reads
     (left out of ``tpot_s``, ``itl_s`` and ``decode_tps``); medians of reads per
-    token and burst share over the judged and over the buffered ones;
+    token and burst share over the judged and over the buffered ones, and the
+    buffered ones' largest-read share;
     ``buffered_decode_tps`` is what 1 / TPOT of the buffered ones would have read
     (kept apart, not a decode speed)."""
 
@@ -188,6 +189,7 @@ class StreamShape:
     burst_share_p50: float | None = None
     buffered_reads_per_token_p50: float | None = None
     buffered_burst_share_p50: float | None = None
+    buffered_largest_read_share_p50: float | None = None
     buffered_decode_tps: Distribution = Distribution()
 
     @property
@@ -204,6 +206,7 @@ class StreamShape:
             "burst_share_p50": self.burst_share_p50,
             "buffered_reads_per_token_p50": self.buffered_reads_per_token_p50,
             "buffered_burst_share_p50": self.buffered_burst_share_p50,
+            "buffered_largest_read_share_p50": self.buffered_largest_read_share_p50,
             "buffered_decode_tps": self.buffered_decode_tps.to_dict(),
         }
 
@@ -216,6 +219,7 @@ class StreamShape:
             burst_share_p50=_num(data, "burst_share_p50", where),
             buffered_reads_per_token_p50=_num(data, "buffered_reads_per_token_p50", where),
             buffered_burst_share_p50=_num(data, "buffered_burst_share_p50", where),
+            buffered_largest_read_share_p50=_num(data, "buffered_largest_read_share_p50", where),
             buffered_decode_tps=Distribution.from_dict(
                 _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
             ),

@@ -49,16 +49,13 @@ async def _pipe_held(
 def _serve(upstream_port: int, flush_s: float, ready: list[int], stop: threading.Event) -> None:
     async def handle(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         s_reader, s_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
-        await asyncio.gather(
-            _pipe_now(c_reader, s_writer), _pipe_held(s_reader, c_writer, flush_s)
-        )
+        await asyncio.gather(_pipe_now(c_reader, s_writer), _pipe_held(s_reader, c_writer, flush_s))
         s_writer.close()
 
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         ready.append(server.sockets[0].getsockname()[1])
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(stop.wait)
         server.close()
 
     asyncio.run(main())

@@ -14,6 +14,7 @@ records from the log, so the report's client-vs-server chart is checked either w
 from __future__ import annotations
 
 import itertools
+import statistics
 from pathlib import Path
 
 import orjson
@@ -35,10 +36,14 @@ pytestmark = pytest.mark.real_server
 
 SIZES = [s.name for s in GGUF_SHAPES]
 HARDWARE = "cpu-ddr5-2ch"
-MAX_TOKENS = 128
+MAX_TOKENS = 256
 REQUESTS = 4
-#: Client vs server decode speed (the issue's bound, as in test_llama_cpp.py).
+#: Client vs server decode speed (the issue's bound, as in test_llama_cpp.py), held
+#: where the decode window lasts this long (GGUF_MAX_TOKENS' reasoning: shorter, a
+#: millisecond of scheduling at either end is already a few %; test_llama_cpp.py
+#: checks every size at its own length).
 DECODE_AGREEMENT = 0.02
+MIN_DECODE_WINDOW_S = 0.25
 
 
 def _models() -> list[ModelSpec]:
@@ -162,13 +167,26 @@ def test_no_llama_stream_is_taken_for_a_buffered_one(sweep: LoadedRun) -> None:
 
 
 def test_client_vs_server_agrees_in_summary_and_report(sweep: LoadedRun) -> None:
+    """The summary's server part is the per-request comparison of the records, and
+    within 2% of llama-server wherever the decode window is long enough to tell."""
+    ok = sweep.records.filter((pl.col("status") == "ok") & ~pl.col("warmup"))
     lines: list[str] = []
     for g in _summary(sweep).groups:
         t = g.server
         assert t is not None and t.n == REQUESTS, g.model
         assert t.decode_vs_server_p50 is not None
-        lines.append(f"{g.model}: client vs server {t.decode_vs_server_p50:+.2%}")
-        assert abs(t.decode_vs_server_p50) <= DECODE_AGREEMENT, lines
+        mine = ok.filter(pl.col("model") == g.model).to_dicts()
+        diffs = []
+        for rec in mine:
+            timings = orjson.loads(rec["server_timings"])
+            server_tps = (timings["predicted_n"] - 1) / timings["predicted_ms"] * 1000.0
+            diffs.append(1.0 / rec["tpot_s"] / server_tps - 1.0)
+            assert rec["ttft_s"] * 1000.0 >= timings["prompt_ms"]
+        assert t.decode_vs_server_p50 == pytest.approx(statistics.median(diffs))
+        window = min(rec["tpot_s"] * (rec["output_tokens"] - 1) for rec in mine)
+        lines.append(f"{g.model}: client vs server {t.decode_vs_server_p50:+.2%} ({window:.2f} s)")
+        if window >= MIN_DECODE_WINDOW_S:
+            assert abs(t.decode_vs_server_p50) <= DECODE_AGREEMENT, lines
         assert t.ttft_minus_prompt_min_s is not None and t.ttft_minus_prompt_min_s >= 0.0
     print("\n".join(lines))  # noqa: T201 -- the agreement per size, shown with -s
     out = build_report([sweep.path], hardware=HARDWARE, formats=("png",))
