@@ -37,8 +37,8 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
     "whole answer in one chunk": ([0.3], 32, True),
     # Two big chunks: one gap for 32 tokens.
     "two chunks of 16": ([0.3, 0.5], 32, True),
-    # The SDK path stamps chunks of one read ~75 us apart.
-    "one read, SDK stamps": ([0.3 + 75e-6 * i for i in range(32)], 32, True),
+    # A fast client reading a 150,000 tok/s stream one token per read (6.5 us apart).
+    "distinct stamps 6.5 us apart": ([0.3 + 6.5e-6 * i for i in range(32)], 32, False),
     # A client that fell behind now and then and read two chunks at once.
     "pairs": ([0.1 * (i // 2) for i in range(32)], 32, False),
     # llama.cpp's 3 M model at ~5,000 tok/s, read ~8 tokens at a time by a busy client.
@@ -53,12 +53,13 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
 }
 
 
-def _frame(cases: dict[str, tuple[list[float], int, bool]]) -> pl.DataFrame:
+def _frame(cases: dict[str, tuple[list[float], int, bool]], client: str = "fast") -> pl.DataFrame:
     return pl.DataFrame(
         {
             "name": list(cases),
             "chunk_offsets_s": [c[0] for c in cases.values()],
             "output_tokens": [c[1] for c in cases.values()],
+            "client": [client] * len(cases),
         },
         schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
     )
@@ -68,6 +69,30 @@ def test_which_requests_are_buffered() -> None:
     out = _frame(CASES).with_columns(buffering_exprs())
     got = dict(zip(out["name"], out["buffered"], strict=True))
     assert got == {name: case[2] for name, case in CASES.items()}
+
+
+#: Through the openai SDK every chunk gets its own stamp after parsing: 70-250 us apart
+#: within one read (with a rare ms stall), so nearby stamps are one read there.
+SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
+    "one read, SDK stamps": ([0.3 + 120e-6 * i for i in range(32)], 32, True),
+    "4 reads, SDK stamps, one stall": (
+        [r + 100e-6 * k + (0.004 if (r, k) == (0.5, 9) else 0.0) for r in (0.5, 0.8, 1.1, 1.4)
+         for k in range(16)],
+        64,
+        True,
+    ),
+    "one token per read, 5 ms apart": ([0.1 + 0.005 * i for i in range(32)], 32, False),
+    "3 tokens per chunk, 1 ms apart": ([0.1 + 0.001 * i for i in range(11)], 32, False),
+}  # fmt: skip
+
+
+def test_which_sdk_requests_are_buffered() -> None:
+    out = _frame(SDK_CASES, client="openai").with_columns(buffering_exprs())
+    got = dict(zip(out["name"], out["buffered"], strict=True))
+    assert got == {name: case[2] for name, case in SDK_CASES.items()}
+    # The same stamps from the fast client are 32 reads: one stamp per read, exactly.
+    fast = _frame(SDK_CASES, client="fast").with_columns(buffering_exprs())
+    assert fast["stream_reads"][0] == 32 and not fast["buffered"][0]
 
 
 def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
@@ -85,7 +110,6 @@ def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
     pairs = rows["pairs"]
     assert (pairs["stream_reads"], pairs["burst_share"]) == (16, 1.0)
     assert rows["3 tokens per chunk, fast"]["reads_per_token"] == pytest.approx(11 / 32)
-    assert rows["one read, SDK stamps"]["stream_reads"] == 1
     empty = rows["no content"]
     assert (empty["stream_reads"], empty["burst_share"]) == (0, None)
 

@@ -12,11 +12,14 @@ compare and history agree (docs/metrics.md "Buffered streams").
 Definitions (one request):
 
 - A **read** is the set of content chunks that arrived together. The fast and httpx
-  clients stamp every chunk of one socket read with that read's stamp (gap exactly 0);
-  the SDK path stamps each chunk as the SDK hands it over, 70-190 us apart for chunks
-  of one read on a quiet machine (median 75 us). So a chunk less than :data:`READ_GAP_S` after the
-  previous one belongs to its read. ``stream_reads`` = number of reads (0 without
-  content).
+  clients stamp every chunk of one socket read with that read's stamp, so chunks with
+  the same offset are one read and any gap starts a new one. The SDK path
+  (``client == "openai"``) stamps each chunk as the SDK hands it over, after parsing
+  it: chunks of one read come 70-250 us apart (measured on a 2-core machine, quiet
+  to load 10, with rare ms stalls), so there a gap up to :data:`SDK_READ_GAP_S` stays
+  in the read. ``stream_reads`` = number of reads (0 without content).
+  Consequence: through the SDK, a stream faster than ~2,000 chunks/s cannot be told
+  from a buffered one (its chunks look like one read).
 - ``reads_per_token`` = ``stream_reads`` / ``output_tokens`` (1.0: one read per token;
   None without tokens).
 - ``burst_share`` = share of the content chunks that arrived in a read together with
@@ -62,14 +65,15 @@ __all__ = [
     "MIN_BURST_SHARE",
     "MIN_LARGEST_READ_SHARE",
     "MIN_TOKENS",
-    "READ_GAP_S",
+    "SDK_READ_GAP_S",
     "buffering_exprs",
     "stream_aggs",
     "stream_entry",
 ]
 
-#: Chunks less than this many seconds apart arrived in one read (see module docstring).
-READ_GAP_S: Final = 0.0001
+#: Through the SDK, chunks at most this many seconds apart arrived in one read (see
+#: the module docstring; the other clients share one stamp per read exactly).
+SDK_READ_GAP_S: Final = 0.0005
 #: Fewer output tokens than this: too short to tell, never buffered.
 MIN_TOKENS: Final = 4
 #: The largest read holds at least this share of the content chunks.
@@ -89,16 +93,16 @@ BUFFERING_COLUMNS: Final = (
 )
 
 
-def _reads_and_bursts() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+def _reads_and_bursts(same_read_s: float) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """(reads, chunks in a read with another chunk, chunks of the largest read) per
-    request."""
+    request, a gap up to ``same_read_s`` staying inside a read."""
     offsets = pl.col("chunk_offsets_s")
     # Inside list.eval the element is the request's offsets as a series: the gap before
     # a chunk is diff(), the gap after it -diff(-1); a missing neighbour is "far".
     before = pl.element().diff().fill_null(float("inf"))
     after = (-pl.element().diff(-1)).fill_null(float("inf"))
-    starts_read = before >= READ_GAP_S
-    alone = starts_read & (after >= READ_GAP_S)
+    starts_read = before > same_read_s
+    alone = starts_read & (after > same_read_s)
     reads = offsets.list.eval(starts_read.sum()).list.first()
     bursting = offsets.list.eval((~alone).sum()).list.first()
     read_id = starts_read.cast(pl.Int32).cum_sum()
@@ -114,7 +118,11 @@ def buffering_exprs() -> list[pl.Expr]:
     """``stream_reads`` (Int64), ``reads_per_token``, ``burst_share`` and
     ``largest_read_share`` (Float64, None when unknowable) and ``buffered`` (Boolean,
     never null) of every request."""
-    reads, bursting, largest = _reads_and_bursts()
+    sdk = pl.col("client") == "openai"
+    exact, tolerant = _reads_and_bursts(0.0), _reads_and_bursts(SDK_READ_GAP_S)
+    reads, bursting, largest = (
+        pl.when(sdk).then(t).otherwise(e) for e, t in zip(exact, tolerant, strict=True)
+    )
     chunks = pl.col("chunk_offsets_s").list.len().fill_null(0)
     tokens = pl.col("output_tokens").fill_null(0)
     per_token = pl.when(tokens > 0).then(reads / tokens).otherwise(None)

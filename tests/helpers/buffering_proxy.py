@@ -47,16 +47,35 @@ async def _pipe_held(
 
 
 def _serve(upstream_port: int, flush_s: float, ready: list[int], stop: threading.Event) -> None:
+    writers: set[asyncio.StreamWriter] = set()
+    handlers: set[asyncio.Task[None]] = set()
+
     async def handle(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
         s_reader, s_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
-        await asyncio.gather(_pipe_now(c_reader, s_writer), _pipe_held(s_reader, c_writer, flush_s))
-        s_writer.close()
+        writers.update((c_writer, s_writer))
+        try:
+            await asyncio.gather(
+                _pipe_now(c_reader, s_writer), _pipe_held(s_reader, c_writer, flush_s)
+            )
+        finally:
+            for w in (c_writer, s_writer):
+                w.close()
+                with contextlib.suppress(ConnectionError):
+                    await w.wait_closed()
 
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         ready.append(server.sockets[0].getsockname()[1])
         await asyncio.to_thread(stop.wait)
         server.close()
+        # Keep-alive connections are still open: close both sides, let handlers end.
+        for w in writers:
+            w.close()
+        await asyncio.wait_for(asyncio.gather(*handlers, return_exceptions=True), 5.0)
+        await server.wait_closed()
 
     asyncio.run(main())
 
