@@ -5,6 +5,11 @@ Rules (docs/run-folder.md, DESIGN.md):
 
 - Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts
   include every record (warm-up counted apart).
+- A buffered stream (:mod:`tokrate.buffering`: delivered in a few reads by a proxy)
+  has no TPOT, ITL or decode speed: :func:`derive` nulls them (``tpot_measured_s``
+  keeps the record's value), so the summary, report, compare and history all leave it
+  out of those statistics; TTFT, E2E and counts keep it. Server-reported timings
+  (:mod:`tokrate.server_timings`) are summarised per group beside the client's.
 - ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
   ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
   saturated client cannot hide queueing).

@@ -1,6 +1,7 @@
 """The report on a real llama.cpp sweep over model sizes: the size-vs-speed chart falls
-with size under a CPU memory-bandwidth bound, no llama stream is mistaken for a
-buffered one, and the client-vs-server part agrees with llama-server's own timings.
+with size under a CPU memory-bandwidth bound, only streams whose per-token figures
+are wrong are flagged as buffered, and the client-vs-server part agrees with
+llama-server's own timings.
 
 One tokrate run, one endpoint per size (every llama-server of the package fixture), one
 stream each, then ``build_report(..., hardware="cpu-ddr5-2ch")``. The F16 weights are
@@ -16,6 +17,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -25,7 +27,7 @@ from real_servers import harness
 from real_servers.models import GGUF_SHAPES
 from real_servers.servers import Server
 from tokrate.hardware import get_hardware
-from tokrate.metrics import summarize
+from tokrate.metrics import derive, summarize
 from tokrate.report import build_report
 from tokrate.report.data import combine_runs, size_speed_points, targets_frame
 from tokrate.spec import ModelSpec
@@ -123,19 +125,17 @@ def _timings_from_logs(
 
 @pytest.fixture(scope="module")
 def sweep(llama_servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> LoadedRun:
-    """The sweep, measured again once when a client stall made a llama stream arrive in
-    bursts (tokrate's loop-lag warning names it; see real-servers findings T9)."""
-    out = tmp_path_factory.mktemp("size-chart")
-    run = _sweep(llama_servers, out, "sizes-1")
-    lag = run.info.loop_lag
-    lagged = lag is not None and lag.exceeded
-    if lagged and any(g.stream and g.stream.buffered for g in _summary(run).groups):
-        run = _sweep(llama_servers, out, "sizes-2")
-    return run
+    return _sweep(llama_servers, tmp_path_factory.mktemp("size-chart"), "sizes")
 
 
 def _summary(run: LoadedRun) -> Summary:
     return summarize(run.records, run.info)
+
+
+def _measured(run: LoadedRun) -> list[dict[str, Any]]:
+    """The ok measured records, derived (buffered flag, server decode speed)."""
+    frame = derive(run.records).filter((pl.col("status") == "ok") & pl.col("is_measured"))
+    return frame.to_dicts()
 
 
 def test_size_chart_falls_with_size_under_the_cpu_bound(sweep: LoadedRun) -> None:
@@ -158,33 +158,50 @@ def test_size_chart_falls_with_size_under_the_cpu_bound(sweep: LoadedRun) -> Non
     assert 'id="chart-size_vs_speed"' in html
 
 
-def test_no_llama_stream_is_taken_for_a_buffered_one(sweep: LoadedRun) -> None:
+def test_only_streams_whose_per_token_figures_are_wrong_are_flagged(sweep: LoadedRun) -> None:
+    """llama-server sends one token per chunk; on a shared 2-core machine its HTTP
+    thread is sometimes starved and the tokens it computed on time reach the socket in
+    a burst (seen here: the 3 M model's 128 tokens in ~7 reads, 1/TPOT 250,000 tok/s
+    against the server's 5,000). Such a request must be flagged, and nothing else: every
+    flagged request's 1/TPOT is off from the server's own decode speed by more than
+    half, and no request that agrees with the server within 2% is flagged."""
+    lines = []
+    for rec in _measured(sweep):
+        rel = 1.0 / rec["tpot_measured_s"] / rec["server_decode_tps"] - 1.0
+        lines.append(
+            f"{rec['model']}: buffered={rec['buffered']} reads={rec['stream_reads']} "
+            f"largest={rec['largest_read_share']:.2f} burst={rec['burst_share']:.2f} "
+            f"client vs server {rel:+.2%}"
+        )
+        if rec["buffered"]:
+            assert rel > 0.5, lines
+        if abs(rel) <= DECODE_AGREEMENT:
+            assert not rec["buffered"], lines
+    print("\n".join(lines))  # noqa: T201 -- per request, shown with -s
     for g in _summary(sweep).groups:
         assert g.stream is not None and g.stream.judged == REQUESTS
-        assert g.stream.buffered == 0, (g.model, g.stream)
-        # llama-server sends one token per chunk, each in its own read.
-        assert g.stream.reads_per_token_p50 is not None and g.stream.reads_per_token_p50 > 0.9
-        assert g.decode_tps.n == REQUESTS
+        assert g.decode_tps.n == REQUESTS - g.stream.buffered
 
 
 def test_client_vs_server_agrees_in_summary_and_report(sweep: LoadedRun) -> None:
-    """The summary's server part is the per-request comparison of the records, and
-    within 2% of llama-server wherever the decode window is long enough to tell."""
-    ok = sweep.records.filter((pl.col("status") == "ok") & ~pl.col("warmup"))
+    """The summary's server part is the per-request comparison of the records (over
+    requests with a decode speed: a buffered one has none), and within 2% of
+    llama-server wherever the decode window is long enough to tell."""
+    measured = _measured(sweep)
     lines: list[str] = []
     for g in _summary(sweep).groups:
         t = g.server
         assert t is not None and t.n == REQUESTS, g.model
-        assert t.decode_vs_server_p50 is not None
-        mine = ok.filter(pl.col("model") == g.model).to_dicts()
-        diffs = []
+        mine = [rec for rec in measured if rec["model"] == g.model]
         for rec in mine:
-            timings = orjson.loads(rec["server_timings"])
-            server_tps = (timings["predicted_n"] - 1) / timings["predicted_ms"] * 1000.0
-            diffs.append(1.0 / rec["tpot_s"] / server_tps - 1.0)
-            assert rec["ttft_s"] * 1000.0 >= timings["prompt_ms"]
+            assert rec["ttft_s"] >= rec["server_prompt_s"]
+        kept = [rec for rec in mine if not rec["buffered"]]
+        if not kept:
+            assert t.decode_vs_server_p50 is None
+            continue
+        diffs = [1.0 / rec["tpot_s"] / rec["server_decode_tps"] - 1.0 for rec in kept]
         assert t.decode_vs_server_p50 == pytest.approx(statistics.median(diffs))
-        window = min(rec["tpot_s"] * (rec["output_tokens"] - 1) for rec in mine)
+        window = min(rec["tpot_s"] * (rec["output_tokens"] - 1) for rec in kept)
         lines.append(f"{g.model}: client vs server {t.decode_vs_server_p50:+.2%} ({window:.2f} s)")
         if window >= MIN_DECODE_WINDOW_S:
             assert abs(t.decode_vs_server_p50) <= DECODE_AGREEMENT, lines

@@ -143,7 +143,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
     names would have to fold, endpoint and model share one ``target`` column
     (endpoint/model).
     Only names ever wrap. A title line comes first: ``title`` (default ``tokrate run
-    <run_id>``) plus what the dropped columns held. Cells are rich ``Text``
+    <run_id>``) plus what the dropped columns held. A group with buffered streams has
+    its TPOT / stream tok/s cells marked (``*`` some, ``buf`` all) and one line under
+    the table says what that means. Cells are rich ``Text``
     objects, so "[" in a model name is never read as markup.
     """
     groups = summary.groups
