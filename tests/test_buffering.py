@@ -47,6 +47,13 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
     "frequent flushes": ([0.1 * (1 + i // 11) for i in range(64)], 64, False),
     # The same proxy in front of a short answer: 3 reads.
     "few flushes": ([0.1 * (1 + i // 11) for i in range(30)], 30, True),
+    # A stall later in the stream: the last 40 of 128 tokens in one read. TTFT is on
+    # time and the span still ends at the last token, so TPOT stays right.
+    "late burst": ([0.01 + 0.0002 * min(i, 88) for i in range(128)], 128, False),
+    # A proxy that holds the first 10 of 32 tokens back, then streams normally.
+    "first 10 held back": ([0.3] * 10 + [0.3 + 0.02 * k for k in range(1, 23)], 32, True),
+    # A proxy that passes the first token on and buffers the rest in 3 flushes.
+    "first token passed, rest flushed": ([0.1] + [0.35] * 10 + [0.6] * 10 + [0.85] * 11, 32, False),
     # Too short to tell.
     "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
     "no content": ([], 5, False),
@@ -71,12 +78,12 @@ def test_which_requests_are_buffered() -> None:
     assert got == {name: case[2] for name, case in CASES.items()}
 
 
-#: Through the openai SDK every chunk gets its own stamp after parsing: 70-250 us apart
-#: within one read (with a rare ms stall), so nearby stamps are one read there.
+#: Through the openai SDK (and httpx) every chunk gets its own stamp: 70-250 us apart
+#: within one read (httpx ~13 us), with a rare ms stall, so nearby stamps are one read.
 SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
     "one read, SDK stamps": ([0.3 + 120e-6 * i for i in range(32)], 32, True),
     "4 reads, SDK stamps, one stall": (
-        [r + 100e-6 * k + (0.004 if (r, k) == (0.5, 9) else 0.0) for r in (0.5, 0.8, 1.1, 1.4)
+        [r + 100e-6 * k + (0.004 if (r, k) == (0.8, 9) else 0.0) for r in (0.5, 0.8, 1.1, 1.4)
          for k in range(16)],
         64,
         True,
@@ -86,8 +93,9 @@ SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
 }  # fmt: skip
 
 
-def test_which_sdk_requests_are_buffered() -> None:
-    out = _frame(SDK_CASES, client="openai").with_columns(buffering_exprs())
+@pytest.mark.parametrize("client", ["openai", "httpx"])
+def test_which_per_chunk_stamped_requests_are_buffered(client: str) -> None:
+    out = _frame(SDK_CASES, client=client).with_columns(buffering_exprs())
     got = dict(zip(out["name"], out["buffered"], strict=True))
     assert got == {name: case[2] for name, case in SDK_CASES.items()}
     # The same stamps from the fast client are 32 reads: one stamp per read, exactly.
@@ -100,7 +108,7 @@ def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
     rows = {r["name"]: r for r in out.to_dicts()}
     held = rows["32 tokens in 4 reads"]
     assert (held["stream_reads"], held["reads_per_token"], held["burst_share"]) == (4, 0.125, 1.0)
-    assert held["largest_read_share"] == pytest.approx(20 / 32)
+    assert held["first_read_share"] == pytest.approx(20 / 32)
     normal = rows["one token per read"]
     assert (normal["stream_reads"], normal["reads_per_token"], normal["burst_share"]) == (
         32,
@@ -171,7 +179,7 @@ def test_the_issue_request_is_kept_out_of_decode_percentiles() -> None:
     assert g.stream.buffered_decode_tps.p50 == pytest.approx(349.5)
     assert g.stream.buffered_reads_per_token_p50 == pytest.approx(4 / 32)
     assert g.stream.buffered_burst_share_p50 == 1.0
-    assert g.stream.buffered_largest_read_share_p50 == pytest.approx(20 / 32)
+    assert g.stream.buffered_first_read_share_p50 == pytest.approx(20 / 32)
 
 
 def test_a_tpot_slo_holds_vacuously_for_a_buffered_request() -> None:

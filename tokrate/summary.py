@@ -175,7 +175,7 @@ def _dists(data: Mapping[str, Any], names: Sequence[str], where: str) -> dict[st
 
 @dataclass(frozen=True, slots=True)
 class StreamShape:
-    """How a group's ok measured requests arrived (docs/metrics.md "Buffered
+    """How a group's ok measured requests arrived (docs/report.md "Buffered
     streams"): ``judged`` requests, ``buffered`` of them delivered in a few reads
     (left out of ``tpot_s``, ``itl_s`` and ``decode_tps``); medians of reads per
     token and burst share over the judged and over the buffered ones, and the
@@ -189,7 +189,7 @@ class StreamShape:
     burst_share_p50: float | None = None
     buffered_reads_per_token_p50: float | None = None
     buffered_burst_share_p50: float | None = None
-    buffered_largest_read_share_p50: float | None = None
+    buffered_first_read_share_p50: float | None = None
     buffered_decode_tps: Distribution = Distribution()
 
     @property
@@ -198,38 +198,37 @@ class StreamShape:
         return self.buffered / self.judged if self.judged else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "judged": self.judged,
-            "buffered": self.buffered,
-            "buffered_share": self.buffered_share,
-            "reads_per_token_p50": self.reads_per_token_p50,
-            "burst_share_p50": self.burst_share_p50,
-            "buffered_reads_per_token_p50": self.buffered_reads_per_token_p50,
-            "buffered_burst_share_p50": self.buffered_burst_share_p50,
-            "buffered_largest_read_share_p50": self.buffered_largest_read_share_p50,
-            "buffered_decode_tps": self.buffered_decode_tps.to_dict(),
-        }
+        out: dict[str, Any] = {"judged": self.judged, "buffered": self.buffered}
+        out["buffered_share"] = self.buffered_share
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        out["buffered_decode_tps"] = self.buffered_decode_tps.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> StreamShape:
         return cls(
             judged=_int(data, "judged", where),
             buffered=_int(data, "buffered", where),
-            reads_per_token_p50=_num(data, "reads_per_token_p50", where),
-            burst_share_p50=_num(data, "burst_share_p50", where),
-            buffered_reads_per_token_p50=_num(data, "buffered_reads_per_token_p50", where),
-            buffered_burst_share_p50=_num(data, "buffered_burst_share_p50", where),
-            buffered_largest_read_share_p50=_num(data, "buffered_largest_read_share_p50", where),
+            **_float_values(cls, data, where),
             buffered_decode_tps=Distribution.from_dict(
                 _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
             ),
         )
 
 
+def _float_fields(cls: Any) -> list[str]:
+    """The optional-number fields of a dataclass (what from_dict reads with _num)."""
+    return [f.name for f in dataclasses.fields(cls) if f.type == "float | None"]
+
+
+def _float_values(cls: Any, data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return {name: _num(data, name, where) for name in _float_fields(cls)}
+
+
 @dataclass(frozen=True, slots=True)
 class ServerTimings:
     """What the server said about a group's ok measured requests (llama.cpp
-    ``timings``; docs/metrics.md "Client vs server"): ``n`` requests carried timings;
+    ``timings``; docs/report.md "Client vs server"): ``n`` requests carried timings;
     ``decode_tps`` = the server's decode speed, ``prompt_s`` its prefill time;
     ``decode_vs_server_p50`` = median over requests of client decode_tps / server's
     - 1 (negative: network + client cost speed); ``ttft_minus_prompt_p50_s`` /
@@ -243,23 +242,18 @@ class ServerTimings:
     ttft_minus_prompt_min_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "decode_tps": self.decode_tps.to_dict(),
-            "prompt_s": self.prompt_s.to_dict(),
-            "decode_vs_server_p50": self.decode_vs_server_p50,
-            "ttft_minus_prompt_p50_s": self.ttft_minus_prompt_p50_s,
-            "ttft_minus_prompt_min_s": self.ttft_minus_prompt_min_s,
-        }
+        out: dict[str, Any] = {"n": self.n}
+        out.update({m: getattr(self, m).to_dict() for m in ("decode_tps", "prompt_s")})
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerTimings:
         return cls(
             n=_int(data, "n", where),
-            **_dists(data, ("decode_tps", "prompt_s"), where),
-            decode_vs_server_p50=_num(data, "decode_vs_server_p50", where),
-            ttft_minus_prompt_p50_s=_num(data, "ttft_minus_prompt_p50_s", where),
-            ttft_minus_prompt_min_s=_num(data, "ttft_minus_prompt_min_s", where),
+            decode_tps=Distribution.from_dict(_obj(data, "decode_tps", where), where),
+            prompt_s=Distribution.from_dict(_obj(data, "prompt_s", where), where),
+            **_float_values(cls, data, where),
         )
 
 

@@ -1,9 +1,11 @@
 """A TCP proxy on 127.0.0.1 that holds a server's bytes back and sends them in bursts,
 as a buffering gateway does (the client's bytes go through at once).
 
-``buffering_proxy(upstream_port, flush_s=...)`` yields the proxy's port. The answer
-direction is flushed every ``flush_s`` seconds (and when the server closes), so a
-stream of tokens written one by one reaches the client a few reads at a time.
+``buffering_proxy(upstream_port, flush_s=...)`` yields the proxy's port. In the answer
+direction, bytes are held for ``flush_s`` seconds from the first one that found the
+buffer empty, then sent together (what is left goes when the server closes), so a
+stream of tokens written one by one reaches the client a few reads at a time and its
+first read carries every token of its first ``flush_s``.
 """
 
 from __future__ import annotations
@@ -24,20 +26,27 @@ async def _pipe_now(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
 async def _pipe_held(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flush_s: float
 ) -> None:
+    """Hold what the server sends; ``flush_s`` after the first byte that found the
+    buffer empty, send all that is held at once (and what is left at the end)."""
     held = bytearray()
+    arrived = asyncio.Event()
     done = asyncio.Event()
 
     async def read() -> None:
         with contextlib.suppress(ConnectionError):
             while data := await reader.read(65536):
                 held.extend(data)
+                arrived.set()
         done.set()
+        arrived.set()
 
     task = asyncio.create_task(read())
     with contextlib.suppress(ConnectionError):
         while not done.is_set():
+            await arrived.wait()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), flush_s)
+            arrived.clear()
             if held:
                 writer.write(bytes(held))
                 held.clear()

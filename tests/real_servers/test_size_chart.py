@@ -170,7 +170,7 @@ def test_only_streams_whose_per_token_figures_are_wrong_are_flagged(sweep: Loade
         rel = 1.0 / rec["tpot_measured_s"] / rec["server_decode_tps"] - 1.0
         lines.append(
             f"{rec['model']}: buffered={rec['buffered']} reads={rec['stream_reads']} "
-            f"largest={rec['largest_read_share']:.2f} burst={rec['burst_share']:.2f} "
+            f"largest={rec['first_read_share']:.2f} burst={rec['burst_share']:.2f} "
             f"client vs server {rel:+.2%}"
         )
         if rec["buffered"]:

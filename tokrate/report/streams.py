@@ -3,7 +3,7 @@
 Two parts, both read from the summaries (:class:`~tokrate.summary.StreamShape` and
 :class:`~tokrate.summary.ServerTimings`, so the report says what summary.json says):
 
-- **Buffered streams** (docs/metrics.md): a group with requests that came in a few
+- **Buffered streams** (docs/report.md): a group with requests that came in a few
   reads gets a warning line ("stream buffered by a proxy: ITL/TPOT not meaningful")
   and a row in the "Buffered streams" table; those requests are already out of
   every TPOT/ITL/decode figure, shown apart with their count.
@@ -59,8 +59,8 @@ def buffered_warnings(summaries: Summaries) -> list[str]:
             shown = f"; their 1/TPOT would read {fmt_tps(fake)} tok/s" if fake else ""
             out.append(
                 f"{_name(key, g, multi)}: {BUFFERED_WORDS} for {s.buffered} of {s.judged} "
-                f"requests (delivered in a few reads: largest read p50 "
-                f"{fmt_pct(s.buffered_largest_read_share_p50)} of the answer, burst share p50 "
+                f"requests (their first tokens held back: first read p50 "
+                f"{fmt_pct(s.buffered_first_read_share_p50)} of the answer, burst share p50 "
                 f"{fmt_pct(s.buffered_burst_share_p50)}); left out of TPOT, ITL and decode tok/s"
                 f"{shown}"
             )
@@ -76,7 +76,7 @@ def stream_table(summaries: Summaries) -> Table | None:
     header = (
         "run", "endpoint", "model", "level", "judged", "buffered", "share",
         "reads/token p50 all · buffered", "burst share p50 all · buffered",
-        "largest read p50 (buffered)", "buffered 1/TPOT p50",
+        "first read p50 (buffered)", "buffered 1/TPOT p50",
     )  # fmt: skip
     rows = []
     for key, summary in summaries:
@@ -90,17 +90,16 @@ def stream_table(summaries: Summaries) -> Table | None:
                     fmt_pct(s.buffered_share),
                     f"{_ratio(s.reads_per_token_p50)} · {_ratio(s.buffered_reads_per_token_p50)}",
                     f"{fmt_pct(s.burst_share_p50)} · {fmt_pct(s.buffered_burst_share_p50)}",
-                    fmt_pct(s.buffered_largest_read_share_p50),
+                    fmt_pct(s.buffered_first_read_share_p50),
                     fmt_tps(s.buffered_decode_tps.p50),
                 )
             )  # fmt: skip
     if not rows:
         return None
     note = (
-        f"{BUFFERED_WORDS}. A request is buffered when it has 4+ tokens, one read holds a "
-        "quarter of its chunks or more, and either half its chunks arrived together with "
-        "others or the whole answer came in 1-2 reads (docs/metrics.md). Buffered requests "
-        "are left out "
+        f"{BUFFERED_WORDS}. A request is buffered when it has 4+ tokens and a quarter of "
+        "its chunks or more arrived together with the first one (held back), or the whole "
+        "answer came in 1-2 reads (docs/report.md). Buffered requests are left out "
         "of TPOT, ITL and decode tok/s; TTFT and E2E keep them. The last column is what "
         "1/TPOT would have read: not a decode speed."
     )
