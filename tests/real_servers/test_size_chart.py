@@ -14,8 +14,10 @@ records from the log, so the report's client-vs-server chart is checked either w
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,10 @@ import polars as pl
 import pytest
 
 from real_servers import harness
+from real_servers import models as model_files
 from real_servers.models import GGUF_SHAPES
-from real_servers.servers import Server
+from real_servers.paths import ServerMissing, missing
+from real_servers.servers import Server, llama_server
 from tokrate.hardware import get_hardware
 from tokrate.metrics import derive, summarize
 from tokrate.report import build_report
@@ -124,8 +128,31 @@ def _timings_from_logs(
 
 
 @pytest.fixture(scope="module")
-def sweep(llama_servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> LoadedRun:
-    return _sweep(llama_servers, tmp_path_factory.mktemp("size-chart"), "sizes")
+def own_llama_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
+    """One llama-server per size, like the package's ``llama_servers``, but logging
+    into this module's temporary folder: the matching below reads the log, and the
+    package logs under the shared cache can be written by another test session."""
+    logs = tmp_path_factory.mktemp("llama-logs")
+    with contextlib.ExitStack() as stack:
+        servers: dict[str, Server] = {}
+        try:
+            for shape in GGUF_SHAPES:
+                context = 4 * (MAX_TOKENS + 512)
+                server = llama_server(
+                    model_files.gguf_model(shape), shape.name, logs / f"{shape.name}.log",
+                    context=context,
+                )  # fmt: skip
+                servers[shape.name] = stack.enter_context(server)
+        except ServerMissing as exc:
+            missing(str(exc))
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def sweep(
+    own_llama_servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory
+) -> LoadedRun:
+    return _sweep(own_llama_servers, tmp_path_factory.mktemp("size-chart"), "sizes")
 
 
 def _summary(run: LoadedRun) -> Summary:
@@ -162,19 +189,20 @@ def test_only_streams_whose_per_token_figures_are_wrong_are_flagged(sweep: Loade
     """llama-server sends one token per chunk; on a shared 2-core machine its HTTP
     thread is sometimes starved and the tokens it computed on time reach the socket in
     a burst (seen here: the 3 M model's 128 tokens in ~7 reads, 1/TPOT 250,000 tok/s
-    against the server's 5,000). Such a request must be flagged, and nothing else: every
-    flagged request's 1/TPOT is off from the server's own decode speed by more than
-    half, and no request that agrees with the server within 2% is flagged."""
+    against the server's 5,000; its whole stream lasts ~25 ms, so a 6 ms stall is a
+    quarter of it). Such a request may be flagged, a sound one never: every flagged
+    request's 1/TPOT disagrees with the server's own decode speed by more than 2%, and
+    no request that agrees with the server within 2% is flagged."""
     lines = []
     for rec in _measured(sweep):
         rel = 1.0 / rec["tpot_measured_s"] / rec["server_decode_tps"] - 1.0
         lines.append(
             f"{rec['model']}: buffered={rec['buffered']} reads={rec['stream_reads']} "
-            f"largest={rec['first_read_share']:.2f} burst={rec['burst_share']:.2f} "
+            f"first={rec['first_read_share']:.2f} burst={rec['burst_share']:.2f} "
             f"client vs server {rel:+.2%}"
         )
         if rec["buffered"]:
-            assert rel > 0.5, lines
+            assert abs(rel) > DECODE_AGREEMENT, lines
         if abs(rel) <= DECODE_AGREEMENT:
             assert not rec["buffered"], lines
     print("\n".join(lines))  # noqa: T201 -- per request, shown with -s
