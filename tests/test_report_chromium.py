@@ -158,3 +158,32 @@ def test_degenerate_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
         page.screenshot(path=str(ARTIFACTS / "report-degenerate.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
+    """A run where a third of the streams came through a buffering proxy and every
+    request carried server timings: the warnings say "stream buffered by a proxy",
+    the tables and the client-vs-server chart render, nothing fails to load."""
+    tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
+    run = synthetic_run(
+        tmp_path / "r", run_id="buffered", tiers=tiers, requests_per_level=12,
+        buffered=0.35, server_timings=True, hardware="cpu-ddr5-2ch", seed=3,
+    )  # fmt: skip
+    report = build_report([run], formats=("png",)) / "report.html"
+    page, problems, _ = _open(browser, report, 1280, 900)
+    try:
+        assert problems == []
+        sizes = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.alt, i.complete, i.naturalWidth])"
+        )
+        assert all(complete and w > 0 for _alt, complete, w in sizes)
+        assert "Client vs server" in {alt for alt, _c, _w in sizes}
+        warnings = page.inner_text("#warnings")
+        assert "stream buffered by a proxy: ITL/TPOT not meaningful" in warnings
+        headings = page.eval_on_selector_all("section h2", "hs => hs.map(h => h.textContent)")
+        assert {"Buffered streams", "Client vs server"} <= set(headings)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-buffered-server.png"), full_page=True)
+    finally:
+        page.close()

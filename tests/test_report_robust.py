@@ -159,7 +159,9 @@ def test_report_builds_for_named_degenerate_runs(tmp_path: Path, shape: dict[str
     html = (out / "report.html").read_text(encoding="utf-8")
     if shape["tpot"] == "zero":
         assert "no measurable decode speed" in html  # said why, not "no known size"
-        assert (out / "charts" / "latency_boxes.png").exists()  # zero gaps still drawn
+        # Whole answers in one read are buffered streams: no fake zero-gap ITL box.
+        assert "stream buffered by a proxy: ITL/TPOT not meaningful" in html
+        assert not (out / "charts" / "latency_boxes.png").exists()
 
 
 def test_pdf_charts(tmp_path: Path) -> None:

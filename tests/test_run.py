@@ -175,7 +175,7 @@ def test_cli_json_and_canary_key_never_leaks(
     out, err = capsys.readouterr()
     assert rc == 0, err
     summary = orjson.loads(out)
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     # The key did reach the server (so it was really used) ...
     assert any(r["headers"].get("authorization") == f"Bearer {CANARY}" for r in server.requests)
     # ... and appears in no output: terminal, or any file of the run folder.

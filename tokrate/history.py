@@ -43,7 +43,7 @@ from tokrate.metrics import analysed
 from tokrate.rundata import RunInfo
 from tokrate.stats import sample_stat
 from tokrate.store import LoadedRun, load_run, load_run_info, load_summary, run_folders
-from tokrate.summary import Summary
+from tokrate.summary import SUMMARY_SCHEMA_VERSION, Summary
 from tokrate.thresholds import (
     DEFAULT_THRESHOLDS,
     METRICS,
@@ -187,11 +187,15 @@ def _read_folder(
         summary = load_summary(folder)
     except RunFolderError as err:
         warnings.append(f"{err}; using records instead")
-    if summary is not None:
+    # An older summary.json counted buffered streams in the per-token figures: read
+    # its records instead, so every point follows today's definition (and compare's).
+    if summary is not None and summary.schema_version == SUMMARY_SCHEMA_VERSION:
         return run, _from_summary(summary, metrics)
     try:
         return run, _from_records(load_run(folder), metrics)
     except RunFolderError as err:
+        if summary is not None:
+            return run, _from_summary(summary, metrics)
         warnings.append(f"skipping {folder}: {_reason(err, folder)}")
         return None
 

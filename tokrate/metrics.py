@@ -5,6 +5,11 @@ Rules (docs/run-folder.md, DESIGN.md):
 
 - Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts
   include every record (warm-up counted apart).
+- A buffered stream (:mod:`tokrate.buffering`: delivered in a few reads by a proxy)
+  has no TPOT, ITL or decode speed: :func:`derive` nulls them (``tpot_measured_s``
+  keeps the record's value), so the summary, report, compare and history all leave it
+  out of those statistics; TTFT, E2E and counts keep it. Server-reported timings
+  (:mod:`tokrate.server_timings`) are summarised per group beside the client's.
 - ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
   ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
   saturated client cannot hide queueing).
@@ -42,7 +47,14 @@ from typing import Any, Final, TypeVar
 
 import polars as pl
 
+from tokrate.buffering import buffering_exprs, stream_aggs, stream_entry
 from tokrate.rundata import RunInfo, TargetInfo
+from tokrate.server_timings import (
+    server_aggs,
+    server_entry,
+    server_timing_exprs,
+    versus_server_exprs,
+)
 from tokrate.stats import dist_exprs, row_to_distribution
 from tokrate.summary import (
     DIST_METRICS,
@@ -103,14 +115,30 @@ def analysed(frame: FrameT) -> FrameT:
 def derive(frame: FrameT) -> FrameT:
     """Add the per-request derived columns.
 
-    Adds ``decode_tps`` (tokens/s, 1 / tpot_s; None when tpot_s is None or <= 0),
-    ``itl_s`` (list of seconds between successive content chunks), ``itl_p99_req_s``
-    (p99 of the request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed
-    loop), ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when
-    e2e is unknown) and ``is_measured`` (not warm-up).
+    Adds the buffered-stream columns of :mod:`tokrate.buffering` (``stream_reads``,
+    ``reads_per_token``, ``burst_share``, ``buffered``); ``tpot_measured_s`` (the
+    record's tpot_s as measured); ``tpot_s`` (None on a buffered request: its
+    per-token figures are the proxy's flushes, not decoding); ``decode_tps`` (tokens/s,
+    1 / tpot_s; None when tpot_s is None or <= 0); ``itl_s`` (list of seconds between
+    successive content chunks; None when buffered), ``itl_p99_req_s`` (p99 of the
+    request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed loop),
+    ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when e2e is
+    unknown), ``is_measured`` (not warm-up) and the server-timing columns of
+    :mod:`tokrate.server_timings`.
     """
-    itl = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
-    return frame.with_columns(
+    buffered = pl.col("buffered")
+    itl = (
+        pl.when(~buffered)
+        .then(pl.col("chunk_offsets_s"))
+        .otherwise(None)
+        .list.diff(null_behavior="drop")
+    )
+    framed = frame.with_columns(
+        *buffering_exprs(),
+        *server_timing_exprs(),
+        pl.col("tpot_s").alias("tpot_measured_s"),
+    ).with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
+    return framed.with_columns(
         decode_tps_expr(),
         itl.alias("itl_s"),
         itl.list.eval(pl.element().quantile(0.99, interpolation="linear"))
@@ -119,7 +147,7 @@ def derive(frame: FrameT) -> FrameT:
         (pl.col("send_delay_s") + pl.col("ttft_s")).alias("ttft_from_scheduled_s"),
         (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),
         (~pl.col("warmup").fill_null(False)).alias("is_measured"),
-    )
+    ).with_columns(versus_server_exprs())
 
 
 def ok_mask() -> pl.Expr:
@@ -150,27 +178,32 @@ def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
     return met
 
 
-def _itl_stats(lf: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
-    """ITL distribution per group over every gap of every ok measured request.
+def _itl_stats(d: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
+    """ITL distribution per group over every gap of every ok measured request that was
+    not buffered (``d`` is :func:`derive`-d: its ``itl_s`` is None on those).
 
     Exact, and bounded in memory: only the row numbers of each group are gathered up
-    front, then the gaps of one group at a time are built and summarised. Doing all
-    groups in one polars query holds four copies of every gap at once (the filtered
-    offsets, their diffs, the explode and the grouped lists: about 1 GB for a
-    million-record run); one group at a time holds one group's gaps.
+    front, then the gaps of one group at a time are summarised. Doing all groups in one
+    polars query holds four copies of every gap at once (the gaps, the explode and the
+    grouped lists: about 1 GB for a million-record run); one group at a time holds one
+    group's gaps.
     """
-    ok = (pl.col("status") == "ok") & ~pl.col("warmup").fill_null(False)
-    base = lf.select([*keys, "status", "warmup", "chunk_offsets_s"]).collect()
-    offsets = base.get_column("chunk_offsets_s")
+    base = d.select([*keys, "status", "is_measured", "itl_s"]).collect()
+    gaps_by_row = base.get_column("itl_s")
     members = (
-        base.lazy().with_row_index("_row").filter(ok).group_by(keys).agg(pl.col("_row")).collect()
+        base.lazy()
+        .with_row_index("_row")
+        .filter(ok_mask())
+        .group_by(keys)
+        .agg(pl.col("_row"))
+        .collect()
     )
     rows: list[dict[str, Any]] = []
     for row in members.iter_rows(named=True):
         gaps = (
-            offsets.gather(row["_row"])
-            .list.diff(null_behavior="drop")
+            gaps_by_row.gather(row["_row"])
             .explode(empty_as_null=False)
+            .cast(pl.Float64)
             .drop_nulls()
             .drop_nans()
         )
@@ -239,7 +272,11 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         d = d.with_columns(met.alias("slo_met"))
     keys = list(GROUP_KEYS)
     final = d.filter(is_final_attempt())
-    groups_q = final.group_by(keys).agg(_aggregations(met is not None, DIST_METRICS))
+    groups_q = final.group_by(keys).agg(
+        *_aggregations(met is not None, DIST_METRICS),
+        *stream_aggs(ok_mask()),
+        *server_aggs(ok_mask()),
+    )
     tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, TASK_METRICS))
     errors_q = (
         final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
@@ -251,7 +288,7 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         [groups_q, tasks_q, errors_q, retried_q]
     )
     groups_df = groups_df.join(retried_df, on=keys, how="left", nulls_equal=True)
-    groups_df = groups_df.join(_itl_stats(lf, keys), on=keys, how="left", nulls_equal=True)
+    groups_df = groups_df.join(_itl_stats(d, keys), on=keys, how="left", nulls_equal=True)
 
     errors: dict[tuple[str, str, str], dict[str, int]] = {}
     for row in errors_df.sort([*keys, "error_class"]).iter_rows(named=True):
@@ -379,4 +416,6 @@ def _group_entry(
         input_tokens_total=int(row["input_tokens_total"] or 0),
         cost=_cost(run.target(row["endpoint"], row["model"]), tps),
         by_task=by_task,
+        stream=stream_entry(row),
+        server=server_entry(row),
     )

@@ -14,6 +14,12 @@ summary.json schema history (bump SUMMARY_SCHEMA_VERSION and add a line per chan
 readers keep loading every version listed):
 
     1: first version.
+    2: groups carry ``stream`` (buffered-stream verdict: :class:`StreamShape`) and
+       ``server`` (server-reported timings: :class:`ServerTimings`, null without
+       them); ``tpot_s``, ``itl_s`` and ``decode_tps`` leave buffered requests out
+       (in version 1 they counted every ok request). Version-1 files load with
+       ``stream`` and ``server`` None. Also new in 2: a top-level ``capacity`` (a
+       capacity search's result, as capacity.json; absent after a sweep).
 """
 
 from __future__ import annotations
@@ -36,12 +42,18 @@ __all__ = [
     "Distribution",
     "Group",
     "GroupCounts",
+    "ServerTimings",
+    "StreamShape",
     "Summary",
     "TaskGroup",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 1
-SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
+SUMMARY_SCHEMA_VERSION: Final = 2
+SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
+    1: "first version",
+    2: "stream (buffered-stream verdict) and server (server timings) per group;"
+    " per-token distributions without buffered requests",
+}
 
 #: Keys of every distribution, in the order summary.json writes them.
 DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max")
@@ -164,6 +176,90 @@ def _dists(data: Mapping[str, Any], names: Sequence[str], where: str) -> dict[st
 
 
 @dataclass(frozen=True, slots=True)
+class StreamShape:
+    """How a group's ok measured requests arrived (docs/report.md "Buffered
+    streams"): ``judged`` requests, ``buffered`` of them delivered in a few reads
+    (left out of ``tpot_s``, ``itl_s`` and ``decode_tps``); medians of reads per
+    token and burst share over the judged and over the buffered ones, and the
+    buffered ones' largest-read share;
+    ``buffered_decode_tps`` is what 1 / TPOT of the buffered ones would have read
+    (kept apart, not a decode speed)."""
+
+    judged: int = 0
+    buffered: int = 0
+    reads_per_token_p50: float | None = None
+    burst_share_p50: float | None = None
+    buffered_reads_per_token_p50: float | None = None
+    buffered_burst_share_p50: float | None = None
+    buffered_first_read_share_p50: float | None = None
+    buffered_decode_tps: Distribution = Distribution()
+
+    @property
+    def buffered_share(self) -> float | None:
+        """Buffered / judged; None when nothing was judged."""
+        return self.buffered / self.judged if self.judged else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"judged": self.judged, "buffered": self.buffered}
+        out["buffered_share"] = self.buffered_share
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        out["buffered_decode_tps"] = self.buffered_decode_tps.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> StreamShape:
+        return cls(
+            judged=_int(data, "judged", where),
+            buffered=_int(data, "buffered", where),
+            **_float_values(cls, data, where),
+            buffered_decode_tps=Distribution.from_dict(
+                _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
+            ),
+        )
+
+
+def _float_fields(cls: Any) -> list[str]:
+    """The optional-number fields of a dataclass (what from_dict reads with _num)."""
+    return [f.name for f in dataclasses.fields(cls) if f.type == "float | None"]
+
+
+def _float_values(cls: Any, data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return {name: _num(data, name, where) for name in _float_fields(cls)}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTimings:
+    """What the server said about a group's ok measured requests (llama.cpp
+    ``timings``; docs/report.md "Client vs server"): ``n`` requests carried timings;
+    ``decode_tps`` = the server's decode speed, ``prompt_s`` its prefill time;
+    ``decode_vs_server_p50`` = median over requests of client decode_tps / server's
+    - 1 (negative: network + client cost speed); ``ttft_minus_prompt_p50_s`` /
+    ``ttft_minus_prompt_min_s`` = client TTFT - server prompt time (>= 0 when honest)."""
+
+    n: int
+    decode_tps: Distribution = Distribution()
+    prompt_s: Distribution = Distribution()
+    decode_vs_server_p50: float | None = None
+    ttft_minus_prompt_p50_s: float | None = None
+    ttft_minus_prompt_min_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.n}
+        out.update({m: getattr(self, m).to_dict() for m in ("decode_tps", "prompt_s")})
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerTimings:
+        return cls(
+            n=_int(data, "n", where),
+            decode_tps=Distribution.from_dict(_obj(data, "decode_tps", where), where),
+            prompt_s=Distribution.from_dict(_obj(data, "prompt_s", where), where),
+            **_float_values(cls, data, where),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TaskGroup:
     """One task's part of a group (same counting rules)."""
 
@@ -220,6 +316,8 @@ class Group:
     input_tokens_total: int = 0
     cost: Cost | None = None
     by_task: tuple[TaskGroup, ...] = ()
+    stream: StreamShape | None = None
+    server: ServerTimings | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -268,6 +366,8 @@ class Group:
                 "input_tokens_total": self.input_tokens_total,
                 "cost": None if self.cost is None else self.cost.to_dict(),
                 "by_task": [t.to_dict() for t in self.by_task],
+                "stream": None if self.stream is None else self.stream.to_dict(),
+                "server": None if self.server is None else self.server.to_dict(),
             }
         )
         return out
@@ -302,6 +402,12 @@ class Group:
             by_task=tuple(
                 TaskGroup.from_dict(t, f"{where}: by_task[{i}]") for i, t in enumerate(tasks)
             ),
+            stream=StreamShape.from_dict(_obj(data, "stream", where), f"{where}: stream")
+            if data.get("stream") is not None
+            else None,
+            server=ServerTimings.from_dict(_obj(data, "server", where), f"{where}: server")
+            if data.get("server") is not None
+            else None,
         )
 
 

@@ -34,6 +34,7 @@ from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report import server_load as _server_load
+from tokrate.report import streams as _streams
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
@@ -244,7 +245,7 @@ class _Document:
         for key, summary in self.summaries:
             prefix = f"{key}: " if self.multi else ""
             out += [f"{prefix}{w}" for w in stability_warnings(summary.groups)]
-        return out
+        return out + _streams.buffered_warnings(self.summaries)
 
     def comparisons(self) -> dict[str, Comparison]:
         """Every later run against the first, with tokrate compare's functions."""
@@ -265,6 +266,8 @@ class _Document:
             tables.append(comparison_table(self.summaries, self.comparisons()))
         for key, summary in self.summaries:
             tables.append(summary_table(key, summary, title=f"Summary: {key}"))
+        extra = (_streams.stream_table(self.summaries), _streams.server_table(self.summaries))
+        tables += [t for t in extra if t is not None]
         errors = errors_table(_data.error_examples(self.records))
         return tier, tables, errors
 
@@ -359,6 +362,8 @@ class _Document:
                 "Box: p25–p75, line: median, diamond: mean, whiskers: p10–p90 (ms, log scale).",
                 lambda: _charts.latency_boxes(tpot, itl),
             )
+        elif any(g.stream and g.stream.buffered for _, s in self.summaries for g in s.groups):
+            self.notes.append(f"TPOT / ITL distribution: {_streams.BUFFERED_WORDS}")
         else:
             self.notes.append("TPOT / ITL distribution: no ok request with 2 or more tokens")
         sweep = self.groups.filter(
@@ -410,6 +415,7 @@ class _Document:
             self.notes.append(
                 "cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)"
             )
+        yield from _streams.figures(self.summaries, self.notes)
         connects = _connect.connect_points([(k, r.info, r.records) for k, r in self.runs])
         if connects.height:
             yield (

@@ -241,10 +241,12 @@ def size_vs_speed(
         grid = np.geomspace(lo_x, hi_x, 50)
         bound = prof.bandwidth_bytes_per_s / (grid * 1e9 * bpp)
         gpu_txt = f" × {gpus} GPUs" if gpus > 1 else ""
+        bw = prof.bandwidth_bytes_per_s
+        # CPU profiles are tens of GB/s: "0.09 TB/s" would hide their bandwidth.
+        bw_txt = f"{bw / 1e12:.2f} TB/s" if bw >= 1e12 else f"{bw / 1e9:.1f} GB/s"
         ax.plot(
             grid, bound, style, color="0.35", lw=1.3, zorder=2,
-            label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param "
-            f"({prof.bandwidth_bytes_per_s / 1e12:.2f} TB/s ÷ bytes/token)",
+            label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param ({bw_txt} ÷ bytes/token)",
         )  # fmt: skip
     for a in (ax, ax2):
         a.set_xscale("log")

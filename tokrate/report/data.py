@@ -204,7 +204,7 @@ def size_speed_points(
         names = ", ".join(sorted(set(no_speed.get_column("model").to_list())))
         notes.append(
             "left out of the size chart (no measurable decode speed: fewer than 2 tokens, "
-            f"or the whole answer arrived in one read, TPOT 0): {names}"
+            f"or the stream was buffered: it came in a few reads): {names}"
         )
     points = joined.filter(
         pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_not_null()

@@ -4,8 +4,8 @@
 whose records follow the bandwidth model: per-stream decode speed = efficiency x
 bandwidth / (active params x bytes per param), slowed by batching under concurrency;
 TTFT = a fixed network/queue floor + compute-bound prefill (2 x active params x input
-tokens / FLOP/s). Generated column-wise with numpy (no per-record Python), so a million
-records take about a second. Nothing here touches the network.
+tokens / FLOP/s). Generated column-wise with numpy (no per-record Python except the
+optional server-timing JSON), so a million records take about a second. Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ def default_synthetic_tiers() -> tuple[SyntheticTier, ...]:
 class SyntheticLoad:
     """How the synthetic requests are shaped. ``chunk_offsets`` False leaves
     ``chunk_offsets_s`` empty (smaller frames for benchmarks); ``error_rate`` of
-    requests fail as http_5xx with an error body."""
+    requests fail as http_5xx with an error body. ``server_timings``: each ok request
+    carries llama.cpp-style timings of a server that decodes ``server_speedup`` x as
+    fast as the client saw (prompt_ms = 80% of TTFT). ``buffered``: that share of the
+    requests arrives like a proxy-buffered stream (every 8 chunks share one read, which
+    arrives with its last chunk; TTFT and TPOT as the client would see them)."""
 
     concurrency: Sequence[int] = (1,)
     requests_per_level: int = 40
@@ -68,6 +72,9 @@ class SyntheticLoad:
     tasks: Sequence[str] = ("chat", "code")
     seed: int = 0
     start_at: float = 1_780_000_000.0
+    server_timings: bool = False
+    server_speedup: float = 1.01
+    buffered: float = 0.0
 
 
 def synthetic_frame(
@@ -98,6 +105,14 @@ def synthetic_frame(
             out_tok = np.full(n, load.output_tokens, dtype=np.int64)
             tpot = 1.0 / tps
             e2e = ttft + tpot * (out_tok - 1)
+            # Chunks as the server sent them; a held-back stream's first read (its TTFT
+            # as the client sees it) is the 8th chunk, its TPOT what is left / (n - 1).
+            sent_ttft, sent_tpot = ttft, tpot
+            held = rng.random(n) < load.buffered
+            if held.any():
+                first_read = sent_ttft + sent_tpot * np.minimum(7, out_tok - 1)
+                ttft = np.where(held, first_read, sent_ttft)
+                tpot = np.where(held, (e2e - ttft) / np.maximum(out_tok - 1, 1), sent_tpot)
             slot = np.arange(n) // max(1, c)
             started = t_cursor + slot * float(np.mean(e2e) if n else 0.0)
             failed = rng.random(n) < load.error_rate
@@ -144,9 +159,16 @@ def synthetic_frame(
                 .then(pl.lit("upstream error: overloaded"))
                 .alias("error_message"),
             )
+            if load.server_timings:
+                frame = frame.with_columns(
+                    _server_timings(sent_tpot, sent_ttft, out_tok, load, failed)
+                )
             if load.chunk_offsets and n:
                 steps = np.arange(load.output_tokens, dtype=np.float64)
-                offs = ttft[:, None] + tpot[:, None] * steps[None, :]
+                offs = sent_ttft[:, None] + sent_tpot[:, None] * steps[None, :]
+                # A held-back stream: each run of 8 chunks arrives with its last one.
+                last_of_read = np.minimum((steps // 8 + 1) * 8 - 1, load.output_tokens - 1)
+                offs[held] = offs[held][:, last_of_read.astype(np.int64)]
                 frame = frame.with_columns(
                     pl.Series("chunk_offsets_s", offs).cast(pl.List(pl.Float64))
                 )
@@ -170,6 +192,30 @@ def synthetic_frame(
             for name, dtype in RECORD_POLARS_SCHEMA.items()
         ]
     )
+
+
+def _server_timings(
+    tpot: np.ndarray, ttft: np.ndarray, out_tok: np.ndarray, load: SyntheticLoad, failed: np.ndarray
+) -> pl.Series:
+    """llama.cpp ``timings`` JSON per request (None on a failed one)."""
+    predicted_ms = tpot / load.server_speedup * (out_tok - 1) * 1000.0
+    values = [
+        None
+        if bad
+        else orjson.dumps(
+            {
+                "predicted_n": int(n),
+                "predicted_ms": float(ms),
+                "predicted_per_token_ms": float(ms / (n - 1)) if n > 1 else None,
+                "predicted_per_second": float(n / ms * 1000.0) if ms > 0 else None,
+                "prompt_n": load.input_tokens,
+                "prompt_ms": float(first * 0.8 * 1000.0),
+                "cache_n": 0,
+            }
+        ).decode()
+        for n, ms, first, bad in zip(out_tok, predicted_ms, ttft, failed, strict=True)
+    ]
+    return pl.Series("server_timings", values, dtype=pl.String)
 
 
 def synthetic_run(

@@ -52,18 +52,31 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "SLO met", "$ / M out",
     )  # fmt: skip
     rows = []
+    buffered = 0
     for g in summary.groups:
+        n_buffered = g.stream.buffered if g.stream else 0
+        buffered += n_buffered
+        # Every request buffered: say so instead of a dash (the value is not unknown,
+        # it is not meaningful).
+        per_token = "buffered" if n_buffered and not g.tpot_s.n else None
         rows.append(
             (
                 g.endpoint, g.model, g.level, str(g.counts.ok), str(g.counts.failed),
-                fmt_ms(g.ttft_s.p50), fmt_ms(g.ttft_s.p95), fmt_ms(g.tpot_s.p50),
-                fmt_ms(g.itl_s.p99), fmt_ms(g.e2e_s.p95), fmt_tps(g.decode_tps.p50),
+                fmt_ms(g.ttft_s.p50), fmt_ms(g.ttft_s.p95), per_token or fmt_ms(g.tpot_s.p50),
+                per_token or fmt_ms(g.itl_s.p99), fmt_ms(g.e2e_s.p95),
+                per_token or fmt_tps(g.decode_tps.p50),
                 fmt_tps(g.aggregate_output_tps), fmt_num(g.requests_per_s, 2),
                 fmt_num(g.goodput_rps, 2), fmt_pct(g.slo_met_fraction), _cost(g),
             )
         )  # fmt: skip
     numeric = (False, False, False) + (True,) * (len(header) - 3)
-    return Table(title or f"Summary: {run_key}", header, tuple(rows), numeric=numeric)
+    note = ""
+    if buffered:
+        note = (
+            f"{buffered} buffered requests (stream buffered by a proxy: ITL/TPOT not "
+            "meaningful) are left out of TPOT, ITL and decode tok/s; see Buffered streams."
+        )
+    return Table(title or f"Summary: {run_key}", header, tuple(rows), note=note, numeric=numeric)
 
 
 #: The metrics the side-by-side table shows, with their headers.

@@ -89,6 +89,34 @@ _NAMES: Final = ("endpoint", "model")
 _NAME_MIN_WIDTH: Final = 8
 
 
+#: Marks a TPOT / stream tok/s cell that leaves buffered requests out.
+BUFFERED_MARK: Final = "*"
+
+
+def _per_token(g: Group, text: str) -> str:
+    """A TPOT or stream tok/s cell: "buf" when every request was buffered, the value
+    marked with :data:`BUFFERED_MARK` when some were (both explained under the table)."""
+    if g.stream is None or not g.stream.buffered:
+        return text
+    return "buf" if not g.tpot_s.n else text + BUFFERED_MARK
+
+
+def _buffered_line(groups: Sequence[Group]) -> str | None:
+    """The one line under the table that explains the buffered marks."""
+    hit = [g for g in groups if g.stream is not None and g.stream.buffered]
+    if not hit:
+        return None
+    where = ", ".join(
+        f"{g.model} {g.level} {g.stream.buffered}/{g.stream.judged}" for g in hit[:3] if g.stream
+    )
+    if len(hit) > 3:
+        where += f" and {len(hit) - 3} more"
+    return (
+        f"{BUFFERED_MARK}/buf: stream buffered by a proxy: ITL/TPOT not meaningful "
+        f"({where} requests came in a few reads; left out of TPOT and tok/s stream)"
+    )
+
+
 def _cells(g: Group) -> dict[str, str]:
     return {
         "endpoint": g.endpoint,
@@ -98,8 +126,8 @@ def _cells(g: Group) -> dict[str, str]:
         "err": str(g.counts.failed),
         "ttft_p50": fmt_ms(g.ttft_s.p50, unit=False),
         "ttft_p95": fmt_ms(g.ttft_s.p95, unit=False),
-        "tpot_p50": fmt_ms(g.tpot_s.p50, unit=False),
-        "decode": fmt_tps(g.decode_tps.p50),
+        "tpot_p50": _per_token(g, fmt_ms(g.tpot_s.p50, unit=False)),
+        "decode": _per_token(g, fmt_tps(g.decode_tps.p50)),
         "agg": fmt_tps(g.aggregate_output_tps),
         "goodput": fmt_num(g.goodput_rps, 2),
     }
@@ -115,7 +143,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
     names would have to fold, endpoint and model share one ``target`` column
     (endpoint/model).
     Only names ever wrap. A title line comes first: ``title`` (default ``tokrate run
-    <run_id>``) plus what the dropped columns held. Cells are rich ``Text``
+    <run_id>``) plus what the dropped columns held. A group with buffered streams has
+    its TPOT / stream tok/s cells marked (``*`` some, ``buf`` all) and one line under
+    the table says what that means. Cells are rich ``Text``
     objects, so "[" in a model name is never read as markup.
     """
     groups = summary.groups
@@ -167,6 +197,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
         table.add_row(*(Text(r[key]) for key, _h, _r in shown))
     console.print(Text(heading))
     console.print(table)
+    line = _buffered_line(groups)
+    if line is not None:
+        console.print(Text(line))
 
 
 def _width(key: str, header: str, rows: Sequence[Mapping[str, str]], *, whole: bool = False) -> int:
