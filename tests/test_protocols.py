@@ -274,3 +274,21 @@ def test_chat_in_band_errors_take_the_same_classes(error: dict[str, Any], error_
     state = StreamState(api="chat")
     assert state.feed(b"data: " + orjson.dumps({"error": error}) + b"\n\n", 1)
     assert state.error_class == error_class
+
+
+def test_responses_text_parts_become_input_text(server: ProtocolServer) -> None:
+    ep = EndpointSpec(name="e", base_url=server.url("ok"), api="responses")
+    parts = ({"role": "user", "content": [{"type": "text", "text": "hi"}]},)
+    req = build_request(
+        Target(ep, ModelSpec(endpoint="e", name="m")), prompt(messages=parts), RequestSettings(),
+        include_usage=True, unique_prefix="[ref:1]", api_key=None,
+    )  # fmt: skip
+    assert orjson.loads(req.body)["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "[ref:1]"},
+                {"type": "input_text", "text": "hi"},
+            ],
+        }
+    ]

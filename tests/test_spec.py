@@ -517,3 +517,17 @@ def test_protocol_and_knob_errors_are_one_line(tmp_path: Path, text: str, words:
         _spec_from(tmp_path, text)
     message = str(err.value)
     assert "\n" not in message and words in message, message
+
+
+def test_simulator_models_keep_their_knobs(tmp_path: Path) -> None:
+    from tokrate.sim import default_tiers
+
+    spec = _spec_from(
+        tmp_path,
+        '[[model]]\nname = "sim-7b"\nextra_body = { top_k = 5 }\nignore_eos = true\n'
+        'headers = { "X-A" = "1" }',
+    )
+    (target,) = resolve_targets(spec, ("http://127.0.0.1:1/v1", default_tiers()))
+    assert target.simulated and target.model.params_b == 7.0
+    assert target.model.extra_body == (("top_k", 5),) and target.model.ignore_eos is True
+    assert target.model.headers == (("X-A", "1"),)

@@ -119,7 +119,10 @@ progress_interval_s = 10.0  # without a terminal (CI logs): one progress line th
 
 [client]
 kind = "fast"               # "fast" (lean raw reader), "httpx", "openai" (the official SDK)
-api = "chat"                # "chat" (/chat/completions) or "completions"
+api = "chat"                # "chat" (/chat/completions), "completions", "responses"
+                            # (/responses) or "anthropic" (/messages); an endpoint's api wins
+# extra_body = {{ seed = 7 }} # body fields for every request (endpoint and model ones win)
+# headers = {{ "X-Run" = "nightly" }}   # headers for every request
 include_usage = true        # ask for stream_options.include_usage (retried without if rejected)
 unique_prompts = true       # random prefix per request so provider prompt caches cannot help
 preconnect = true           # open connections before each measured window (false measures

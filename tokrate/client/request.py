@@ -154,6 +154,17 @@ def _split_system(messages: list[Any]) -> tuple[str | None, list[Any]]:
     return (_flatten(system) if system else None), rest
 
 
+def _responses_turn(message: Any) -> Any:
+    """A chat message as a Responses input item: text parts are ``input_text`` there."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    parts = [
+        {**p, "type": "input_text"} if isinstance(p, dict) and p.get("type") == "text" else p
+        for p in message["content"]
+    ]
+    return {**message, "content": parts}
+
+
 def _turns(prompt: Prompt, unique_prefix: str | None) -> list[Any]:
     """The prompt as chat messages (a text prompt becomes one user turn), prefixed."""
     if prompt.messages:
@@ -191,7 +202,7 @@ def _protocol_body(
         return body, "/chat/completions"
     system, turns = _split_system(messages)
     if api == "responses":
-        body["input"] = turns
+        body["input"] = [_responses_turn(m) for m in turns]
         if system is not None:
             body["instructions"] = system
         if limit is not None:
