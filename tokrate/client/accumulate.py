@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import orjson
 
-from tokrate.client.chunks import ChunkError, classify_chunk
+from tokrate.client.chunks import ChunkError, classify_chunk, clean_model
 from tokrate.client.failures import (
     http_error_message,
     is_context_overflow,
@@ -240,11 +240,7 @@ class StreamState:
             self.fail("protocol", str(exc), now_ns)
             return True
         if facts.error is not None:
-            code = facts.error_code
-            cls = status_class(code) if code is not None and code >= 400 else "protocol"
-            if is_context_overflow(code or 400, facts.error, kind=facts.error_kind):
-                cls = "context_length"
-            self.fail(cls, f"error in stream: {facts.error}", now_ns)
+            self._fail_in_band(facts.error, facts.error_code, facts.error_kind, now_ns)
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
             self.chunk_ns.append(now_ns)
@@ -263,11 +259,21 @@ class StreamState:
             self.usage = facts.usage
         if self.response_id is None and facts.response_id is not None:
             self.response_id = facts.response_id
-        if self.response_model is None and facts.model is not None:
-            self.response_model = facts.model
+        if self.response_model is None:
+            model = facts.model or (obj.get("model") if isinstance(obj, dict) else None)
+            if isinstance(model, str):
+                self.response_model = clean_model(model)
         if facts.timings is not None:
             self.server_timings = facts.timings
         return False
+
+    def _fail_in_band(self, error: str, code: int | None, kind: str | None, now_ns: int) -> None:
+        """An error object inside the stream: by its HTTP-like code, context_length when
+        it says the prompt does not fit, else protocol."""
+        cls = status_class(code) if code is not None and code >= 400 else "protocol"
+        if is_context_overflow(code or 400, error, kind=kind):
+            cls = "context_length"
+        self.fail(cls, f"error in stream: {error}", now_ns)
 
     def result(
         self,
