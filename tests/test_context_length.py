@@ -154,3 +154,14 @@ def test_a_chunk_count_is_never_taken_for_a_short_answer() -> None:
     assert RecordWarnings({"p": 8}, unique_prompts=True).add(rec("chunks")) == []
     ((kind, _),) = RecordWarnings({"p": 8}, unique_prompts=True).add(rec("usage"))
     assert kind == "short_length"
+
+
+def test_an_in_band_overflow_error_is_context_length() -> None:
+    from tokrate.client.accumulate import StreamState
+
+    state = StreamState()
+    assert state.feed(b"data: " + LLAMA_400 + b"\n\n", 1)
+    assert state.error_class == "context_length"
+    other = StreamState()
+    assert other.feed(b'data: {"error": {"message": "overloaded", "code": 503}}\n\n', 1)
+    assert other.error_class == "http_5xx"

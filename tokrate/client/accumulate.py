@@ -15,7 +15,7 @@ from typing import Final
 
 import orjson
 
-from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk
+from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk, clean_model
 from tokrate.client.events_anthropic import classify_anthropic_event
 from tokrate.client.events_common import in_band_error_class, merge_usage
 from tokrate.client.events_responses import classify_responses_event
@@ -307,7 +307,7 @@ class StreamState:
             self.finish_reason = facts.finish_reason
         if facts.usage is not None:
             self.usage = merge_usage(self.usage, facts.usage)
-        self._note_response(facts)
+        self._note_response(facts, obj)
         if facts.end_of_stream:
             self.done = True
             self.end_ns = now_ns
@@ -326,13 +326,15 @@ class StreamState:
             cls = "context_length"
         self.fail(cls, f"error in stream: {facts.error}", now_ns)
 
-    def _note_response(self, facts: ChunkFacts) -> None:
+    def _note_response(self, facts: ChunkFacts, obj: object) -> None:
         """What identifies the response: its id and model (first seen), the server's
         timing object (last seen)."""
         if self.response_id is None and facts.response_id is not None:
             self.response_id = facts.response_id
-        if self.response_model is None and facts.model is not None:
-            self.response_model = facts.model
+        if self.response_model is None:
+            model = facts.model or (obj.get("model") if isinstance(obj, dict) else None)
+            if isinstance(model, str):
+                self.response_model = clean_model(model)
         if facts.timings is not None:
             self.server_timings = facts.timings
 

@@ -26,6 +26,7 @@ __all__ = [
     "ChunkFacts",
     "ChunkError",
     "classify_chunk",
+    "clean_model",
     "parse_timings",
     "parse_usage",
 ]
@@ -47,8 +48,10 @@ class ChunkFacts:
     """What one chunk says. ``answer``/``reasoning``/``tool_call`` are True when the
     chunk carries that kind of non-empty content; ``usage`` is the parsed usage (see
     :func:`parse_usage`) or None; ``error`` is an in-band error object's message.
-    ``model`` is the chunk's ``model`` field, ``timings`` its server timing object
-    (:func:`parse_timings`), ``error_kind`` an in-band error's ``type`` or string
+    ``model`` is a response model name a classifier of another protocol found (the
+    chat classifier leaves it None: StreamState reads ``model`` from the first chunk
+    itself, so content chunks pay nothing for it), ``timings`` the server timing object
+    of a usage or choice-less chunk (:func:`parse_timings`), ``error_kind`` an in-band error's ``type`` or string
     ``code`` (how a context overflow is told apart)."""
 
     # Fields added later go at the end (several branches add some): not sorted.
@@ -171,10 +174,11 @@ def parse_timings(timings: Any) -> dict[str, float] | None:
     return out or None
 
 
-def _model(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    text = "".join(ch for ch in value if ch.isprintable()).strip()
+def clean_model(value: str) -> str | None:
+    """A response's ``model`` as kept: printable characters only, at most
+    :data:`MAX_MODEL_CHARS`; None when nothing is left. Called once per stream (on the
+    first chunk naming a model), never per chunk: this is the hot path."""
+    text = "".join(ch for ch in value[: MAX_MODEL_CHARS * 4] if ch.isprintable()).strip()
     return text[:MAX_MODEL_CHARS] or None
 
 
@@ -215,15 +219,12 @@ def classify_chunk(obj: Any) -> ChunkFacts:
     rid = obj.get("id")
     if isinstance(rid, str):
         facts.response_id = rid
-    facts.model = _model(obj.get("model"))
     usage = obj.get("usage")
     if usage is not None:
         facts.usage = parse_usage(usage)
-    timings = obj.get("timings")
-    if timings is not None:
-        facts.timings = parse_timings(timings)
     choices = obj.get("choices")
     if choices is None:
+        _read_timings(facts, obj)
         if facts.usage is None and facts.timings is None:
             raise ChunkError("chunk has no choices")
         return facts
@@ -231,7 +232,17 @@ def classify_chunk(obj: Any) -> ChunkFacts:
         raise ChunkError("chunk choices is not a list")
     for choice in choices:
         _merge_choice(facts, choice)
+    if facts.usage is not None or not choices:
+        # Timing objects ride in the usage chunk (llama.cpp); content chunks, the hot
+        # path, are not searched for one.
+        _read_timings(facts, obj)
     return facts
+
+
+def _read_timings(facts: ChunkFacts, obj: dict[str, Any]) -> None:
+    timings = obj.get("timings")
+    if timings is not None:
+        facts.timings = parse_timings(timings)
 
 
 def _merge_choice(facts: ChunkFacts, choice: object) -> None:
