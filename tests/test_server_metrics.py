@@ -353,3 +353,16 @@ def test_the_server_load_chart_loads_in_chromium(scraped_run: Path, tmp_path: Pa
         finally:
             browser.close()
     assert problems == []
+
+
+def test_an_unlabelled_server_is_drawn_as_its_one_model(scraped_run: Path) -> None:
+    from tokrate.report.timeline_data import server_points
+
+    run = load_run(scraped_run)
+    page = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
+    samples = _frame(page, "sim").with_columns(
+        pl.lit(run.records["started_at"].min() + 1.0).alias("at")
+    )
+    (row,) = server_points([("k", run.records, samples)]).iter_rows(named=True)
+    assert row["series"] == "sim" and row["model"] == "sim-70b" and row["value"] == 3.0
+    assert abs(row["t_s"] - 1.0) < 1e-6  # on the records' clock: seconds since the first send

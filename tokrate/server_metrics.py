@@ -51,6 +51,7 @@ __all__ = [
     "ROLE_METRICS",
     "ROLES",
     "SERVER_METRICS_FILE",
+    "STOP_GRACE_S",
     "MetricsSampler",
     "ScrapeTarget",
     "parse_metrics_text",
@@ -92,6 +93,8 @@ ROLE_METRICS: Final[dict[str, tuple[str, ...]]] = {
 #: The text format every engine above serves; asked for explicitly so a server that
 #: can also speak OpenMetrics or protobuf answers in the one we parse.
 _ACCEPT: Final = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+#: Seconds a scrape in flight when the run ends may still take to finish.
+STOP_GRACE_S: Final = 1.0
 #: Compressed pages kept unparsed during the run (parsing holds the interpreter lock:
 #: ~9 ms for a vLLM page on the 2-core machine, benchmarks/server_metrics_cost.py);
 #: past this the pages so far are parsed at once, so memory stays bounded.
@@ -196,8 +199,8 @@ class MetricsSampler:
         self._done = self._portal.start_task_soon(self._main)
 
     def stop(self) -> tuple[ScrapeInfo, ...]:
-        """Stop scraping (a scrape in flight is dropped, not counted), parse the pages
-        and say what each endpoint's scrape did."""
+        """Stop scraping (a scrape in flight gets STOP_GRACE_S to finish, else it is
+        dropped, not counted), parse the pages and say what each endpoint's scrape did."""
         if self._portal is not None and self._portal_cm is not None:
             assert self._stop_event is not None
             self._portal.call(self._stop_event.set)
@@ -269,32 +272,37 @@ class MetricsSampler:
         import anyio
         import httpx
 
-        assert self._stop_event is not None
+        stop = self._stop_event
+        assert stop is not None
         timeout = self._timeout_s
-        async with (
-            httpx.AsyncClient(
-                headers={"accept": _ACCEPT}, follow_redirects=True, trust_env=False
-            ) as client,
-            anyio.create_task_group() as tg,
-        ):
-            for target in self.targets:
-                per = timeout if timeout is not None else max(target.interval_s, 2.0)
-                tg.start_soon(self._loop, client, target, per)
-            await self._stop_event.wait()
-            tg.cancel_scope.cancel()
+        async with httpx.AsyncClient(
+            headers={"accept": _ACCEPT}, follow_redirects=True, trust_env=False
+        ) as client:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    for target in self.targets:
+                        per = timeout if timeout is not None else max(target.interval_s, 2.0)
+                        tg.start_soon(self._loop, client, target, per, stop)
+                    await stop.wait()
+                    # A scrape in flight may finish (a short run keeps its one sample);
+                    # past the grace it is dropped.
+                    scope.deadline = anyio.current_time() + STOP_GRACE_S
 
-    async def _loop(self, client: httpx.AsyncClient, target: ScrapeTarget, limit_s: float) -> None:
+    async def _loop(
+        self, client: httpx.AsyncClient, target: ScrapeTarget, limit_s: float, stop: anyio.Event
+    ) -> None:
         import anyio
 
         period_ns = int(target.interval_s * 1e9)
         due_ns = time.perf_counter_ns()
-        while True:
+        while not stop.is_set():
             await self._scrape(client, target, limit_s)
             due_ns += period_ns
             now = time.perf_counter_ns()
             if due_ns <= now:  # overran: skip the ticks it covered, keep the grid
                 due_ns += ((now - due_ns) // period_ns + 1) * period_ns
-            await anyio.sleep((due_ns - now) / 1e9)
+            with anyio.move_on_after((due_ns - now) / 1e9):
+                await stop.wait()
 
     async def _scrape(
         self, client: httpx.AsyncClient, target: ScrapeTarget, limit_s: float

@@ -117,12 +117,10 @@ def resolve_targets(
     where = spec.source or "config"
     if simulator is not None:
         url, tier_list = simulator
-        # The simulator serves /metrics beside /v1 (cheap to render, so sampled finely):
-        # the default report shows its queue.
+        # The simulator serves /metrics beside /v1: the default report shows its queue.
+        # (At the default 1 s: every scrape is a request the measured loops see.)
         metrics = url.removesuffix("/").removesuffix("/v1") + "/metrics"
-        endpoint = EndpointSpec(
-            name=SIM_ENDPOINT, base_url=url, metrics_url=metrics, metrics_interval_s=0.25
-        )
+        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url, metrics_url=metrics)
         tiers = {tier.name: tier for tier in tier_list}
         # A configured simulator model keeps its knobs (extra_body, headers, ...).
         configured = {m.name: m for m in spec.models}

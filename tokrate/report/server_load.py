@@ -4,9 +4,9 @@ Drawn from each run's server_metrics.parquet (``[[endpoint]] metrics_url``; the 
 simulator's is always scraped) on the timeline's clock, seconds since the run's first
 send: TTFT of every measured ok request at its send time on top, then requests running
 in the server's batch, requests waiting in its queue and KV-cache use (percent), one
-line per target (per endpoint where the server does not label metrics by model). TTFT
-climbing while "waiting" climbs is queueing inside the server; TTFT climbing with an
-empty queue is somewhere else (network, gateway, client).
+line per target (a server that labels nothing by model and serves several is one
+"(whole server)" line). TTFT climbing while "waiting" climbs is queueing inside the
+server; TTFT climbing with an empty queue is somewhere else (network, gateway, client).
 """
 
 from __future__ import annotations

@@ -146,8 +146,9 @@ def server_points(runs: Sequence[tuple[str, pl.DataFrame, pl.DataFrame]]) -> pl.
     """(series, model, role, metric, t_s, value): the running / waiting / KV-cache
     samples of each run's server_metrics.parquet (``runs``: run key, records, samples)
     on the timeline's clock (wall clock minus the run's first send). ``series`` is named
-    as the records' (tokrate.report.data.combine_runs); ``model`` is null where the
-    server does not label its metrics by model (llama.cpp, TGI)."""
+    as the records' (tokrate.report.data.combine_runs); ``model`` is the samples'
+    ``model_name`` label, else the endpoint's one model in the run, else null (a server
+    that labels nothing by model serving several: llama.cpp, TGI)."""
     multi = len(runs) > 1
     parts = []
     for key, records, samples in runs:
@@ -165,6 +166,15 @@ def server_points(runs: Sequence[tuple[str, pl.DataFrame, pl.DataFrame]]) -> pl.
             series = pl.lit(key) + pl.lit("/") + pl.col("endpoint")
         else:
             series = pl.lit(key)
+        # A server that labels nothing by model (llama.cpp, TGI) but serves one model
+        # in this run: its lines are that target's (same colour as its TTFT dots).
+        only = records.group_by("endpoint").agg(pl.col("model").unique().alias("models"))
+        only = only.filter(pl.col("models").list.len() == 1).select(
+            "endpoint", pl.col("models").list.first().alias("only_model")
+        )
+        roles = roles.join(only, on="endpoint", how="left").with_columns(
+            pl.col("model").fill_null(pl.col("only_model"))
+        )
         parts.append(
             roles.select(
                 series.alias("series"),
