@@ -223,7 +223,8 @@ class _Prober:
         self.stop = stop
         self.console = console
         self.scenarios: list[ScenarioInfo] = []
-        self.used_requests = 0
+        #: Requests sent per target (warm-up included): its request budget's use.
+        self.used: dict[int, int] = {}
         self.in_process = spec.load.workers <= 1 and spec.distributed.ray is None
         #: Per target: the loop-lag p99 of its first probe (capacity_probe module doc).
         self.ambient_lag_ms: dict[int, float] = {}
@@ -234,7 +235,7 @@ class _Prober:
         warmup = cap.warmup_requests
         if warmup is None:
             warmup = int(level) if closed else self.spec.load.warmup_requests
-        left = max(1, cap.request_budget - self.used_requests)
+        left = max(1, cap.request_budget - self.used.get(target, 0))
         load = dataclasses.replace(
             self.spec.load,
             mode=self.mode,
@@ -288,7 +289,7 @@ class _Prober:
         result = judge.finish(self.stop.is_set(), self.ambient_lag_ms.get(target))
         if target not in self.ambient_lag_ms and result.loop_lag_p99_ms is not None:
             self.ambient_lag_ms[target] = result.loop_lag_p99_ms
-        self.used_requests += result.requests + sc.warmup_requests
+        self.used[target] = self.used.get(target, 0) + result.requests + sc.warmup_requests
         self._print(result)
         return result
 
@@ -327,13 +328,11 @@ def measure_capacity(
     out: list[TargetCapacity] = []
     for t, target in enumerate(targets):
         started = time.monotonic()
-        used_before = prober.used_requests
 
-        def budget_ok(started: float = started, used_before: int = used_before) -> bool:
-            return (
-                time.monotonic() - started < cap.time_budget_s
-                and prober.used_requests - used_before < cap.request_budget
-            )
+        def budget_ok(started: float = started, t: int = t) -> bool:
+            # A probe needs room for its minimum, else it could only end undecided.
+            left = cap.request_budget - prober.used.get(t, 0)
+            return time.monotonic() - started < cap.time_budget_s and left >= cap.min_requests
 
         def probe(level: float, phase: ProbePhase, t: int = t) -> CapacityProbe:
             return prober.probe(t, level, phase)

@@ -265,10 +265,8 @@ class ScenarioPlan:
         order = self._prompt_order()
         limit = self._per_target_limit()
         total_rate = rate * len(targets)
-        times = _ramped(
-            _arrivals(total_rate, self.arrival, self.burstiness, derive_seed(self.seed, "t")),
-            self.ramp_up_s,
-        )
+        seed = derive_seed(self.seed, "t")
+        times = _ramped(_arrivals(total_rate, self.arrival, self.burstiness, seed), self.ramp_up_s)
         rng = random.Random(derive_seed(self.seed, "targets"))
         counters = [0] * len(targets)
         index = 0

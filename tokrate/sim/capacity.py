@@ -62,11 +62,22 @@ def replay_closed_loop(
     *,
     requests: int,
     client_gap_s: float = 1e-4,
+    staggered: bool = False,
 ) -> list[ReplayedRequest]:
-    """The first ``requests`` completed requests of ``concurrency`` clients."""
+    """The first ``requests`` completed requests of ``concurrency`` clients: all sent
+    at 0 (lockstep: identical requests then join, finish and rejoin together), or
+    ``staggered`` evenly over one request's duration at this load (each client keeps
+    its phase, so joins, and their prefills, spread over the steps: what a measured
+    closed loop drifts to once the network's jitter has broken the lockstep)."""
     tier = timing.tier
     reserved = input_tokens + output_tokens
-    waiting: deque[_Req] = deque(_Req(c, 0.0) for c in range(concurrency))
+    spread = 0.0
+    if staggered:
+        context = concurrency * (input_tokens + output_tokens // 2)
+        spread = timing.prefill_s(input_tokens) + output_tokens * timing.decode_step_s(
+            concurrency, context
+        )
+    waiting: deque[_Req] = deque(_Req(c, spread * c / concurrency) for c in range(concurrency))
     batch: list[_Req] = []
     kv_used = 0
     now = 0.0
@@ -109,14 +120,17 @@ def closed_loop_capacity(
     time_scale: float = 1.0,
     max_level: int = 512,
     requests_per_stream: int = 12,
+    staggered: bool = False,
 ) -> int:
     """The highest concurrency below the first one whose steady-state requests (after
     one request per stream of warm-up) meet ``slo`` (wall seconds, at ``time_scale``)
-    less than ``goodput`` of the time; 0 when c = 1 already misses."""
+    less than ``goodput`` of the time; 0 when c = 1 already misses. ``staggered``: as
+    :func:`replay_closed_loop` (the two agree when prefill is short next to a step)."""
     model_slo = {k: None if v is None else v * time_scale for k, v in slo.items()}
     for c in range(1, max_level + 1):
+        n = c * (requests_per_stream + 1)
         done = replay_closed_loop(
-            timing, c, input_tokens, output_tokens, requests=c * (requests_per_stream + 1)
+            timing, c, input_tokens, output_tokens, requests=n, staggered=staggered
         )[c:]
         met = sum(1 for r in done if r.meets(model_slo)) / len(done)
         if met < goodput:
