@@ -39,9 +39,9 @@ Definitions (one request):
   token: its first tokens were held back and arrived together, so TTFT is late and
   TPOT spans only what came after) and either that first read holds two chunks or
   more (held back, not one big chunk) that took :data:`MIN_HELD_S` or longer to
-  produce (not a scheduling hiccup on a fast, short stream), or ``stream_reads`` <=
-  :data:`FEW_READS` (the whole answer in one or two reads, whatever the chunking: at
-  most one gap).
+  produce (not a scheduling hiccup on a fast, short stream), or the answer came
+  (nearly) all at once: ``stream_reads`` <= :data:`FEW_READS` (at most one gap,
+  whatever the chunking) or ``first_read_share`` >= :data:`NEARLY_ALL_SHARE`.
 
 Why these: a server that packs 2-3 tokens into each chunk and sends every chunk on
 its own has a one-chunk first read and more than two reads, and is never buffered,
@@ -79,6 +79,7 @@ __all__ = [
     "MIN_FIRST_READ_SHARE",
     "MIN_HELD_S",
     "MIN_TOKENS",
+    "NEARLY_ALL_SHARE",
     "PER_CHUNK_STAMP_GAP_S",
     "buffering_exprs",
     "stream_aggs",
@@ -96,6 +97,8 @@ MIN_FIRST_READ_SHARE: Final = 0.25
 MIN_HELD_S: Final = 0.05
 #: The whole answer in at most this many reads is buffered whatever the chunking.
 FEW_READS: Final = 2
+#: So is an answer whose first read holds this share of it, however short the hold.
+NEARLY_ALL_SHARE: Final = 0.9
 
 #: The columns :func:`buffering_exprs` adds, in order.
 BUFFERING_COLUMNS: Final = (
@@ -147,10 +150,11 @@ def buffering_exprs() -> list[pl.Expr]:
     span_s = offsets.list.last() - offsets.list.first()
     held_s = pl.when(chunks > first).then(first * span_s / (chunks - first))
     held_back = (first >= 2) & (held_s >= MIN_HELD_S)
+    nearly_all = (reads <= FEW_READS) | (first_share >= NEARLY_ALL_SHARE)
     buffered = (
         (tokens >= MIN_TOKENS)
         & (first_share >= MIN_FIRST_READ_SHARE)
-        & (held_back.fill_null(False) | (reads <= FEW_READS))
+        & (held_back.fill_null(False) | nearly_all)
     ).fill_null(False)
     return [
         reads.alias("stream_reads"),
