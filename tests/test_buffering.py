@@ -54,6 +54,10 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
     "first 10 held back": ([0.3] * 10 + [0.3 + 0.02 * k for k in range(1, 23)], 32, True),
     # A proxy that passes the first token on and buffers the rest in 3 flushes.
     "first token passed, rest flushed": ([0.1] + [0.35] * 10 + [0.6] * 10 + [0.85] * 11, 32, False),
+    # llama-server's starved HTTP thread: 123 of 128 tokens of a 25 ms answer at once.
+    "starved server": ([0.009] * 123 + [0.0092, 0.0093, 0.0094, 0.0094, 0.0094], 128, True),
+    # A busy machine's 27 ms hiccup: 19 of 32 tokens of a ~700 tok/s stream in one read.
+    "hiccup": ([0.03] * 19 + [0.03 + 0.0014 * k for k in range(1, 14)], 32, False),
     # Too short to tell.
     "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
     "no content": ([], 5, False),

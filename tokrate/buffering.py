@@ -31,19 +31,26 @@ Definitions (one request):
 - ``first_read_share`` = content chunks of the first read (the one that carried the
   first token) / content chunks (1.0: the whole answer in one read; None without
   content).
+- ``held_s`` = how long the first read's chunks took to produce at the pace of the
+  rest of the stream: first-read chunks x (last offset - first offset) / (chunks
+  after the first read); None when nothing came after it.
 - **buffered** when ``output_tokens`` >= :data:`MIN_TOKENS`, ``first_read_share`` >=
   :data:`MIN_FIRST_READ_SHARE` (a quarter of the answer or more came with the first
   token: its first tokens were held back and arrived together, so TTFT is late and
   TPOT spans only what came after) and either that first read holds two chunks or
-  more (held back, not one big chunk) or ``stream_reads`` <= :data:`FEW_READS` (the
-  whole answer in one or two reads, whatever the chunking: at most one gap).
+  more (held back, not one big chunk) that took :data:`MIN_HELD_S` or longer to
+  produce (not a scheduling hiccup on a fast, short stream), or the answer came
+  (nearly) all at once: ``stream_reads`` <= :data:`FEW_READS` (at most one gap,
+  whatever the chunking) or ``first_read_share`` >= :data:`NEARLY_ALL_SHARE`.
 
 Why these: a server that packs 2-3 tokens into each chunk and sends every chunk on
 its own has a one-chunk first read and more than two reads, and is never buffered,
 however short the answer. A fast stream that the client reads a few tokens at a time
 (llama.cpp's 3 M model at ~5,000 tokens/s arrived ~8 tokens per read on a busy 2-core
 machine: burst share 0.95, reads per token 0.12) has a small first read (6% of 128
-tokens) and a TPOT within a few % of the server's: not buffered; nor is a stall that
+tokens) and a TPOT within a few % of the server's: not buffered. Neither is a 20 ms
+hiccup of a busy machine that lands the first 19 tokens of a 1,000 tok/s simulator
+stream in one read (held 27 ms: under MIN_HELD_S), nor a stall that
 lands a run of tokens in one read later in the stream (TTFT on time, the span still
 ends at the last token: TPOT stays right, measured on llama.cpp). What is flagged is
 the case where TTFT and TPOT describe the deliveries, not decoding: the issue's
@@ -70,7 +77,9 @@ __all__ = [
     "BUFFERING_COLUMNS",
     "FEW_READS",
     "MIN_FIRST_READ_SHARE",
+    "MIN_HELD_S",
     "MIN_TOKENS",
+    "NEARLY_ALL_SHARE",
     "PER_CHUNK_STAMP_GAP_S",
     "buffering_exprs",
     "stream_aggs",
@@ -84,8 +93,12 @@ PER_CHUNK_STAMP_GAP_S: Final = 0.0005
 MIN_TOKENS: Final = 4
 #: The first read holds at least this share of the content chunks.
 MIN_FIRST_READ_SHARE: Final = 0.25
+#: The first read's chunks must have taken this long to produce (seconds).
+MIN_HELD_S: Final = 0.05
 #: The whole answer in at most this many reads is buffered whatever the chunking.
 FEW_READS: Final = 2
+#: So is an answer whose first read holds this share of it, however short the hold.
+NEARLY_ALL_SHARE: Final = 0.9
 
 #: The columns :func:`buffering_exprs` adds, in order.
 BUFFERING_COLUMNS: Final = (
@@ -93,6 +106,7 @@ BUFFERING_COLUMNS: Final = (
     "reads_per_token",
     "burst_share",
     "first_read_share",
+    "held_s",
     "buffered",
 )
 
@@ -120,8 +134,8 @@ def _reads_and_bursts(same_read_s: float) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 
 def buffering_exprs() -> list[pl.Expr]:
     """``stream_reads`` (Int64), ``reads_per_token``, ``burst_share`` and
-    ``first_read_share`` (Float64, None when unknowable) and ``buffered`` (Boolean,
-    never null) of every request."""
+    ``first_read_share``, ``held_s`` (Float64, None when unknowable) and ``buffered``
+    (Boolean, never null) of every request."""
     per_chunk = pl.col("client").is_in(["httpx", "openai"])
     exact, tolerant = _reads_and_bursts(0.0), _reads_and_bursts(PER_CHUNK_STAMP_GAP_S)
     reads, bursting, first = (
@@ -132,16 +146,22 @@ def buffering_exprs() -> list[pl.Expr]:
     per_token = pl.when(tokens > 0).then(reads / tokens).otherwise(None)
     burst = pl.when(chunks > 0).then(bursting / chunks).otherwise(None)
     first_share = pl.when(chunks > 0).then(first / chunks).otherwise(None)
+    offsets = pl.col("chunk_offsets_s")
+    span_s = offsets.list.last() - offsets.list.first()
+    held_s = pl.when(chunks > first).then(first * span_s / (chunks - first))
+    held_back = (first >= 2) & (held_s >= MIN_HELD_S)
+    nearly_all = (reads <= FEW_READS) | (first_share >= NEARLY_ALL_SHARE)
     buffered = (
         (tokens >= MIN_TOKENS)
         & (first_share >= MIN_FIRST_READ_SHARE)
-        & ((first >= 2) | (reads <= FEW_READS))
+        & (held_back.fill_null(False) | nearly_all)
     ).fill_null(False)
     return [
         reads.alias("stream_reads"),
         per_token.alias("reads_per_token"),
         burst.alias("burst_share"),
         first_share.alias("first_read_share"),
+        held_s.alias("held_s"),
         buffered.alias("buffered"),
     ]
 

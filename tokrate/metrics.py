@@ -127,12 +127,10 @@ def derive(frame: FrameT) -> FrameT:
     :mod:`tokrate.server_timings`.
     """
     buffered = pl.col("buffered")
-    itl = (
-        pl.when(~buffered)
-        .then(pl.col("chunk_offsets_s"))
-        .otherwise(None)
-        .list.diff(null_behavior="drop")
-    )
+    gaps = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
+    # Masked after the diff: masking the list column first (otherwise(None)) panics in
+    # polars when every request is buffered.
+    itl = pl.when(~buffered).then(gaps)
     framed = frame.with_columns(
         *buffering_exprs(),
         *server_timing_exprs(),
@@ -141,8 +139,8 @@ def derive(frame: FrameT) -> FrameT:
     return framed.with_columns(
         decode_tps_expr(),
         itl.alias("itl_s"),
-        itl.list.eval(pl.element().quantile(0.99, interpolation="linear"))
-        .list.first()
+        pl.when(~buffered)
+        .then(gaps.list.eval(pl.element().quantile(0.99, interpolation="linear")).list.first())
         .alias("itl_p99_req_s"),
         (pl.col("send_delay_s") + pl.col("ttft_s")).alias("ttft_from_scheduled_s"),
         (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),

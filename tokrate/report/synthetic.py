@@ -57,8 +57,9 @@ class SyntheticLoad:
     requests fail as http_5xx with an error body. ``server_timings``: each ok request
     carries llama.cpp-style timings of a server that decodes ``server_speedup`` x as
     fast as the client saw (prompt_ms = 80% of TTFT). ``buffered``: that share of the
-    requests arrives like a proxy-buffered stream (every 8 chunks share one read, which
-    arrives with its last chunk; TTFT and TPOT as the client would see them)."""
+    requests arrives like a proxy-buffered stream (its first third in one read, then
+    every 8 chunks, each read with its last chunk; TTFT and TPOT as the client would
+    see them)."""
 
     concurrency: Sequence[int] = (1,)
     requests_per_level: int = 40
@@ -106,11 +107,11 @@ def synthetic_frame(
             tpot = 1.0 / tps
             e2e = ttft + tpot * (out_tok - 1)
             # Chunks as the server sent them; a held-back stream's first read (its TTFT
-            # as the client sees it) is the 8th chunk, its TPOT what is left / (n - 1).
+            # as the client sees it) comes with chunk n/3, its TPOT what is left / (n - 1).
             sent_ttft, sent_tpot = ttft, tpot
             held = rng.random(n) < load.buffered
             if held.any():
-                first_read = sent_ttft + sent_tpot * np.minimum(7, out_tok - 1)
+                first_read = sent_ttft + sent_tpot * np.maximum(out_tok // 3 - 1, 0)
                 ttft = np.where(held, first_read, sent_ttft)
                 tpot = np.where(held, (e2e - ttft) / np.maximum(out_tok - 1, 1), sent_tpot)
             slot = np.arange(n) // max(1, c)
@@ -166,8 +167,11 @@ def synthetic_frame(
             if load.chunk_offsets and n:
                 steps = np.arange(load.output_tokens, dtype=np.float64)
                 offs = sent_ttft[:, None] + sent_tpot[:, None] * steps[None, :]
-                # A held-back stream: each run of 8 chunks arrives with its last one.
-                last_of_read = np.minimum((steps // 8 + 1) * 8 - 1, load.output_tokens - 1)
+                # A held-back stream: its first third arrives with its last chunk, then
+                # each run of 8 chunks with its last one.
+                third = max(1, load.output_tokens // 3)
+                by_eight = np.minimum(third + ((steps - third) // 8 + 1) * 8 - 1, steps[-1])
+                last_of_read = np.where(steps < third, third - 1, by_eight)
                 offs[held] = offs[held][:, last_of_read.astype(np.int64)]
                 frame = frame.with_columns(
                     pl.Series("chunk_offsets_s", offs).cast(pl.List(pl.Float64))
