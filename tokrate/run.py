@@ -202,6 +202,7 @@ def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
         efficiency=s.efficiency,
         time_scale=s.time_scale,
         seed=s.seed,
+        prefix_cache=s.prefix_cache,
     )
     tiers = configured_tiers(config)
     with simulator_process(config) as url:

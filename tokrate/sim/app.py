@@ -25,7 +25,7 @@ import orjson
 
 from tokrate.sim.faults import FaultPlan, FaultRule
 from tokrate.sim.model import TierTiming, token_bytes
-from tokrate.sim.protocol import ChunkBytes, completion_body, error_body, usage_dict
+from tokrate.sim.protocol import ChunkBytes, completion_body, error_body
 from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found, plan_request
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog
@@ -82,6 +82,7 @@ class SimState:
     time_scale: float
     api_key: str | None
     truth: TruthLog | None
+    prefix_cache: bool = False
 
 
 class SimApp:
@@ -131,7 +132,7 @@ class SimApp:
         if eng is None:
             timing = self.state.timings[name]
             eng = (FixedEngine if timing.tier.fixed_timing else BatchEngine)(
-                timing, self.state.time_scale
+                timing, self.state.time_scale, prefix_cache=self.state.prefix_cache
             )
             self._engines[name] = eng
         return eng
@@ -220,7 +221,10 @@ class SimApp:
 
     async def _completion(self, raw: bytes, receive: Receive, send: Send, *, chat: bool) -> None:
         received_ns = perf_counter_ns()
-        plan = plan_request(raw, chat=chat, timings=self.state.timings, length_rng=self._length_rng)
+        plan = plan_request(
+            raw, chat=chat, timings=self.state.timings, length_rng=self._length_rng,
+            block_keys=self.state.prefix_cache,
+        )  # fmt: skip
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(chat)
         entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault)
@@ -260,6 +264,7 @@ class SimApp:
             finish_reason=plan.finish_reason,
             fault=fault,
             send=send,
+            block_keys=plan.block_keys,
         )
         entry.req = req
         if plan.stream:
@@ -311,7 +316,7 @@ class SimApp:
             content=token_bytes(r, req.produced).decode("ascii"),
             reasoning=token_bytes(0, r).decode("ascii") if r else None,
             finish_reason=req.finish_reason,
-            usage=usage_dict(req.input_tokens, req.produced, r),
+            usage=req.usage(),
         )
         kind = fault.kind if fault else None
         if kind == "stall":
@@ -367,7 +372,8 @@ class _TruthEntry:
         self._log.record(
             self.request_id, self._model, self.received_ns, req.first_write_ns,
             req.content_write_ns, done if done is not None else perf_counter_ns(),
-            req.produced, self._fault,
+            req.produced, self._fault, input_tokens=req.input_tokens,
+            cached_tokens=req.cached_tokens,
         )  # fmt: skip
 
 

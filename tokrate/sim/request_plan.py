@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from tokrate.sim.model import TierTiming, count_chat_tokens, count_text_tokens
+from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
 __all__ = ["BadRequest", "RequestPlan", "invalid", "model_not_found", "plan_request"]
 
@@ -65,6 +66,8 @@ class RequestPlan:
     finish_reason: str
     stream: bool
     include_usage: bool
+    #: The prompt's prefix-cache block keys (``plan_request(block_keys=True)``).
+    block_keys: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +83,11 @@ def plan_request(
     chat: bool,
     timings: Mapping[str, TierTiming],
     length_rng: Mapping[str, random.Random],
+    block_keys: bool = False,
 ) -> RequestPlan:
     """Parse a chat (``chat``) or legacy completions body and plan its answer: the
     output length is the tier's sampled length, capped by max_tokens and the context.
+    ``block_keys``: also key the prompt's blocks for the prefix cache.
 
     Raises:
         BadRequest: anything OpenAI would refuse, or a model no tier serves (404).
@@ -117,7 +122,10 @@ def plan_request(
     else:
         n = min(max(sampled, limits.min_tokens), cap)
     finish = "length" if n == cap and (max_tokens is not None or n < sampled) else "stop"
-    return RequestPlan(model, input_tokens, n, finish, stream, include_usage)
+    keys: tuple[bytes, ...] = ()
+    if block_keys:
+        keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
+    return RequestPlan(model, input_tokens, n, finish, stream, include_usage, keys)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -153,12 +161,16 @@ def _input_tokens(body: Mapping[str, Any], *, chat: bool) -> tuple[int, str]:
                     f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
                 )
         return count_chat_tokens(messages), "messages"
+    return max(1, count_text_tokens(_prompt(body))), "prompt"
+
+
+def _prompt(body: Mapping[str, Any]) -> str:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise invalid("'prompt' must be a string (batched prompts are not supported)", "prompt")
-    return max(1, count_text_tokens(prompt)), "prompt"
+    return prompt
 
 
 def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:

@@ -3,7 +3,11 @@
 JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "received_ns", "first_write_ns", "content_write_ns": [...],
-     "done_ns", "output_tokens", "fault"}
+     "done_ns", "output_tokens", "fault", "input_tokens", "cached_tokens"}
+
+``input_tokens`` is the prompt as the server counted it (null for an answer that
+never reached the engine: an injected error status); ``cached_tokens`` the part of it
+the prefix cache served (null with the cache off).
 
 All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
 just before the write was handed to the transport. Lines are buffered in the process
@@ -48,6 +52,9 @@ class TruthLog:
         done_ns: int | None,
         output_tokens: int,
         fault: str | None,
+        *,
+        input_tokens: int | None = None,
+        cached_tokens: int | None = None,
     ) -> None:
         line = orjson.dumps(
             {
@@ -59,6 +66,8 @@ class TruthLog:
                 "done_ns": done_ns,
                 "output_tokens": output_tokens,
                 "fault": fault,
+                "input_tokens": input_tokens,
+                "cached_tokens": cached_tokens,
             }
         )
         with self._lock:

@@ -212,6 +212,9 @@ class SimulatorSpec:
     efficiency: float = 0.8
     time_scale: float = 1.0
     seed: int = 0
+    #: Each tier caches prompt prefixes (blocks of 16 tokens): a cached prefix skips its
+    #: prefill, usage reports it as prompt_tokens_details.cached_tokens.
+    prefix_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True)
