@@ -54,6 +54,8 @@ class PreparedRequest:
     prompt_id: str = ""
     max_response_chunks: int = MAX_RESPONSE_CHUNKS
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    #: Keep the answer's text (``StreamResult.answer_text``): multi-turn sessions only.
+    keep_text: bool = False
 
     def __repr__(self) -> str:
         return (
@@ -209,4 +211,5 @@ def without_stream_options(req: PreparedRequest) -> PreparedRequest:
         prompt_id=req.prompt_id,
         max_response_chunks=req.max_response_chunks,
         max_response_bytes=req.max_response_bytes,
+        keep_text=req.keep_text,
     )

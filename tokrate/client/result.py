@@ -70,6 +70,9 @@ class StreamResult:
     #: the TTFT: t0 comes first); 0 when it reused a kept-alive connection; None when
     #: unknown or when no connection came up.
     connect_ns: int | None = None
+    #: The answer's text, kept only for requests that asked (``PreparedRequest.keep_text``:
+    #: session turns); None otherwise.
+    answer_text: str | None = None
 
     @property
     def content_chunks(self) -> int:

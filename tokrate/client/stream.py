@@ -330,7 +330,9 @@ class FastClient:
         try:
             while True:
                 state = StreamState(
-                    max_chunks=req.max_response_chunks, max_bytes=req.max_response_bytes
+                    max_chunks=req.max_response_chunks,
+                    max_bytes=req.max_response_bytes,
+                    keep_text=req.keep_text,
                 )
                 if watch is not None:
                     watch(state)
