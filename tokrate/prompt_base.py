@@ -19,6 +19,7 @@ from tokrate.errors import PromptError
 from tokrate.physics import count_chat_tokens, count_text_tokens
 
 __all__ = [
+    "MAX_SESSION_TURNS",
     "ONE_MESSAGE_OVERHEAD",
     "Prompt",
     "Turn",
@@ -30,6 +31,11 @@ __all__ = [
     "prompt_text",
     "text_of_tokens",
 ]
+
+
+#: Most turns one session may have: turn t of planned request k is recorded as request
+#: k x MAX_SESSION_TURNS + t - 1, unique in its scenario.
+MAX_SESSION_TURNS: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from tokrate.bundled import bundled_set_bytes, bundled_sets
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
 from tokrate.prompt_base import (
+    MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
     Prompt,
     Turn,
@@ -376,4 +377,7 @@ def load_prompts(
         ]
     if not prompts:
         raise PromptError("no prompts: the configured sources are empty")
+    for p in prompts:
+        if len(p.turns) >= MAX_SESSION_TURNS:
+            raise PromptError(f"{p.source}: more than {MAX_SESSION_TURNS} turns in one session")
     return tuple(prompts)

@@ -51,6 +51,7 @@ from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
 from tokrate.summary import Summary
 from tokrate.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
+from tokrate.workloads import UNIQUE_TAG_TOKENS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -235,7 +236,12 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         from tokrate.baseline import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
-    prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
+    prompts = load_prompts(
+        spec.prompts,
+        base_dir=base_dir or prompts_base_dir(spec),
+        # Grid prompts leave room for the cache-busting tag: the server counts exactly.
+        reserve_tokens=UNIQUE_TAG_TOKENS if spec.client.unique_prompts else 0,
+    )
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
     try:

@@ -74,11 +74,11 @@ def new_unique_prefix() -> str:
     return f"[ref:{secrets.token_hex(6)}]"
 
 
-def _prefixed_messages(messages: Sequence[Any], prefix: str | None) -> list[Any]:
+def _prefixed_messages(messages: Sequence[Any], prefix: str | None, at: int = 0) -> list[Any]:
     out = [dict(m) if isinstance(m, dict) else m for m in messages]
     if prefix is None or not out:
         return out
-    first = out[0]
+    first = out[min(at, len(out) - 1)]
     if not isinstance(first, dict):
         return out
     content = first.get("content")
@@ -125,14 +125,17 @@ def build_request(
     include_usage: bool,
     unique_prefix: str | None,
     api_key: str | None,
+    keep_text: bool = False,
 ) -> PreparedRequest:
     """Build the request for one prompt against one target.
 
     ``prompt.max_tokens`` is the output limit (``[prompts] max_tokens`` was applied to
     every prompt when they were loaded); ``settings.ignore_eos`` adds ``ignore_eos:
     true`` and ``min_tokens = max_tokens`` (vLLM/SGLang extensions) so the server
-    generates exactly max_tokens; ``unique_prefix`` is prepended to the first message
-    (or the prompt text). The model's ``extra_body`` is merged last but may not
+    generates exactly max_tokens (so does ``prompt.exact_output``); ``unique_prefix``
+    is prepended to the first message after the prompt's ``shared_messages`` (or to
+    the prompt text), so a shared prefix stays cacheable; ``keep_text`` makes the
+    client keep the answer's text (session turns). The model's ``extra_body`` is merged last but may not
     replace model/messages/prompt/stream.
 
     Raises:
@@ -145,7 +148,7 @@ def build_request(
     body: dict[str, Any] = {"model": model.name}
     if api == "chat":
         if messages:
-            body["messages"] = _prefixed_messages(messages, unique_prefix)
+            body["messages"] = _prefixed_messages(messages, unique_prefix, prompt.shared_messages)
         elif text is not None:
             content = f"{unique_prefix} {text}" if unique_prefix else text
             body["messages"] = [{"role": "user", "content": content}]
@@ -153,11 +156,14 @@ def build_request(
             raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
         path = "/chat/completions"
     else:
+        shared = ""
         if text is None and messages:
-            text = _flatten(messages)
+            n = min(prompt.shared_messages, len(messages) - 1)
+            shared = _flatten(messages[:n]) + "\n\n" if n else ""
+            text = _flatten(messages[n:])
         if text is None:
             raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
-        body["prompt"] = f"{unique_prefix} {text}" if unique_prefix else text
+        body["prompt"] = shared + (f"{unique_prefix} {text}" if unique_prefix else text)
         path = "/completions"
     body["stream"] = True
     if include_usage:
@@ -165,7 +171,7 @@ def build_request(
     limit = prompt.max_tokens
     if limit is not None:
         body["max_tokens"] = int(limit)
-        if settings.ignore_eos:
+        if settings.ignore_eos or prompt.exact_output:
             body["ignore_eos"] = True
             body["min_tokens"] = int(limit)
     elif settings.ignore_eos:
@@ -193,6 +199,7 @@ def build_request(
         prompt_id=prompt.id,
         max_response_chunks=settings.max_response_chunks,
         max_response_bytes=settings.max_response_bytes,
+        keep_text=keep_text,
     )
 
 

@@ -94,7 +94,8 @@ class RecordContext:
     scenario, prompt and planned request it was, its schedule (open loop), whether it
     was warm-up, where it ran, the load level, the engine's attempt number (a
     client-internal resend without stream_options is the same attempt) and an input
-    token estimate used only when the server sent no usage."""
+    token estimate used only when the server sent no usage; for a session turn, the
+    session and turn."""
 
     run_id: str
     scenario: str
@@ -110,6 +111,9 @@ class RecordContext:
     rate_rps: float | None = None
     attempt: int | None = None
     input_tokens: int | None = None
+    #: Multi-turn sessions: the session this request belongs to and its turn (1-based).
+    session_id: str | None = None
+    turn: int | None = None
 
 
 def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
@@ -204,4 +208,6 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         if result.connect_ns is None or result.error_class == "connect"
         else result.connect_ns / NS_PER_S,
         extra=notes,
+        session_id=c.session_id,
+        turn=c.turn,
     )
