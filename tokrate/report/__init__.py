@@ -32,6 +32,7 @@ from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
+from tokrate.report import turns as _turns
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
@@ -405,6 +406,16 @@ class _Document:
             )
         else:
             self.notes.append("connect time: no connection set-up recorded in these runs")
+        turns = _turns.turn_table([(k, r.records) for k, r in self.runs])
+        if turns.height:
+            yield (
+                "ttft_by_turn",
+                "TTFT by turn",
+                "Multi-turn sessions: TTFT of each turn, which sends the whole history with "
+                "the model's real answers; it grows with the history unless a prefix cache "
+                "serves it.",
+                lambda: _turns.turn_chart(turns),
+            )
 
     def _size_caption(self, points: pl.DataFrame) -> str:
         """What the size chart shows, saying when no power law could be fitted and how
