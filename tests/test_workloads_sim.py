@@ -4,6 +4,7 @@ what the server counted (its truth log and usage)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,11 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
         # Each turn carries the history: the server counted every earlier answer too.
         per_turn = records.group_by("turn").agg(pl.col("input_tokens").min()).sort("turn")
         tokens = per_turn["input_tokens"].to_list()
-        assert all(b > a + 1024 for a, b in zip(tokens, tokens[1:], strict=False))
+        assert all(b > a + 1024 for a, b in itertools.pairwise(tokens))
     ttft_off = _median_ttft_by_turn(off)
     ttft_on = _median_ttft_by_turn(on)
     # Prefill grows with the history: turn 4 prefills ~4x turn 1's tokens.
-    assert all(b > a for a, b in zip(ttft_off, ttft_off[1:], strict=False)), ttft_off
+    assert all(b > a for a, b in itertools.pairwise(ttft_off)), ttft_off
     assert ttft_off[3] > 2.0 * ttft_off[0], ttft_off
     # With the cache only the new answer and message are prefilled.
     assert ttft_on[3] < 0.6 * ttft_off[3], (ttft_on, ttft_off)
