@@ -105,6 +105,9 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise PromptError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
+    shared = obj.get("shared_messages", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise PromptError(f"{where}: 'shared_messages' must be an integer >= 0, got {shared!r}")
     return make_prompt(
         id=str(pid),
         task=task,
@@ -112,6 +115,7 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         prompt=prompt if has_prompt else None,
         max_tokens=max_tokens,
         source=where,
+        shared_messages=shared,
     )
 
 
