@@ -13,6 +13,7 @@ import orjson
 import polars as pl
 import pytest
 
+from tokrate.report.workloads import prefix_notes, turn_table
 from tokrate.run import run_benchmark
 from tokrate.spec import (
     ClientSpec,
@@ -36,7 +37,7 @@ context_tokens = 32768
 
 def _run(tmp_path: Path, prompts: PromptsSpec, *, prefix_cache: bool = False,
          load: LoadSpec | None = None, client: ClientSpec | None = None,
-         name: str = "run") -> pl.DataFrame:  # fmt: skip
+         name: str = "run", report: bool = False) -> pl.DataFrame:  # fmt: skip
     tiers = tmp_path / "tiers.toml"
     tiers.write_text(TIERS, encoding="utf-8")
     spec = RunSpec(
@@ -44,7 +45,7 @@ def _run(tmp_path: Path, prompts: PromptsSpec, *, prefix_cache: bool = False,
         prompts=prompts,
         simulator=SimulatorSpec(tiers_file=str(tiers), prefix_cache=prefix_cache),
         client=client or ClientSpec(),
-        output=OutputSpec(dir=str(tmp_path / "out"), run_id=name, report=False),
+        output=OutputSpec(dir=str(tmp_path / "out"), run_id=name, report=report, formats=("png",)),
     )
     result = run_benchmark(spec, quiet=True)
     return pl.read_parquet(Path(result.run_dir) / "records.parquet")
@@ -60,7 +61,7 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
 ) -> None:
     sessions = PromptsSpec(sessions=SessionsSpec(count=2, turns=4, input_tokens=1024,
                                                  output_tokens=32))  # fmt: skip
-    off = _run(tmp_path, sessions, name="off")
+    off = _run(tmp_path, sessions, name="off", report=True)
     on = _run(tmp_path, sessions, prefix_cache=True, name="on")
     for records in (off, on):
         assert records.height == 8 and (records["status"] == "ok").all()
@@ -77,6 +78,11 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
     assert ttft_off[3] > 2.0 * ttft_off[0], ttft_off
     # With the cache only the new answer and message are prefilled.
     assert ttft_on[3] < 0.6 * ttft_off[3], (ttft_on, ttft_off)
+    # The report draws TTFT by turn from the same records.
+    assert (tmp_path / "out" / "off" / "charts" / "ttft_by_turn.png").stat().st_size > 0
+    table = turn_table([("off", off)])
+    assert table["turn"].to_list() == [1, 2, 3, 4] and (table["n"] == 2).all()
+    assert table["ttft_p50_ms"].to_list() == pytest.approx([t * 1e3 for t in ttft_off])
 
 
 def test_session_turns_send_the_real_answers(tmp_path: Path) -> None:
@@ -104,6 +110,9 @@ def test_shared_prefix_is_cached_and_the_unique_control_is_not(tmp_path: Path) -
     ttft = records.group_by("task").agg(pl.col("ttft_s").median())
     by_task = dict(zip(ttft["task"], ttft["ttft_s"], strict=True))
     assert by_task["shared-prefix"] < 0.6 * by_task["unique-prefix"], by_task
+    ((label, text),) = prefix_notes([("run", records)])
+    shared_ms = by_task["shared-prefix"] * 1e3
+    assert label == "shared prefix" and f"TTFT p50 {shared_ms:.1f} ms with the shared" in text
 
 
 def _truth_rows(path: Path) -> list[dict[str, Any]]:

@@ -268,15 +268,20 @@ def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunP
     from tokrate.progress import ScenarioInfo as ProgressScenario
 
     n = len(p.targets)
+    # A session is one planned request of several turns, each its own request.
+    turns = sum(len(q.turns) + 1 for q in p.prompts) / len(p.prompts)
+
+    def planned(sc: ScenarioPlan, t: int) -> int | None:
+        k = sc.planned_per_target if t in sc.target_indices else 0
+        return None if k is None else round(k * turns)
+
     return RunProgress(
         console,
         [t.label for t in p.targets],
         [
             ProgressScenario(
                 name=sc.name,
-                planned=tuple(
-                    sc.planned_per_target if t in sc.target_indices else 0 for t in range(n)
-                ),
+                planned=tuple(planned(sc, t) for t in range(n)),
                 duration_s=sc.duration_s,
                 concurrency=sc.concurrency,
                 rate_rps=sc.rate_rps,

@@ -32,7 +32,7 @@ from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
-from tokrate.report import turns as _turns
+from tokrate.report import workloads as _workloads
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
@@ -212,6 +212,7 @@ class _Document:
             )
             out += [(f"{prefix}{k}", v) for k, v in fields]
         out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
+        out += _workloads.prefix_notes([(k, r.records) for k, r in self.runs])
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 
@@ -406,7 +407,7 @@ class _Document:
             )
         else:
             self.notes.append("connect time: no connection set-up recorded in these runs")
-        turns = _turns.turn_table([(k, r.records) for k, r in self.runs])
+        turns = _workloads.turn_table([(k, r.records) for k, r in self.runs])
         if turns.height:
             yield (
                 "ttft_by_turn",
@@ -414,7 +415,7 @@ class _Document:
                 "Multi-turn sessions: TTFT of each turn, which sends the whole history with "
                 "the model's real answers; it grows with the history unless a prefix cache "
                 "serves it.",
-                lambda: _turns.turn_chart(turns),
+                lambda: _workloads.turn_chart(turns),
             )
 
     def _size_caption(self, points: pl.DataFrame) -> str:

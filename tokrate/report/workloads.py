@@ -1,11 +1,16 @@
-"""TTFT by turn of multi-turn sessions: does the growing history cost prefill time,
-or does the server's prefix cache serve it?
+"""Workloads in the report: TTFT by turn of multi-turn sessions (does the growing
+history cost prefill time, or does the server's prefix cache serve it?) and the
+shared-prefix workload's TTFT with vs without a shared prefix.
 
 Rows are the ok, measured records that carry a ``turn`` (session runs; records of
 schema < 3 and ordinary requests have none, and then the chart is left out). Per
 series (the model; "run key/model" when several runs) and turn: the number of
 requests, TTFT p10/p50/p90 in ms and the median input tokens (the history's length as
 the server counted it) and cached tokens (what its prefix cache served, when it said).
+
+:func:`prefix_notes`: one metadata line per model of a run whose records hold both
+tasks of ``[prompts] shared_prefix`` ("shared-prefix", "unique-prefix"): their TTFT
+p50 side by side (ok, measured requests).
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from matplotlib.figure import Figure
 
 from tokrate.report.charts import _figure, _with_rc, series_colors
 
-__all__ = ["turn_chart", "turn_table"]
+__all__ = ["prefix_notes", "turn_chart", "turn_table"]
+
+#: The tasks of the shared-prefix workload (tokrate.workloads SHARED_TASK/UNSHARED_TASK).
+_SHARED, _UNSHARED = "shared-prefix", "unique-prefix"
+
+
+def _measured() -> pl.Expr:
+    return (pl.col("status") == "ok") & ~pl.col("warmup").fill_null(False)
 
 
 def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
@@ -30,8 +42,7 @@ def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
     for key, records in runs:
         if "turn" not in records.columns or not records.height:
             continue
-        measured = (pl.col("status") == "ok") & ~pl.col("warmup").fill_null(False)
-        rows = records.filter(measured & pl.col("turn").is_not_null())
+        rows = records.filter(_measured() & pl.col("turn").is_not_null())
         rows = rows.filter(pl.col("ttft_s").is_not_null())
         if not rows.height:
             continue
@@ -87,3 +98,30 @@ def turn_chart(table: pl.DataFrame) -> Figure:
     ax.set_title("TTFT by turn of multi-turn sessions")
     ax.legend(loc="upper left", frameon=False)
     return fig
+
+
+def prefix_notes(runs: Sequence[tuple[str, pl.DataFrame]]) -> list[tuple[str, str]]:
+    """(label, text) lines: per run and model, TTFT p50 with the shared prefix vs with
+    unique prefixes, and the ratio. ``runs`` is (run key, records)."""
+    out: list[tuple[str, str]] = []
+    multi = len(runs) > 1
+    for key, records in runs:
+        if not records.height or "task" not in records.columns:
+            continue
+        rows = records.filter(_measured() & pl.col("task").is_in([_SHARED, _UNSHARED]))
+        stats = rows.group_by("model", "task").agg(
+            (pl.col("ttft_s").median() * 1e3).alias("p50_ms"), pl.len().alias("n")
+        )
+        for (model,), part in sorted(stats.group_by(["model"]), key=lambda kp: str(kp[0][0])):
+            by_task = {str(r["task"]): r for r in part.iter_rows(named=True)}
+            shared, unshared = by_task.get(_SHARED), by_task.get(_UNSHARED)
+            if shared is None or unshared is None or not shared["p50_ms"] or not unshared["p50_ms"]:
+                continue
+            label = f"{key}: shared prefix" if multi else "shared prefix"
+            text = (
+                f"{model}: TTFT p50 {shared['p50_ms']:.1f} ms with the shared prefix (n="
+                f"{shared['n']}) vs {unshared['p50_ms']:.1f} ms with unique prefixes (n="
+                f"{unshared['n']}): {shared['p50_ms'] / unshared['p50_ms']:.2f}x"
+            )
+            out.append((label, text))
+    return out
