@@ -13,8 +13,10 @@ import orjson
 import polars as pl
 import pytest
 
+from tokrate.physics import count_chat_tokens
 from tokrate.report.workloads import prefix_notes, turn_table
 from tokrate.run import run_benchmark
+from tokrate.sim.model import token_bytes
 from tokrate.spec import (
     ClientSpec,
     GridSpec,
@@ -85,19 +87,27 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
     assert table["ttft_p50_ms"].to_list() == pytest.approx([t * 1e3 for t in ttft_off])
 
 
-def test_session_turns_send_the_real_answers(tmp_path: Path) -> None:
-    # The conversation file's second turn must carry the first answer the server wrote.
+@pytest.mark.parametrize("kind", ["fast", "httpx", "openai"])
+def test_session_turns_send_the_real_answers(tmp_path: Path, kind: str) -> None:
+    # The conversation's second turn carries exactly the first answer the server wrote.
     conv = tmp_path / "conv.jsonl"
     conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
         {"user": "Tell me about rivers."}, {"user": "And lakes?", "max_tokens": 8}],
         "max_tokens": 16}) + "\n", encoding="utf-8")  # fmt: skip
     records = _run(tmp_path, PromptsSpec(paths=(str(conv),)),
+                   client=ClientSpec(kind=kind, unique_prompts=False),  # type: ignore[arg-type]
                    load=LoadSpec(concurrency=(1,), requests=1))  # fmt: skip
-    assert records.sort("turn")["output_tokens"].to_list() == [16, 8]
     first, second = records.sort("turn").iter_rows(named=True)
-    # prompt 2 = prompt 1 + the answer (4 template + ceil(bytes/4)) + the new message.
-    answer_tokens = second["input_tokens"] - first["input_tokens"] - (4 + 3)
-    assert answer_tokens >= 16  # the simulator's 16 tokens, sent back as text
+    assert (first["output_tokens"], second["output_tokens"]) == (16, 8)
+    assert first["session_id"] == second["session_id"] == "c1#0"
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Tell me about rivers."},
+        {"role": "assistant", "content": token_bytes(0, 16).decode()},  # the sim's answer
+        {"role": "user", "content": "And lakes?"},
+    ]
+    assert first["input_tokens"] == count_chat_tokens(history[:2])
+    assert second["input_tokens"] == count_chat_tokens(history)
 
 
 def test_shared_prefix_is_cached_and_the_unique_control_is_not(tmp_path: Path) -> None:
