@@ -8,15 +8,21 @@
 - ``start_sim_process(**SimConfig kwargs)``: the same, but the simulator runs in its own
   process (``tokrate sim``), so it shares no GIL or event loop with the test's client;
   use it where a test asserts on timing.
+- ``thinker``: an in-process simulator serving ``helpers.sim_wire.THINKER`` (4 reasoning
+  then 6 answer tokens); yields (base URL, truth-log path).
+- ``http_client``: a plain ``httpx.Client`` (10 s timeout), closed at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from helpers.sim_wire import start_thinker
 
 from tokrate.sim import SimConfig, running_simulator, simulator_process
 
@@ -50,3 +56,14 @@ def start_sim_process() -> Iterator[Callable[..., str]]:
             return stack.enter_context(simulator_process(SimConfig(**kwargs)))
 
         yield start
+
+
+@pytest.fixture
+def thinker(start_sim: Callable[..., str], tmp_path: Path) -> tuple[str, Path]:
+    return start_thinker(start_sim, tmp_path)
+
+
+@pytest.fixture
+def http_client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=10) as c:
+        yield c

@@ -45,6 +45,10 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert run.info.to_dict()["config"]["simulator"]["time_scale"] == 1.0  # honest real time
     assert all(t["simulated"] for t in run.info.to_dict()["targets"])
     assert (run_dir / "report.html").exists()
+    # The default report shows the simulator's own queue (its /metrics, scraped).
+    (scrape,) = run.info.server_metrics
+    assert scrape.endpoint == "sim" and scrape.failures == 0 and scrape.samples > 0
+    assert run.server_metrics is not None and (run_dir / "charts" / "server_load.png").exists()
     # Clean: no warning in the terminal, run.json or the report about its own design.
     # An event-loop lag warning is a fact about the machine, not the design: on a
     # machine that other processes keep busy (load average at or above one core) the

@@ -438,3 +438,82 @@ def test_compare_thresholds_load_and_bad_ones_name_their_index(tmp_path: Path) -
     path.write_text('[compare]\nthresholds = ["ttft_p95=+20%", "tpot_p50=-5%"]\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"key 'compare.thresholds\[1\]': tpot_p50 gets worse"):
         load_spec(path, {})
+
+
+# --- protocols and provider knobs (issue 16) ------------------------------------------
+
+
+def _spec_from(tmp_path: Path, text: str) -> RunSpec:
+    path = tmp_path / "bench.toml"
+    path.write_text(text)
+    return load_spec(path)
+
+
+def test_protocol_and_knob_keys_load(tmp_path: Path) -> None:
+    spec = _spec_from(
+        tmp_path,
+        """
+[client]
+api = "responses"
+extra_body = { temperature = 0.0 }
+headers = { "X-Run" = "1" }
+[[endpoint]]
+name = "az"
+base_url = "https://r.openai.azure.com"
+api_version = "2024-10-21"
+api = "chat"
+extra_body = { top_p = 0.9 }
+[[model]]
+name = "o3"
+headers = { "X-Model" = "m" }
+ignore_eos = false
+max_tokens_field = "max_completion_tokens"
+""",
+    )
+    (ep,) = spec.endpoints
+    assert ep.kind == "azure" and ep.api == "chat" and ep.extra_body == (("top_p", 0.9),)
+    (m,) = spec.models
+    assert m.headers == (("X-Model", "m"),) and m.ignore_eos is False
+    assert m.max_tokens_field == "max_completion_tokens"
+    assert spec.client.api == "responses" and spec.client.headers == (("X-Run", "1"),)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            '[[endpoint]]\nname = "a"\nbase_url = "http://x"\nkind = "azure"',
+            "key 'endpoint[0].api_version': required when kind = 'azure'",
+        ),
+        (
+            '[[endpoint]]\nname = "a"\nbase_url = "http://x"\napi = "gemini"',
+            "key 'endpoint[0].api': expected one of 'chat', 'completions', 'responses',"
+            " 'anthropic'",
+        ),
+        (
+            '[[endpoint]]\nname = "a"\nbase_url = "http://x"\nextra_body = { input = "x" }',
+            "key 'endpoint[0].extra_body.input': reserved",
+        ),
+        (
+            '[[endpoint]]\nname = "a"\nbase_url = "http://x"\n[[model]]\nname = "m"\n'
+            'headers = { "Bad Name" = "x" }',
+            "key 'model[0].headers': invalid header name 'Bad Name'",
+        ),
+        (
+            '[[endpoint]]\nname = "a"\nbase_url = "http://x"\n[[model]]\nname = "m"\n'
+            "extra_body = { when = 1979-05-27 }",
+            "key 'model[0].extra_body.when': expected JSON-compatible value",
+        ),
+        ("[client]\nextra_body = { stream = false }", "key 'client.extra_body.stream': reserved"),
+        (
+            '[client]\nkind = "openai"\n[[endpoint]]\nname = "a"\nbase_url = "http://x"\n'
+            'api = "anthropic"',
+            "key 'endpoint[0].api': endpoint 'a' speaks 'anthropic', which the openai SDK",
+        ),
+    ],
+)
+def test_protocol_and_knob_errors_are_one_line(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _spec_from(tmp_path, text)
+    message = str(err.value)
+    assert "\n" not in message and words in message, message

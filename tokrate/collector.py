@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tokrate.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
 from tokrate.looplag import LagSummary
+from tokrate.record_warnings import RecordWarnings
 from tokrate.records import RequestRecord
 from tokrate.redact import Redactor, strip_control
 from tokrate.rundata import ConnectionSetup, OutcomeCounts
@@ -93,8 +94,11 @@ class Collector:
         progress: RunProgress | None,
         targets: Sequence[Target],
         redactor: Redactor | None = None,
+        record_warnings: RecordWarnings | None = None,
     ) -> None:
         self.store = store
+        #: Warnings derived from the records themselves (response model, context, cache).
+        self.record_warnings = record_warnings
         self.redactor = redactor or Redactor()
         self.progress = progress
         # Outcome counts kept incrementally (memory stays flat on long runs; the
@@ -115,6 +119,13 @@ class Collector:
         # Warnings quote servers and workers: redacted and stripped of terminal controls
         # before they reach run.json or the terminal.
         self.raw_warnings.append((kind, self.redactor.text(strip_control(message))))
+
+    def finish_record_warnings(self) -> None:
+        """The record-derived warnings due at the end of the measurement (call while the
+        live progress still runs, so they print like the others)."""
+        if self.record_warnings is not None:
+            for kind, message in self.record_warnings.final():
+                self(WorkerWarning("driver", message, kind))
 
     def failed_targets(self) -> list[str]:
         return [
@@ -164,6 +175,9 @@ class Collector:
             outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
             if outcome is not None:
                 outcome.add(record)
+            if self.record_warnings is not None:
+                for kind, message in self.record_warnings.add(record):
+                    self(WorkerWarning("driver", message, kind))
         elif isinstance(event, LoopLag):
             self.lags.append(LagSummary(event.max_ms, event.p99_ms, event.samples))
         elif isinstance(event, WorkerWarning):

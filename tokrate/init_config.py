@@ -23,6 +23,12 @@ api_key_env = "VLLM_API_KEY"             # NAME of the env var with the key, nev
 headers = { "X-Team" = "perf" }          # extra headers; auth/key/token values are redacted
 model_check = "auto"                     # pre-flight: "auto" (/models, else a 1-token request
                                          # per model), "probe" (always that request), "off"
+# api = "responses"                      # protocol: chat (default), completions, responses,
+                                         # anthropic ([client] api sets it for all)
+# extra_body = { top_k = 40 }            # body fields for every request to this endpoint
+# kind = "azure"                         # Azure OpenAI (needs api_version = "2024-10-21")
+# metrics_url = "http://127.0.0.1:8000/metrics"  # server's Prometheus page, drawn beside TTFT
+# metrics_interval_s = 1.0               # seconds between scrapes of metrics_url
 
 [[model]]
 endpoint = "local-vllm"                  # must name an [[endpoint]]
@@ -34,7 +40,11 @@ name = "meta-llama/Llama-3.1-8B-Instruct"  # size inferred from the name (8B) un
 # price_out_per_m = 0.20                 # USD per million output tokens
 gpu_hourly_usd = 2.50                    # self-hosted: USD per GPU-hour ...
 gpus = 1                                 # ... times GPUs; cost/M tokens follows from throughput
-extra_body = { temperature = 0.0, seed = 7 }  # merged into every request body
+extra_body = { temperature = 0.0, seed = 7 }  # merged into every request body (wins over
+                                         # the endpoint's; `tokrate run --body K=JSON` wins)
+# headers = { "X-Route" = "a" }          # headers for this model only
+# ignore_eos = true                      # this model only: sends just ignore_eos (llama.cpp)
+# max_tokens_field = "max_completion_tokens"  # models that refuse max_tokens (o-series)
 
 [[model]]
 endpoint = "local-vllm"

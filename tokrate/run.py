@@ -13,7 +13,10 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   backend. Any failure here leaves no run folder behind.
 - **measure** (:func:`_measure`): scenario after scenario, the backend runs the
   workers' shards and every event goes to the :class:`~tokrate.collector.Collector`
-  (the store first, then live progress).
+  (the store first, then live progress). Meanwhile a
+  :class:`~tokrate.server_metrics.MetricsSampler` scrapes every endpoint's
+  ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
+  one warning, never a failed run).
 - **finish** (:func:`_finish`): records.parquet, summary.json, run.json; the report;
   the baseline check. A target that got no ok request at all makes the exit code 1,
   with one line per such target naming its error classes and counts.
@@ -40,11 +43,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.events import WorkerWarning
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
+from tokrate.record_warnings import RecordWarnings
 from tokrate.redact import Redactor
 from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.server_metrics import MetricsSampler
 from tokrate.signals import SignalStopper, stop_on_signals
 from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
 from tokrate.stopping import Stop
@@ -186,6 +192,8 @@ class _Prepared:
     backend: Backend
     store: RunStore
     redactor: Redactor
+    #: Pre-flight warnings (prompts that cannot fit a server's context), for run.json.
+    notices: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -225,7 +233,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
     folder behind."""
     from tokrate.backends.factory import open_backend
-    from tokrate.client.preflight import check_targets
+    from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.plan import build_plan, shard
     from tokrate.prompts import load_prompts
 
@@ -247,7 +255,8 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     try:
         simulator = stack.enter_context(_simulator(spec))
         targets = resolve_targets(spec, simulator)
-        check_targets(targets, keys, api=spec.client.api)
+        contexts = check_targets(targets, keys, api=spec.client.api)
+        notices = tuple(unfit_prompts(targets, contexts, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
         stack.callback(backend.close)
@@ -257,7 +266,9 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     except BaseException:
         store.discard()
         raise
-    return _Prepared(run_id, targets, prompts, plan, shards, keys, backend, store, redactor)
+    return _Prepared(
+        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, notices
+    )
 
 
 # --- measure ----------------------------------------------------------------------------
@@ -421,9 +432,22 @@ def run_benchmark(
         progress = None
         if console is not None and not quiet:
             progress = stack.enter_context(_progress(spec, p, console, stop))
-        sink = Collector(p.store, progress, p.targets, p.redactor)
-        with stop_on_signals(stopper):
-            interrupted = _measure(spec, p, sink, stop)
+        watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
+        sink = Collector(p.store, progress, p.targets, p.redactor, watch)
+        for line in p.notices:
+            sink(WorkerWarning("driver", line, "context_preflight"))
+        sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
+        sampler.start()
+        try:
+            with stop_on_signals(stopper):
+                interrupted = _measure(spec, p, sink, stop)
+        finally:
+            scrapes = sampler.finish(
+                p.store.path,
+                redact=p.redactor.text,
+                warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
+            )
+        sink.finish_record_warnings()
         if progress is not None:
             progress.close()
         failed = [] if interrupted else sink.failed_targets()
@@ -436,6 +460,7 @@ def run_benchmark(
             loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
+            server_metrics=scrapes,
         )
     run_dir = p.store.path
     warnings = list(sink.warnings)

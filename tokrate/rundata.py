@@ -34,6 +34,7 @@ __all__ = [
     "OutcomeCounts",
     "RunInfo",
     "ScenarioInfo",
+    "ScrapeInfo",
     "SloInfo",
     "TargetInfo",
 ]
@@ -41,7 +42,8 @@ __all__ = [
 RUN_LAYOUT_VERSION: Final = 1
 #: One line per layout version; readers keep loading every version listed here.
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
-    1: "first version (later optional keys: label, preconnect, connections, backend, workers)"
+    1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
+    " server_metrics)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -249,6 +251,37 @@ class ConnectionSetup:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ScrapeInfo:
+    """One endpoint's metrics scrape: ``scrapes`` attempted every ``interval_s``
+    seconds, ``failures`` of them (``first_error`` the first), ``samples`` rows in
+    server_metrics.parquet."""
+
+    endpoint: str
+    url: str
+    interval_s: float
+    scrapes: int = 0
+    failures: int = 0
+    samples: int = 0
+    first_error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScrapeInfo:
+        r = JsonReader(data, where)
+        return cls(
+            endpoint=r.str_("endpoint"),
+            url=r.str_("url"),
+            interval_s=r.opt_float("interval_s") or 0.0,
+            scrapes=r.opt_int("scrapes") or 0,
+            failures=r.opt_int("failures") or 0,
+            samples=r.opt_int("samples") or 0,
+            first_error=r.opt_str("first_error"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 def _frozen_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -282,6 +315,7 @@ class RunInfo:
     workers: int | None = None
     preconnect: bool | None = None
     connections: tuple[ConnectionSetup, ...] = ()
+    server_metrics: tuple[ScrapeInfo, ...] = ()
     warnings: tuple[str, ...] = ()
     loop_lag: LoopLagInfo | None = None
     counts: OutcomeCounts | None = None
@@ -387,6 +421,7 @@ class RunInfo:
             "workers": self.workers,
             "preconnect": self.preconnect,
             "connections": [c.to_dict() for c in self.connections],
+            "server_metrics": [m.to_dict() for m in self.server_metrics],
             "warnings": list(self.warnings),
             "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
             "counts": None if self.counts is None else self.counts.to_dict(),
@@ -436,6 +471,9 @@ class RunInfo:
             preconnect=r.opt_bool("preconnect"),
             connections=_each(
                 r.items("connections"), ConnectionSetup.from_dict, f"{where}: connections"
+            ),
+            server_metrics=_each(
+                r.items("server_metrics"), ScrapeInfo.from_dict, f"{where}: server_metrics"
             ),
             warnings=r.strings("warnings"),
             loop_lag=None

@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 
 from tokrate.client.base import StreamClient
+from tokrate.client.fallbacks import MAX_COMPLETION_NOTE
 from tokrate.client.request import PreparedRequest, build_request, new_unique_prefix
 from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.events import Emit, RequestFinished, RequestStarted
@@ -92,6 +93,9 @@ class Sender:
         self.emit = emit
         #: Endpoints whose server rejected stream_options; remembered for the worker.
         self.usage_rejected: set[str] = set()
+        #: Targets (endpoint, model) whose model rejected max_tokens: they get
+        #: max_completion_tokens for the rest of the worker.
+        self.completion_limit: set[tuple[str, str]] = set()
         #: Output tokens of finished requests per target (progress).
         self.done_tokens = [0] * len(targets)
         #: Requests in flight, by id of their slot.
@@ -110,6 +114,9 @@ class Sender:
             unique_prefix=unique_prefix,
             api_key=self.api_keys.get(endpoint),
             keep_text=keep_text,
+            max_tokens_field="max_completion_tokens"
+            if (endpoint, target.model.name) in self.completion_limit
+            else None,
         )
 
     async def send(
@@ -197,6 +204,8 @@ class Sender:
             result = await self._stream(call.client, req, pr, call.grace_s)
             if result.usage_rejected:
                 self.usage_rejected.add(target.endpoint.name)
+            if MAX_COMPLETION_NOTE in result.notes:
+                self.completion_limit.add((target.endpoint.name, target.model.name))
             usage = result.usage
             self.done_tokens[pr.target_index] += (
                 usage["completion_tokens"] if usage is not None else len(result.chunk_ns)

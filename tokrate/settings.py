@@ -44,5 +44,8 @@ class WorkerSettings:
                 unique_prompts=c.unique_prompts,
                 max_response_chunks=c.max_response_chunks,
                 max_response_bytes=c.max_response_bytes,
+                extra_body=c.extra_body,
+                headers=c.headers,
+                body_overrides=c.body_overrides,
             ),
         )

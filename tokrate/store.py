@@ -7,6 +7,8 @@ Layout version 1 (docs/run-folder.md):
     records.jsonl     append-only, one RequestRecord.to_dict() JSON object per line
     records.parquet   written at the end from records.jsonl
     summary.json      :class:`tokrate.summary.Summary` of the records
+    server_metrics.parquet  the endpoints' /metrics samples (tokrate.server_metrics),
+                      only when a metrics_url was scraped; written before run.json
 
 Durability: each record is one ``os.write`` of one whole line on an ``O_APPEND`` file
 descriptor, so a SIGKILL can at worst tear the line being written (the reader skips a
@@ -40,6 +42,7 @@ from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic
 from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame, upgrade_frame
 from tokrate.rundata import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
+from tokrate.server_metrics import read_server_metrics
 from tokrate.summary import Summary
 
 __all__ = [
@@ -295,6 +298,8 @@ class LoadedRun:
     records: pl.DataFrame
     summary: Summary | None
     notes: tuple[str, ...] = ()
+    #: server_metrics.parquet (tokrate.server_metrics); None when the run scraped none.
+    server_metrics: pl.DataFrame | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -373,7 +378,14 @@ def load_run(path: Path | str) -> LoadedRun:
         # The records are the truth and every reader recomputes from them; an
         # unreadable summary (a newer schema) is said, not fatal.
         summary, notes = None, (str(err),)
-    return LoadedRun(path=folder, info=info, records=records, summary=summary, notes=notes)
+    return LoadedRun(
+        path=folder,
+        info=info,
+        records=records,
+        summary=summary,
+        notes=notes,
+        server_metrics=read_server_metrics(folder),
+    )
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:

@@ -117,9 +117,16 @@ def resolve_targets(
     where = spec.source or "config"
     if simulator is not None:
         url, tier_list = simulator
-        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url)
+        # The simulator serves /metrics beside /v1 (cheap to render, so sampled finely):
+        # the default report shows its queue.
+        metrics = url.removesuffix("/").removesuffix("/v1") + "/metrics"
+        endpoint = EndpointSpec(
+            name=SIM_ENDPOINT, base_url=url, metrics_url=metrics, metrics_interval_s=0.25
+        )
         tiers = {tier.name: tier for tier in tier_list}
-        wanted = [m.name for m in spec.models] or list(tiers)
+        # A configured simulator model keeps its knobs (extra_body, headers, ...).
+        configured = {m.name: m for m in spec.models}
+        wanted = list(configured) or list(tiers)
         unknown = [name for name in wanted if name not in tiers]
         if unknown:
             raise ConfigError(
@@ -129,9 +136,9 @@ def resolve_targets(
             [
                 Target(
                     endpoint=endpoint,
-                    model=ModelSpec(
+                    model=dataclasses.replace(
+                        configured.get(name) or ModelSpec(endpoint=SIM_ENDPOINT, name=name),
                         endpoint=SIM_ENDPOINT,
-                        name=name,
                         params_b=tiers[name].params_b,
                         active_params_b=tiers[name].active_params_b,
                         bytes_per_param=tiers[name].bytes_per_param,
@@ -196,8 +203,15 @@ def run_redactor(spec: RunSpec, keys: Mapping[str, str]) -> Redactor:
     read from the environment, the values of secret-named headers and the passwords
     in base URLs — and replaces them wherever they would be written."""
     secrets: list[str | None] = list(keys.values())
+    header_sets = [spec.client.headers, *(e.headers for e in spec.endpoints)]
+    header_sets += [m.headers for m in spec.models]
+    for headers in header_sets:
+        secrets += [v for k, v in headers if is_secret_name(k)]
+    body_sets = [spec.client.extra_body, *(e.extra_body for e in spec.endpoints)]
+    body_sets += [m.extra_body for m in spec.models]
+    for body in body_sets:
+        secrets += [v for k, v in body if is_secret_name(k) and isinstance(v, str)]
     for e in spec.endpoints:
-        secrets += [v for k, v in e.headers if is_secret_name(k)]
         _url, _user, password = split_url_credentials(e.base_url)
         secrets.append(password)
     return Redactor().with_secrets(secrets)

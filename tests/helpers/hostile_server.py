@@ -14,7 +14,11 @@ own write times instead of nominal delays.
 
 Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
-json200.
+json200, models500 (GET /models answers 500 and resets the next request sent on that
+connection, as transformers serve's dropped connection does; anything else is ``ok``), llama (llama-server's shapes:
+/models with ``meta.n_ctx`` (option ``n_ctx``), answers as ``answer_model`` (default a
+.gguf path), usage with ``prompt_tokens_details.cached_tokens`` (``cached``) and a
+``timings`` object in the usage chunk).
 """
 
 from __future__ import annotations
@@ -67,6 +71,22 @@ class _Writer:
         if self.framing == "chunked":
             self.w.write(b"0\r\n\r\n")
         await self.w.drain()
+
+
+async def read_request(r: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes, int]:
+    """(method, target, headers by lower-case name, body, perf_counter_ns when the head
+    arrived) of the next request on ``r``; raises IncompleteReadError at EOF."""
+    head = await r.readuntil(b"\r\n\r\n")
+    received = time.perf_counter_ns()
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    body = await r.readexactly(int(headers.get("content-length", "0")))
+    return method, target, headers, body, received
 
 
 class HostileServer:
@@ -138,18 +158,13 @@ class HostileServer:
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.connections += 1
         self._writers.add(w)
+        reset_next = False
         try:
             while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                received = time.perf_counter_ns()
-                lines = head.decode("latin-1").split("\r\n")
-                _method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                body = await r.readexactly(int(headers.get("content-length", "0")))
+                _method, path, headers, body, received = await read_request(r)
+                if reset_next:  # models500: the connection is gone, the client not told
+                    w.transport.abort()
+                    break
                 req = orjson.loads(body) if body else {}
                 self.requests.append({"path": path, "headers": headers, "body": req})
                 parts = path.split("/")
@@ -158,7 +173,12 @@ class HostileServer:
                 if spec != "-":
                     opts = dict(kv.split("=", 1) for kv in spec.split(","))
                 framing = opts.get("framing", "chunked")
-                keep = await self._respond(mode, opts, req, path, _Writer(w, framing), received)
+                out = _Writer(w, framing)
+                if path.endswith("/models") and mode in ("models500", "llama"):
+                    keep = await _models_page(mode, opts, out)
+                    reset_next = mode == "models500"
+                else:
+                    keep = await self._respond(mode, opts, req, path, out, received)
                 if not keep or framing == "close":
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
@@ -286,8 +306,10 @@ class HostileServer:
         sep = b"data:" if o.get("nospace") else b"data: "
         include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
 
+        model = o.get("answer_model") or _default_model(mode, req)
+
         def event(obj: dict[str, Any]) -> bytes:
-            return sep + orjson.dumps({"id": rid, "model": req.get("model"), **obj}) + nl + nl
+            return sep + orjson.dumps({"id": rid, "model": model, **obj}) + nl + nl
 
         def delta(**d: Any) -> dict[str, Any]:
             if legacy:
@@ -329,7 +351,7 @@ class HostileServer:
         finish.update({"text": ""} if legacy else {"delta": {}})
         out.body(event({"choices": [finish]}))
         if include_usage or mode == "bad_usage":
-            out.body(event({"choices": [], "usage": _usage(mode, o, sent, reasoning)}))
+            out.body(event(_usage_chunk(mode, o, sent, reasoning)))
         if o.get("no_done"):
             await out.end()
             truth.output_tokens = sent
@@ -347,6 +369,35 @@ class HostileServer:
         return True
 
 
+def _default_model(mode: str, req: dict[str, Any]) -> Any:
+    return "/models/rand-3m.gguf" if mode == "llama" else req.get("model")
+
+
+async def _models_page(mode: str, o: dict[str, str], out: _Writer) -> bool:
+    """GET /models of the ``models500`` and ``llama`` modes (models500: the caller resets
+    the next request on this connection, as transformers serve's dropped one does)."""
+    if mode == "models500":
+        msg = b'{"error": "huggingface_hub.errors.CacheNotFound"}'
+        await out.head(500, "application/json", f"Content-Length: {len(msg)}\r\n")
+        out.w.write(msg)
+        await out.w.drain()
+        return True
+    n_ctx = int(o.get("n_ctx", "2048"))
+    model = {"id": "m", "object": "model", "meta": {"n_ctx": n_ctx, "n_vocab": 512}}
+    msg = orjson.dumps({"object": "list", "data": [model]})
+    await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
+    out.w.write(msg)
+    await out.w.drain()
+    return True
+
+
+def _usage_chunk(mode: str, o: dict[str, str], sent: int, reasoning: int) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"choices": [], "usage": _usage(mode, o, sent, reasoning)}
+    if mode == "llama":
+        chunk["timings"] = _timings(o, sent)
+    return chunk
+
+
 def _usage(mode: str, o: dict[str, str], sent: int, reasoning: int) -> dict[str, Any]:
     value: Any = sent
     if mode == "bad_usage":
@@ -356,7 +407,23 @@ def _usage(mode: str, o: dict[str, str], sent: int, reasoning: int) -> dict[str,
     usage["total_tokens"] = 11 + (value if isinstance(value, int) else 0)
     if reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    if "cached" in o:
+        usage["prompt_tokens_details"] = {"cached_tokens": int(o["cached"])}
     return usage
+
+
+def _timings(o: dict[str, str], sent: int) -> dict[str, Any]:
+    """llama-server's timing object (numbers made up, shapes as it sends them)."""
+    predicted_ms = 2.5 * max(0, sent - 1)
+    return {
+        "cache_n": int(o.get("cached", "0")),
+        "prompt_n": 11 - int(o.get("cached", "0")),
+        "prompt_ms": 3.25,
+        "predicted_n": sent,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": 2.5,
+        "predicted_per_second": 400.0,
+    }
 
 
 @contextlib.contextmanager

@@ -54,16 +54,19 @@ def bench_run(
     *,
     concurrency: tuple[int, ...] = (1,),
     requests: int = 4,
-    max_tokens: int = 128,
+    max_tokens: int | None = 128,
     client: str = "fast",
     api_key_env: str | None = None,
     warmup_requests: int = 1,
     unique_prompts: bool = False,
+    model_check: str = "auto",
 ) -> LoadedRun:
     """One tokrate run against ``base_url``; returns its loaded run folder."""
     endpoint = models[0].endpoint
     spec = RunSpec(
-        endpoints=(EndpointSpec(endpoint, base_url, api_key_env=api_key_env),),
+        endpoints=(
+            EndpointSpec(endpoint, base_url, api_key_env=api_key_env, model_check=model_check),  # type: ignore[arg-type]
+        ),
         models=tuple(models),
         load=LoadSpec(
             concurrency=concurrency,

@@ -127,15 +127,16 @@ def llama_server_binary() -> Path:
 
 @contextlib.contextmanager
 def llama_server(
-    model: Path, alias: str, log: Path, *, slots: int = 4, context: int = 4096
+    model: Path, alias: str | None, log: Path, *, slots: int = 4, context: int = 4096
 ) -> Iterator[Server]:
     """llama-server on one GGUF file, one compute thread, ``slots`` parallel sequences
-    sharing ``context`` tokens of KV cache, Prometheus metrics on."""
+    sharing ``context`` tokens of KV cache, Prometheus metrics on. Without ``alias`` it
+    names the model by the path it was given (``Server.models`` key: that path)."""
     port = free_port()
     argv = [
         str(llama_server_binary()),
         "--model", str(model),
-        "--alias", alias,
+        *(("--alias", alias) if alias else ()),
         "--host", "127.0.0.1",
         "--port", str(port),
         "--threads", "1",
@@ -144,8 +145,9 @@ def llama_server(
         "--ctx-size", str(context),
         "--metrics",
     ]  # fmt: skip
-    with started(f"llama-server {alias}", argv, port=port, ready_path="/health", log=log) as srv:
-        srv.models[alias] = str(model)
+    name = alias or str(model)
+    with started(f"llama-server {name}", argv, port=port, ready_path="/health", log=log) as srv:
+        srv.models[name] = str(model)
         yield srv
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
+
+if TYPE_CHECKING:
+    from tokrate.spec import ModelSpec, RunSpec
 
 __all__ = ["add_run"]
 
@@ -24,6 +28,11 @@ def add_run(sub: Subparsers) -> None:
         help="OpenAI-compatible base URL (ends in /v1); replaces the config's endpoints",
     )
     a("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    a(
+        "--metrics-url",
+        metavar="URL",
+        help="with --base-url: the server's Prometheus /metrics, scraped during the run",
+    )
     a("-m", "--model", action="append", metavar="NAME", help="model name (repeatable)")
     a("--prompts", action="append", metavar="PATH", help="prompt file or folder (repeatable)")
     a("--concurrency", metavar="N[,N...]", help="closed-loop sweep, e.g. 1,4,16")
@@ -34,7 +43,19 @@ def add_run(sub: Subparsers) -> None:
     a("--warmup", metavar="N|Ns", help="warm-up: a request count (5) or seconds (10s)")
     a("--targets-mode", choices=("interleaved", "sequential", "parallel"))
     a("--client", choices=("fast", "httpx", "openai"))
-    a("--api", choices=("chat", "completions"))
+    a(
+        "--api",
+        choices=("chat", "completions", "responses", "anthropic"),
+        help="protocol: Chat Completions (default), legacy Completions, the Responses API"
+        " (/responses) or Anthropic Messages (/messages); [[endpoint]] api wins",
+    )
+    a(
+        "--body",
+        action="append",
+        metavar="KEY=JSON",
+        help="a body field for every request, e.g. top_k=40 or"
+        ' reasoning=\'{"effort":"low"}\' (repeatable; wins over every extra_body)',
+    )
     a("--max-tokens", type=int, metavar="N", help="max output tokens per request")
     a("--seed", type=int)
     a("--output-dir", metavar="DIR", help="parent folder of run folders (default reports)")
@@ -108,6 +129,27 @@ def _run_seconds(text: str, flag: str) -> float:
         raise UsageError(f"tokrate run: {flag} {text!r}: expected seconds (30, 30s, 2m)") from None
 
 
+def _body_pairs(items: list[str]) -> dict[str, object]:
+    """``--body KEY=JSON`` values as a table (a later KEY wins); a value that is not
+    JSON is refused, naming it (``--body top_k=40``, ``--body stop='["\\n"]'``)."""
+    import orjson
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise UsageError(f"tokrate run: --body {item!r}: expected KEY=JSON (e.g. top_k=40)")
+        try:
+            out[key] = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise UsageError(
+                f"tokrate run: --body {key}: the value is not JSON: {text[:60]!r}"
+                " (quote strings: --body 'user=\"me\"')"
+            ) from None
+    return out
+
+
 def _load_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The load-shape flags: levels, warm-up and duration."""
     o: dict[str, object] = {}
@@ -175,11 +217,28 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["output.progress_interval_s"] = _run_seconds(
             args.progress_interval, "--progress-interval"
         )
+    if args.body:
+        o["client.body_overrides"] = _body_pairs(args.body)
     if args.threshold:
         o["compare.thresholds"] = tuple(args.threshold)
     if args.thresholds_from_history is not None:
         o["compare.thresholds_from_history"] = os.path.abspath(args.thresholds_from_history)
     return o
+
+
+def _chosen_models(spec: RunSpec, names: list[str]) -> list[ModelSpec]:
+    """The ``-m`` models on top of a config: a name the config defines keeps its whole
+    table (extra_body, headers, ignore_eos, prices, ... on every endpoint that has it);
+    a new name goes to the first endpoint (or the simulator) with defaults only."""
+    from tokrate.run import SIM_ENDPOINT
+    from tokrate.spec import ModelSpec
+
+    owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
+    out: list[ModelSpec] = []
+    for name in names:
+        configured = [m for m in spec.models if m.name == name]
+        out += configured or [ModelSpec(endpoint=owner, name=name)]
+    return out
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -189,7 +248,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from tokrate.report.text import render_summary
-    from tokrate.run import EMBEDDED_DEFAULTS, SIM_ENDPOINT, run_benchmark
+    from tokrate.run import EMBEDDED_DEFAULTS, run_benchmark
     from tokrate.spec import EndpointSpec, ModelSpec, load_spec
 
     overrides = _run_overrides(args)
@@ -201,12 +260,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         overrides = {**defaults, **overrides}
     elif args.time_scale is not None and args.base_url is not None:
         raise UsageError("tokrate run: --time-scale applies to the simulator only")
+    if args.metrics_url and not args.base_url:
+        raise UsageError(
+            "tokrate run: --metrics-url needs --base-url (else: metrics_url in [[endpoint]])"
+        )
     if args.base_url:
         endpoint = EndpointSpec(
             name="endpoint",
             base_url=args.base_url,
             api_key_env=args.api_key_env,
             model_check=args.model_check or "auto",
+            metrics_url=args.metrics_url,
         )
         overrides["endpoints"] = [endpoint]
         if not args.model:
@@ -228,8 +292,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 for e in spec.endpoints
             ]
         if args.model:
-            owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
-            again["models"] = [ModelSpec(endpoint=owner, name=m) for m in args.model]
+            again["models"] = _chosen_models(spec, args.model)
         spec = load_spec(args.config, again)
     err = Console(stderr=True)
     result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)

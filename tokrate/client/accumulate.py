@@ -10,15 +10,23 @@ object) are recorded, never raised: feed() returns True when the stream is finis
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 import orjson
 
-from tokrate.client.chunks import ChunkError, classify_chunk
+from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk
+from tokrate.client.events_anthropic import classify_anthropic_event
+from tokrate.client.events_common import in_band_error_class, merge_usage
+from tokrate.client.events_responses import classify_responses_event
 from tokrate.client.failures import (
     http_error_message,
+    is_context_overflow,
     is_usage_rejection,
     snippet,
     status_class,
 )
+from tokrate.client.fallbacks import is_max_tokens_rejection
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import SSEDecoder, SSEProtocolError
 
@@ -26,6 +34,7 @@ __all__ = [
     "ERROR_BODY_LIMIT",
     "MAX_RESPONSE_BYTES",
     "MAX_RESPONSE_CHUNKS",
+    "MAX_TOKENS_NOTE",
     "REJECTED_NOTE",
     "ResponseLimitExceeded",
     "StreamState",
@@ -33,6 +42,34 @@ __all__ = [
 ]
 
 _DONE = b"[DONE]"
+#: Note on a result whose server rejected ``max_tokens`` (triggers the one resend with
+#: ``max_completion_tokens``).
+MAX_TOKENS_NOTE: Final = "server rejected max_tokens"
+
+
+def _classify_chat(obj: object, event_name: str | None = None) -> ChunkFacts:
+    return classify_chunk(obj)
+
+
+def _chat_error_class(obj: object, code: int | None) -> str:
+    """The class of a chat ``{"error": ...}`` chunk: its HTTP-like ``code``, else its
+    code/type words as for the typed protocols (``server_error`` is ``http_5xx`` in
+    every protocol), else ``protocol``."""
+    if code is not None and code >= 400:
+        return status_class(code)
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict):
+        return in_band_error_class(err.get("code"), err.get("type"))
+    return "protocol"
+
+
+#: The event classifier of each protocol (chat and completions share one).
+_CLASSIFIERS: Final[dict[str, Callable[[object, str | None], ChunkFacts]]] = {
+    "chat": _classify_chat,
+    "completions": _classify_chat,
+    "responses": classify_responses_event,
+    "anthropic": classify_anthropic_event,
+}
 #: Bytes of a non-2xx (or non-stream 200) body kept for the error message.
 ERROR_BODY_LIMIT = 8192
 #: Note on a result whose server rejected ``stream_options`` (triggers the one retry).
@@ -59,11 +96,13 @@ def needs_error_body(status: int, content_type: str) -> bool:
 class StreamState:
     """Mutable per-request accumulator; :meth:`result` freezes it into a StreamResult.
 
-    ``chunk_ns`` gets one stamp per content-bearing chunk. ``end_ns`` is set at [DONE],
-    at a failure, or by :meth:`finish` (connection end).
+    ``chunk_ns`` gets one stamp per content-bearing chunk. ``end_ns`` is set at [DONE]
+    (or the typed protocols' terminal event), at a failure, or by :meth:`finish`
+    (connection end). ``api`` picks the event classifier; usage of the typed
+    protocols arrives in parts and is merged.
     """
 
-    __slots__ = (
+    __slots__ = (  # noqa: RUF023 - appended fields stay at the end
         "answer_chunks",
         "answer_parts",
         "bytes_received",
@@ -85,9 +124,14 @@ class StreamState:
         "notes",
         "reasoning_chunks",
         "response_id",
+        "response_model",
         "retry_after_s",
+        "server_timings",
         "tool_chunks",
         "usage",
+        # Appended (merge-friendly): the protocol and its classifier.
+        "api",
+        "classify",
     )
 
     def __init__(
@@ -96,7 +140,10 @@ class StreamState:
         max_chunks: int = MAX_RESPONSE_CHUNKS,
         max_bytes: int = MAX_RESPONSE_BYTES,
         keep_text: bool = False,
+        api: str = "chat",
     ) -> None:
+        self.api = api
+        self.classify = _CLASSIFIERS.get(api, _classify_chat)
         self.decoder = SSEDecoder()
         #: The answer's text pieces, kept only when asked (multi-turn sessions send the
         #: real answer back); None otherwise, so ordinary requests pay nothing.
@@ -127,6 +174,9 @@ class StreamState:
         #: Set-up of the connection this request opened (ns), 0 when it reused one,
         #: None while unknown; the transport sets it.
         self.connect_ns: int | None = None
+        #: The first ``model`` a chunk carried, and the last timing object sent.
+        self.response_model: str | None = None
+        self.server_timings: dict[str, float] | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -154,7 +204,8 @@ class StreamState:
         if retry_after is not None:
             self.retry_after_s = parse_retry_after(retry_after)
         if status >= 300:
-            self.fail(status_class(status), http_error_message(status, reason, body), now)
+            cls = "context_length" if is_context_overflow(status, body) else status_class(status)
+            self.fail(cls, http_error_message(status, reason, body), now)
         else:
             text = http_error_message(status, reason, body).split(": ", 1)[1]
             self.fail(
@@ -162,6 +213,8 @@ class StreamState:
             )
         if is_usage_rejection(status, body):
             self.notes.append(REJECTED_NOTE)
+        if is_max_tokens_rejection(status, body):
+            self.notes.append(MAX_TOKENS_NOTE)
 
     def finish(self, now_ns: int) -> None:
         """The body ended (message complete or connection end) at ``now_ns``.
@@ -219,13 +272,14 @@ class StreamState:
             except orjson.JSONDecodeError:
                 self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
                 return True
-            if self.feed_chunk(obj, now_ns):
+            if self.feed_chunk(obj, now_ns, event.event):
                 return True
         return False
 
-    def feed_chunk(self, obj: object, now_ns: int) -> bool:
-        """Consume one parsed chunk that arrived at ``now_ns``; True when it ended the
-        stream (an in-band error, a malformed chunk or one past ``max_chunks``, all
+    def feed_chunk(self, obj: object, now_ns: int, event_name: str | None = None) -> bool:
+        """Consume one parsed chunk (``event_name``: its SSE ``event:``) that arrived at
+        ``now_ns``; True when it ended the stream (the typed protocols' terminal event,
+        an in-band error, a malformed chunk or one past ``max_chunks``, all
         recorded)."""
         self.chunks_seen += 1
         if self.chunks_seen > self.max_chunks:
@@ -236,14 +290,12 @@ class StreamState:
             )
             return True
         try:
-            facts = classify_chunk(obj)
+            facts = self.classify(obj, event_name)
         except ChunkError as exc:
             self.fail("protocol", str(exc), now_ns)
             return True
         if facts.error is not None:
-            code = facts.error_code
-            cls = status_class(code) if code is not None and code >= 400 else "protocol"
-            self.fail(cls, f"error in stream: {facts.error}", now_ns)
+            self._fail_in_band(facts, obj, now_ns)
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
             self.chunk_ns.append(now_ns)
@@ -261,10 +313,35 @@ class StreamState:
         if facts.finish_reason is not None:
             self.finish_reason = facts.finish_reason
         if facts.usage is not None:
-            self.usage = facts.usage
+            self.usage = merge_usage(self.usage, facts.usage)
+        self._note_response(facts)
+        if facts.end_of_stream:
+            self.done = True
+            self.end_ns = now_ns
+            self.finished = True
+            return True
+        return False
+
+    def _fail_in_band(self, facts: ChunkFacts, obj: object, now_ns: int) -> None:
+        """An error chunk or event inside a 200 stream: classed by its code/type words
+        (a context overflow by its wording), with any usage it carried kept."""
+        assert facts.error is not None
+        if facts.usage is not None:
+            self.usage = merge_usage(self.usage, facts.usage)
+        cls = facts.error_class or _chat_error_class(obj, facts.error_code)
+        if is_context_overflow(facts.error_code or 400, facts.error, kind=facts.error_kind):
+            cls = "context_length"
+        self.fail(cls, f"error in stream: {facts.error}", now_ns)
+
+    def _note_response(self, facts: ChunkFacts) -> None:
+        """What identifies the response: its id and model (first seen), the server's
+        timing object (last seen)."""
         if self.response_id is None and facts.response_id is not None:
             self.response_id = facts.response_id
-        return False
+        if self.response_model is None and facts.model is not None:
+            self.response_model = facts.model
+        if facts.timings is not None:
+            self.server_timings = facts.timings
 
     def result(
         self,
@@ -293,7 +370,9 @@ class StreamState:
             answer_chunks=self.answer_chunks,
             reasoning_chunks=self.reasoning_chunks,
             tool_chunks=self.tool_chunks,
-            usage=self.usage,
+            # Usage without the output count (a typed stream cut after its first part)
+            # says nothing about the output: the chunks count then.
+            usage=self.usage if self.usage and "completion_tokens" in self.usage else None,
             finish_reason=self.finish_reason,
             response_id=self.response_id,
             done=self.done,
@@ -307,13 +386,26 @@ class StreamState:
             retry_after_s=self.retry_after_s,
             connect_ns=self.connect_ns,
             answer_text=None if self.answer_parts is None else "".join(self.answer_parts),
+            response_model=self.response_model,
+            server_timings=self.server_timings,
         )
 
 
 def _answer_text(obj: object) -> str:
-    """The answer text of an already classified answer chunk (chat ``delta.content``
-    or completions ``text`` of every choice)."""
-    choices = obj.get("choices") if isinstance(obj, dict) else None
+    """The answer text of an already classified answer chunk: chat ``delta.content``
+    or completions ``text`` of every choice, a Responses ``response.output_text.delta``
+    event's ``delta``, an Anthropic ``content_block_delta``'s ``text_delta`` text."""
+    if not isinstance(obj, dict):
+        return ""
+    kind = obj.get("type")
+    if kind == "response.output_text.delta":
+        delta = obj.get("delta")
+        return delta if isinstance(delta, str) else ""
+    if kind == "content_block_delta":
+        block = obj.get("delta")
+        text = block.get("text") if isinstance(block, dict) else None
+        return text if isinstance(text, str) else ""
+    choices = obj.get("choices")
     parts = []
     for choice in choices if isinstance(choices, list) else ():
         if not isinstance(choice, dict):

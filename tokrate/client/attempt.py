@@ -59,6 +59,7 @@ class Attempt:
         self.state = StreamState(
             max_chunks=req.max_response_chunks,
             max_bytes=req.max_response_bytes,
+            api=req.api,
             keep_text=req.keep_text,
         )
         if watch is not None:

@@ -70,12 +70,24 @@ Attempt = Callable[..., Awaitable[StreamResult]]
 
 async def with_usage_fallback(send: Attempt, req: PreparedRequest) -> StreamResult:
     """Send ``req``; when the server rejected ``stream_options`` (a 400/422 naming it),
-    send it once more without, marked ``usage_rejected``. The only resend a client
-    makes on its own, and the result says so."""
-    from tokrate.client.accumulate import REJECTED_NOTE
-    from tokrate.client.request import without_stream_options
+    send it once more without, marked ``usage_rejected``; when it rejected
+    ``max_tokens`` (a model that takes only ``max_completion_tokens``), send it once
+    more with the limit renamed, noted :data:`~tokrate.client.fallbacks.MAX_COMPLETION_NOTE`.
+    The only resends a client makes on its own, and the result says so."""
+    import dataclasses
+
+    from tokrate.client.accumulate import MAX_TOKENS_NOTE, REJECTED_NOTE
+    from tokrate.client.fallbacks import MAX_COMPLETION_NOTE
+    from tokrate.client.request import with_max_completion_tokens, without_stream_options
 
     result = await send(req, attempt=1, usage_rejected=False)
     if REJECTED_NOTE in result.notes and req.include_usage:
-        result = await send(without_stream_options(req), attempt=2, usage_rejected=True)
+        req = without_stream_options(req)
+        result = await send(req, attempt=2, usage_rejected=True)
+    if MAX_TOKENS_NOTE in result.notes and req.max_tokens_field == "max_tokens":
+        rejected = result.usage_rejected
+        result = await send(
+            with_max_completion_tokens(req), attempt=result.attempt + 1, usage_rejected=rejected
+        )
+        result = dataclasses.replace(result, notes=(*result.notes, MAX_COMPLETION_NOTE))
     return result

@@ -5,23 +5,38 @@ A chunk is *content-bearing* when it carries non-empty answer text, reasoning te
 TTFT, ITL and the chunk-count fallback of output tokens. Role-only chunks, empty
 deltas, finish-only chunks and usage-only chunks (empty ``choices``) do not.
 
+Besides content, a chunk may say which model answered (``model``, kept as sent, at
+most :data:`MAX_MODEL_CHARS`), how many prompt tokens the server took from its prompt
+cache (``usage.prompt_tokens_details.cached_tokens``, or llama.cpp's
+``timings.cache_n``), and the server's own timing object (llama.cpp ``timings`` in its
+usage chunk: only finite numeric entries are kept, at most :data:`MAX_TIMING_KEYS`).
+
 Pure functions over already-parsed JSON; nothing here touches the clock.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 __all__ = [
+    "MAX_MODEL_CHARS",
     "MAX_SANE_TOKENS",
+    "MAX_TIMING_KEYS",
     "ChunkFacts",
     "ChunkError",
     "classify_chunk",
+    "parse_timings",
     "parse_usage",
 ]
 
 #: Usage counts above this are treated as garbage (no real response is 100M tokens).
 MAX_SANE_TOKENS: Final = 100_000_000
+#: A response's ``model`` longer than this is cut (a path to a .gguf can be long).
+MAX_MODEL_CHARS: Final = 256
+#: Entries of a server timing object kept (llama.cpp sends 7); more is not timing.
+MAX_TIMING_KEYS: Final = 32
+_MAX_TIMING_KEY_CHARS: Final = 64
 
 
 class ChunkError(ValueError):
@@ -31,9 +46,13 @@ class ChunkError(ValueError):
 class ChunkFacts:
     """What one chunk says. ``answer``/``reasoning``/``tool_call`` are True when the
     chunk carries that kind of non-empty content; ``usage`` is the parsed usage (see
-    :func:`parse_usage`) or None; ``error`` is an in-band error object's message."""
+    :func:`parse_usage`) or None; ``error`` is an in-band error object's message.
+    ``model`` is the chunk's ``model`` field, ``timings`` its server timing object
+    (:func:`parse_timings`), ``error_kind`` an in-band error's ``type`` or string
+    ``code`` (how a context overflow is told apart)."""
 
-    __slots__ = (
+    # Fields added later go at the end (several branches add some): not sorted.
+    __slots__ = (  # noqa: RUF023
         "answer",
         "error",
         "error_code",
@@ -42,6 +61,13 @@ class ChunkFacts:
         "response_id",
         "tool_call",
         "usage",
+        "model",
+        "timings",
+        "error_kind",
+        # Typed protocols (tokrate.client.events_*): the terminator event, and the
+        # record error class an in-band error stands for.
+        "end_of_stream",
+        "error_class",
     )
 
     def __init__(self) -> None:
@@ -53,6 +79,14 @@ class ChunkFacts:
         self.error: str | None = None
         self.error_code: int | None = None
         self.response_id: str | None = None
+        self.model: str | None = None
+        self.timings: dict[str, float] | None = None
+        self.error_kind: str | None = None
+        #: True for the protocol's terminator (response.completed/incomplete/failed,
+        #: message_stop); chat's [DONE] is not a chunk.
+        self.end_of_stream = False
+        #: The class of an in-band error (None: decided from error_code).
+        self.error_class: str | None = None
 
     @property
     def content_bearing(self) -> bool:
@@ -108,13 +142,49 @@ def parse_usage(usage: Any) -> dict[str, int]:
         out["reasoning_tokens"] = _count(
             details["reasoning_tokens"], "completion_tokens_details.reasoning_tokens"
         )
+    prompt_details = usage.get("prompt_tokens_details")
+    if isinstance(prompt_details, dict) and prompt_details.get("cached_tokens") is not None:
+        out["cached_tokens"] = _count(
+            prompt_details["cached_tokens"], "prompt_tokens_details.cached_tokens"
+        )
     return out
+
+
+def parse_timings(timings: Any) -> dict[str, float] | None:
+    """A server's timing object as ``{name: number}``: only entries whose key is a short
+    string and whose value a finite int or float (not bool) are kept, at most
+    :data:`MAX_TIMING_KEYS`; None when nothing usable is left. Never raises: timings
+    are the server's extra, never a reason to fail a measured stream."""
+    if not isinstance(timings, dict):
+        return None
+    out: dict[str, float] = {}
+    for key, value in timings.items():
+        if len(out) >= MAX_TIMING_KEYS:
+            break
+        if not isinstance(key, str) or not key or len(key) > _MAX_TIMING_KEY_CHARS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not math.isfinite(value) or abs(value) > 1e15:
+            continue
+        out[key] = value
+    return out or None
+
+
+def _model(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    text = "".join(ch for ch in value if ch.isprintable()).strip()
+    return text[:MAX_MODEL_CHARS] or None
 
 
 def _error_facts(facts: ChunkFacts, err: Any) -> ChunkFacts:
     if isinstance(err, dict):
         message = err.get("message") or err.get("type") or "error"
         code = err.get("code")
+        kind = err.get("type") if isinstance(err.get("type"), str) else code
+        if isinstance(kind, str) and kind:
+            facts.error_kind = kind[:80]
         if isinstance(code, str) and code.isdigit():
             code = int(code)
         if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
@@ -145,12 +215,16 @@ def classify_chunk(obj: Any) -> ChunkFacts:
     rid = obj.get("id")
     if isinstance(rid, str):
         facts.response_id = rid
+    facts.model = _model(obj.get("model"))
     usage = obj.get("usage")
     if usage is not None:
         facts.usage = parse_usage(usage)
+    timings = obj.get("timings")
+    if timings is not None:
+        facts.timings = parse_timings(timings)
     choices = obj.get("choices")
     if choices is None:
-        if facts.usage is None:
+        if facts.usage is None and facts.timings is None:
             raise ChunkError("chunk has no choices")
         return facts
     if not isinstance(choices, list):

@@ -1,6 +1,10 @@
 """Map every way a request can fail to one record error class and a short message.
 
-Error classes are those of :data:`tokrate.records.ERROR_CLASSES`. Messages are one
+Error classes are those of :data:`tokrate.records.ERROR_CLASSES`. A 400/413/422 (or an
+in-band error) that says the prompt does not fit the model's context is
+``context_length``, not ``http_4xx``: llama.cpp's ``exceed_context_size_error``, OpenAI's
+(and the simulator's) ``context_length_exceeded`` code, vLLM's "maximum context length"
+text, SGLang's and TGI's wording (:func:`is_context_overflow`). Messages are one
 line, at most a few hundred characters, and pass through the one redactor
 (:mod:`tokrate.redact`) so that a server echoing a bearer token cannot leak it into
 records.
@@ -8,6 +12,7 @@ records.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 from typing import Any, Final
@@ -21,6 +26,7 @@ __all__ = [
     "classify_exception",
     "classify_httpx_exception",
     "http_error_message",
+    "is_context_overflow",
     "is_usage_rejection",
     "snippet",
     "status_class",
@@ -83,6 +89,41 @@ def is_usage_rejection(status: int, body: bytes) -> bool:
         return False
     low = body[:8192].lower()
     return b"stream_options" in low or b"include_usage" in low
+
+
+#: Error ``type`` / ``code`` values that mean "the prompt does not fit the context".
+_CONTEXT_KINDS: Final = frozenset({"exceed_context_size_error", "context_length_exceeded"})
+#: Wording of the engines that say it only in text (vLLM, SGLang, TGI, LiteLLM).
+_CONTEXT_TEXT: Final = re.compile(
+    r"(?:maximum|available|model'?s?) context (?:length|size|window)"
+    r"|context[ _](?:length|size|window)[^.]{0,40}(?:exceed|too long|longer)"
+    r"|(?:exceed|longer than)[^.]{0,60}context[ _](?:length|size|window)"
+    r"|tokens \+ `max_new_tokens` must be <=",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(status: int, body: bytes | str, *, kind: str | None = None) -> bool:
+    """True when a 400/413/422 answer (``body``: its raw bytes or an error message;
+    ``kind``: an in-band error's type/code) says the prompt plus max_tokens do not fit
+    the model's context window."""
+    if status not in (400, 413, 422):
+        return False
+    if kind in _CONTEXT_KINDS:
+        return True
+    raw = body[:8192]
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else raw
+    if isinstance(raw, bytes | bytearray):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        err = obj.get("error") if isinstance(obj, dict) else None
+        if isinstance(err, dict) and (
+            err.get("type") in _CONTEXT_KINDS or err.get("code") in _CONTEXT_KINDS
+        ):
+            return True
+    return any(k in text for k in _CONTEXT_KINDS) or _CONTEXT_TEXT.search(text) is not None
 
 
 def classify_exception(exc: BaseException, *, connected: bool) -> tuple[str, str]:

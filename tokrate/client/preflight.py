@@ -4,13 +4,25 @@ Per endpoint, by its ``model_check`` (``[[endpoint]] model_check``, ``--model-ch
 
 - ``"auto"`` (default): ``GET {base_url}/models``. When it answers 2xx with a usable
   list (OpenAI's ``{"data": [{"id": ...}]}``, or a bare list of such objects), every
-  model must be in it, else :class:`ModelNotServed` (exit 2) names the missing model,
-  with a "did you mean" from the list. When the endpoint has no such list (404, an
+  model must be in it (a listed path to a ``.gguf`` also matches its file name or
+  stem), else :class:`ModelNotServed` (exit 2) names the missing model, with a "did you mean" from the list. When the endpoint has no such list (404, an
   empty or unparsable answer), one tiny request per model (``max_tokens`` 1, not
   streamed) decides instead.
 - ``"probe"``: always the tiny request per model: for endpoints whose /models lists
   nothing useful (aliases, a gateway's own names).
 - ``"off"``: only that the endpoint answers HTTP at all.
+
+Context sizes: where the /models list says how long a context each model takes
+(llama.cpp ``data[].meta.n_ctx``, the per-slot share; vLLM and the simulator
+``data[].max_model_len``), :func:`check_targets` returns them per target and
+:func:`unfit_prompts` names the prompts whose estimated tokens plus max_tokens cannot
+fit (one warning line per target, before any load is sent). The estimate is
+``Prompt.input_tokens_est`` (bytes / 4 plus the chat template): a real tokenizer may
+count more, so the line says "estimated".
+
+The /models request asks for ``Connection: close``: a server that fails it (a 500) and
+drops the connection without saying so must not take the probe that follows down with
+it (the probe gets a connection of its own).
 
 Every failure is one line (exit 2) that shows what the server said: its HTTP status and
 the first line of its body, redacted (bearer tokens, ``sk-`` keys and the endpoint's
@@ -27,27 +39,86 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import EndpointUnreachable, ModelNotServed
+from tokrate.prompts import Prompt
+from tokrate.record_warnings import same_model
 from tokrate.redact import redact_text
 from tokrate.targets import Target
 
-__all__ = ["BODY_LINE_CHARS", "check_targets", "served_models"]
+__all__ = ["BODY_LINE_CHARS", "check_targets", "context_tokens", "served_models", "unfit_prompts"]
 
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
 _TIMEOUT_S: Final = 10.0
+#: Prompt ids a pre-flight context line names before "and N more".
+_IDS_SHOWN: Final = 8
+
+
+def _model_entries(payload: bytes) -> list[dict[str, Any]]:
+    """The objects of a /models body (OpenAI's ``data`` list, or a bare list)."""
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return []
+    items = doc.get("data") if isinstance(doc, dict) else doc
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 
 def served_models(payload: bytes) -> list[str] | None:
     """Model ids from a /models body; None when it is not a usable, non-empty list."""
-    try:
-        doc = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return None
-    items = doc.get("data") if isinstance(doc, dict) else doc
-    if not isinstance(items, list):
-        return None
-    ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
+    ids = [str(item["id"]) for item in _model_entries(payload) if "id" in item]
     return ids or None
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 40:
+        return value
+    return None
+
+
+def context_tokens(payload: bytes, model: str) -> int | None:
+    """The context size (tokens) a /models body gives for ``model`` (its entry, or the
+    only entry: llama.cpp lists one model under whatever name), None when it says none."""
+    entries = _model_entries(payload)
+    named = [i for i in entries if i.get("id") == model]
+    entry = named[0] if named else (entries[0] if len(entries) == 1 else None)
+    if entry is None:
+        return None
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and _positive_int(meta.get("n_ctx")):
+        return _positive_int(meta.get("n_ctx"))
+    return _positive_int(entry.get("max_model_len"))
+
+
+def unfit_prompts(
+    targets: Sequence[Target], contexts: Mapping[str, int], prompts: Sequence[Prompt]
+) -> list[str]:
+    """One line per target whose context (``contexts``: tokens by target label) cannot
+    hold some prompts' estimated input tokens plus their max_tokens (1 when unset)."""
+    lines = []
+    for t in targets:
+        ctx = contexts.get(t.label)
+        if ctx is None:
+            continue
+        ids = [p.id for p in prompts if p.input_tokens_est + (p.max_tokens or 1) > ctx]
+        if not ids:
+            continue
+        shown = ", ".join(ids[:_IDS_SHOWN])
+        more = f" and {len(ids) - _IDS_SHOWN} more" if len(ids) > _IDS_SHOWN else ""
+        lines.append(
+            f"target {t.label}: {len(ids)} of {len(prompts)} prompts cannot fit its"
+            f" {ctx}-token context (estimated prompt + max_tokens): {shown}{more};"
+            " expect context_length errors: use shorter prompts or a smaller max_tokens"
+        )
+    return lines
+
+
+def _is_served(model: str, served: Sequence[str]) -> bool:
+    """``model`` is in the list, or names a listed .gguf by its file name or stem
+    (llama-server without ``--alias`` lists the path it was started with, and answers
+    any name)."""
+    return model in served or any(
+        s.lower().endswith(".gguf") and same_model(model, s) for s in served
+    )
 
 
 def _first_line(body: bytes, secret: str | None) -> str:
@@ -81,10 +152,13 @@ def check_targets(
     *,
     api: str = "chat",
     timeout_s: float = _TIMEOUT_S,
-) -> None:
-    """Run the pre-flight of every endpoint of ``targets`` (see the module docstring).
+) -> dict[str, int]:
+    """Run the pre-flight of every endpoint of ``targets`` (see the module docstring);
+    returns the context size (tokens) of each target whose /models entry gives one, by
+    target label.
 
-    ``api`` ("chat" | "completions") picks the route of the tiny probe request.
+    ``api`` (the run's ``[client] api``; an endpoint's own ``api`` wins) picks the
+    route, body and key header of the tiny probe request.
 
     Raises:
         EndpointUnreachable: no HTTP answer, a 401/403, or a failed probe (exit 2).
@@ -93,43 +167,55 @@ def check_targets(
     by_endpoint: dict[str, list[Target]] = {}
     for t in targets:
         by_endpoint.setdefault(t.endpoint.name, []).append(t)
+    contexts: dict[str, int] = {}
     for group in by_endpoint.values():
-        _check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s)
+        contexts.update(
+            _check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s)
+        )
+    return contexts
 
 
 def _check_endpoint(
     targets: Sequence[Target], api_key: str | None, api: str, timeout_s: float
-) -> None:
+) -> dict[str, int]:
     import httpx
+
+    from tokrate.client.request import auth_headers
 
     endpoint = targets[0].endpoint
     base = targets[0].base_url.rstrip("/")
     name = endpoint.name
-    headers = dict(endpoint.headers)
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    api = endpoint.api or api
+    headers = dict([*auth_headers(targets[0], api, api_key), *endpoint.headers])
     where = f"endpoint {name!r} ({base})"
     try:
         with httpx.Client(timeout=timeout_s, headers=headers) as http:
             served: list[str] | None = None
+            contexts: dict[str, int] = {}
             if endpoint.model_check != "probe":
-                resp = http.get(f"{base}/models")
+                resp = http.get(f"{base}/models", headers={"Connection": "close"})
                 _refuse_auth(resp, where, endpoint.api_key_env, api_key)
+                if resp.is_success:
+                    for t in targets:
+                        ctx = context_tokens(resp.content, t.model.name)
+                        if ctx is not None:
+                            contexts[t.label] = ctx
                 if endpoint.model_check == "off":
-                    return
+                    return contexts
                 if resp.is_success:
                     served = served_models(resp.content)
             if served is not None:
                 for t in targets:
-                    if t.model.name not in served:
+                    if not _is_served(t.model.name, served):
                         raise ModelNotServed(
                             f"{where} does not serve model {t.model.name!r}"
                             f" (GET /models lists {len(served)});"
                             f" {_did_you_mean(t.model.name, served)}; nothing was sent"
                         )
-                return
+                return contexts
             for t in targets:
                 _probe(http, t, base, where, api, endpoint.api_key_env, api_key)
+            return contexts
     except httpx.HTTPError as err:
         reason = type(err).__name__
         detail = str(err).splitlines()[0] if str(err) else ""
@@ -157,15 +243,15 @@ def _probe(
     api_key: str | None,
 ) -> None:
     """One request of one output token for ``target``'s model; raise on failure."""
+    from tokrate.client.fallbacks import is_max_tokens_rejection
+    from tokrate.client.request import probe_request
+
     model = target.model.name
-    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
-    if api == "completions":
-        body["prompt"] = "ping"
-        route = "completions"
-    else:
-        body["messages"] = [{"role": "user", "content": "ping"}]
-        route = "chat/completions"
-    resp = http.post(f"{base}/{route}", json=body)
+    url, body = probe_request(target, api)
+    resp = http.post(url, json=body)
+    if is_max_tokens_rejection(resp.status_code, resp.content) and "max_tokens" in body:
+        body["max_completion_tokens"] = body.pop("max_tokens")  # o-series models
+        resp = http.post(url, json=body)
     if resp.is_success:
         return
     _refuse_auth(resp, where, key_env, api_key)

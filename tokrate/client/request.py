@@ -5,15 +5,21 @@
 serialising happens here, so nothing but the write remains between t0 and the wire.
 
 The API key is passed in (read from the endpoint's env var by the caller) and lives
-only in the Authorization header; ``repr()`` of a PreparedRequest redacts it.
+only in the protocol's key header (``Authorization: Bearer``; ``x-api-key`` for
+Anthropic; ``api-key`` for Azure OpenAI); ``repr()`` of a PreparedRequest redacts it.
+Four protocols: Chat Completions, legacy Completions, the Responses API
+(``/responses``: ``input``, ``instructions``, ``max_output_tokens``) and Anthropic
+Messages (``/messages``: ``messages``, ``system``, ``max_tokens``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 import orjson
 
@@ -24,22 +30,34 @@ from tokrate.redact import Redactor
 from tokrate.targets import Target
 
 __all__ = [
+    "ANTHROPIC_DEFAULT_MAX_TOKENS",
+    "ANTHROPIC_VERSION",
     "PreparedRequest",
     "RequestSettings",
+    "auth_headers",
     "build_request",
     "new_unique_prefix",
+    "probe_request",
+    "request_url",
+    "target_api",
+    "with_max_completion_tokens",
     "without_stream_options",
 ]
 
-#: Body keys tokrate owns; a model's extra_body may not override them silently.
-_RESERVED_BODY_KEYS = frozenset({"model", "messages", "prompt", "stream"})
+#: Body keys tokrate owns; no extra_body may override them silently.
+_RESERVED_BODY_KEYS = frozenset({"model", "messages", "prompt", "input", "stream"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+#: The ``anthropic-version`` header sent unless a configured header sets another.
+ANTHROPIC_VERSION: Final = "2023-06-01"
+#: The Messages API requires ``max_tokens``: sent when a prompt has no limit.
+ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedRequest:
     """One request, ready to send. ``body`` is the final JSON bytes; ``headers`` include
-    Content-Type, Accept and (when a key was given) Authorization. ``api`` is "chat" or
-    "completions"; ``endpoint``/``model`` are names for records. ``include_usage`` says
+    Content-Type, Accept and (when a key was given) the protocol's key header. ``api``
+    is "chat", "completions", "responses" or "anthropic"; ``endpoint``/``model`` are names for records. ``include_usage`` says
     whether the body asks for ``stream_options.include_usage``. ``max_response_chunks``
     / ``max_response_bytes`` bound what the client reads of the response (riding on the
     request, so every client and the fast client's proxy fallback enforce the same)."""
@@ -54,6 +72,8 @@ class PreparedRequest:
     prompt_id: str = ""
     max_response_chunks: int = MAX_RESPONSE_CHUNKS
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    #: The chat body's name of the output limit (None: not a chat body with a limit).
+    max_tokens_field: str | None = None
     #: Keep the answer's text (``StreamResult.answer_text``): multi-turn sessions only.
     keep_text: bool = False
 
@@ -103,11 +123,14 @@ def _flatten(messages: Sequence[Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RequestSettings:
-    """How every request of a run is built: the API (``chat`` | ``completions``),
-    whether to ask for usage in the stream, ``ignore_eos`` (vLLM/SGLang: generate
-    exactly max_tokens) and ``unique_prompts`` (a random prefix per request that
-    defeats provider prompt caching), and the per-response bounds
-    (``[client] max_response_chunks`` / ``max_response_bytes``)."""
+    """How every request of a run is built: the API (``chat`` | ``completions`` |
+    ``responses`` | ``anthropic``; an endpoint's own ``api`` wins), whether to ask for
+    usage in the stream, ``ignore_eos`` (vLLM/SGLang: generate exactly max_tokens; a
+    model's own ``ignore_eos`` wins) and ``unique_prompts`` (a random prefix per
+    request that defeats provider prompt caching), the per-response bounds
+    (``[client] max_response_chunks`` / ``max_response_bytes``) and the run-wide knobs
+    (``[client] extra_body`` / ``headers``, lowest precedence; ``body_overrides`` from
+    ``--body``, highest)."""
 
     api: str = "chat"
     include_usage: bool = True
@@ -115,6 +138,174 @@ class RequestSettings:
     unique_prompts: bool = True
     max_response_chunks: int = MAX_RESPONSE_CHUNKS
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    extra_body: tuple[tuple[str, Any], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    body_overrides: tuple[tuple[str, Any], ...] = ()
+
+
+def target_api(target: Target, settings: RequestSettings) -> str:
+    """The protocol ``target`` is spoken in: its endpoint's ``api``, else the run's."""
+    return target.endpoint.api or settings.api
+
+
+def _split_system(messages: list[Any]) -> tuple[str | None, list[Any]]:
+    """(system text, the other messages): Responses' ``instructions`` and Anthropic's
+    ``system`` are separate from the turns."""
+    system = [m for m in messages if isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES]
+    rest = [m for m in messages if not (isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES)]
+    return (_flatten(system) if system else None), rest
+
+
+def _turns(prompt: Prompt, unique_prefix: str | None) -> list[Any]:
+    """The prompt as chat messages (a text prompt becomes one user turn), prefixed."""
+    if prompt.messages:
+        return _prefixed_messages(prompt.messages, unique_prefix, prompt.shared_messages)
+    if prompt.prompt is not None:
+        text = prompt.prompt
+        return [{"role": "user", "content": f"{unique_prefix} {text}" if unique_prefix else text}]
+    raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
+
+
+def _protocol_body(
+    api: str,
+    prompt: Prompt,
+    unique_prefix: str | None,
+    limit_field: str,
+) -> tuple[dict[str, Any], str]:
+    """The protocol's part of the body (without model/stream/usage) and its route."""
+    body: dict[str, Any] = {}
+    limit = prompt.max_tokens
+    if api == "completions":
+        text, shared = prompt.prompt, ""
+        if text is None and prompt.messages:
+            # The tag goes after the shared leading messages, as in chat.
+            n = min(prompt.shared_messages, len(prompt.messages) - 1)
+            shared = _flatten(prompt.messages[:n]) + "\n\n" if n else ""
+            text = _flatten(prompt.messages[n:])
+        if text is None:
+            raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
+        body["prompt"] = shared + (f"{unique_prefix} {text}" if unique_prefix else text)
+        if limit is not None:
+            body["max_tokens"] = int(limit)
+        return body, "/completions"
+    messages = _turns(prompt, unique_prefix)
+    if api == "chat":
+        body["messages"] = messages
+        if limit is not None:
+            body[limit_field] = int(limit)
+        return body, "/chat/completions"
+    system, turns = _split_system(messages)
+    if api == "responses":
+        body["input"] = turns
+        if system is not None:
+            body["instructions"] = system
+        if limit is not None:
+            body["max_output_tokens"] = int(limit)
+        return body, "/responses"
+    body["messages"] = turns
+    if system is not None:
+        body["system"] = system
+    # The Messages API requires a limit.
+    body["max_tokens"] = int(limit) if limit is not None else ANTHROPIC_DEFAULT_MAX_TOKENS
+    return body, "/messages"
+
+
+def _ignore_eos(
+    body: dict[str, Any], target: Target, settings: RequestSettings, prompt: Prompt
+) -> None:
+    """The run-wide ``[load] ignore_eos`` sends vLLM/SGLang's pair (ignore_eos +
+    min_tokens), and so does a prompt that wants exactly its ``max_tokens``
+    (``exact_output``: length grids); a model's own ``ignore_eos = true`` sends only
+    ``ignore_eos`` (what llama.cpp wants; add min_tokens in its extra_body where
+    wanted), ``false`` nothing."""
+    wanted = target.model.ignore_eos
+    limit = prompt.max_tokens
+    if prompt.exact_output and limit is not None and wanted is not False:
+        body["ignore_eos"] = True
+        body["min_tokens"] = int(limit)
+    elif wanted is None and settings.ignore_eos:
+        body["ignore_eos"] = True
+        if limit is not None:
+            body["min_tokens"] = int(limit)
+    elif wanted:
+        body["ignore_eos"] = True
+
+
+def _merge_knobs(body: dict[str, Any], target: Target, settings: RequestSettings) -> None:
+    """Body knobs in rising precedence: run-wide, endpoint, model, --body."""
+    layers = (
+        ("client", settings.extra_body),
+        (f"endpoint {target.endpoint.name!r}", target.endpoint.extra_body),
+        (f"model {target.model.name!r}", target.model.extra_body),
+        ("--body", settings.body_overrides),
+    )
+    for owner, pairs in layers:
+        for key, value in pairs:
+            if key in _RESERVED_BODY_KEYS:
+                raise ConfigError(f"{owner}: extra_body may not set {key!r}")
+            body[key] = value
+
+
+def _merge_headers(*layers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Header layers in rising precedence; a later name replaces an earlier one
+    whatever its case."""
+    merged: dict[str, tuple[str, str]] = {}
+    for layer in layers:
+        for name, value in layer:
+            merged[name.lower()] = (name, value)
+    return tuple(merged.values())
+
+
+def auth_headers(target: Target, api: str, api_key: str | None) -> list[tuple[str, str]]:
+    """How the protocol carries the key: Anthropic ``x-api-key`` (plus the default
+    ``anthropic-version``, which a configured header overrides), Azure ``api-key``,
+    otherwise ``Authorization: Bearer``."""
+    out: list[tuple[str, str]] = []
+    if api == "anthropic":
+        if api_key:
+            out.append(("x-api-key", api_key))
+        out.append(("anthropic-version", ANTHROPIC_VERSION))
+    elif api_key:
+        if target.endpoint.kind == "azure":
+            out.append(("api-key", api_key))
+        else:
+            out.append(("Authorization", f"Bearer {api_key}"))
+    return out
+
+
+def request_url(target: Target, api: str, route: str) -> str:
+    """The URL of ``route`` on ``target``: ``base_url + route``, or on Azure OpenAI the
+    deployment URL ``{base}/openai/deployments/{model}{route}?api-version=...``
+    (Responses: ``{base}/openai/responses?...``; the model rides in the body)."""
+    endpoint = target.endpoint
+    base = endpoint.base_url.rstrip("/")
+    if endpoint.kind != "azure":
+        return base + route
+    query = "?api-version=" + quote(endpoint.api_version or "", safe="")
+    if api == "responses":
+        return f"{base}/openai{route}{query}"
+    return f"{base}/openai/deployments/{quote(target.model.name, safe='')}{route}{query}"
+
+
+def probe_request(target: Target, api: str) -> tuple[str, dict[str, Any]]:
+    """(URL, JSON body) of the pre-flight's one tiny, non-streamed request to
+    ``target`` in protocol ``api`` (the Responses API wants max_output_tokens >= 16)."""
+    ping = [{"role": "user", "content": "ping"}]
+    body: dict[str, Any] = {"model": target.model.name, "stream": False}
+    if api == "completions":
+        body.update(prompt="ping", max_tokens=1)
+        route = "/completions"
+    elif api == "responses":
+        body.update(input=ping, max_output_tokens=16)
+        route = "/responses"
+    elif api == "anthropic":
+        body.update(messages=ping, max_tokens=1)
+        route = "/messages"
+    else:
+        body.update(messages=ping)
+        body[target.model.max_tokens_field or "max_tokens"] = 1
+        route = "/chat/completions"
+    return request_url(target, api, route), body
 
 
 def build_request(
@@ -125,73 +316,50 @@ def build_request(
     include_usage: bool,
     unique_prefix: str | None,
     api_key: str | None,
+    max_tokens_field: str | None = None,
     keep_text: bool = False,
 ) -> PreparedRequest:
     """Build the request for one prompt against one target.
 
     ``prompt.max_tokens`` is the output limit (``[prompts] max_tokens`` was applied to
-    every prompt when they were loaded); ``settings.ignore_eos`` adds ``ignore_eos:
-    true`` and ``min_tokens = max_tokens`` (vLLM/SGLang extensions) so the server
-    generates exactly max_tokens (so does ``prompt.exact_output``); ``unique_prefix``
-    is prepended to the first message after the prompt's ``shared_messages`` (or to
-    the prompt text), so a shared prefix stays cacheable; ``keep_text`` makes the
-    client keep the answer's text (session turns). The model's ``extra_body`` is merged last but may not
-    replace model/messages/prompt/stream.
+    every prompt when they were loaded), sent as the protocol names it (chat:
+    ``max_tokens_field`` when given (a learned fallback), else the model's
+    ``max_tokens_field``, else ``max_tokens``; responses: ``max_output_tokens``;
+    anthropic: ``max_tokens``, which it requires: 4096 when the prompt has none).
+    ``unique_prefix`` is prepended to the first message after the prompt's
+    ``shared_messages`` (or to the prompt text), so a shared prefix stays cacheable.
+    A prompt with ``exact_output`` asks for exactly ``max_tokens`` (ignore_eos +
+    min_tokens). ``keep_text`` makes the client keep the answer's text (session
+    turns). Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
+    model/messages/prompt/input/stream. ``include_usage`` only matters to chat and
+    completions (the typed protocols always report usage).
 
     Raises:
-        ConfigError: extra_body tries to override a reserved key.
+        ConfigError: an extra_body tries to override a reserved key.
         PromptError: the prompt has neither messages nor prompt text.
     """
     endpoint, model = target.endpoint, target.model
-    api = settings.api
-    messages, text = prompt.messages, prompt.prompt
+    api = target_api(target, settings)
+    limit_field = max_tokens_field or model.max_tokens_field or "max_tokens"
     body: dict[str, Any] = {"model": model.name}
-    if api == "chat":
-        if messages:
-            body["messages"] = _prefixed_messages(messages, unique_prefix, prompt.shared_messages)
-        elif text is not None:
-            content = f"{unique_prefix} {text}" if unique_prefix else text
-            body["messages"] = [{"role": "user", "content": content}]
-        else:
-            raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
-        path = "/chat/completions"
-    else:
-        shared = ""
-        if text is None and messages:
-            n = min(prompt.shared_messages, len(messages) - 1)
-            shared = _flatten(messages[:n]) + "\n\n" if n else ""
-            text = _flatten(messages[n:])
-        if text is None:
-            raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
-        body["prompt"] = shared + (f"{unique_prefix} {text}" if unique_prefix else text)
-        path = "/completions"
+    part, route = _protocol_body(api, prompt, unique_prefix, limit_field)
+    body.update(part)
     body["stream"] = True
-    if include_usage:
+    if include_usage and api in ("chat", "completions"):
         body["stream_options"] = {"include_usage": True}
-    limit = prompt.max_tokens
-    if limit is not None:
-        body["max_tokens"] = int(limit)
-        if settings.ignore_eos or prompt.exact_output:
-            body["ignore_eos"] = True
-            body["min_tokens"] = int(limit)
-    elif settings.ignore_eos:
-        body["ignore_eos"] = True
-    for key, value in model.extra_body:
-        if key in _RESERVED_BODY_KEYS:
-            raise ConfigError(f"model {model.name!r}: extra_body may not set {key!r}")
-        body[key] = value
-
-    headers: list[tuple[str, str]] = [
-        ("Content-Type", "application/json"),
-        ("Accept", "text/event-stream"),
-    ]
-    if api_key:
-        headers.append(("Authorization", f"Bearer {api_key}"))
-    headers.extend(endpoint.headers)
+    _ignore_eos(body, target, settings, prompt)
+    _merge_knobs(body, target, settings)
+    headers = _merge_headers(
+        [("Content-Type", "application/json"), ("Accept", "text/event-stream")],
+        auth_headers(target, api, api_key),
+        settings.headers,
+        endpoint.headers,
+        model.headers,
+    )
     return PreparedRequest(
-        url=endpoint.base_url.rstrip("/") + path,
+        url=request_url(target, api, route),
         body=orjson.dumps(body),
-        headers=tuple(headers),
+        headers=headers,
         api=api,
         endpoint=endpoint.name,
         model=model.name,
@@ -199,24 +367,26 @@ def build_request(
         prompt_id=prompt.id,
         max_response_chunks=settings.max_response_chunks,
         max_response_bytes=settings.max_response_bytes,
+        max_tokens_field=limit_field if api == "chat" and limit_field in body else None,
         keep_text=keep_text,
     )
+
+
+def _with_body(req: PreparedRequest, body: dict[str, Any], **changes: Any) -> PreparedRequest:
+    return dataclasses.replace(req, body=orjson.dumps(body), **changes)
+
+
+def with_max_completion_tokens(req: PreparedRequest) -> PreparedRequest:
+    """The same chat request with its ``max_tokens`` renamed ``max_completion_tokens``
+    (for models that reject the older name)."""
+    body = orjson.loads(req.body)
+    if "max_tokens" in body:
+        body["max_completion_tokens"] = body.pop("max_tokens")
+    return _with_body(req, body, max_tokens_field="max_completion_tokens")
 
 
 def without_stream_options(req: PreparedRequest) -> PreparedRequest:
     """The same request without ``stream_options`` (for servers that reject it)."""
     body = orjson.loads(req.body)
     body.pop("stream_options", None)
-    return PreparedRequest(
-        url=req.url,
-        body=orjson.dumps(body),
-        headers=req.headers,
-        api=req.api,
-        endpoint=req.endpoint,
-        model=req.model,
-        include_usage=False,
-        prompt_id=req.prompt_id,
-        max_response_chunks=req.max_response_chunks,
-        max_response_bytes=req.max_response_bytes,
-        keep_text=req.keep_text,
-    )
+    return _with_body(req, body, include_usage=False)

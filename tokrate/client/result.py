@@ -14,6 +14,10 @@ docs/run-folder.md and DESIGN.md define it:
 - ``tpot_s`` = (e2e - ttft) / (output_tokens - 1) for ok records with >= 2 tokens
 - ``chunk_offsets_s`` = every content-bearing chunk arrival - t0 (ITL = diffs)
 - ``connect_s`` = the request's connection set-up (ns / 1e9): 0.0 reused, None unknown
+- ``response_model`` = the first ``model`` a chunk carried, raw (None: none did)
+- ``cached_tokens`` = usage.prompt_tokens_details.cached_tokens, else the server
+  timings' ``cache_n`` (llama.cpp), else None
+- ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``)
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Final
 
 from tokrate.records import RequestRecord
 
-__all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record"]
+__all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record", "cached_prompt_tokens"]
 
 NS_PER_S: Final = 1_000_000_000
 
@@ -73,6 +77,10 @@ class StreamResult:
     #: The answer's text, kept only for requests that asked (``PreparedRequest.keep_text``:
     #: session turns); None otherwise.
     answer_text: str | None = None
+    #: The first ``model`` a chunk carried (raw; None when no chunk did).
+    response_model: str | None = None
+    #: The server's own timing object (llama.cpp ``timings``), numbers only.
+    server_timings: dict[str, float] | None = None
 
     @property
     def content_chunks(self) -> int:
@@ -114,6 +122,19 @@ class RecordContext:
     #: Multi-turn sessions: the session this request belongs to and its turn (1-based).
     session_id: str | None = None
     turn: int | None = None
+
+
+def cached_prompt_tokens(
+    usage: dict[str, int] | None, timings: dict[str, float] | None
+) -> int | None:
+    """Prompt tokens the server served from its cache: usage's count, else llama.cpp's
+    ``timings.cache_n`` (a non-negative whole number), else None."""
+    if usage is not None and "cached_tokens" in usage:
+        return usage["cached_tokens"]
+    cache_n = (timings or {}).get("cache_n")
+    if cache_n is not None and cache_n >= 0 and float(cache_n).is_integer():
+        return int(cache_n)
+    return None
 
 
 def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
@@ -207,6 +228,9 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         connect_s=None
         if result.connect_ns is None or result.error_class == "connect"
         else result.connect_ns / NS_PER_S,
+        response_model=result.response_model,
+        cached_tokens=cached_prompt_tokens(usage, result.server_timings),
+        server_timings=result.server_timings,
         extra=notes,
         session_id=c.session_id,
         turn=c.turn,

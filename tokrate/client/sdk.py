@@ -99,9 +99,26 @@ class _StampingTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _split_url(url: str, api: str) -> str:
-    suffix = "/chat/completions" if api == "chat" else "/completions"
-    return url[: -len(suffix)] if url.endswith(suffix) else url
+#: The route each API's SDK call appends to the client's base URL.
+_ROUTES: Final = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "responses": "/responses",
+}
+#: The body field each API's SDK call takes as its required text argument.
+_TEXT_FIELDS: Final = {"chat": "messages", "completions": "prompt", "responses": "input"}
+
+
+def _split_url(url: str, api: str) -> tuple[str, dict[str, str]]:
+    """(the SDK's base URL, query parameters) of a prepared request's URL: the route
+    the SDK appends comes off, and a query (Azure's ``api-version``) rides along as
+    ``extra_query``."""
+    from urllib.parse import parse_qsl
+
+    path, _, query = url.partition("?")
+    suffix = _ROUTES.get(api, "")
+    base = path[: -len(suffix)] if suffix and path.endswith(suffix) else path
+    return base, dict(parse_qsl(query))
 
 
 class SdkClient:
@@ -189,20 +206,26 @@ class SdkClient:
             self.kind, req, self.timeouts,
             attempt=attempt, usage_rejected=usage_rejected, watch=watch,
         )  # fmt: skip
-        sdk, model, body, headers = self._call(req)
+        sdk, model, body, headers, query = self._call(req)
         token = _CURRENT.set((a.state, a.trace))
         try:
             with a.scope() as scope:
-                create = (
-                    sdk.chat.completions.create if req.api == "chat" else sdk.completions.create
-                )
-                text = (
-                    {"messages": body.pop("messages")}
-                    if req.api == "chat"
-                    else {"prompt": body.pop("prompt")}
-                )
+                # Attribute by attribute: the SDK imports each resource on first use.
+                if req.api == "chat":
+                    create: Any = sdk.chat.completions.create
+                elif req.api == "completions":
+                    create = sdk.completions.create
+                else:
+                    create = sdk.responses.create
+                field = _TEXT_FIELDS[req.api]
+                text = {field: body.pop(field)}
                 stream: Any = await create(
-                    model=model, stream=True, extra_body=body, extra_headers=headers, **text
+                    model=model,
+                    stream=True,
+                    extra_body=body,
+                    extra_headers=headers,
+                    extra_query=query or None,
+                    **text,
                 )
                 a.got_headers = True
                 try:
@@ -222,9 +245,17 @@ class SdkClient:
 
     def _call(
         self, req: PreparedRequest
-    ) -> tuple[openai.AsyncOpenAI, str, dict[str, Any], dict[str, Any]]:
-        """(SDK client, model, remaining body fields, extra headers) of a prepared
-        request: the bearer key moves to the SDK client, the rest rides along."""
+    ) -> tuple[openai.AsyncOpenAI, str, dict[str, Any], dict[str, Any], dict[str, str]]:
+        """(SDK client, model, remaining body fields, extra headers, query) of a
+        prepared request: the bearer key moves to the SDK client, the rest (Azure's
+        ``api-key`` header and ``api-version`` query too) rides along.
+
+        Raises:
+            ValueError: an API the SDK path cannot send (anthropic: refused earlier,
+                when the config was loaded).
+        """
+        if req.api not in _ROUTES:
+            raise ValueError(f"the openai SDK client cannot send api {req.api!r}")
         body = orjson.loads(req.body)
         api_key: str | None = None
         headers: dict[str, Any] = {}
@@ -238,7 +269,8 @@ class SdkClient:
             headers["Authorization"] = openai.Omit()
         model = body.pop("model")
         body.pop("stream", None)
-        return self._sdk(_split_url(req.url, req.api), api_key), model, body, headers
+        base, query = _split_url(req.url, req.api)
+        return self._sdk(base, api_key), model, body, headers, query
 
     async def _read(self, a: Attempt, stream: Any, scope: anyio.CancelScope) -> None:
         """The SDK's stream into the attempt's state (a 200 HTML/JSON page, on which
@@ -288,7 +320,9 @@ class SdkClient:
             )
         elif isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
             # An error object inside the stream: classify it like the other clients.
-            state.feed_chunk({"error": exc.body or {"message": exc.message}}, perf_counter_ns())
+            # "type" makes it an error event of the typed protocols too.
+            body = exc.body or {"message": exc.message}
+            state.feed_chunk({"type": "error", "error": body}, perf_counter_ns())
         elif isinstance(exc, SSEProtocolError):
             state.fail("protocol", str(exc), perf_counter_ns())
         elif isinstance(exc, ValueError):  # json.JSONDecodeError from the SDK's SSE decoding

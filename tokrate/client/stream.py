@@ -18,7 +18,8 @@ opens extra connections (closed after use when the pool is full) and records one
 notice saying so; it says it only then. A connection whose response already gave
 [DONE] but whose body terminator has not been read yet (the next read, microseconds
 later) is waited for, up to :data:`DRAIN_WAIT_S`, before a new one is opened, so a
-closed loop keeps one connection per stream. :meth:`FastClient.preconnect` opens
+closed loop keeps one connection per stream; the waiter is handed that connection
+directly when it frees, so no request arriving in between can take it first. :meth:`FastClient.preconnect` opens
 connections ahead of the measurement. ``connect_ns`` of each result is the DNS + TCP
 (+ TLS) set-up of the connection it opened, 0 on a reused one.
 
@@ -89,7 +90,9 @@ class FastClient:
         # Requests holding (or opening) a connection, per origin: the pool overflowed
         # only when this exceeds pool_size.
         self._busy: dict[tuple[str, str, int], int] = {}
-        self._drain_waiters: dict[tuple[str, str, int], list[asyncio.Future[None]]] = {}
+        self._drain_waiters: dict[
+            tuple[str, str, int], list[asyncio.Future[Connection | None]]
+        ] = {}
 
     async def __aenter__(self) -> FastClient:
         return self
@@ -117,27 +120,39 @@ class FastClient:
             opened.discard(conn)
 
     def release(self, conn: Connection) -> None:
+        """A response ended and ``conn`` may serve another: handed straight to a request
+        waiting for a draining connection (so no request arriving in between can take
+        it from the idle list first: T10), else parked idle, else closed."""
+        if self._closed:
+            conn.close()
+            return
+        if self._hand_over(conn.origin, conn):
+            return
         idle = self._idle.setdefault(conn.origin, [])
-        if self._closed or len(idle) >= self.pool_size:
+        if len(idle) >= self.pool_size:
             conn.close()
         else:
             idle.append(conn)
-            self.wake(conn.origin)
 
     def wake(self, origin: tuple[str, str, int]) -> None:
-        """A connection of ``origin`` went idle or away: wake one drain waiter."""
+        """A connection of ``origin`` went away: wake one drain waiter (it opens a new
+        connection or takes an idle one)."""
+        self._hand_over(origin, None)
+
+    def _hand_over(self, origin: tuple[str, str, int], conn: Connection | None) -> bool:
         waiters = self._drain_waiters.get(origin)
         while waiters:
             waiter = waiters.pop(0)
             if not waiter.done():
-                waiter.set_result(None)
-                return
+                waiter.set_result(conn)
+                return True
+        return False
 
     def _take_idle(self, origin: tuple[str, str, int]) -> Connection | None:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            if _usable(conn):
                 return conn
         return None
 
@@ -154,15 +169,22 @@ class FastClient:
         waiters = self._drain_waiters.setdefault(origin, [])
         if draining <= sum(1 for w in waiters if not w.done()):
             return None
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         waiters.append(waiter)
         try:
-            await asyncio.wait_for(waiter, DRAIN_WAIT_S)
+            handed = await asyncio.wait_for(waiter, DRAIN_WAIT_S)
         except TimeoutError:
             return None
+        except asyncio.CancelledError:
+            # Handed a connection just as this request was cancelled: give it back.
+            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                self.release(waiter.result())  # type: ignore[arg-type]
+            raise
         finally:
             if waiter in waiters:
                 waiters.remove(waiter)
+        if handed is not None and _usable(handed):
+            return handed
         return self._take_idle(origin)
 
     async def _connect(self, target: URLTarget) -> tuple[Connection, int]:
@@ -333,6 +355,7 @@ class FastClient:
                     max_chunks=req.max_response_chunks,
                     max_bytes=req.max_response_bytes,
                     keep_text=req.keep_text,
+                    api=req.api,
                 )
                 if watch is not None:
                     watch(state)
@@ -409,6 +432,10 @@ class FastClient:
         self._drain_waiters.clear()
         if self._fallback is not None:
             await self._fallback.aclose()
+
+
+def _usable(conn: Connection) -> bool:
+    return not conn.closed and conn.transport is not None and not conn.transport.is_closing()
 
 
 def _freeze(

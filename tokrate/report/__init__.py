@@ -32,6 +32,7 @@ from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
+from tokrate.report import server_load as _server_load
 from tokrate.report import workloads as _workloads
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
@@ -212,6 +213,7 @@ class _Document:
             )
             out += [(f"{prefix}{k}", v) for k, v in fields]
         out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
+        out += _server_load.server_load_meta([(k, r.info) for k, r in self.runs], self.multi)
         out += _workloads.prefix_notes([(k, r.records) for k, r in self.runs])
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
@@ -381,6 +383,11 @@ class _Document:
             )
         else:
             self.notes.append("timeline: no measured requests")
+        load, note = _server_load.server_load_chart(
+            [(k, r.info, r.records, r.server_metrics) for k, r in self.runs], self.records
+        )
+        yield from [load] if load is not None else []
+        self.notes += [note] if note is not None else []
         cost = self.groups.filter(
             pl.col("usd_per_m").is_not_null() & pl.col("decode_p50").is_not_null()
         )

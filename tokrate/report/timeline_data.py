@@ -1,12 +1,18 @@
-"""Timeline data: output tokens/s and failed requests per time bin over a run."""
+"""Timeline data: output tokens/s and failed requests per time bin over a run; each
+request's TTFT at its send time and the servers' scraped load (running / waiting
+requests, KV-cache use) on the same clock, seconds since the run's first send."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import polars as pl
 
-__all__ = ["nice_bin_width", "timeline_bins"]
+from tokrate.metrics import final_attempts
+from tokrate.server_metrics import role_series
+
+__all__ = ["nice_bin_width", "server_points", "timeline_bins", "ttft_points"]
 
 
 def nice_bin_width(span_s: float, bins: int = 60) -> float:
@@ -117,3 +123,67 @@ def _spread(ok: pl.LazyFrame, width: float) -> pl.LazyFrame:
         )
         .select("series", "model", "t_bin_s", (pl.col("tokens") * pl.col("share")).alias("tokens"))
     )
+
+
+def ttft_points(records: pl.LazyFrame) -> pl.DataFrame:
+    """(series, model, t_send_s, ttft_s): every measured ok request's TTFT at the time
+    it was sent, in seconds since the run's first send (the timeline's clock)."""
+    return (
+        records.filter(pl.col("is_measured") & (pl.col("status") == "ok"))
+        .filter(pl.col("ttft_s").is_not_null())
+        .select(
+            "series",
+            "model",
+            (pl.col("t_rel_s") - pl.col("e2e_s")).alias("t_send_s"),
+            "ttft_s",
+        )
+        .sort("t_send_s")
+        .collect()
+    )
+
+
+def server_points(runs: Sequence[tuple[str, pl.DataFrame, pl.DataFrame]]) -> pl.DataFrame:
+    """(series, model, role, metric, t_s, value): the running / waiting / KV-cache
+    samples of each run's server_metrics.parquet (``runs``: run key, records, samples)
+    on the timeline's clock (wall clock minus the run's first send). ``series`` is named
+    as the records' (tokrate.report.data.combine_runs); ``model`` is null where the
+    server does not label its metrics by model (llama.cpp, TGI)."""
+    multi = len(runs) > 1
+    parts = []
+    for key, records, samples in runs:
+        roles = role_series(samples)
+        if not roles.height:
+            continue
+        sent = final_attempts(records.lazy()).select(pl.col("started_at").min()).collect()
+        origin = sent.item() if records.height else None
+        if origin is None:
+            origin = float(roles.get_column("at").min())  # type: ignore[arg-type]
+        endpoints = records.get_column("endpoint").n_unique() if records.height else 1
+        if not multi:
+            series = pl.col("endpoint")
+        elif endpoints > 1:
+            series = pl.lit(key) + pl.lit("/") + pl.col("endpoint")
+        else:
+            series = pl.lit(key)
+        parts.append(
+            roles.select(
+                series.alias("series"),
+                "model",
+                "role",
+                "metric",
+                (pl.col("at") - origin).alias("t_s"),
+                "value",
+            )
+        )
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "series": pl.String,
+                "model": pl.String,
+                "role": pl.String,
+                "metric": pl.String,
+                "t_s": pl.Float64,
+                "value": pl.Float64,
+            }
+        )
+    return pl.concat(parts, how="vertical_relaxed").sort(["series", "model", "role", "t_s"])

@@ -1,17 +1,19 @@
 """The simulator as a raw ASGI 3 application (served by uvicorn).
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
-``GET /v1/models/{id}``, ``GET /health``. Every client mistake becomes an OpenAI-style
-error object with the status OpenAI uses; nothing a client sends can crash the server.
-Per-tier engines (:mod:`tokrate.sim.scheduler`) are created on first use inside the
-server's event loop.
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses``
+(OpenAI Responses API), ``POST /v1/messages`` (Anthropic Messages), ``GET /v1/models``,
+``GET /v1/models/{id}``, ``GET /health``. Every generation route is one code path
+(:meth:`SimApp._completion`): the same engines, fault draw and truth log; only the
+parser and the wire of its :class:`~tokrate.sim.apis.Api` differ. Every client mistake
+becomes an error object in the route's own shape with the status its provider uses;
+nothing a client sends can crash the server. Per-tier engines
+(:mod:`tokrate.sim.scheduler`) are created on first use inside the server's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import random
 import secrets
@@ -23,10 +25,11 @@ from typing import Any
 
 import orjson
 
+from tokrate.sim.apis import API_ROUTES, Api, check_any_key
 from tokrate.sim.faults import FaultPlan, FaultRule
-from tokrate.sim.model import TierTiming, token_bytes
-from tokrate.sim.protocol import ChunkBytes, completion_body, error_body
-from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found, plan_request
+from tokrate.sim.metrics import serve_metrics
+from tokrate.sim.model import TierTiming
+from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog
 
@@ -148,19 +151,23 @@ class SimApp:
         if kind != "http":
             return
         method, path = scope["method"], scope["path"].rstrip("/")
+        api = API_ROUTES.get(path)
         try:
             if path == "/health":
                 _require_method(method, "GET")
                 stats = {name: e.stats() for name, e in self._engines.items()}
                 await _respond(send, 200, orjson.dumps({"status": "ok", "engines": stats}))
                 return
-            if path.startswith("/v1/"):
-                self._check_auth(scope)
-            if path in ("/v1/chat/completions", "/v1/completions"):
+            if path == "/metrics":
+                return await serve_metrics(send, method, self.state.timings, self._engines)
+            if api is not None:
+                api.check_headers(scope["headers"], self._api_key)
                 _require_method(method, "POST")
                 body = await _read_body(receive)
-                await self._completion(body, receive, send, chat=path == "/v1/chat/completions")
+                await self._completion(api, body, receive, send)
                 return
+            if path.startswith("/v1/"):
+                check_any_key(scope["headers"], self._api_key)
             if path == "/v1/models":
                 _require_method(method, "GET")
                 await _respond(send, 200, orjson.dumps({"object": "list", "data": self._models()}))
@@ -177,31 +184,12 @@ class SimApp:
                 404, f"Unknown path {path!r}", "invalid_request_error", None, "unknown_url"
             )
         except BadRequest as err:
-            await _respond(
-                send, err.status, error_body(err.message, err.type_, param=err.param, code=err.code)
+            body, headers = (api or API_ROUTES["/v1/chat/completions"]).error(
+                err, self._next_id("req_")
             )
+            await _respond(send, err.status, body, headers)
 
     # --- helpers -------------------------------------------------------------------
-
-    def _check_auth(self, scope: Scope) -> None:
-        if self._api_key is None:
-            return
-        got = b""
-        for k, v in scope["headers"]:
-            if k == b"authorization":
-                got = v
-                break
-        # Compare in constant time and never echo what was sent (it may be a real key).
-        if not hmac.compare_digest(got, b"Bearer " + self._api_key):
-            raise BadRequest(
-                401,
-                "Incorrect API key provided."
-                if got
-                else "Missing bearer authentication in header.",
-                "invalid_request_error",
-                None,
-                "invalid_api_key",
-            )
 
     def _models(self) -> list[dict[str, Any]]:
         return [
@@ -210,71 +198,69 @@ class SimApp:
                 "object": "model",
                 "created": 0,
                 "owned_by": "tokrate-sim",
+                "max_model_len": t.tier.context_tokens,  # as vLLM says it (pre-flight reads it)
                 "tokrate": t.describe(),
             }
             for name, t in self.state.timings.items()
         ]
 
-    def _next_id(self, chat: bool) -> str:
+    def _next_id(self, prefix: str) -> str:
         self._counter += 1
-        return f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{self._counter:08x}"
+        return f"{prefix}{self._id_prefix}{self._counter:08x}"
 
-    async def _completion(self, raw: bytes, receive: Receive, send: Send, *, chat: bool) -> None:
+    async def _completion(self, api: Api, raw: bytes, receive: Receive, send: Send) -> None:
         received_ns = perf_counter_ns()
-        plan = plan_request(
-            raw, chat=chat, timings=self.state.timings, length_rng=self._length_rng,
-            block_keys=self.state.prefix_cache,
-        )  # fmt: skip
+        plan = api.plan(raw, self.state.timings, self._length_rng, self.state.prefix_cache)
         fault = self.state.faults.draw(plan.model)
-        rid = self._next_id(chat)
-        entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault)
+        rid = self._next_id(api.id_prefix)
+        entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault, api.name)
         try:
-            await self._answer(plan, fault, entry, receive, send, chat=chat)
+            await self._answer(api, plan, fault, entry, receive, send)
         finally:
             entry.write()
 
     async def _answer(
-        self, plan: RequestPlan, fault: FaultRule | None, entry: _TruthEntry,
-        receive: Receive, send: Send, *, chat: bool,
+        self, api: Api, plan: RequestPlan, fault: FaultRule | None, entry: _TruthEntry,
+        receive: Receive, send: Send,
     ) -> None:  # fmt: skip
         kind = fault.kind if fault else None
         if kind in ("http_500", "http_429", "http_503", "html_200"):
             assert fault is not None
             entry.answered_ns = perf_counter_ns()
+            entry.write()  # before the answer, so a client that read it finds the line
             if kind == "html_200":
                 await _respond(
                     send, 200, _HTML_ERROR, [(b"content-type", b"text/html; charset=utf-8")]
                 )
             else:
-                await _fault_response(send, fault)
+                await _respond(send, *api.fault(fault, self._next_id("req_")))
             return
         if kind == "slow_first_byte":
             assert fault is not None
             await self._sleep(fault.param("seconds"))
-        timing = self.state.timings[plan.model]
-        created = int(time.time())
-        chunks = ChunkBytes(entry.request_id, plan.model, created, chat=chat)
+        wire = api.wire(entry.request_id, plan, int(time.time()))
         req = SimRequest(
-            chunks=chunks,
+            wire=wire,
             stream=plan.stream,
-            include_usage=plan.include_usage,
             input_tokens=plan.input_tokens,
             output_tokens=plan.output_tokens,
-            reasoning_tokens=timing.tier.reasoning_tokens if chat else 0,
+            reasoning_tokens=plan.reasoning_tokens,
             finish_reason=plan.finish_reason,
             fault=fault,
             send=send,
             block_keys=plan.block_keys,
         )
         entry.req = req
+        # Logged before the final write, so a client that read the end finds the line.
+        req.before_final = entry.write
         if plan.stream:
-            # Logged before the final chunk, so a client that read [DONE] finds it.
-            req.before_final = entry.write
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
-            if chat:
-                # The role chunk goes out at once: it is the first byte, never a token.
+            opening = wire.opening()
+            if opening:
+                # Sent at once (chat's role chunk, response.created, message_start): the
+                # first byte, never a token.
                 req.first_write_ns = perf_counter_ns()
-                await send({"type": "http.response.body", "body": chunks.role(), "more_body": True})
+                await send({"type": "http.response.body", "body": opening, "more_body": True})
         engine = self.engine(plan.model)
         if isinstance(engine, FixedEngine):
             engine.submit(
@@ -301,23 +287,10 @@ class SimApp:
             entry.ended_ns = perf_counter_ns()
             raise
         if not plan.stream:
-            await self._send_whole(send, req, entry.request_id, plan.model, created, chat, fault)
+            await self._send_whole(send, req, fault)
 
-    async def _send_whole(
-        self, send: Send, req: SimRequest, rid: str, model: str, created: int, chat: bool,
-        fault: FaultRule | None,
-    ) -> None:  # fmt: skip
-        r = min(req.reasoning_tokens, req.produced)
-        body = completion_body(
-            response_id=rid,
-            model=model,
-            created=created,
-            chat=chat,
-            content=token_bytes(r, req.produced).decode("ascii"),
-            reasoning=token_bytes(0, r).decode("ascii") if r else None,
-            finish_reason=req.finish_reason,
-            usage=req.usage(),
-        )
+    async def _send_whole(self, send: Send, req: SimRequest, fault: FaultRule | None) -> None:
+        body = req.wire.whole(req.finish_reason, req.usage())
         kind = fault.kind if fault else None
         if kind == "stall":
             assert fault is not None
@@ -334,6 +307,8 @@ class SimApp:
                 {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}
             )
             raise InjectedDisconnect()
+        if req.before_final is not None:
+            req.before_final()
         await _respond(send, 200, body)
 
 
@@ -343,7 +318,7 @@ class _TruthEntry:
 
     def __init__(
         self, log: TruthLog | None, request_id: str, model: str, received_ns: int,
-        fault: FaultRule | None,
+        fault: FaultRule | None, protocol: str,
     ) -> None:  # fmt: skip
         self.request_id = request_id
         self.received_ns = received_ns
@@ -355,6 +330,7 @@ class _TruthEntry:
         self._log = log
         self._model = model
         self._fault = fault.kind if fault else None
+        self._protocol = protocol
         self._written = False
 
     def write(self) -> None:
@@ -365,14 +341,16 @@ class _TruthEntry:
         if req is None:
             t = self.answered_ns if self.answered_ns is not None else perf_counter_ns()
             self._log.record(
-                self.request_id, self._model, self.received_ns, t, [], t, 0, self._fault
-            )
+                self.request_id, self._model, self.received_ns, t, [], t, 0, self._fault,
+                protocol=self._protocol, reasoning_tokens=0,
+            )  # fmt: skip
             return
         done = self.ended_ns if self.ended_ns is not None else req.done_ns
         self._log.record(
             self.request_id, self._model, self.received_ns, req.first_write_ns,
             req.content_write_ns, done if done is not None else perf_counter_ns(),
-            req.produced, self._fault, input_tokens=req.input_tokens,
+            req.produced, self._fault, protocol=self._protocol,
+            reasoning_tokens=req.usage().reasoning_tokens, input_tokens=req.input_tokens,
             cached_tokens=req.cached_tokens,
         )  # fmt: skip
 
@@ -420,31 +398,6 @@ async def _respond(
     ]
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
     await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _fault_response(send: Send, fault: FaultRule) -> None:
-    if fault.kind == "http_429":
-        retry_after = fault.param("retry_after")
-        body = error_body(
-            "Rate limit reached for requests (simulated fault http_429).",
-            "requests",
-            code="rate_limit_exceeded",
-        )
-        ra = f"{retry_after:g}".encode()
-        await _respond(send, 429, body, [*_JSON, (b"retry-after", ra)])
-    elif fault.kind == "http_503":
-        body = error_body(
-            "The engine is currently overloaded (simulated fault http_503).",
-            "server_error",
-            code="overloaded",
-        )
-        await _respond(send, 503, body)
-    else:
-        body = error_body(
-            "The server had an error while processing your request (simulated fault http_500).",
-            "server_error",
-        )
-        await _respond(send, 500, body)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -38,6 +38,7 @@ FAULT_KINDS: Mapping[str, Mapping[str, float]] = MappingProxyType(
         "disconnect": {"at": 0.5},
         "stall": {"seconds": 2.0, "at": 0.5},
         "malformed": {"at": 0.5},
+        "stream_error": {"at": 0.5},
     }
 )
 

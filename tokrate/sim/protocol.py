@@ -1,6 +1,7 @@
-"""OpenAI wire format as bytes: SSE chunks, final bodies, error objects.
+"""OpenAI Chat Completions and legacy Completions as bytes: SSE chunks, bodies, errors.
 
-Pure functions and one small per-response template (:class:`ChunkBytes`) that turns
+Pure functions and one small per-response template (:class:`ChunkBytes`, the
+:class:`~tokrate.sim.wire.StreamWire` of these two protocols) that turns
 a token's text into a complete ``data: {...}\\n\\n`` event with two concatenations,
 because the engine builds tens of thousands of these per second. Token texts are
 plain ASCII without quotes or backslashes (see :func:`tokrate.sim.model.token_text`),
@@ -12,6 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
+from tokrate.sim.model import token_bytes
+from tokrate.sim.wire import StreamWire, TokenUsage
 
 __all__ = [
     "DONE",
@@ -53,16 +57,26 @@ def error_body(
     )
 
 
-class ChunkBytes:
-    """Byte templates of one streamed response (chat or text completion).
+class ChunkBytes(StreamWire):
+    """Byte templates of one chat or text completion, streamed or whole.
 
-    Invariant: every method returns one whole SSE event (``data: ...\\n\\n``).
+    Invariant: every method returns whole SSE events (``data: ...\\n\\n``).
+    ``include_usage`` (the request's ``stream_options.include_usage``) adds the
+    usage-only chunk before ``[DONE]``.
     """
 
-    __slots__ = ("_content_pre", "_head", "_post", "_reasoning_pre", "chat")
+    __slots__ = (
+        "_content_pre", "_created", "_head", "_id", "_model", "_post", "_reasoning_pre",
+        "chat", "include_usage",
+    )  # fmt: skip
 
-    def __init__(self, response_id: str, model: str, created: int, *, chat: bool) -> None:
+    def __init__(
+        self, response_id: str, model: str, created: int, *, chat: bool,
+        include_usage: bool = False,
+    ) -> None:  # fmt: skip
         self.chat = chat
+        self.include_usage = include_usage
+        self._id, self._model, self._created = response_id, model, created
         obj = "chat.completion.chunk" if chat else "text_completion"
         head = orjson.dumps({"id": response_id, "object": obj, "created": created, "model": model})
         # head without the closing brace, so fields can follow
@@ -82,8 +96,10 @@ class ChunkBytes:
             self._reasoning_pre = self._content_pre  # text completions have no reasoning field
             self._post = b'","index":0,"logprobs":null,"finish_reason":null}]}\n\n'
 
-    def role(self) -> bytes:
-        """The first chat event: role only, empty content (carries no token)."""
+    def opening(self) -> bytes:
+        """Chat: the role chunk (role only, empty content: no token). Completions: none."""
+        if not self.chat:
+            return b""
         return (
             self._head
             + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant",'
@@ -117,10 +133,45 @@ class ChunkBytes:
             + b'"}]}\n\n'
         )
 
-    def usage(self, usage: dict[str, Any]) -> bytes:
+    def usage(self, usage: TokenUsage) -> bytes:
         """The usage-only event (``choices`` empty), sent when include_usage is true."""
         extra = b',"system_fingerprint":null' if self.chat else b""
-        return self._head + extra + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+        body = orjson.dumps(_usage(usage))
+        return self._head + extra + b',"choices":[],"usage":' + body + b"}\n\n"
+
+    def closing(self, finish_reason: str, usage: TokenUsage) -> bytes:
+        tail = self.usage(usage) if self.include_usage else b""
+        return self.finish(finish_reason) + tail + DONE
+
+    def failure(self, usage: TokenUsage) -> bytes:
+        """An in-band error chunk (as vLLM sends one); the stream ends without [DONE]."""
+        body = error_body(
+            "The server had an error while processing your request (simulated fault stream_error).",
+            "server_error",
+        )
+        return b"data: " + body + b"\n\n"
+
+    def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
+        r = usage.reasoning_tokens
+        return completion_body(
+            response_id=self._id,
+            model=self._model,
+            created=self._created,
+            chat=self.chat,
+            content=token_bytes(r, usage.output_tokens).decode("ascii"),
+            reasoning=token_bytes(0, r).decode("ascii") if r else None,
+            finish_reason=finish_reason,
+            usage=_usage(usage),
+        )
+
+
+def _usage(usage: TokenUsage) -> dict[str, Any]:
+    return usage_dict(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.reasoning_tokens,
+        cached_tokens=usage.cached_tokens,
+    )
 
 
 def completion_body(

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from tokrate.sim.model import TierTiming, count_chat_tokens, count_text_tokens
+from tokrate.sim.model import Tier, TierTiming, count_chat_tokens, count_text_tokens
 from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
-__all__ = ["BadRequest", "RequestPlan", "invalid", "model_not_found", "plan_request"]
+__all__ = [
+    "BadRequest",
+    "Limits",
+    "RequestPlan",
+    "extra_limits",
+    "invalid",
+    "json_object",
+    "model_not_found",
+    "opt_int",
+    "plan_length",
+    "plan_request",
+]
 
 # Parameters whose non-default values the simulator cannot honour: name -> the only
 # accepted value(s). Anything else in the body is accepted and ignored, as vLLM does.
@@ -58,7 +69,13 @@ def model_not_found(name: str) -> BadRequest:
 
 @dataclass(frozen=True, slots=True)
 class RequestPlan:
-    """What the simulator will answer one request with."""
+    """What the simulator will answer one request with, in any protocol.
+
+    ``output_tokens`` includes the ``reasoning_tokens`` that come first;
+    ``finish_reason`` is ``"stop"`` or ``"length"``; ``echo`` holds request fields a
+    protocol repeats in its response object (Responses: ``instructions``,
+    ``max_output_tokens``, ``reasoning``).
+    """
 
     model: str
     input_tokens: int
@@ -66,12 +83,16 @@ class RequestPlan:
     finish_reason: str
     stream: bool
     include_usage: bool
-    #: The prompt's prefix-cache block keys (``plan_request(block_keys=True)``).
+    reasoning_tokens: int = 0
+    echo: Mapping[str, Any] = field(default_factory=dict)
+    #: The prompt's prefix-cache block keys (planned with ``block_keys=True``).
     block_keys: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class _Limits:
+class Limits:
+    """Length controls of a request (vLLM's ``min_tokens``/``ignore_eos`` included)."""
+
     max_tokens: int | None
     min_tokens: int
     ignore_eos: bool
@@ -92,7 +113,7 @@ def plan_request(
     Raises:
         BadRequest: anything OpenAI would refuse, or a model no tier serves (404).
     """
-    body = _json_object(raw)
+    body = json_object(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("you must provide a model parameter", "model")
@@ -114,21 +135,35 @@ def plan_request(
             prompt_param,
             "context_length_exceeded",
         )
+    n, finish = plan_length(tier, length_rng[model], input_tokens, limits)
+    reasoning = tier.reasoning_tokens if chat else 0  # Completions has no field for it
+    keys: tuple[bytes, ...] = ()
+    if block_keys:
+        keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
+    return RequestPlan(
+        model, input_tokens, n, finish, stream, include_usage, reasoning, block_keys=keys
+    )
+
+
+def plan_length(
+    tier: Tier, rng: random.Random, input_tokens: int, limits: Limits
+) -> tuple[int, str]:
+    """(output tokens, finish reason): the tier's sampled length, capped by
+    ``max_tokens`` and the context; ``ignore_eos`` makes it exactly ``max_tokens``."""
     max_tokens = limits.max_tokens
+    ctx = tier.context_tokens
     cap = min(max_tokens, ctx - input_tokens) if max_tokens else ctx - input_tokens
-    sampled = length_rng[model].randint(tier.output_tokens_min, tier.output_tokens_max)
+    sampled = rng.randint(tier.output_tokens_min, tier.output_tokens_max)
     if limits.ignore_eos:
         n = cap if max_tokens else min(max(sampled, limits.min_tokens), cap)
     else:
         n = min(max(sampled, limits.min_tokens), cap)
     finish = "length" if n == cap and (max_tokens is not None or n < sampled) else "stop"
-    keys: tuple[bytes, ...] = ()
-    if block_keys:
-        keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
-    return RequestPlan(model, input_tokens, n, finish, stream, include_usage, keys)
+    return n, finish
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
+def json_object(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 saying why not."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
@@ -191,18 +226,24 @@ def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
     return True, opts.get("include_usage") is True
 
 
-def _limits(body: Mapping[str, Any]) -> _Limits:
-    max_tokens = _opt_int(body, "max_completion_tokens", 1)
+def _limits(body: Mapping[str, Any]) -> Limits:
+    max_tokens = opt_int(body, "max_completion_tokens", 1)
     if max_tokens is None:
-        max_tokens = _opt_int(body, "max_tokens", 1)
-    min_tokens = _opt_int(body, "min_tokens", 0) or 0
+        max_tokens = opt_int(body, "max_tokens", 1)
+    return extra_limits(body, max_tokens)
+
+
+def extra_limits(body: Mapping[str, Any], max_tokens: int | None) -> Limits:
+    """``max_tokens`` plus the vLLM extensions ``min_tokens`` and ``ignore_eos``
+    (honoured on every protocol, so a per-model knob behaves the same everywhere)."""
+    min_tokens = opt_int(body, "min_tokens", 0) or 0
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise invalid("'ignore_eos' must be a boolean", "ignore_eos")
-    return _Limits(max_tokens, min_tokens, ignore_eos)
+    return Limits(max_tokens, min_tokens, ignore_eos)
 
 
-def _opt_int(body: Mapping[str, Any], name: str, minimum: int) -> int | None:
+def opt_int(body: Mapping[str, Any], name: str, minimum: int) -> int | None:
     v = body.get(name)
     if v is None:
         return None

@@ -28,7 +28,7 @@ from typing import Any
 from tokrate.sim.faults import FaultRule
 from tokrate.sim.model import TierTiming, token_bytes
 from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
-from tokrate.sim.protocol import DONE, ChunkBytes, usage_dict
+from tokrate.sim.wire import StreamWire, TokenUsage
 
 __all__ = ["BatchEngine", "FixedEngine", "InjectedDisconnect", "SimRequest"]
 
@@ -52,7 +52,8 @@ class SimRequest:
 
     Invariants: ``produced <= output_tokens``; bytes reach ``send`` in the order they
     were produced; ``done`` resolves once, after the last write (or with
-    :class:`InjectedDisconnect` for the ``disconnect`` fault).
+    :class:`InjectedDisconnect` for the ``disconnect`` fault). The first
+    ``reasoning_tokens`` tokens are the reasoning phase; ``wire`` makes the bytes.
     """
 
     __slots__ = (
@@ -61,17 +62,16 @@ class SimRequest:
         "block_keys",
         "cached_tokens",
         "cancelled",
-        "chunks",
         "complete",
         "content_write_ns",
         "dirty",
         "disconnect_at",
         "done",
         "done_ns",
+        "error_at",
         "finish_reason",
         "first_write_ns",
         "held_until_ns",
-        "include_usage",
         "input_tokens",
         "malformed_at",
         "next_due_ns",
@@ -84,15 +84,15 @@ class SimRequest:
         "stall",
         "stall_at",
         "stream",
+        "wire",
         "writing",
     )
 
     def __init__(
         self,
         *,
-        chunks: ChunkBytes,
+        wire: StreamWire,
         stream: bool,
-        include_usage: bool,
         input_tokens: int,
         output_tokens: int,
         reasoning_tokens: int,
@@ -101,13 +101,12 @@ class SimRequest:
         send: Send,
         block_keys: tuple[bytes, ...] = (),
     ) -> None:
-        self.chunks = chunks
         #: The prompt's prefix-cache blocks (empty: cache off) and, once admitted, the
         #: prompt tokens found cached (their prefill is skipped).
         self.block_keys = block_keys
         self.cached_tokens: int | None = None
+        self.wire = wire
         self.stream = stream
-        self.include_usage = include_usage
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.reasoning_tokens = reasoning_tokens
@@ -130,7 +129,7 @@ class SimRequest:
         self.cancelled = False
         self.next_due_ns = 0
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.disconnect_at = self.stall_at = self.malformed_at = -1
+        self.disconnect_at = self.stall_at = self.malformed_at = self.error_at = -1
         self.stall: float = 0.0
         if fault is not None and stream:
             at = min(int(fault.params.get("at", 0.5) * output_tokens), output_tokens - 1)
@@ -140,6 +139,8 @@ class SimRequest:
                 self.stall_at, self.stall = at, fault.param("seconds")
             elif fault.kind == "malformed":
                 self.malformed_at = at
+            elif fault.kind == "stream_error":
+                self.error_at = at
 
     def cancel(self) -> None:
         """The client went away: the engine drops this request at its next step."""
@@ -157,8 +158,9 @@ class SimRequest:
     def context_tokens(self) -> int:
         return self.input_tokens + self.produced
 
-    def usage(self) -> dict[str, Any]:
-        return usage_dict(
+    def usage(self) -> TokenUsage:
+        """Exact counts of what was produced so far."""
+        return TokenUsage(
             self.input_tokens,
             self.produced,
             min(self.produced, self.reasoning_tokens),
@@ -170,7 +172,7 @@ class SimRequest:
 
         Appends the chunk's event(s) to ``pending`` (a chunk straddling the reasoning
         boundary becomes a reasoning event and an answer event) and, after the last
-        token, the finish, usage and [DONE] events.
+        token, the wire's closing events (finish, usage, end of stream).
         """
         start = self.produced
         stop = min(start + n_tokens, self.output_tokens)
@@ -178,10 +180,14 @@ class SimRequest:
             if start <= self.disconnect_at < stop:
                 self.aborting = self.complete = True
                 return True
+            if start <= self.error_at < stop:
+                self.pending.append(self.wire.failure(self.usage()))
+                self.complete = True
+                return True
             if start <= self.stall_at < stop:
                 self.held_until_ns = perf_counter_ns() + int(self.stall * 1e9)
                 spawn(self._release_after_hold(self.stall))
-            c = self.chunks
+            c = self.wire
             r = self.reasoning_tokens
             if start <= self.malformed_at < stop:
                 self.pending.append(c.malformed(token_bytes(start, stop)))
@@ -198,10 +204,7 @@ class SimRequest:
         if stop < self.output_tokens:
             return False
         if self.stream:
-            self.pending.append(self.chunks.finish(self.finish_reason))
-            if self.include_usage:
-                self.pending.append(self.chunks.usage(self.usage()))
-            self.pending.append(DONE)
+            self.pending.append(self.wire.closing(self.finish_reason, self.usage()))
         self.complete = True
         return True
 

@@ -37,6 +37,8 @@ from tokrate.spec.types import (
 _CONSTRAINTS: dict[str, str] = {
     "endpoint.name": "nonempty",
     "endpoint.base_url": "nonempty",
+    "endpoint.metrics_url": "nonempty",
+    "endpoint.metrics_interval_s": "pos",
     "model.endpoint": "nonempty",
     "model.name": "nonempty",
     "model.params_b": "pos",
@@ -139,7 +141,7 @@ _OVERRIDE_ALIASES = {"endpoints": "endpoint", "models": "model"}
 _FORMATS = ("png", "svg", "pdf")
 _ENV_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = _re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
+_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream", "input")
 
 
 class _Bad(Exception):

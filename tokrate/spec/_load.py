@@ -36,6 +36,9 @@ from tokrate.spec.types import (
 
 __all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
 
+#: The shortest ``[[endpoint]] metrics_url`` scrape interval, seconds.
+MIN_METRICS_INTERVAL_S = 0.1
+
 
 def _read_toml(path: _Path) -> dict[str, object]:
     from tokrate.tomlfile import read_toml
@@ -92,7 +95,7 @@ def load_spec(
         if name not in _TOP_LEVEL:
             raise _unknown(name, name, _TOP_LEVEL, ctx)
 
-    endpoints = tuple(_array(raw, "endpoint", ctx))
+    endpoints = tuple(_azure_implied(e) for e in _array(raw, "endpoint", ctx))
     names = [e.name for e in endpoints]  # type: ignore[attr-defined]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -167,6 +170,13 @@ def _array(raw: dict[str, object], name: str, ctx: _Ctx) -> list[object]:
     return out
 
 
+def _azure_implied(endpoint: object) -> object:
+    """``api_version`` is only meaningful on Azure OpenAI: it implies ``kind``."""
+    if isinstance(endpoint, EndpointSpec) and endpoint.api_version is not None:
+        return _dc.replace(endpoint, kind="azure")
+    return endpoint
+
+
 def _url_problem(url: str) -> str | None:
     """Why ``url`` is no usable http(s) base URL, or None when it is one."""
     if not _re.match(r"https?://[^/\s]+", url) or any(c.isspace() for c in url):
@@ -185,6 +195,15 @@ def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
     problem = _url_problem(ep.base_url)
     if problem is not None:
         raise ctx.error(f"{key}.base_url", f"{problem}, got {_show(ep.base_url)}")
+    problem = None if ep.metrics_url is None else _url_problem(ep.metrics_url)
+    if problem is not None:
+        raise ctx.error(f"{key}.metrics_url", f"{problem}, got {_show(ep.metrics_url)}")
+    if ep.metrics_interval_s < MIN_METRICS_INTERVAL_S:
+        raise ctx.error(
+            f"{key}.metrics_interval_s",
+            f"at least {MIN_METRICS_INTERVAL_S:g} s (faster scrapes load the server"
+            f" being measured), got {_show(ep.metrics_interval_s)}",
+        )
     if ep.api_key_env is not None and not _ENV_NAME.fullmatch(ep.api_key_env):
         # Never echo it: a value that is not a variable name may be the key itself.
         raise ctx.error(
@@ -192,11 +211,28 @@ def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
             "expected the NAME of an environment variable (letters, digits, _); "
             "the value is not shown because it may be a secret",
         )
-    for name, value in ep.headers:
+    _check_headers(ep.headers, key, ctx)
+    _check_body(ep.extra_body, key, ctx)
+    if ep.kind == "azure" and ep.api_version is None:
+        raise ctx.error(f"{key}.api_version", "required when kind = 'azure' (e.g. \"2024-10-21\")")
+    if ep.kind == "azure" and ep.api == "anthropic":
+        raise ctx.error(f"{key}.api", "an Azure OpenAI endpoint does not speak 'anthropic'")
+
+
+def _check_headers(headers: tuple[tuple[str, str], ...], key: str, ctx: _Ctx) -> None:
+    for name, value in headers:
         if not _HEADER_NAME.fullmatch(name):
             raise ctx.error(f"{key}.headers", f"invalid header name {_show(name)}")
         if not isinstance(value, str) or "\r" in value or "\n" in value:
             raise ctx.error(f"{key}.headers.{name}", "expected a one-line string value")
+
+
+def _check_body(body: tuple[tuple[str, object], ...], key: str, ctx: _Ctx) -> None:
+    """extra_body may not set what tokrate sets itself (the values are JSON already:
+    the Any hint only takes JSON types)."""
+    for body_key, _ in body:
+        if body_key in _RESERVED_BODY_KEYS:
+            raise ctx.error(f"{key}.extra_body.{body_key}", "reserved: tokrate sets it itself")
 
 
 def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> list[ModelSpec]:
@@ -227,9 +263,8 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
                 f"no [[endpoint]] named {model.endpoint!r} (none defined: models then "
                 "name simulator tiers and use endpoint 'sim')",
             )
-        for body_key, _ in model.extra_body:
-            if body_key in _RESERVED_BODY_KEYS:
-                raise ctx.error(f"{key}.extra_body.{body_key}", "reserved: tokrate sets it itself")
+        _check_body(model.extra_body, key, ctx)
+        _check_headers(model.headers, key, ctx)
         if any((m.endpoint, m.name) == (model.endpoint, model.name) for m in out):
             raise ctx.error(f"{key}.name", f"duplicate model {model.name!r} on {model.endpoint!r}")
         if (
@@ -278,6 +313,7 @@ def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:
 def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
     """Cross-field rules that no single value can express."""
     _check_thresholds(spec, ctx)
+    _check_client(spec, ctx)
     _check_load(spec, ctx)
     _check_names(spec, ctx)
 
@@ -290,6 +326,30 @@ def _check_thresholds(spec: RunSpec, ctx: _Ctx) -> None:
             parse_threshold(text)
         except ThresholdError as err:
             raise ctx.error(f"compare.thresholds[{i}]", f"{err.problem} (got {text!r})") from None
+
+
+def _check_client(spec: RunSpec, ctx: _Ctx) -> None:
+    """Run-wide knobs, and protocols the chosen client cannot speak."""
+    _check_headers(spec.client.headers, "client", ctx)
+    _check_body(spec.client.extra_body, "client", ctx)
+    for body_key, _ in spec.client.body_overrides:
+        if body_key in _RESERVED_BODY_KEYS:
+            raise ctx.error(f"client.body_overrides.{body_key}", "reserved: tokrate sets it itself")
+    if spec.client.kind != "openai":
+        return
+    for i, ep in enumerate(spec.endpoints):
+        if (ep.api or spec.client.api) == "anthropic":
+            key = f"endpoint[{i}].api" if ep.api else "client.api"
+            raise ctx.error(
+                key,
+                f"endpoint {ep.name!r} speaks 'anthropic', which the openai SDK client "
+                "cannot send (use client 'fast' or 'httpx')",
+            )
+    if not spec.endpoints and spec.client.api == "anthropic":
+        raise ctx.error(
+            "client.api",
+            "'anthropic' cannot be sent by the openai SDK client (use 'fast' or 'httpx')",
+        )
 
 
 def _check_load(spec: RunSpec, ctx: _Ctx) -> None:
@@ -381,13 +441,24 @@ def spec_to_dict(spec: RunSpec) -> dict[str, object]:
     out = _to_jsonable(spec)
     assert isinstance(out, dict)
     out["endpoints"] = [
-        {**_to_jsonable(ep), "headers": _redact_pairs(ep.headers)}  # type: ignore[dict-item]
+        {
+            **_to_jsonable(ep),  # type: ignore[dict-item]
+            "headers": _redact_pairs(ep.headers),
+            "extra_body": _to_jsonable(_redact_pairs(ep.extra_body)),
+        }
         for ep in spec.endpoints
     ]
     out["models"] = [
-        {**_to_jsonable(m), "extra_body": _to_jsonable(_redact_pairs(m.extra_body))}  # type: ignore[dict-item]
+        {
+            **_to_jsonable(m),  # type: ignore[dict-item]
+            "extra_body": _to_jsonable(_redact_pairs(m.extra_body)),
+            "headers": _redact_pairs(m.headers),
+        }
         for m in spec.models
     ]
+    out["client"]["extra_body"] = _to_jsonable(_redact_pairs(spec.client.extra_body))
+    out["client"]["headers"] = _redact_pairs(spec.client.headers)
+    out["client"]["body_overrides"] = _to_jsonable(_redact_pairs(spec.client.body_overrides))
     out["distributed"]["resources"] = dict(spec.distributed.resources)
     out["uses_simulator"] = spec.uses_simulator
     return out

@@ -15,6 +15,8 @@ __all__ = [
     "ApiKind",
     "ArrivalKind",
     "ClientKind",
+    "EndpointKind",
+    "MaxTokensField",
     "LengthDistribution",
     "LoadMode",
     "ModelCheck",
@@ -41,7 +43,9 @@ __all__ = [
 ]
 
 ClientKind = Literal["fast", "httpx", "openai"]
-ApiKind = Literal["chat", "completions"]
+ApiKind = Literal["chat", "completions", "responses", "anthropic"]
+EndpointKind = Literal["openai", "azure"]
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 LoadMode = Literal["closed", "open"]
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 TargetsMode = Literal["interleaved", "sequential", "parallel"]
@@ -65,6 +69,21 @@ class EndpointSpec:
     #: when the endpoint has it, else one tiny request per model), "probe" (always the
     #: tiny request: for endpoints whose /models lists nothing useful), "off".
     model_check: ModelCheck = "auto"
+    #: The server's Prometheus text-format metrics (vLLM, SGLang, TGI ``/metrics``;
+    #: llama.cpp with ``--metrics``), scraped every ``metrics_interval_s`` seconds during
+    #: the run into server_metrics.parquet (no API key or headers are sent to it);
+    #: None: not scraped. The embedded simulator's is always scraped.
+    metrics_url: str | None = None
+    metrics_interval_s: float = 1.0
+    #: The protocol of this endpoint's requests; None: ``[client] api``.
+    api: ApiKind | None = None
+    #: Body fields sent with every request to this endpoint (a model's own win).
+    extra_body: tuple[tuple[str, Any], ...] = ()
+    #: "azure": Azure OpenAI (deployment URLs ``{base_url}/openai/deployments/{model}/...``
+    #: with ``?api-version=``, key in the ``api-key`` header).
+    kind: EndpointKind = "openai"
+    #: Azure's ``api-version`` query value; setting it implies ``kind = "azure"``.
+    api_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +104,15 @@ class ModelSpec:
     #: The size-vs-speed series this model belongs to (one power law is fitted per
     #: family, across endpoints); None: all targets of the run form one family.
     family: str | None = None
+    #: Headers sent with every request for this model (over the endpoint's own).
+    headers: tuple[tuple[str, str], ...] = ()
+    #: Per-model ignore_eos: True sends only ``ignore_eos: true`` (no ``min_tokens``),
+    #: False sends neither, None follows ``[load] ignore_eos``.
+    ignore_eos: bool | None = None
+    #: Chat Completions' name of the output limit: "max_completion_tokens" for models
+    #: that reject ``max_tokens`` (o-series style); None: "max_tokens", switching once
+    #: when the server says it is unsupported.
+    max_tokens_field: MaxTokensField | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +156,13 @@ class ClientSpec:
     #: duration bound is ``timeouts.total_s``.
     max_response_chunks: int = 1_000_000
     max_response_bytes: int = 256 * 1024 * 1024
+    #: Body fields sent with every request of the run (an endpoint's or a model's own
+    #: win over these); ``tokrate run --body KEY=JSON`` wins over all of them.
+    extra_body: tuple[tuple[str, Any], ...] = ()
+    #: Headers sent with every request of the run (endpoint and model headers win).
+    headers: tuple[tuple[str, str], ...] = ()
+    #: Body fields that win over every extra_body (what ``tokrate run --body`` sets).
+    body_overrides: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

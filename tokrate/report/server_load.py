@@ -1,0 +1,150 @@
+"""The "Server load" chart: the servers' own queue beside the TTFT the client saw.
+
+Drawn from each run's server_metrics.parquet (``[[endpoint]] metrics_url``; the embedded
+simulator's is always scraped) on the timeline's clock, seconds since the run's first
+send: TTFT of every measured ok request at its send time on top, then requests running
+in the server's batch, requests waiting in its queue and KV-cache use (percent), one
+line per target (per endpoint where the server does not label metrics by model). TTFT
+climbing while "waiting" climbs is queueing inside the server; TTFT climbing with an
+empty queue is somewhere else (network, gateway, client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from tokrate.report.charts import _figure, _with_rc
+from tokrate.report.styles import Style, legend_outside, series_styles
+from tokrate.report.timeline_data import server_points, ttft_points
+from tokrate.rundata import RunInfo
+
+__all__ = ["ALL_MODELS", "server_load", "server_load_chart", "server_load_meta"]
+
+#: How a line is named where the server's metrics carry no model label.
+ALL_MODELS = "(whole server)"
+#: A gap between samples longer than this many median intervals (failed scrapes, a
+#: stop between runs) breaks the line instead of drawing through it.
+_GAP_FACTOR = 2.5
+_PANELS = (
+    ("running", "running requests"),
+    ("waiting", "waiting requests"),
+    ("kv_cache", "KV-cache use (%)"),
+)
+
+Chart = tuple[str, str, str, Callable[[], Any]]
+
+
+def _broken(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``t``, ``y`` with NaN inserted where samples are missing (see _GAP_FACTOR)."""
+    if t.size < 3:
+        return t, y
+    step = np.diff(t)
+    gap = np.flatnonzero(step > _GAP_FACTOR * float(np.median(step))) + 1
+    return np.insert(t, gap, np.nan), np.insert(y, gap, np.nan)
+
+
+def _label(series: str, model: str, one_series: bool) -> str:
+    return model if one_series else f"{model} · {series}"
+
+
+@_with_rc
+def server_load(ttft: pl.DataFrame, server: pl.DataFrame) -> Figure:
+    """TTFT per request over time (top), then one panel per server role present."""
+    server = server.with_columns(pl.col("model").fill_null(ALL_MODELS))
+    roles = [(r, title) for r, title in _PANELS if (server.get_column("role") == r).any()]
+    fig, axes = _figure(11, 2.3 * (1 + len(roles)) + 0.4, nrows=1 + len(roles))
+    keys = pl.concat([ttft.select("series", "model"), server.select("series", "model")])
+    styles: dict[tuple[str, str], Style] = series_styles(keys)
+    one_series = keys.get_column("series").n_unique() == 1
+    top = axes[0]
+    for (series, model), part in ttft.group_by(["series", "model"], maintain_order=True):
+        style = styles[(str(series), str(model))]
+        top.plot(part["t_send_s"].to_numpy(), part["ttft_s"].to_numpy(), style.marker,
+                 ms=3, alpha=0.7, color=style.color,
+                 label=_label(str(series), str(model), one_series))  # fmt: skip
+    top.set_ylabel("TTFT (s)")
+    top.set_ylim(bottom=0)
+    top.set_title("TTFT at send time, and the server's own load (from its /metrics)")
+    legend_outside(top)
+    for ax, (role, title) in zip(axes[1:], roles, strict=True):
+        _role_panel(ax, server.filter(pl.col("role") == role), role, styles, one_series)
+        ax.set_ylabel(title)
+        ax.sharex(top)
+    axes[-1].set_xlabel("time since the run's first request (s)")
+    return fig
+
+
+def _role_panel(
+    ax: Axes, part: pl.DataFrame, role: str, styles: dict[tuple[str, str], Style], one: bool
+) -> None:
+    scale = 100.0 if role == "kv_cache" else 1.0
+    for (series, model), line in part.group_by(["series", "model"], maintain_order=True):
+        style = styles[(str(series), str(model))]
+        t, y = _broken(line["t_s"].to_numpy(), line["value"].to_numpy() * scale)
+        ax.plot(t, y, drawstyle="steps-post", ls=style.linestyle, lw=1.4, color=style.color,
+                label=_label(str(series), str(model), one))  # fmt: skip
+    if role == "kv_cache":
+        ax.set_ylim(0, 105)
+    else:  # request counts: whole numbers, and an idle queue still shows 0..1
+        top = float(part.get_column("value").max() or 0.0)  # type: ignore[arg-type]
+        ax.set_ylim(0, max(1.0, top * 1.1))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    legend_outside(ax)
+
+
+def server_load_chart(
+    runs: Sequence[tuple[str, RunInfo, pl.DataFrame, pl.DataFrame | None]],
+    records: pl.LazyFrame,
+) -> tuple[Chart | None, str | None]:
+    """The report's chart entry (name, title, caption, draw) and/or a note saying why
+    there is none. ``runs``: (run key, run info, records, server metrics or None);
+    ``records``: the report's combined records (tokrate.report.data.combine_runs)."""
+    scraped = [(k, rec, s) for k, _, rec, s in runs if s is not None and s.height]
+    if not scraped:
+        return None, (
+            "server load: no server metrics in these runs (set [[endpoint]] metrics_url to"
+            " the Prometheus /metrics of the server)"
+        )
+    server = server_points(scraped)
+    if not server.height:
+        names = sorted({m for _, _, s in scraped for m in s.get_column("metric").unique()})
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        return None, (
+            f"server load: the scraped metrics ({shown}) include no known running,"
+            " waiting or KV-cache metric (vLLM, SGLang, TGI, llama.cpp; docs/self-hosted.md)"
+        )
+    ttft = ttft_points(records)
+    intervals = sorted(
+        {f"{i.interval_s:g} s" for _, info, _, _ in runs for i in info.server_metrics}
+    )
+    caption = (
+        "Each measured request's TTFT at the moment it was sent (top), and what the server "
+        "reported about itself on its metrics URL, sampled every "
+        f"{' / '.join(intervals) or 'interval'} on the same clock: requests running in its "
+        "batch, requests waiting in its queue, KV-cache use. TTFT rising with the waiting "
+        "count is queueing inside the server."
+    )
+    return ("server_load", "Server load", caption, lambda: server_load(ttft, server)), None
+
+
+def server_load_meta(runs: Sequence[tuple[str, RunInfo]], multi: bool) -> list[tuple[str, str]]:
+    """One report meta line per scraped endpoint: scrapes, interval, failures."""
+    out = []
+    for key, info in runs:
+        for s in info.server_metrics:
+            failed = f", {s.failures} failed (first: {s.first_error})" if s.failures else ""
+            out.append(
+                (
+                    f"{key}: server metrics" if multi else "server metrics",
+                    f"{s.endpoint}: {s.scrapes} scrapes every {s.interval_s:g} s, "
+                    f"{s.samples} samples{failed}",
+                )
+            )
+    return out
