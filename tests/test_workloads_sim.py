@@ -80,6 +80,10 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
     assert ttft_off[3] > 2.0 * ttft_off[0], ttft_off
     # With the cache only the new answer and message are prefilled.
     assert ttft_on[3] < 0.6 * ttft_off[3], (ttft_on, ttft_off)
+    # The records carry what the server said it served from its cache.
+    later = on.filter(pl.col("turn") > 1)
+    assert (later["cached_tokens"] > 1000).all(), later["cached_tokens"].to_list()
+    assert off["cached_tokens"].is_null().all()
     # The report draws TTFT by turn from the same records.
     assert (tmp_path / "out" / "off" / "charts" / "ttft_by_turn.png").stat().st_size > 0
     table = turn_table([("off", off)])
@@ -108,6 +112,27 @@ def test_session_turns_send_the_real_answers(tmp_path: Path, kind: str) -> None:
     ]
     assert first["input_tokens"] == count_chat_tokens(history[:2])
     assert second["input_tokens"] == count_chat_tokens(history)
+
+
+@pytest.mark.parametrize("api", ["responses", "anthropic"])
+def test_session_turns_in_the_typed_protocols(tmp_path: Path, api: str) -> None:
+    conv = tmp_path / "conv.jsonl"
+    conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
+        "Tell me about rivers.", "And lakes?"], "max_tokens": 16}) + "\n",
+        encoding="utf-8")  # fmt: skip
+    records = _run(tmp_path, PromptsSpec(paths=(str(conv),)),
+                   client=ClientSpec(api=api, unique_prompts=False),  # type: ignore[arg-type]
+                   load=LoadSpec(concurrency=(1,), requests=1), prefix_cache=True)  # fmt: skip
+    first, second = records.sort("turn").iter_rows(named=True)
+    assert first["status"] == second["status"] == "ok"
+    history = [
+        {"role": "user", "content": "Tell me about rivers."},
+        {"role": "assistant", "content": token_bytes(0, 16).decode()},
+        {"role": "user", "content": "And lakes?"},
+    ]
+    # The second turn grew by exactly the real answer and the new message.
+    grown = count_chat_tokens(history) - count_chat_tokens(history[:1])
+    assert second["input_tokens"] - first["input_tokens"] == grown
 
 
 def test_shared_prefix_is_cached_and_the_unique_control_is_not(tmp_path: Path) -> None:
