@@ -33,6 +33,10 @@ class _Prompt:
         self.prompt = None
         self.max_tokens = 8
         self.input_tokens_est = 4
+        self.turns = ()
+        self.is_session = False
+        self.shared_messages = 0
+        self.exact_output = False
 
 
 PROMPTS = tuple(_Prompt(i) for i in range(4))

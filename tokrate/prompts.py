@@ -30,21 +30,41 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from tokrate.bundled import bundled_set_bytes, bundled_sets
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
-from tokrate.physics import count_chat_tokens, count_text_tokens
+from tokrate.prompt_base import (
+    MAX_SESSION_TURNS,
+    ONE_MESSAGE_OVERHEAD,
+    Prompt,
+    Turn,
+    check_messages,
+    decode_utf8,
+    estimate_input_tokens,
+    estimate_tokens,
+    make_prompt,
+    prompt_text,
+    text_of_tokens,
+)
 from tokrate.spec import PromptsSpec, SyntheticSpec
+from tokrate.traces import (
+    is_batch_line,
+    is_session_line,
+    parse_batch_line,
+    parse_session_line,
+    parse_sharegpt,
+)
+from tokrate.workloads import grid_prompts, session_prompts, shared_prefix_prompts
 
 __all__ = [
     "JSONL_SUFFIXES",
     "TEXT_SUFFIXES",
     "Prompt",
+    "Turn",
     "bundled_sets",
     "estimate_input_tokens",
     "estimate_tokens",
@@ -57,123 +77,9 @@ __all__ = [
 
 JSONL_SUFFIXES: Final = (".jsonl", ".json")
 TEXT_SUFFIXES: Final = (".txt", ".md", ".prompt")
-_ROLES: Final = ("system", "user", "assistant", "developer", "tool")
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One prompt. Exactly one of ``messages`` (chat messages, each a dict with
-    ``role`` and ``content``) and ``prompt`` (plain text) is set. ``max_tokens`` is the
-    output cap this prompt asks for (None: the server's default); ``input_tokens_est``
-    is :func:`estimate_tokens` of :func:`prompt_text`; ``source`` is "FILE:LINE",
-    "set:NAME:LINE" or "synthetic:N"."""
-
-    id: str
-    task: str
-    messages: tuple[dict[str, Any], ...] | None
-    prompt: str | None
-    max_tokens: int | None
-    input_tokens_est: int
-    source: str
-
-
-#: Tokens the simulator's chat template adds to a one-message prompt (4 around the
-#: message, 2 priming the reply); synthetic text is shortened by this much so the chat
-#: estimate equals the requested length.
-_ONE_MESSAGE_OVERHEAD: Final = 6
-
-
-def estimate_tokens(text: str) -> int:
-    """ceil(UTF-8 bytes / 4): the simulator's deterministic text approximation
-    (``tokrate.physics.count_text_tokens``)."""
-
-    return count_text_tokens(text)
-
-
-def estimate_input_tokens(
-    messages: Sequence[Any] | None, prompt: str | None, api: str = "chat"
-) -> int:
-    """Input tokens the simulator counts for this prompt sent through ``api``.
-
-    chat: ``count_chat_tokens`` of the messages (a plain prompt becomes one user
-    message); completions: ceil(bytes / 4) of :func:`prompt_text`, at least 1.
-    """
-    if api == "completions":
-        return max(1, estimate_tokens(prompt_text(messages, prompt)))
-
-    msgs = messages if messages is not None else ({"role": "user", "content": prompt or ""},)
-    return count_chat_tokens(m if isinstance(m, dict) else {} for m in msgs)
-
-
-def prompt_text(messages: Sequence[Any] | None, prompt: str | None) -> str:
-    """The text a server tokenizes: ``prompt``, or message contents (text parts of a
-    content list) joined by a blank line."""
-    if prompt is not None:
-        return prompt
-    parts = []
-    for m in messages or ():
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            content = " ".join(
-                str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("text")
-            )
-        parts.append(str(content or ""))
-    return "\n\n".join(parts)
-
-
-def _make(
-    *,
-    id: str,
-    task: str,
-    messages: Sequence[dict[str, Any]] | None,
-    prompt: str | None,
-    max_tokens: int | None,
-    source: str,
-) -> Prompt:
-    msgs = tuple(messages) if messages is not None else None
-    return Prompt(
-        id=id,
-        task=task,
-        messages=msgs,
-        prompt=prompt,
-        max_tokens=max_tokens,
-        input_tokens_est=estimate_input_tokens(msgs, prompt),
-        source=source,
-    )
 
 
 # --- parsing ------------------------------------------------------------------------
-
-
-def _decode(data: bytes, where: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise PromptError(
-            f"{where} line {line}: not valid UTF-8 (byte 0x{data[err.start]:02x} at "
-            f"offset {err.start}); save the file as UTF-8"
-        ) from None
-    return text.removeprefix("\ufeff")  # a BOM is harmless; drop it
-
-
-def _check_messages(value: object, where: str) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or not value:
-        raise PromptError(f"{where}: 'messages' must be a non-empty list of objects")
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict):
-            raise PromptError(f"{where}: messages[{i}] must be an object with role and content")
-        role = m.get("role")
-        if role not in _ROLES:
-            raise PromptError(
-                f"{where}: messages[{i}].role must be one of {', '.join(_ROLES)}, got {role!r}"
-            )
-        content = m.get("content")
-        if not isinstance(content, str | list):
-            raise PromptError(f"{where}: messages[{i}].content must be a string or a list")
-        out.append(dict(m))
-    return out
 
 
 def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> Prompt:
@@ -184,7 +90,7 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
     if has_messages == has_prompt:
         what = "both" if has_messages else "neither"
         raise PromptError(f"{where}: needs exactly one of 'messages' or 'prompt' (has {what})")
-    messages = _check_messages(obj["messages"], where) if has_messages else None
+    messages = check_messages(obj["messages"], where) if has_messages else None
     prompt = obj.get("prompt")
     if has_prompt and (not isinstance(prompt, str) or not prompt.strip()):
         raise PromptError(f"{where}: 'prompt' must be a non-empty string")
@@ -199,25 +105,40 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise PromptError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
-    return _make(
+    shared = obj.get("shared_messages", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise PromptError(f"{where}: 'shared_messages' must be an integer >= 0, got {shared!r}")
+    return make_prompt(
         id=str(pid),
         task=task,
         messages=messages,
         prompt=prompt if has_prompt else None,
         max_tokens=max_tokens,
         source=where,
+        shared_messages=shared,
     )
 
 
-def parse_jsonl(data: bytes, name: str, *, default_task: str | None = None) -> list[Prompt]:
+def parse_jsonl(
+    data: bytes,
+    name: str,
+    *,
+    default_task: str | None = None,
+    format: str = "auto",
+    think_time_s: float = 0.0,
+) -> list[Prompt]:
     """Prompts from JSONL bytes; ``name`` labels errors and sources ("FILE line N").
 
     Blank lines are skipped. Default id: "<stem>:<line>"; default task: the file stem.
+    ``format`` "auto" reads each line by its keys: ``turns`` is a session, ``custom_id``
+    with ``body`` an OpenAI batch request (:mod:`tokrate.traces`), anything else a
+    prompt; "prompts" / "openai-batch" read every line as that. ``think_time_s`` is the
+    default of session lines.
 
     Raises:
         PromptError: not UTF-8, bad JSON, a line that is not a prompt, or no prompts.
     """
-    text = _decode(data, name)
+    text = decode_utf8(data, name)
     stem = Path(name).stem
     task = default_task or stem
     out = []
@@ -233,7 +154,16 @@ def parse_jsonl(data: bytes, name: str, *, default_task: str | None = None) -> l
         except (json.JSONDecodeError, RecursionError) as err:
             msg = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
             raise PromptError(f"{where}: invalid JSON ({msg})") from None
-        out.append(_parse_line(obj, where, f"{stem}:{n}", task))
+        default_id = f"{stem}:{n}"
+        if format == "openai-batch" or (format == "auto" and is_batch_line(obj)):
+            if not isinstance(obj, dict):
+                raise PromptError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            out.append(parse_batch_line(obj, where, task))
+        elif format == "auto" and is_session_line(obj):
+            assert isinstance(obj, dict)
+            out.append(parse_session_line(obj, where, default_id, task, think_time_s))
+        else:
+            out.append(_parse_line(obj, where, default_id, task))
     if not out:
         raise PromptError(f"{name}: empty (no prompts)")
     return out
@@ -249,7 +179,7 @@ def parse_text(
     Raises:
         PromptError: not UTF-8, or no text at all.
     """
-    text = _decode(data, name).replace("\r\n", "\n")
+    text = decode_utf8(data, name).replace("\r\n", "\n")
     stem = Path(name).stem
     task = default_task or stem
     blocks: list[tuple[int, str]] = []
@@ -270,7 +200,7 @@ def parse_text(
     if not blocks:
         raise PromptError(f"{name}: empty (no prompts)")
     return [
-        _make(
+        make_prompt(
             id=f"{stem}:{line}",
             task=task,
             messages=({"role": "user", "content": body},),
@@ -306,21 +236,29 @@ def _files_under(folder: Path) -> list[Path]:
     )
 
 
-def _load_file(path: Path, label: str, split: str) -> list[Prompt]:
+def _is_json_document(data: bytes) -> bool:
+    """A file whose first non-blank byte opens a JSON list (ShareGPT), not JSONL."""
+    return data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
+
+
+def _load_file(path: Path, label: str, spec: PromptsSpec) -> list[Prompt]:
     try:
         data = path.read_bytes()
     except OSError as err:
         raise PromptError(f"{label}: cannot read ({err.strerror})") from None
     suffix = path.suffix.lower()
-    if suffix in JSONL_SUFFIXES:
-        return parse_jsonl(data, label)
+    fmt = spec.format
+    if fmt == "sharegpt" or (fmt == "auto" and suffix == ".json" and _is_json_document(data)):
+        return parse_sharegpt(data, label)
+    if suffix in JSONL_SUFFIXES or fmt != "auto":
+        return parse_jsonl(data, label, format=fmt, think_time_s=spec.think_time_s)
     if suffix in TEXT_SUFFIXES:
-        return parse_text(data, label, split=split)
+        return parse_text(data, label, split=spec.text_split)
     known = ", ".join((*JSONL_SUFFIXES, *TEXT_SUFFIXES))
     raise PromptError(f"{label}: unknown prompt file type {suffix or '(none)'!r} (use {known})")
 
 
-def _load_path(raw: str, base_dir: Path, split: str) -> list[Prompt]:
+def _load_path(raw: str, base_dir: Path, spec: PromptsSpec) -> list[Prompt]:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = base_dir / path
@@ -330,63 +268,14 @@ def _load_path(raw: str, base_dir: Path, split: str) -> list[Prompt]:
             raise PromptError(f"{raw}: folder has no prompt files (.jsonl, .txt, .md)")
         out: list[Prompt] = []
         for f in files:
-            out.extend(_load_file(f, str(Path(raw) / f.relative_to(path)), split))
+            out.extend(_load_file(f, str(Path(raw) / f.relative_to(path)), spec))
         return out
     if not path_exists(path):
         raise PromptError(f"{raw}: prompt file not found (looked in {path.parent})")
-    return _load_file(path, raw, split)
+    return _load_file(path, raw, spec)
 
 
 # --- synthetic ----------------------------------------------------------------------
-
-# Words for synthetic text: varied vocabulary so caches and compressors see natural-ish
-# text, not one repeated token.
-_WORDS_TEXT: Final = """
-    the a of to and in that is for on with as by at from this an be it are was or
-    system network latency request server client model token stream queue batch cache
-    memory bandwidth kernel thread process scheduler buffer packet route region cluster
-    node replica shard index query table column record file folder report chart metric
-    signal budget window sample window measure compare release version update patch
-    engineer team customer partner vendor product service market quarter forecast
-    river mountain forest harbor village garden bridge tower valley island desert coast
-    morning evening season winter summer autumn spring weather storm cloud rain light
-    quick careful steady bright quiet heavy gentle rapid narrow broad distant local
-    build check explain describe summarize estimate improve reduce increase balance
-    choose follow deliver observe record review prepare measure design consider detail
-    because although while after before during unless until whether however therefore
-"""
-_WORDS: Final = tuple(_WORDS_TEXT.split())
-_TOPICS: Final = (
-    "a distributed storage system",
-    "a small coastal town",
-    "a quarterly planning meeting",
-    "a mountain railway",
-    "a customer support queue",
-    "a compiler optimisation",
-    "a community garden",
-    "an inventory forecast",
-)
-
-
-def _sentence(rng: random.Random) -> str:
-    n = rng.randint(6, 16)
-    words = [rng.choice(_WORDS) for _ in range(n)]
-    words[0] = words[0].capitalize()
-    return " ".join(words) + rng.choice(".....?;")
-
-
-def _text_of_tokens(tokens: int, rng: random.Random) -> str:
-    """ASCII text of exactly 4 x ``tokens`` bytes (estimate_tokens == tokens)."""
-    target = 4 * tokens
-    head = f"Write about {rng.choice(_TOPICS)}. Context: "
-    parts = [head]
-    size = len(head)
-    while size < target:
-        s = _sentence(rng) + " "
-        parts.append(s)
-        size += len(s)
-    text = "".join(parts)[:target]
-    return text.rstrip() + "." * (target - len(text.rstrip()))
 
 
 def _draw_length(rng: random.Random, mean: int, stddev: float, dist: str) -> int:
@@ -416,9 +305,9 @@ def synthetic_prompts(spec: SyntheticSpec) -> list[Prompt]:
         n_out = _draw_length(rng, spec.output_tokens, spec.output_stddev, spec.distribution)
         # The chat template adds a fixed overhead; the text carries the rest, so the
         # prompt's estimate is exactly n_in (or the 7-token minimum).
-        text = _text_of_tokens(max(1, n_in - _ONE_MESSAGE_OVERHEAD), rng)
+        text = text_of_tokens(max(1, n_in - ONE_MESSAGE_OVERHEAD), rng)
         out.append(
-            _make(
+            make_prompt(
                 id=f"synthetic-{i:04d}",
                 task=spec.task,
                 messages=({"role": "user", "content": text},),
@@ -445,11 +334,16 @@ def _dedupe(prompts: Iterable[Prompt]) -> Iterator[Prompt]:
         yield p
 
 
-def load_prompts(spec: PromptsSpec, *, base_dir: Path | str = ".") -> tuple[Prompt, ...]:
+def load_prompts(
+    spec: PromptsSpec, *, base_dir: Path | str = ".", reserve_tokens: int = 0
+) -> tuple[Prompt, ...]:
     """Resolve ``spec`` into prompts (see the module docstring for sources and order).
 
     ``base_dir``: where relative paths are read from (``tokrate.spec.prompts_base_dir``
-    gives the config file's folder).
+    gives the config file's folder). ``reserve_tokens``: tokens the request adds in
+    front of the first message (the cache-busting tag,
+    :data:`tokrate.workloads.UNIQUE_TAG_TOKENS`); length grids leave room for them so
+    the server counts exactly the requested lengths.
 
     Raises:
         PromptError: one line naming the file (and line) at fault: missing file,
@@ -459,21 +353,35 @@ def load_prompts(spec: PromptsSpec, *, base_dir: Path | str = ".") -> tuple[Prom
     base = Path(base_dir)
     collected: list[Prompt] = []
     for raw in spec.paths:
-        collected.extend(_load_path(raw, base, spec.text_split))
+        collected.extend(_load_path(raw, base, spec))
     sets = spec.sets
-    if not spec.paths and not sets and spec.synthetic is None:
+    generated = (spec.synthetic, spec.sessions, spec.grid, spec.shared_prefix)
+    if not spec.paths and not sets and all(g is None for g in generated):
         sets = bundled_sets()
     for name in sets:
         collected.extend(_load_set(name))
     if spec.synthetic is not None:
         collected.extend(synthetic_prompts(spec.synthetic))
+    if spec.sessions is not None:
+        collected.extend(session_prompts(spec.sessions))
+    if spec.grid is not None:
+        collected.extend(grid_prompts(spec.grid, reserve_tokens=reserve_tokens))
+    if spec.shared_prefix is not None:
+        collected.extend(shared_prefix_prompts(spec.shared_prefix))
     prompts = list(_dedupe(collected))
     if spec.limit is not None:
         prompts = prompts[: spec.limit]
     if spec.max_tokens is not None:
         from dataclasses import replace
 
-        prompts = [replace(p, max_tokens=spec.max_tokens) for p in prompts]
+        cap = spec.max_tokens
+        prompts = [
+            replace(p, max_tokens=cap, turns=tuple(replace(t, max_tokens=cap) for t in p.turns))
+            for p in prompts
+        ]
     if not prompts:
         raise PromptError("no prompts: the configured sources are empty")
+    for p in prompts:
+        if len(p.turns) >= MAX_SESSION_TURNS:
+            raise PromptError(f"{p.source}: more than {MAX_SESSION_TURNS} turns in one session")
     return tuple(prompts)

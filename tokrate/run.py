@@ -60,6 +60,7 @@ from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
 from tokrate.summary import Summary
 from tokrate.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
+from tokrate.workloads import UNIQUE_TAG_TOKENS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -215,6 +216,7 @@ def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
         efficiency=s.efficiency,
         time_scale=s.time_scale,
         seed=s.seed,
+        prefix_cache=s.prefix_cache,
     )
     tiers = configured_tiers(config)
     with simulator_process(config) as url:
@@ -247,7 +249,12 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         from tokrate.baseline import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
-    prompts = load_prompts(spec.prompts, base_dir=base_dir or prompts_base_dir(spec))
+    prompts = load_prompts(
+        spec.prompts,
+        base_dir=base_dir or prompts_base_dir(spec),
+        # Grid prompts leave room for the cache-busting tag: the server counts exactly.
+        reserve_tokens=UNIQUE_TAG_TOKENS if spec.client.unique_prompts else 0,
+    )
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
     try:
@@ -277,15 +284,20 @@ def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunP
     from tokrate.progress import ScenarioInfo as ProgressScenario
 
     n = len(p.targets)
+    # A session is one planned request of several turns, each its own request.
+    turns = sum(len(q.turns) + 1 for q in p.prompts) / len(p.prompts)
+
+    def planned(sc: ScenarioPlan, t: int) -> int | None:
+        k = sc.planned_per_target if t in sc.target_indices else 0
+        return None if k is None else round(k * turns)
+
     return RunProgress(
         console,
         [t.label for t in p.targets],
         [
             ProgressScenario(
                 name=sc.name,
-                planned=tuple(
-                    sc.planned_per_target if t in sc.target_indices else 0 for t in range(n)
-                ),
+                planned=tuple(planned(sc, t) for t in range(n)),
                 duration_s=sc.duration_s,
                 concurrency=sc.concurrency,
                 rate_rps=sc.rate_rps,

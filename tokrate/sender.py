@@ -8,6 +8,12 @@ exceptions. A server that rejects ``stream_options.include_usage`` is asked with
 for the rest of the worker. The retry policy (``[client] retry``, off by default)
 re-sends failed requests of the listed error classes, honouring a 429/503
 Retry-After; every attempt is its own record (``attempt``).
+
+A multi-turn session (a prompt with ``turns``) is one planned request: its turns go
+one after another on the same stream, each with the history and the model's real
+answers, so sessions are the unit of concurrency. Turn t (1-based) of planned request
+k is recorded with ``request_index = k * MAX_SESSION_TURNS + t - 1``, ``session_id``
+"<prompt id>#<k>" and ``turn`` t.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -26,13 +33,25 @@ from tokrate.client.request import PreparedRequest, build_request, new_unique_pr
 from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.events import Emit, RequestFinished, RequestStarted
 from tokrate.plan import PlannedRequest
-from tokrate.prompts import Prompt
+from tokrate.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens
 from tokrate.records import RequestRecord
 from tokrate.redact import strip_control
 from tokrate.settings import WorkerSettings
 from tokrate.targets import Target
 
 __all__ = ["Sender", "SendSlot"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What every request of one planned request shares."""
+
+    client: StreamClient
+    pr: PlannedRequest
+    context: RecordContext
+    stopping: anyio.Event
+    is_warmup: Callable[[int], bool]
+    grace_s: float
 
 
 class SendSlot:
@@ -82,7 +101,9 @@ class Sender:
         #: Requests in flight, by id of their slot.
         self.slots: dict[int, SendSlot] = {}
 
-    def _request(self, target: Target, prompt: Prompt) -> PreparedRequest:
+    def _request(
+        self, target: Target, prompt: Prompt, *, unique_prefix: str | None, keep_text: bool
+    ) -> PreparedRequest:
         endpoint = target.endpoint.name
         s = self.settings.request
         return build_request(
@@ -90,8 +111,9 @@ class Sender:
             prompt,
             s,
             include_usage=s.include_usage and endpoint not in self.usage_rejected,
-            unique_prefix=new_unique_prefix() if s.unique_prompts else None,
+            unique_prefix=unique_prefix,
             api_key=self.api_keys.get(endpoint),
+            keep_text=keep_text,
             max_tokens_field="max_completion_tokens"
             if (endpoint, target.model.name) in self.completion_limit
             else None,
@@ -108,26 +130,78 @@ class Sender:
         is_warmup: Callable[[int], bool],
         grace_s: float,
     ) -> None:
-        """Every attempt of one planned request. ``context`` carries the level, the
-        schedule and the warm-up flag the plan knew; ``is_warmup(t0_ns)`` adds the
-        engine's time-based warm-up; ``deadline_ns`` (open loop) gives send_delay_s."""
-        target = self.targets[pr.target_index]
+        """Every attempt of one planned request (every turn of a session). ``context``
+        carries the level, the schedule and the warm-up flag the plan knew;
+        ``is_warmup(t0_ns)`` adds the engine's time-based warm-up; ``deadline_ns`` (open
+        loop) gives send_delay_s."""
         prompt = self.prompts[pr.prompt_index]
+        call = _Call(client, pr, context, stopping, is_warmup, grace_s)
+        if not prompt.is_session:
+            tag = new_unique_prefix() if self.settings.request.unique_prompts else None
+            await self._attempts(call, prompt, pr.index, deadline_ns, tag, None)
+            return
+        await self._session(call, prompt, deadline_ns)
+
+    async def _session(self, call: _Call, prompt: Prompt, deadline_ns: int | None) -> None:
+        """A multi-turn session: each turn sends the history with the model's real
+        answers; one cache-busting tag for the whole session (its growing prefix may be
+        cached, nothing across sessions); think time between turns. A failed turn
+        ends the session (there is no answer to continue from)."""
+        pr = call.pr
+        tag = new_unique_prefix() if self.settings.request.unique_prompts else None
+        history: list[dict[str, Any]] = list(prompt.messages or ())
+        session_id = f"{prompt.id}#{pr.index}"
+        turn_prompt = dataclasses.replace(prompt, turns=())
+        for turn in range(1, len(prompt.turns) + 2):
+            if turn > 1:
+                follow = prompt.turns[turn - 2]
+                history.append({"role": "user", "content": follow.user})
+                turn_prompt = dataclasses.replace(
+                    turn_prompt,
+                    messages=tuple(history),
+                    max_tokens=follow.max_tokens,
+                    input_tokens_est=estimate_input_tokens(history, None),
+                )
+            index = pr.index * MAX_SESSION_TURNS + turn - 1
+            session = (session_id, turn)
+            result = await self._attempts(call, turn_prompt, index, deadline_ns, tag, session)
+            deadline_ns = None  # only the first turn has a schedule
+            if result is None or call.stopping.is_set():
+                return
+            history.append({"role": "assistant", "content": result})
+            if prompt.think_time_s > 0 and turn <= len(prompt.turns):
+                with anyio.move_on_after(prompt.think_time_s):
+                    await call.stopping.wait()
+
+    async def _attempts(
+        self,
+        call: _Call,
+        prompt: Prompt,
+        request_index: int,
+        deadline_ns: int | None,
+        unique_prefix: str | None,
+        session: tuple[str, int] | None,
+    ) -> str | None:
+        """Every attempt of one request; the answer's text when a session turn ended ok."""
+        pr, context = call.pr, call.context
+        target = self.targets[pr.target_index]
         retry = self.settings.retry
         attempt = 1
         while True:
-            req = self._request(target, prompt)
+            req = self._request(
+                target, prompt, unique_prefix=unique_prefix, keep_text=session is not None
+            )
             self.emit(
                 RequestStarted(
                     worker_id=context.worker,
                     scenario=context.scenario,
-                    request_index=pr.index,
+                    request_index=request_index,
                     target_index=pr.target_index,
                     started_at=time.time(),
                     t0_ns=time.perf_counter_ns(),
                 )
             )
-            result = await self._stream(client, req, pr, grace_s)
+            result = await self._stream(call.client, req, pr, call.grace_s)
             if result.usage_rejected:
                 self.usage_rejected.add(target.endpoint.name)
             if MAX_COMPLETION_NOTE in result.notes:
@@ -146,16 +220,18 @@ class Sender:
                     scenario=context.scenario,
                     prompt_id=prompt.id,
                     task=prompt.task,
-                    request_index=pr.index,
+                    request_index=request_index,
                     scheduled_s=pr.scheduled_s,
                     send_delay_s=send_delay_s,
-                    warmup=pr.warmup or is_warmup(result.t0_ns),
+                    warmup=pr.warmup or call.is_warmup(result.t0_ns),
                     worker=context.worker,
                     node_id=context.node_id,
                     concurrency=context.concurrency,
                     rate_rps=context.rate_rps,
                     attempt=attempt,
                     input_tokens=prompt.input_tokens_est,
+                    session_id=None if session is None else session[0],
+                    turn=None if session is None else session[1],
                 ),
             )
             if record.error_message:
@@ -164,17 +240,19 @@ class Sender:
                 message = self.settings.redactor.text(strip_control(record.error_message))
                 record = dataclasses.replace(record, error_message=message)
             self.emit(RequestFinished(record=record))
+            if record.status == "ok":
+                return result.answer_text
             if (
                 record.status != "error"
                 or attempt >= retry.max_attempts
                 or record.error_class not in retry.on
-                or stopping.is_set()
+                or call.stopping.is_set()
             ):
-                return
+                return None
             attempt += 1
-            await self._backoff(record, stopping)
-            if stopping.is_set():
-                return
+            await self._backoff(record, call.stopping)
+            if call.stopping.is_set():
+                return None
 
     async def _backoff(self, record: RequestRecord, stopping: anyio.Event) -> None:
         retry = self.settings.retry

@@ -45,6 +45,11 @@ def add_sim(sub: Subparsers) -> None:
     p.add_argument(
         "--truth-log", metavar="FILE.jsonl", help="write server-side write times per request"
     )
+    p.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help="each tier caches prompt prefixes: a cached prefix skips its prefill",
+    )
     p.set_defaults(func=_cmd_sim)
 
 
@@ -98,6 +103,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         api_key=api_key,
         faults=args.faults,
         truth_log=args.truth_log,
+        prefix_cache=args.prefix_cache,
     )
 
     def ready(url: str) -> None:

@@ -104,6 +104,7 @@ class StreamState:
 
     __slots__ = (  # noqa: RUF023 - appended fields stay at the end
         "answer_chunks",
+        "answer_parts",
         "bytes_received",
         "chunk_ns",
         "chunks_seen",
@@ -138,11 +139,15 @@ class StreamState:
         *,
         max_chunks: int = MAX_RESPONSE_CHUNKS,
         max_bytes: int = MAX_RESPONSE_BYTES,
+        keep_text: bool = False,
         api: str = "chat",
     ) -> None:
         self.api = api
         self.classify = _CLASSIFIERS.get(api, _classify_chat)
         self.decoder = SSEDecoder()
+        #: The answer's text pieces, kept only when asked (multi-turn sessions send the
+        #: real answer back); None otherwise, so ordinary requests pay nothing.
+        self.answer_parts: list[str] | None = [] if keep_text else None
         self.max_chunks = max_chunks
         self.max_bytes = max_bytes
         #: Every parsed chunk, content-bearing or not (an endless stream of empty
@@ -294,6 +299,8 @@ class StreamState:
             return True
         if facts.answer or facts.reasoning or facts.tool_call:
             self.chunk_ns.append(now_ns)
+            if facts.answer and self.answer_parts is not None:
+                self.answer_parts.append(_answer_text(obj))
             if facts.answer or facts.tool_call:
                 if self.first_answer_ns is None:
                     self.first_answer_ns = now_ns
@@ -380,9 +387,36 @@ class StreamState:
             notes=tuple(self.notes),
             retry_after_s=self.retry_after_s,
             connect_ns=self.connect_ns,
+            answer_text=None if self.answer_parts is None else "".join(self.answer_parts),
             response_model=self.response_model,
             server_timings=self.server_timings,
         )
+
+
+def _answer_text(obj: object) -> str:
+    """The answer text of an already classified answer chunk: chat ``delta.content``
+    or completions ``text`` of every choice, a Responses ``response.output_text.delta``
+    event's ``delta``, an Anthropic ``content_block_delta``'s ``text_delta`` text."""
+    if not isinstance(obj, dict):
+        return ""
+    kind = obj.get("type")
+    if kind == "response.output_text.delta":
+        delta = obj.get("delta")
+        return delta if isinstance(delta, str) else ""
+    if kind == "content_block_delta":
+        block = obj.get("delta")
+        text = block.get("text") if isinstance(block, dict) else None
+        return text if isinstance(text, str) else ""
+    choices = obj.get("choices")
+    parts = []
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)
 
 
 def parse_retry_after(value: str) -> float | None:

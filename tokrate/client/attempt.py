@@ -57,7 +57,10 @@ class Attempt:
         self.attempt = attempt
         self.usage_rejected = usage_rejected
         self.state = StreamState(
-            max_chunks=req.max_response_chunks, max_bytes=req.max_response_bytes, api=req.api
+            max_chunks=req.max_response_chunks,
+            max_bytes=req.max_response_bytes,
+            api=req.api,
+            keep_text=req.keep_text,
         )
         if watch is not None:
             watch(self.state)

@@ -74,6 +74,8 @@ class PreparedRequest:
     max_response_bytes: int = MAX_RESPONSE_BYTES
     #: The chat body's name of the output limit (None: not a chat body with a limit).
     max_tokens_field: str | None = None
+    #: Keep the answer's text (``StreamResult.answer_text``): multi-turn sessions only.
+    keep_text: bool = False
 
     def __repr__(self) -> str:
         return (
@@ -92,11 +94,11 @@ def new_unique_prefix() -> str:
     return f"[ref:{secrets.token_hex(6)}]"
 
 
-def _prefixed_messages(messages: Sequence[Any], prefix: str | None) -> list[Any]:
+def _prefixed_messages(messages: Sequence[Any], prefix: str | None, at: int = 0) -> list[Any]:
     out = [dict(m) if isinstance(m, dict) else m for m in messages]
     if prefix is None or not out:
         return out
-    first = out[0]
+    first = out[min(at, len(out) - 1)]
     if not isinstance(first, dict):
         return out
     content = first.get("content")
@@ -168,7 +170,7 @@ def _responses_turn(message: Any) -> Any:
 def _turns(prompt: Prompt, unique_prefix: str | None) -> list[Any]:
     """The prompt as chat messages (a text prompt becomes one user turn), prefixed."""
     if prompt.messages:
-        return _prefixed_messages(prompt.messages, unique_prefix)
+        return _prefixed_messages(prompt.messages, unique_prefix, prompt.shared_messages)
     if prompt.prompt is not None:
         text = prompt.prompt
         return [{"role": "user", "content": f"{unique_prefix} {text}" if unique_prefix else text}]
@@ -185,12 +187,15 @@ def _protocol_body(
     body: dict[str, Any] = {}
     limit = prompt.max_tokens
     if api == "completions":
-        text = prompt.prompt
+        text, shared = prompt.prompt, ""
         if text is None and prompt.messages:
-            text = _flatten(prompt.messages)
+            # The tag goes after the shared leading messages, as in chat.
+            n = min(prompt.shared_messages, len(prompt.messages) - 1)
+            shared = _flatten(prompt.messages[:n]) + "\n\n" if n else ""
+            text = _flatten(prompt.messages[n:])
         if text is None:
             raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
-        body["prompt"] = f"{unique_prefix} {text}" if unique_prefix else text
+        body["prompt"] = shared + (f"{unique_prefix} {text}" if unique_prefix else text)
         if limit is not None:
             body["max_tokens"] = int(limit)
         return body, "/completions"
@@ -217,13 +222,19 @@ def _protocol_body(
 
 
 def _ignore_eos(
-    body: dict[str, Any], target: Target, settings: RequestSettings, limit: int | None
+    body: dict[str, Any], target: Target, settings: RequestSettings, prompt: Prompt
 ) -> None:
     """The run-wide ``[load] ignore_eos`` sends vLLM/SGLang's pair (ignore_eos +
-    min_tokens); a model's own ``ignore_eos = true`` sends only ``ignore_eos`` (what
-    llama.cpp wants; add min_tokens in its extra_body where wanted), ``false`` nothing."""
+    min_tokens), and so does a prompt that wants exactly its ``max_tokens``
+    (``exact_output``: length grids); a model's own ``ignore_eos = true`` sends only
+    ``ignore_eos`` (what llama.cpp wants; add min_tokens in its extra_body where
+    wanted), ``false`` nothing."""
     wanted = target.model.ignore_eos
-    if wanted is None and settings.ignore_eos:
+    limit = prompt.max_tokens
+    if prompt.exact_output and limit is not None and wanted is not False:
+        body["ignore_eos"] = True
+        body["min_tokens"] = int(limit)
+    elif wanted is None and settings.ignore_eos:
         body["ignore_eos"] = True
         if limit is not None:
             body["min_tokens"] = int(limit)
@@ -317,6 +328,7 @@ def build_request(
     unique_prefix: str | None,
     api_key: str | None,
     max_tokens_field: str | None = None,
+    keep_text: bool = False,
 ) -> PreparedRequest:
     """Build the request for one prompt against one target.
 
@@ -325,8 +337,11 @@ def build_request(
     ``max_tokens_field`` when given (a learned fallback), else the model's
     ``max_tokens_field``, else ``max_tokens``; responses: ``max_output_tokens``;
     anthropic: ``max_tokens``, which it requires: 4096 when the prompt has none).
-    ``unique_prefix`` is prepended to the first message (or the prompt text). Body
-    knobs are merged last (see :func:`_merge_knobs`) but may not replace
+    ``unique_prefix`` is prepended to the first message after the prompt's
+    ``shared_messages`` (or to the prompt text), so a shared prefix stays cacheable.
+    A prompt with ``exact_output`` asks for exactly ``max_tokens`` (ignore_eos +
+    min_tokens). ``keep_text`` makes the client keep the answer's text (session
+    turns). Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
     model/messages/prompt/input/stream. ``include_usage`` only matters to chat and
     completions (the typed protocols always report usage).
 
@@ -343,7 +358,7 @@ def build_request(
     body["stream"] = True
     if include_usage and api in ("chat", "completions"):
         body["stream_options"] = {"include_usage": True}
-    _ignore_eos(body, target, settings, prompt.max_tokens)
+    _ignore_eos(body, target, settings, prompt)
     _merge_knobs(body, target, settings)
     headers = _merge_headers(
         [("Content-Type", "application/json"), ("Accept", "text/event-stream")],
@@ -364,6 +379,7 @@ def build_request(
         max_response_chunks=settings.max_response_chunks,
         max_response_bytes=settings.max_response_bytes,
         max_tokens_field=limit_field if api == "chat" and limit_field in body else None,
+        keep_text=keep_text,
     )
 
 

@@ -74,6 +74,9 @@ class StreamResult:
     #: the TTFT: t0 comes first); 0 when it reused a kept-alive connection; None when
     #: unknown or when no connection came up.
     connect_ns: int | None = None
+    #: The answer's text, kept only for requests that asked (``PreparedRequest.keep_text``:
+    #: session turns); None otherwise.
+    answer_text: str | None = None
     #: The first ``model`` a chunk carried (raw; None when no chunk did).
     response_model: str | None = None
     #: The server's own timing object (llama.cpp ``timings``), numbers only.
@@ -99,7 +102,8 @@ class RecordContext:
     scenario, prompt and planned request it was, its schedule (open loop), whether it
     was warm-up, where it ran, the load level, the engine's attempt number (a
     client-internal resend without stream_options is the same attempt) and an input
-    token estimate used only when the server sent no usage."""
+    token estimate used only when the server sent no usage; for a session turn, the
+    session and turn."""
 
     run_id: str
     scenario: str
@@ -115,6 +119,9 @@ class RecordContext:
     rate_rps: float | None = None
     attempt: int | None = None
     input_tokens: int | None = None
+    #: Multi-turn sessions: the session this request belongs to and its turn (1-based).
+    session_id: str | None = None
+    turn: int | None = None
 
 
 def cached_prompt_tokens(
@@ -225,4 +232,6 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         cached_tokens=cached_prompt_tokens(usage, result.server_timings),
         server_timings=result.server_timings,
         extra=notes,
+        session_id=c.session_id,
+        turn=c.turn,
     )

@@ -354,6 +354,7 @@ class FastClient:
                 state = StreamState(
                     max_chunks=req.max_response_chunks,
                     max_bytes=req.max_response_bytes,
+                    keep_text=req.keep_text,
                     api=req.api,
                 )
                 if watch is not None:

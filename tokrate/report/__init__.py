@@ -35,6 +35,7 @@ from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report import server_load as _server_load
 from tokrate.report import streams as _streams
+from tokrate.report import workloads as _workloads
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
@@ -219,6 +220,7 @@ class _Document:
             out += [(f"{prefix}{k}", v) for k, v in fields]
         out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
         out += _server_load.server_load_meta([(k, r.info) for k, r in self.runs], self.multi)
+        out += _workloads.prefix_notes([(k, r.records) for k, r in self.runs])
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 
@@ -427,6 +429,16 @@ class _Document:
             )
         else:
             self.notes.append("connect time: no connection set-up recorded in these runs")
+        turns = _workloads.turn_table([(k, r.records) for k, r in self.runs])
+        if turns.height:
+            yield (
+                "ttft_by_turn",
+                "TTFT by turn",
+                "Multi-turn sessions: TTFT of each turn, which sends the whole history with "
+                "the model's real answers; it grows with the history unless a prefix cache "
+                "serves it.",
+                lambda: _workloads.turn_chart(turns),
+            )
 
     def _size_caption(self, points: pl.DataFrame) -> str:
         """What the size chart shows, saying when no power law could be fitted and how

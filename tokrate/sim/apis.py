@@ -28,7 +28,10 @@ __all__ = ["API_ROUTES", "Api", "Headers", "check_any_key", "check_bearer"]
 
 Headers = list[tuple[bytes, bytes]]
 _JSON: Headers = [(b"content-type", b"application/json")]
-Planner = Callable[[bytes, Mapping[str, TierTiming], Mapping[str, random.Random]], RequestPlan]
+#: (body, timings, length rngs, block_keys: key the prompt for the prefix cache) -> plan.
+Planner = Callable[
+    [bytes, Mapping[str, TierTiming], Mapping[str, random.Random], bool], RequestPlan
+]
 
 
 def check_bearer(headers: Any, api_key: bytes | None) -> None:
@@ -142,12 +145,22 @@ class Api:
         return _anthropic_fault(fault, request_id) if self.anthropic else _openai_fault(fault)
 
 
-def _chat(raw: bytes, t: Mapping[str, TierTiming], r: Mapping[str, random.Random]) -> RequestPlan:
-    return plan_request(raw, chat=True, timings=t, length_rng=r)
+def _chat(
+    raw: bytes,
+    t: Mapping[str, TierTiming],
+    r: Mapping[str, random.Random],
+    block_keys: bool = False,
+) -> RequestPlan:
+    return plan_request(raw, chat=True, timings=t, length_rng=r, block_keys=block_keys)
 
 
-def _text(raw: bytes, t: Mapping[str, TierTiming], r: Mapping[str, random.Random]) -> RequestPlan:
-    return plan_request(raw, chat=False, timings=t, length_rng=r)
+def _text(
+    raw: bytes,
+    t: Mapping[str, TierTiming],
+    r: Mapping[str, random.Random],
+    block_keys: bool = False,
+) -> RequestPlan:
+    return plan_request(raw, chat=False, timings=t, length_rng=r, block_keys=block_keys)
 
 
 #: Path -> protocol.

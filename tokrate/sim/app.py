@@ -85,6 +85,7 @@ class SimState:
     time_scale: float
     api_key: str | None
     truth: TruthLog | None
+    prefix_cache: bool = False
 
 
 class SimApp:
@@ -134,7 +135,7 @@ class SimApp:
         if eng is None:
             timing = self.state.timings[name]
             eng = (FixedEngine if timing.tier.fixed_timing else BatchEngine)(
-                timing, self.state.time_scale
+                timing, self.state.time_scale, prefix_cache=self.state.prefix_cache
             )
             self._engines[name] = eng
         return eng
@@ -209,7 +210,7 @@ class SimApp:
 
     async def _completion(self, api: Api, raw: bytes, receive: Receive, send: Send) -> None:
         received_ns = perf_counter_ns()
-        plan = api.plan(raw, self.state.timings, self._length_rng)
+        plan = api.plan(raw, self.state.timings, self._length_rng, self.state.prefix_cache)
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(api.id_prefix)
         entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault, api.name)
@@ -247,6 +248,7 @@ class SimApp:
             finish_reason=plan.finish_reason,
             fault=fault,
             send=send,
+            block_keys=plan.block_keys,
         )
         entry.req = req
         # Logged before the final write, so a client that read the end finds the line.
@@ -348,7 +350,8 @@ class _TruthEntry:
             self.request_id, self._model, self.received_ns, req.first_write_ns,
             req.content_write_ns, done if done is not None else perf_counter_ns(),
             req.produced, self._fault, protocol=self._protocol,
-            reasoning_tokens=req.usage().reasoning_tokens,
+            reasoning_tokens=req.usage().reasoning_tokens, input_tokens=req.input_tokens,
+            cached_tokens=req.cached_tokens,
         )  # fmt: skip
 
 

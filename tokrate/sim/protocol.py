@@ -28,14 +28,24 @@ __all__ = [
 DONE = b"data: [DONE]\n\n"
 
 
-def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
-    """OpenAI ``usage`` object; ``completion_tokens`` includes reasoning tokens."""
-    return {
+def usage_dict(
+    prompt_tokens: int,
+    completion_tokens: int,
+    reasoning_tokens: int,
+    *,
+    cached_tokens: int | None = None,
+) -> dict[str, Any]:
+    """OpenAI ``usage`` object; ``completion_tokens`` includes reasoning tokens;
+    ``prompt_tokens_details.cached_tokens`` when the prefix cache is on."""
+    out: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
+    if cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return out
 
 
 def error_body(
@@ -156,7 +166,12 @@ class ChunkBytes(StreamWire):
 
 
 def _usage(usage: TokenUsage) -> dict[str, Any]:
-    return usage_dict(usage.input_tokens, usage.output_tokens, usage.reasoning_tokens)
+    return usage_dict(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.reasoning_tokens,
+        cached_tokens=usage.cached_tokens,
+    )
 
 
 def completion_body(

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokrate.sim.model import TierTiming, count_chat_tokens
+from tokrate.sim.prefix_cache import chat_block_keys
 from tokrate.sim.request_plan import (
     BadRequest,
     RequestPlan,
@@ -117,7 +118,10 @@ def _responses_reasoning(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plan_responses(
-    raw: bytes, timings: Mapping[str, TierTiming], rngs: Mapping[str, random.Random]
+    raw: bytes,
+    timings: Mapping[str, TierTiming],
+    rngs: Mapping[str, random.Random],
+    block_keys: bool = False,
 ) -> RequestPlan:
     """POST /v1/responses: ``input`` (a string or message items), ``instructions``,
     ``max_output_tokens`` (>= 16), ``reasoning: {effort, summary}``, ``stream``.
@@ -134,7 +138,8 @@ def plan_responses(
         raise model_not_found(model)
     tier = timing.tier
     stream = _stream_flag(body)
-    input_tokens = count_chat_tokens(_responses_messages(body))
+    messages = _responses_messages(body)
+    input_tokens = count_chat_tokens(messages)
     limit = body.get("max_output_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
         raise invalid(
@@ -165,7 +170,10 @@ def plan_responses(
         "max_output_tokens": limit,
         "reasoning": reasoning,
     }
-    return RequestPlan(model, input_tokens, n, finish, stream, False, reasoning_tokens, echo)
+    keys = chat_block_keys(messages) if block_keys else ()
+    return RequestPlan(
+        model, input_tokens, n, finish, stream, False, reasoning_tokens, echo, block_keys=keys
+    )
 
 
 def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -218,7 +226,10 @@ def _thinking_tokens(body: Mapping[str, Any], max_tokens: int, tier_reasoning: i
 
 
 def plan_messages(
-    raw: bytes, timings: Mapping[str, TierTiming], rngs: Mapping[str, random.Random]
+    raw: bytes,
+    timings: Mapping[str, TierTiming],
+    rngs: Mapping[str, random.Random],
+    block_keys: bool = False,
 ) -> RequestPlan:
     """POST /v1/messages (Anthropic): ``model``, ``max_tokens`` (required),
     ``messages`` (user/assistant), top-level ``system``, ``thinking``, ``stream``."""
@@ -235,7 +246,8 @@ def plan_messages(
         raise invalid("max_tokens: Field required")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise invalid("max_tokens: Input should be a valid integer greater than or equal to 1")
-    input_tokens = count_chat_tokens(_anthropic_messages(body))
+    messages = _anthropic_messages(body)
+    input_tokens = count_chat_tokens(messages)
     stream = _stream_flag(body)
     if input_tokens + max_tokens > tier.context_tokens:
         raise invalid(
@@ -245,4 +257,5 @@ def plan_messages(
         )
     reasoning = _thinking_tokens(body, max_tokens, tier.reasoning_tokens)
     n, finish = plan_length(tier, rngs[model], input_tokens, extra_limits(body, max_tokens))
-    return RequestPlan(model, input_tokens, n, finish, stream, False, reasoning)
+    keys = chat_block_keys(messages) if block_keys else ()
+    return RequestPlan(model, input_tokens, n, finish, stream, False, reasoning, block_keys=keys)

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from tokrate.sim.model import Tier, TierTiming, count_chat_tokens, count_text_tokens
+from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
 __all__ = [
     "BadRequest",
@@ -84,6 +85,8 @@ class RequestPlan:
     include_usage: bool
     reasoning_tokens: int = 0
     echo: Mapping[str, Any] = field(default_factory=dict)
+    #: The prompt's prefix-cache block keys (planned with ``block_keys=True``).
+    block_keys: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +104,11 @@ def plan_request(
     chat: bool,
     timings: Mapping[str, TierTiming],
     length_rng: Mapping[str, random.Random],
+    block_keys: bool = False,
 ) -> RequestPlan:
     """Parse a chat (``chat``) or legacy completions body and plan its answer: the
     output length is the tier's sampled length, capped by max_tokens and the context.
+    ``block_keys``: also key the prompt's blocks for the prefix cache.
 
     Raises:
         BadRequest: anything OpenAI would refuse, or a model no tier serves (404).
@@ -132,7 +137,12 @@ def plan_request(
         )
     n, finish = plan_length(tier, length_rng[model], input_tokens, limits)
     reasoning = tier.reasoning_tokens if chat else 0  # Completions has no field for it
-    return RequestPlan(model, input_tokens, n, finish, stream, include_usage, reasoning)
+    keys: tuple[bytes, ...] = ()
+    if block_keys:
+        keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
+    return RequestPlan(
+        model, input_tokens, n, finish, stream, include_usage, reasoning, block_keys=keys
+    )
 
 
 def plan_length(
@@ -186,12 +196,16 @@ def _input_tokens(body: Mapping[str, Any], *, chat: bool) -> tuple[int, str]:
                     f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
                 )
         return count_chat_tokens(messages), "messages"
+    return max(1, count_text_tokens(_prompt(body))), "prompt"
+
+
+def _prompt(body: Mapping[str, Any]) -> str:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise invalid("'prompt' must be a string (batched prompts are not supported)", "prompt")
-    return max(1, count_text_tokens(prompt)), "prompt"
+    return prompt
 
 
 def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:

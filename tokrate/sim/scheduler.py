@@ -27,6 +27,7 @@ from typing import Any
 
 from tokrate.sim.faults import FaultRule
 from tokrate.sim.model import TierTiming, token_bytes
+from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from tokrate.sim.wire import StreamWire, TokenUsage
 
 __all__ = ["BatchEngine", "FixedEngine", "InjectedDisconnect", "SimRequest"]
@@ -58,6 +59,8 @@ class SimRequest:
     __slots__ = (
         "aborting",
         "before_final",
+        "block_keys",
+        "cached_tokens",
         "cancelled",
         "complete",
         "content_write_ns",
@@ -96,7 +99,12 @@ class SimRequest:
         finish_reason: str,
         fault: FaultRule | None,
         send: Send,
+        block_keys: tuple[bytes, ...] = (),
     ) -> None:
+        #: The prompt's prefix-cache blocks (empty: cache off) and, once admitted, the
+        #: prompt tokens found cached (their prefill is skipped).
+        self.block_keys = block_keys
+        self.cached_tokens: int | None = None
         self.wire = wire
         self.stream = stream
         self.input_tokens = input_tokens
@@ -153,7 +161,10 @@ class SimRequest:
     def usage(self) -> TokenUsage:
         """Exact counts of what was produced so far."""
         return TokenUsage(
-            self.input_tokens, self.produced, min(self.produced, self.reasoning_tokens)
+            self.input_tokens,
+            self.produced,
+            min(self.produced, self.reasoning_tokens),
+            cached_tokens=self.cached_tokens,
         )
 
     def produce(self, n_tokens: int, spawn: Callable[[Awaitable[None]], None]) -> bool:
@@ -268,8 +279,17 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 class _EngineBase(ABC):
-    def __init__(self, timing: TierTiming, time_scale: float) -> None:
+    def __init__(
+        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+    ) -> None:
         self.timing = timing
+        #: The tier's prefix cache (``[simulator] prefix_cache``); the fixed-timing
+        #: engine has none (its TTFT is fixed by definition).
+        self.prefix_cache = (
+            PrefixCache(timing.kv_capacity_tokens // BLOCK_TOKENS)
+            if prefix_cache and not timing.tier.fixed_timing
+            else None
+        )
         self.time_scale = time_scale
         self._alarm = _Alarm()
         self._task: asyncio.Task[None] | None = None
@@ -336,8 +356,10 @@ class BatchEngine(_EngineBase):
     (``tokens_per_chunk`` tokens), the joiners their first.
     """
 
-    def __init__(self, timing: TierTiming, time_scale: float) -> None:
-        super().__init__(timing, time_scale)
+    def __init__(
+        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+    ) -> None:
+        super().__init__(timing, time_scale, prefix_cache=prefix_cache)
         self.queue: deque[SimRequest] = deque()
         self.batch: list[SimRequest] = []
         self.kv_used_tokens = 0
@@ -358,13 +380,17 @@ class BatchEngine(_EngineBase):
         self.queue.clear()
 
     def stats(self) -> dict[str, int]:
-        return {
+        out = {
             "queued": len(self.queue),
             "running": len(self.batch),
             "kv_used_tokens": self.kv_used_tokens,
             "max_batch_seen": self.max_batch_seen,
             "max_queue_seen": self.max_queue_seen,
         }
+        if self.prefix_cache is not None:
+            out["prefix_cache_hit_tokens"] = self.prefix_cache.hit_tokens
+            out["prefix_cache_lookup_tokens"] = self.prefix_cache.lookup_tokens
+        return out
 
     def _admit(self) -> list[SimRequest]:
         cap_tokens = self.timing.kv_capacity_tokens
@@ -381,6 +407,8 @@ class BatchEngine(_EngineBase):
             self.kv_used_tokens += head.reserved_tokens
             self.batch.append(head)
             joiners.append(head)
+            if self.prefix_cache is not None:
+                head.cached_tokens = self.prefix_cache.admit(head.block_keys, head.input_tokens)
         self.max_batch_seen = max(self.max_batch_seen, len(self.batch))
         return joiners
 
@@ -398,7 +426,9 @@ class BatchEngine(_EngineBase):
             if step_start is None:
                 step_start = now
             joiners = self._admit()
-            prefill_s = sum(timing.prefill_s(r.input_tokens) for r in joiners)
+            prefill_s = sum(
+                timing.prefill_s(r.input_tokens - (r.cached_tokens or 0)) for r in joiners
+            )
             ctx = sum(r.context_tokens for r in self.batch)
             deadline = step_start + self._ns(prefill_s + timing.decode_step_s(len(self.batch), ctx))
             if deadline > now:
@@ -424,8 +454,10 @@ class BatchEngine(_EngineBase):
 class FixedEngine(_EngineBase):
     """Exact timing: chunk ``c`` of a request is due at received + TTFT + c x ITL."""
 
-    def __init__(self, timing: TierTiming, time_scale: float) -> None:
-        super().__init__(timing, time_scale)
+    def __init__(
+        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+    ) -> None:
+        super().__init__(timing, time_scale, prefix_cache=False)
         tier = timing.tier
         self._ttft_ns = int((tier.fixed_ttft_ms or 0.0) * 1e6 / time_scale)
         self._itl_ns = int((tier.fixed_itl_ms or 0.0) * 1e6 / time_scale)

@@ -77,6 +77,9 @@ class SimConfig:
     tiers: tuple[Tier, ...] | None = None
     hardware_profile: HardwareProfile | None = None
     """Custom accelerator; wins over ``hardware`` (a tiers file's [hardware] wins over both)."""
+    prefix_cache: bool = False
+    """Each tier keeps a prefix cache (tokrate.sim.prefix_cache): cached prompt blocks
+    skip their prefill and usage reports them as cached_tokens."""
 
 
 def _resolve_tiers(
@@ -130,7 +133,7 @@ def build_state(cfg: SimConfig) -> SimState:
     timings = {t.name: TierTiming.place(t, hw, cfg.efficiency, cfg.tier_efficiency) for t in tiers}
     plan = FaultPlan(rules, names, cfg.seed)
     truth = TruthLog(cfg.truth_log) if cfg.truth_log else None
-    return SimState(timings, plan, cfg.seed, cfg.time_scale, cfg.api_key, truth)
+    return SimState(timings, plan, cfg.seed, cfg.time_scale, cfg.api_key, truth, cfg.prefix_cache)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -317,6 +320,8 @@ def spawn_simulator(
             args += ["--faults", cfg.faults]
         if cfg.truth_log:
             args += ["--truth-log", cfg.truth_log]
+        if cfg.prefix_cache:
+            args.append("--prefix-cache")
         env = dict(os.environ)
         env[_PARENT_ENV] = str(os.getpid())
         if cfg.api_key:

@@ -3,12 +3,15 @@
 JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
-     "done_ns", "output_tokens", "reasoning_tokens", "fault"}
+     "done_ns", "output_tokens", "reasoning_tokens", "fault", "input_tokens",
+     "cached_tokens"}
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
 event (reasoning or answer) in every protocol, the first ``reasoning_tokens`` of the
-``output_tokens`` being reasoning.
+``output_tokens`` being reasoning. ``input_tokens`` is the prompt as the server
+counted it (null for an answer that never reached the engine: an injected error
+status); ``cached_tokens`` the part of it the prefix cache served (null with it off).
 
 All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
 just before the write was handed to the transport. Lines are buffered in the process
@@ -54,6 +57,8 @@ class TruthLog:
         output_tokens: int,
         fault: str | None,
         *,
+        input_tokens: int | None = None,
+        cached_tokens: int | None = None,
         protocol: str,
         reasoning_tokens: int,
     ) -> None:
@@ -69,6 +74,8 @@ class TruthLog:
                 "output_tokens": output_tokens,
                 "reasoning_tokens": reasoning_tokens,
                 "fault": fault,
+                "input_tokens": input_tokens,
+                "cached_tokens": cached_tokens,
             }
         )
         with self._lock:

@@ -29,6 +29,8 @@ class TokenUsage:
     input_tokens: int
     output_tokens: int
     reasoning_tokens: int
+    #: Prompt tokens the prefix cache served (None: the cache is off).
+    cached_tokens: int | None = None
 
 
 class StreamWire(ABC):

@@ -45,7 +45,10 @@ def _event(obj: dict[str, Any]) -> bytes:
 def _usage(usage: TokenUsage) -> dict[str, Any]:
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens or 0,
+            "cache_write_tokens": 0,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.input_tokens + usage.output_tokens,

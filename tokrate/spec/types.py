@@ -21,6 +21,7 @@ __all__ = [
     "LengthDistribution",
     "LoadMode",
     "ModelCheck",
+    "PromptFormat",
     "TargetsMode",
     "TextSplit",
     "ClientSpec",
@@ -30,7 +31,10 @@ __all__ = [
     "LoadSpec",
     "ModelSpec",
     "OutputSpec",
+    "GridSpec",
     "PromptsSpec",
+    "SessionsSpec",
+    "SharedPrefixSpec",
     "RetrySpec",
     "RunSpec",
     "SimulatorSpec",
@@ -49,6 +53,7 @@ TargetsMode = Literal["interleaved", "sequential", "parallel"]
 LengthDistribution = Literal["normal", "lognormal", "uniform"]
 TextSplit = Literal["blocks", "file"]
 ModelCheck = Literal["auto", "probe", "off"]
+PromptFormat = Literal["auto", "prompts", "sharegpt", "openai-batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +185,48 @@ class SyntheticSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionsSpec:
+    """Generated multi-turn sessions: ``count`` sessions of ``turns`` turns, each user
+    message ``input_tokens`` long (the first turn's prompt exactly that, system prompt
+    of ``system_tokens`` included when set), answers capped at ``output_tokens``."""
+
+    count: int = 8
+    turns: int = 4
+    input_tokens: int = 128
+    output_tokens: int = 64
+    system_tokens: int = 0
+    #: Seconds between an answer and the next turn.
+    think_time_s: float = 0.0
+    task: str = "sessions"
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GridSpec:
+    """A length grid: ``count`` synthetic prompts per (input, output) cell, each of
+    exactly that many input tokens (as the simulator counts) asking for exactly that
+    many output tokens; one task per cell ("grid-in1024-out64")."""
+
+    input_tokens: tuple[int, ...] = (128, 1024)
+    output_tokens: tuple[int, ...] = (64,)
+    count: int = 4
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrefixSpec:
+    """Prompts sharing one long system prefix (RAG, agents), and a control set of the
+    same lengths whose prefixes all differ: task "shared-prefix" vs "unique-prefix" in
+    one run gives TTFT with and without a server's prefix cache."""
+
+    prefix_tokens: int = 2048
+    input_tokens: int = 64
+    output_tokens: int = 64
+    count: int = 16
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class PromptsSpec:
     """Prompt sources: files/folders, bundled set names (``prompts/<name>.jsonl``), and/or
     a synthetic generator. Empty ``paths`` and ``sets`` with no ``synthetic`` means every
@@ -193,6 +240,15 @@ class PromptsSpec:
     #: Plain-text files: "blocks" (every blank-line-separated block is one prompt; a file
     #: without blank lines is one prompt) or "file" (each file is one prompt).
     text_split: TextSplit = "blocks"
+    #: How ``paths`` files are read: "auto" (by content: a JSON list of
+    #: ``conversations`` is ShareGPT, JSONL lines with ``custom_id`` and ``body`` an
+    #: OpenAI batch file, lines with ``turns`` sessions, else prompts), or one format.
+    format: PromptFormat = "auto"
+    sessions: SessionsSpec | None = None
+    grid: GridSpec | None = None
+    shared_prefix: SharedPrefixSpec | None = None
+    #: Think time of sessions from files that do not set their own ``think_time_s``.
+    think_time_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +340,9 @@ class SimulatorSpec:
     efficiency: float = 0.8
     time_scale: float = 1.0
     seed: int = 0
+    #: Each tier caches prompt prefixes (blocks of 16 tokens): a cached prefix skips its
+    #: prefill, usage reports it as prompt_tokens_details.cached_tokens.
+    prefix_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True)
