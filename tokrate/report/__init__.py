@@ -34,6 +34,7 @@ from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report import server_load as _server_load
+from tokrate.report import size_text as _size_text
 from tokrate.report import streams as _streams
 from tokrate.report import workloads as _workloads
 from tokrate.report.html import ChartImage, Page, render_html
@@ -441,42 +442,10 @@ class _Document:
             )
 
     def _size_caption(self, points: pl.DataFrame) -> str:
-        """What the size chart shows, saying when no power law could be fitted and how
-        multi-GPU targets enter the fit."""
-        text = (
-            "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
-            "parameters, at each model's lowest load level, one series per model family "
-            "([[model]] family; default: all targets of a run). Dashed: the memory-bandwidth "
-            f"bound for {self.hardware.description}. "
-        )
-        if self.fits:
-            text += "Solid: power law tok/s ∝ params^−k fitted per family, across endpoints."
-        else:
-            text += (
-                "No power law fitted: a family needs two or more models of different sizes "
-                "with a measured decode speed."
-            )
-        if bool((points["gpu_scale"] > 1).any()):
-            text += (
-                " Multi-GPU targets are plotted as measured; the fit divides each speed by "
-                "its bandwidth scale (GPUs × tensor-parallel efficiency), so the fitted line "
-                "is for one GPU."
-            )
-        return text
+        return _size_text.size_caption(points, self.hardware.description, bool(self.fits))
 
     def fit_notes(self) -> list[tuple[str, str]]:
-        out = []
-        for series, fit in self.fits.items():
-            ci = ""
-            if fit.exponent_ci is not None:
-                ci = f" (95% CI {-fit.exponent_ci[1]:.2f} to {-fit.exponent_ci[0]:.2f})"
-            out.append(
-                (
-                    f"power law {series}",
-                    f"tok/s per GPU-bandwidth ∝ params^−k, k = {fit.k:.2f}{ci}, n = {fit.n}",
-                )
-            )
-        return out
+        return _size_text.fit_notes(self.fits)
 
     # --- documents --------------------------------------------------------------
 
