@@ -267,6 +267,7 @@ class StreamState:
         started_at: float,
         usage_rejected: bool = False,
         attempt: int = 1,
+        stamp_source: str = "user",
     ) -> StreamResult:
         """Freeze into a StreamResult (call after finish() or fail())."""
         return StreamResult(
@@ -296,6 +297,7 @@ class StreamState:
             notes=tuple(self.notes),
             retry_after_s=self.retry_after_s,
             connect_ns=self.connect_ns,
+            stamp_source=stamp_source,
         )
 
 

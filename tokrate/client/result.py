@@ -14,6 +14,7 @@ docs/run-folder.md and DESIGN.md define it:
 - ``tpot_s`` = (e2e - ttft) / (output_tokens - 1) for ok records with >= 2 tokens
 - ``chunk_offsets_s`` = every content-bearing chunk arrival - t0 (ITL = diffs)
 - ``connect_s`` = the request's connection set-up (ns / 1e9): 0.0 reused, None unknown
+- ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class StreamResult:
     #: the TTFT: t0 comes first); 0 when it reused a kept-alive connection; None when
     #: unknown or when no connection came up.
     connect_ns: int | None = None
+    #: "kernel" when every read of the response carried the kernel's receive stamp
+    #: (the fast client with kernel stamps), else "user".
+    stamp_source: str = "user"
 
     @property
     def content_chunks(self) -> int:
@@ -201,4 +205,5 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         if result.connect_ns is None or result.error_class == "connect"
         else result.connect_ns / NS_PER_S,
         extra=notes,
+        stamp_source=result.stamp_source,
     )

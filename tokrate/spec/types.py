@@ -17,6 +17,7 @@ __all__ = [
     "ClientKind",
     "LengthDistribution",
     "LoadMode",
+    "KernelStamps",
     "ModelCheck",
     "TargetsMode",
     "TextSplit",
@@ -44,6 +45,7 @@ TargetsMode = Literal["interleaved", "sequential", "parallel"]
 LengthDistribution = Literal["normal", "lognormal", "uniform"]
 TextSplit = Literal["blocks", "file"]
 ModelCheck = Literal["auto", "probe", "off"]
+KernelStamps = Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,10 @@ class ClientSpec:
     #: duration bound is ``timeouts.total_s``.
     max_response_chunks: int = 1_000_000
     max_response_bytes: int = 256 * 1024 * 1024
+    #: Stamp every read with the kernel's receive time (Linux SO_TIMESTAMPNS, fast
+    #: client): "auto" where the platform can, "on" the same and says every fallback,
+    #: "off" user-space stamps (``perf_counter_ns`` in the read callback).
+    kernel_stamps: KernelStamps = "auto"
 
 
 @dataclass(frozen=True, slots=True)
