@@ -26,8 +26,8 @@ def open_client(
     ``ssl_context`` overrides certificate verification for https (tests, private CAs).
     ``kernel_stamps`` ("auto" | "on" | "off"): the fast client stamps reads with the
     kernel's receive time where the platform can (tokrate.client.kernel_stamps); the
-    httpx and SDK clients always stamp in user space, said once in ``notices`` unless
-    "off".
+    httpx and SDK clients always stamp in user space (said in ``notices`` for "on";
+    their records say ``stamp_source = "user"`` either way).
     Must be called where the client will be used (any thread); connections open lazily.
 
     Raises:
@@ -57,7 +57,7 @@ def open_client(
         raise ConfigError(
             f"client.kind: unknown client {kind!r} (choose from {', '.join(CLIENT_KINDS)})"
         )
-    if kernel_stamps != "off":
+    if kernel_stamps == "on":  # asked for; "auto" means "where there are any"
         client.notices.append(
             f"the {kind} client stamps reads in user space (stamp_source 'user');"
             " kernel receive stamps need client.kind = \"fast\""
