@@ -118,7 +118,10 @@ def test_kernel_stamps_are_taken_and_recorded(sim: tuple[str, Path]) -> None:
             assert r.stamp_source == want
             assert record(r).stamp_source == want
             # Same CLOCK_MONOTONIC on both sides: a receive can never precede the write.
-            lags = [got - wrote for got, wrote in zip(r.chunk_ns, truth[r.response_id or ""], strict=True)]
+            lags = [
+                got - wrote
+                for got, wrote in zip(r.chunk_ns, truth[r.response_id or ""], strict=True)
+            ]
             assert min(lags) >= 0, (mode, min(lags))
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from tokrate.calibrate import run_envelope
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
@@ -417,14 +418,16 @@ def run_benchmark(
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
-        _frame, summary = p.store.finalize(
+        loop_lag = _loop_lag(sink)
+        frame, summary = p.store.finalize(
             status="interrupted" if interrupted else "complete",
             summarize=summarize,
             warnings=tuple(sink.warnings),
-            loop_lag=_loop_lag(sink),
+            loop_lag=loop_lag,
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
         )
+        p.store.update(calibration=run_envelope(frame, loop_lag.p99_ms or 0.0))
     run_dir = p.store.path
     warnings = list(sink.warnings)
     if console is not None:

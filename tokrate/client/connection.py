@@ -127,7 +127,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def stamp_source(self) -> str:
-        """"kernel" when every read of the current request had a kernel stamp."""
+        """ "kernel" when every read of the current request had a kernel stamp."""
         return "user" if self.user_stamped else "kernel"
 
     # --- transport callbacks ----------------------------------------------------------

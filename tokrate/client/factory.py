@@ -60,6 +60,6 @@ def open_client(
     if kernel_stamps == "on":  # asked for; "auto" means "where there are any"
         client.notices.append(
             f"the {kind} client stamps reads in user space (stamp_source 'user');"
-            " kernel receive stamps need client.kind = \"fast\""
+            ' kernel receive stamps need client.kind = "fast"'
         )
     return client

@@ -324,22 +324,22 @@ class _Tls:
             parts.append(part)
 
     async def handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-        while True:
+        done = False
+        while not done:
             try:
                 self.obj.do_handshake()
+                done = True
             except ssl.SSLWantReadError:
-                pending = self.outgoing.read()
-                if pending:
-                    await loop.sock_sendall(sock, pending)
-                data = await loop.sock_recv(sock, READ_BYTES)
-                if not data:
-                    raise ConnectionResetError("connection closed during the TLS handshake")
-                self.incoming.write(data)
-                continue
+                pass
             pending = self.outgoing.read()
             if pending:
                 await loop.sock_sendall(sock, pending)
-            return
+            if done:
+                return
+            data = await loop.sock_recv(sock, READ_BYTES)
+            if not data:
+                raise ConnectionResetError("connection closed during the TLS handshake")
+            self.incoming.write(data)
 
 
 def _peer(sock: socket.socket) -> Any:

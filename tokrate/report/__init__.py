@@ -30,6 +30,7 @@ from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
+from tokrate.report.calibration import describe_verdict
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report.html import ChartImage, Page, render_html
@@ -211,6 +212,14 @@ class _Document:
             )
             out += [(f"{prefix}{k}", v) for k, v in fields]
         out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
+        out += [
+            (
+                f"{k}: calibration" if self.multi else "calibration",
+                describe_verdict(r.info.calibration),
+            )
+            for k, r in self.runs
+            if r.info.calibration is not None
+        ]
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 
