@@ -441,8 +441,8 @@ def render_calibration(calibration: Calibration, path: Path | None = None) -> li
     """The floor as lines of at most 80 columns."""
     c = calibration
     lines = [
-        f"measurement floor of {c.host} ({c.created_at}, tokrate {c.tokrate_version},"
-        f" load {c.load_before:g} -> {c.load_after:g})",
+        f"measurement floor of {c.host}, {c.created_at} (tokrate {c.tokrate_version})",
+        f"machine load average (1 min): {c.load_before:g} before, {c.load_after:g} after",
         f"simulator in its own process: TTFT {c.ttft_ms:g} ms, ITL {c.itl_ms:g} ms,"
         f" {c.tokens_per_request} tokens, aligned streams",
         "",
