@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from tokrate.calibrate import run_envelope
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.finalize import child_command, finalize_run
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
@@ -325,21 +325,30 @@ def _loop_lag(sink: Collector) -> LoopLagInfo:
 
 
 def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console | None) -> None:
-    """Build the report; the measurements are already safe on disk, so a failing
-    report becomes a warning that says how to rebuild it, not a lost run."""
-    from tokrate.report import build_report
+    """Build the report in a child process (``tokrate report``), so the measuring
+    process never loads matplotlib (tokrate.finalize); the measurements are already
+    safe on disk, so a failing report becomes a warning that says how to rebuild it,
+    not a lost run."""
+    import subprocess
 
+    formats = ",".join(spec.output.formats)
+    argv, env = child_command("-m", "tokrate", "report", str(run_dir), "--format", formats)
     try:
-        build_report([run_dir], None, formats=spec.output.formats)
-    except Exception as err:  # every failure: the run itself is saved either way
-        first = str(err).splitlines()[0] if str(err) else ""
-        message = (
-            f"report not built ({type(err).__name__}: {first});"
-            f" the run is saved, rebuild with: tokrate report {run_dir}"
-        )
-        warnings.append(message)
-        if console is not None:
-            console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        failed = done.returncode != 0
+        first = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    except (OSError, subprocess.SubprocessError) as err:
+        failed, first = True, f"{type(err).__name__}: {err}"
+    if not failed:
+        return
+    first = first.removeprefix("tokrate: error: ")
+    message = (
+        f"report not built ({first or 'the report process failed'});"
+        f" the run is saved, rebuild with: tokrate report {run_dir}"
+    )
+    warnings.append(message)
+    if console is not None:
+        console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _baseline_line(baseline: str, comparison: Comparison | None) -> str:
@@ -401,8 +410,6 @@ def run_benchmark(
     RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
     folder); SimulatorError when the embedded simulator cannot start.
     """
-    from tokrate.metrics import summarize
-
     stop = stop or Stop()
     stopper = SignalStopper(stop)
     with contextlib.ExitStack() as stack:
@@ -419,15 +426,15 @@ def run_benchmark(
         for line in failed:
             sink.warn(line, "no_ok_requests")
         loop_lag = _loop_lag(sink)
-        frame, summary = p.store.finalize(
+        summary = finalize_run(
+            p.store,
             status="interrupted" if interrupted else "complete",
-            summarize=summarize,
+            loop_lag_p99_ms=loop_lag.p99_ms or 0.0,
             warnings=tuple(sink.warnings),
             loop_lag=loop_lag,
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
         )
-        p.store.update(calibration=run_envelope(frame, loop_lag.p99_ms or 0.0))
     run_dir = p.store.path
     warnings = list(sink.warnings)
     if console is not None:

@@ -188,7 +188,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import orjson
     from rich.console import Console
 
-    from tokrate.report.text import render_summary
     from tokrate.run import EMBEDDED_DEFAULTS, SIM_ENDPOINT, run_benchmark
     from tokrate.spec import EndpointSpec, ModelSpec, load_spec
 
@@ -238,11 +237,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
         # The tables fit 80 columns; a pipe or file gets plain text at that width.
-        out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
+        plain = not sys.stdout.isatty()
         name = result.label or result.run_dir.name
         if result.summary is not None:
-            render_summary(result.summary, out, title=f"tokrate run {name}")
+            from tokrate.finalize import print_summary
+
+            # Drawn by a child: the report package would load matplotlib here.
+            print_summary(result.run_dir, result.summary, f"tokrate run {name}", plain=plain)
         if result.comparison is not None:
+            out = Console(width=80, color_system=None) if plain else Console()
             from tokrate.report.comparison import render_table
 
             # Exactly what `tokrate compare` prints.

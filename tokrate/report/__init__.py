@@ -30,9 +30,9 @@ from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.metrics import summarize
 from tokrate.report import charts as _charts
-from tokrate.report.calibration import describe_verdict
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
+from tokrate.report.calibration import describe_verdict
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
