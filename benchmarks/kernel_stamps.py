@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -69,10 +70,8 @@ async def _mixed(base_url: str, streams: int, tokens: int, modes: tuple[str, ...
 
 
 def _stamps(results: list[Any]) -> Any:
-    class Load:
-        stamps = [(r.response_id or "", r.chunk_ns) for r in results if r.ok]
-
-    return Load()
+    """What lags_ms reads of a load: (response id, chunk stamps) per ok request."""
+    return SimpleNamespace(stamps=[(r.response_id or "", r.chunk_ns) for r in results if r.ok])
 
 
 def accuracy(streams: int, tokens: int) -> None:
