@@ -25,8 +25,12 @@ from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsS
 from tokrate.store import load_run
 
 
+#: What this machine's fast client stamps with (kernel on Linux).
+STAMPS = "kernel" if kernel_stamps_supported() is None else "user"
+
+
 def _level(c: int, loop_p99: float, lag_p99: float = 0.1) -> LevelFloor:
-    return LevelFloor(c, 2 * c, 0, 64 * c, "kernel", 0.05, lag_p99, 12.0, loop_p99, loop_p99 * 2)
+    return LevelFloor(c, 2 * c, 0, 64 * c, STAMPS, 0.05, lag_p99, 12.0, loop_p99, loop_p99 * 2)
 
 
 def _calibration(*levels: LevelFloor) -> Calibration:
@@ -48,7 +52,7 @@ def test_calibrate_measures_each_level_and_saves_it(
     cal = load_calibration(out)
     assert cal is not None
     assert [lv.concurrency for lv in cal.levels] == [1, 4]  # sorted
-    want = "kernel" if kernel_stamps_supported() is None else "user"
+    want = STAMPS
     for lv in cal.levels:
         assert lv.errors == 0 and lv.requests == lv.concurrency
         assert lv.tokens == 32 * lv.concurrency  # every token judged against the truth log
@@ -87,6 +91,10 @@ def test_judge_run_inside_outside_beyond_and_uncalibrated(tmp_path: Path) -> Non
     assert slow["inside"] is False and slow["reason"].startswith("send delay p99 9.0 ms > 3.0 ms")
     beyond = judge_run(cal, path=path, concurrency=512, loop_lag_p99_ms=0, send_delay_p99_ms=None)
     assert beyond["inside"] is False and "beyond the calibrated 256" in beyond["reason"]
+    user = judge_run(cal, path=path, concurrency=1, loop_lag_p99_ms=0, send_delay_p99_ms=None,
+                     stamp_source="user")  # fmt: skip
+    if STAMPS == "kernel":  # a floor measured with kernel stamps does not cover user ones
+        assert user["inside"] is False and "stamps are user" in user["reason"]
     none = judge_run(None, path=path, concurrency=1, loop_lag_p99_ms=0, send_delay_p99_ms=None)
     assert none["inside"] is None and "tokrate calibrate" in none["reason"]
 

@@ -189,9 +189,12 @@ def judge_run(
     concurrency: int,
     loop_lag_p99_ms: float,
     send_delay_p99_ms: float | None,
+    stamp_source: str | None = None,
 ) -> dict[str, Any]:
     """run.json's ``calibration`` object: ``inside`` True/False (None: no calibration)
-    and one ``reason`` line a reader can act on."""
+    and one ``reason`` line a reader can act on. ``stamp_source``: the run's stamps
+    ("kernel", "user", "mixed"); a run with user stamps is outside a floor measured
+    with kernel stamps."""
     out: dict[str, Any] = {
         "path": str(path),
         "inside": None,
@@ -221,8 +224,14 @@ def judge_run(
     if send_delay_p99_ms is not None:
         worst.append(("send delay p99", send_delay_p99_ms))
     over = [(name, v) for name, v in worst if v > bound]
-    out["inside"] = not over
-    if over:
+    user_run = stamp_source is not None and stamp_source != "kernel"
+    out["inside"] = not over and not (user_run and level.stamp_source == "kernel")
+    if not over and not out["inside"]:
+        out["reason"] = (
+            f"the run's stamps are {stamp_source}, the c={level.concurrency} floor was"
+            " measured with kernel stamps: user stamps carry the loop's lag"
+        )
+    elif over:
         name, value = over[0]
         out["reason"] = (
             f"{name} {value:.1f} ms > {bound:.1f} ms calibrated at c={level.concurrency}:"
@@ -255,6 +264,8 @@ def run_envelope(frame: Any, loop_lag_p99_ms: float, path: Path | None = None) -
     send_p99 = (
         float(delays.quantile(0.99, "higher")) * 1e3 if delays is not None and len(delays) else None
     )
+    sources = set(measured["stamp_source"].drop_nulls().to_list()) if measured.height else set()
+    stamps = sources.pop() if len(sources) == 1 else ("mixed" if sources else None)
     try:
         calibration = load_calibration(path)
     except UsageError as err:
@@ -263,7 +274,8 @@ def run_envelope(frame: Any, loop_lag_p99_ms: float, path: Path | None = None) -
         out["reason"] = f"calibration not read: {err}"
         return out
     return judge_run(calibration, path=path, concurrency=concurrency,
-                     loop_lag_p99_ms=loop_lag_p99_ms, send_delay_p99_ms=send_p99)  # fmt: skip
+                     loop_lag_p99_ms=loop_lag_p99_ms, send_delay_p99_ms=send_p99,
+                     stamp_source=stamps)  # fmt: skip
 
 
 def _peak_in_flight(frame: Any) -> int:
