@@ -55,6 +55,7 @@ __all__ = [
     "render_calibration",
     "run_envelope",
     "save_calibration",
+    "sim_request",
 ]
 
 CALIBRATION_VERSION: Final = 1
@@ -395,7 +396,7 @@ async def _load(
     from tokrate.looplag import LagMonitor
     from tokrate.spec import TimeoutsSpec
 
-    req = _request(base_url, tokens)
+    req = sim_request(base_url, tokens)
     timeouts = TimeoutsSpec(connect_s=30, first_byte_s=120, idle_s=60, total_s=600)
     client = open_client("fast", pool_size=streams, timeouts=timeouts, kernel_stamps=mode)
     try:
@@ -420,14 +421,16 @@ async def _load(
     return cpu, (summary.p99_ms, summary.max_ms)
 
 
-def _request(base_url: str, tokens: int) -> Any:
+def sim_request(base_url: str, tokens: int, model: str = "calibration") -> Any:
+    """A chat request for ``tokens`` tokens (ignore_eos) to the simulator at
+    ``base_url``, as the calibration (and the client benchmarks) send it."""
     from tokrate.client import RequestSettings, build_request
     from tokrate.prompts import Prompt
     from tokrate.spec import EndpointSpec, ModelSpec
     from tokrate.targets import Target
 
     target = Target(
-        EndpointSpec(name="sim", base_url=base_url), ModelSpec(endpoint="sim", name="calibration")
+        EndpointSpec(name="sim", base_url=base_url), ModelSpec(endpoint="sim", name=model)
     )
     prompt = Prompt(
         id="calibrate", task="calibrate", messages=({"role": "user", "content": "hello"},),

@@ -47,6 +47,7 @@ __all__ = [
     "KernelTransport",
     "StampedProtocol",
     "clock_bridge",
+    "keep_stamping_on",
     "kernel_stamps_supported",
     "open_kernel_connection",
 ]
@@ -397,6 +398,46 @@ async def open_kernel_connection(
     raise last
 
 
+#: A socket of this process with SO_TIMESTAMPNS on, kept open for its lifetime (below).
+_KEEPER: socket.socket | None = None
+#: How long :func:`keep_stamping_on` waits for the kernel to start stamping (s).
+STAMPING_WAIT_S: Final = 0.5
+
+
+def keep_stamping_on() -> bool:
+    """Make sure the kernel is stamping received packets; True once it is.
+
+    Linux stamps packets only while some socket asks for stamps, and switches that on
+    (and off, when the last such socket closes) from a deferred work item: the first
+    packets after a client opens its first socket could come unstamped. One UDP socket
+    with the option set stays open for the process's lifetime, and a datagram sent to
+    itself shows when stamping has begun (waited for up to :data:`STAMPING_WAIT_S`).
+    """
+    global _KEEPER
+    if _KEEPER is not None:
+        return True
+    assert _SO_TIMESTAMPNS is not None
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        keeper.bind(("127.0.0.1", 0))
+        keeper.settimeout(0.05)
+        deadline = perf_counter_ns() + int(STAMPING_WAIT_S * 1e9)
+        while perf_counter_ns() < deadline:
+            keeper.sendto(b"t", keeper.getsockname())
+            try:
+                _data, ancillary, _flags, _addr = keeper.recvmsg(16, _ANCILLARY_BYTES)
+            except TimeoutError:
+                continue
+            if any(kind == _SCM_TIMESTAMPNS for _level, kind, _raw in ancillary):
+                _KEEPER = keeper
+                return True
+    except OSError:
+        pass
+    keeper.close()
+    return False
+
+
 def clock_bridge(mode: str, notices: list[str]) -> ClockBridge | None:
     """The bridge a fast client stamps through for ``[client] kernel_stamps = mode``;
     None (user stamps) for "off", or where the platform has none (said once in
@@ -407,4 +448,9 @@ def clock_bridge(mode: str, notices: list[str]) -> ClockBridge | None:
     if why is not None:
         notices.append(f"{why}: stamps are taken in user space (stamp_source 'user')")
         return None
+    if not keep_stamping_on():
+        notices.append(
+            "the kernel gave no receive stamp to a test datagram: stamps of reads without"
+            " one are taken in user space (stamp_source 'user')"
+        )
     return ClockBridge(notices)
