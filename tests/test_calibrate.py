@@ -24,7 +24,6 @@ from tokrate.run import run_benchmark
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
 from tokrate.store import load_run
 
-
 #: What this machine's fast client stamps with (kernel on Linux).
 STAMPS = "kernel" if kernel_stamps_supported() is None else "user"
 
