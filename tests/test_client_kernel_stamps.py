@@ -193,14 +193,25 @@ def _blocked_run(base: str, truth_path: Path) -> tuple[list[float], list[float]]
     return _itl_errors_ms(results["on"], truth), _itl_errors_ms(results["off"], truth)
 
 
+def _blocked_claims_hold(kernel: list[float], user: list[float]) -> bool:
+    return (
+        _p99(kernel) <= 1.0
+        and statistics.median(kernel) <= 0.2
+        and _p99(user) > 5.0
+        and sum(e > 1.0 for e in user) >= len(user) // 10
+    )
+
+
 def test_kernel_stamps_stay_exact_while_the_loop_is_blocked(sim: tuple[str, Path]) -> None:
     base, truth_path = sim
-    kernel, user = _blocked_run(base, truth_path)
-    if _p99(kernel) > 1.0 or _p99(user) <= 5.0:
-        # Outside load: the simulator waiting for a core writes two tokens close
-        # together (they merge in the socket buffer), or falls into step with the
-        # blocks so that no token lands inside one. Measure once more.
+    # Outside load can spoil a run either way: the simulator waiting for a core writes
+    # two tokens close together (they merge in the socket buffer and share the newer
+    # one's stamp), or falls into step with the blocks so that no token lands inside
+    # one. Up to three runs (as tests/test_run_connect.py does; the bounds stay).
+    for _attempt in (1, 2, 3):
         kernel, user = _blocked_run(base, truth_path)
+        if _blocked_claims_hold(kernel, user):
+            break
     assert _p99(kernel) <= 1.0, sorted(kernel)[-5:]
     assert statistics.median(kernel) <= 0.2
     # The same blocks, the same loop: user stamps carry them (up to 20 ms per gap).
