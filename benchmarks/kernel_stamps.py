@@ -6,7 +6,8 @@ arrive in bursts across all streams): alternate streams use a fast client with k
 stamps (``kernel_stamps="on"``) and one with user stamps (``"off"``), so both see the
 same loop. Lag = client stamp - the simulator's write time of the same token (truth
 log, same CLOCK_MONOTONIC), ms. Then CPU per token (user + sys of this process over
-the streaming, preconnected) at 20 ms ITL for each mode alone; "tokens per read" is
+the streaming, preconnected) at 20 ms ITL for each mode alone, at 64 and 256 tokens per
+request, and the marginal cost of one more token (the slope); "tokens per read" is
 content chunks / distinct stamps (chunks of one read share its stamp), so 1.0 means
 one token per read.
 
@@ -91,17 +92,29 @@ def accuracy(streams: int, tokens: int) -> None:
               flush=True)  # fmt: skip
 
 
+def _cpu_run(mode: str, streams: int, tokens: int) -> tuple[float, int, int, float]:
+    """(CPU s, tokens, reads, loop lag p99 ms) of one 20 ms-ITL run in ``mode``."""
+    sim = Sim(ttft_ms=50, itl_ms=20, tokens=tokens)
+    try:
+        out, cpu_s, lag = uvloop.run(_mixed(sim.base_url, streams, tokens, (mode,)))
+    finally:
+        sim.close()
+    got = sum(len(r.chunk_ns) for r in out[mode])
+    reads = sum(len(set(r.chunk_ns)) for r in out[mode])
+    return cpu_s, got, reads, lag.p99_ms
+
+
 def cpu_per_token(streams: int, tokens: int) -> None:
+    """Per mode: CPU per token at ``tokens`` and at 4x as many; "marginal" is the slope
+    between the two (what one more token costs, per-request work excluded)."""
     for mode, name in (("on", "kernel"), ("off", "user")):
-        sim = Sim(ttft_ms=50, itl_ms=20, tokens=tokens)
-        try:
-            out, cpu_s, lag = uvloop.run(_mixed(sim.base_url, streams, tokens, (mode,)))
-        finally:
-            sim.close()
-        got = sum(len(r.chunk_ns) for r in out[mode])
-        reads = sum(len(set(r.chunk_ns)) for r in out[mode])
-        print(f"| {name} | {streams} | 20 | {got} | {got / max(1, reads):.2f} | "
-              f"{cpu_s / max(1, got) * 1e6:.1f} | {lag.p99_ms:.1f} |", flush=True)  # fmt: skip
+        cpu1, got1, reads1, lag1 = _cpu_run(mode, streams, tokens)
+        cpu2, got2, reads2, lag2 = _cpu_run(mode, streams, 4 * tokens)
+        marginal = (cpu2 - cpu1) / max(1, got2 - got1) * 1e6
+        print(f"| {name} | {streams} | 20 | {got1} / {got2} | "
+              f"{got1 / max(1, reads1):.2f} / {got2 / max(1, reads2):.2f} | "
+              f"{cpu1 / max(1, got1) * 1e6:.1f} / {cpu2 / max(1, got2) * 1e6:.1f} | "
+              f"{marginal:.1f} | {lag1:.1f} / {lag2:.1f} |", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -122,8 +135,8 @@ def main() -> None:
         accuracy(n, a.tokens)
     print()
     print("| stamps | streams | ITL ms | tokens | tokens per read | CPU µs / token "
-          "| loop lag p99 ms |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "| marginal µs / token | loop lag p99 ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     cpu_per_token(a.cpu_streams, a.tokens)
     print(f"\nload average {os.getloadavg()[0]:.2f} at end")
 

@@ -71,6 +71,7 @@ _SO_TIMESTAMPNS: Final[int | None] = getattr(
 )
 _SCM_TIMESTAMPNS: Final[int | None] = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIMESTAMPNS)
 _TIMESPEC: Final = struct.Struct("@qq")  # struct timespec on 64-bit Linux (time_t, long)
+_unpack_timespec: Final = _TIMESPEC.unpack_from
 _ANCILLARY_BYTES: Final = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 
 
@@ -170,6 +171,8 @@ class KernelTransport(asyncio.Transport):
         self._closing = False
         self._out = bytearray()
         self._last_ns = 0
+        self._recvmsg = sock.recvmsg
+        self._deliver = protocol.stamped_read
         self._extra = {"socket": sock, "peername": _peer(sock)}
         if tls is not None:
             self._extra["ssl_object"] = tls.obj
@@ -179,8 +182,10 @@ class KernelTransport(asyncio.Transport):
     # --- reading ----------------------------------------------------------------------
 
     def _on_readable(self) -> None:
+        # The hot path (once per read): a bound recvmsg, one cmsg (the only option set),
+        # the offset added inline; the bridge is called only to re-sample.
         try:
-            data, ancillary, _flags, _addr = self._sock.recvmsg(READ_BYTES, _ANCILLARY_BYTES)
+            data, ancillary, _flags, _addr = self._recvmsg(READ_BYTES, _ANCILLARY_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -188,10 +193,15 @@ class KernelTransport(asyncio.Transport):
             return
         now = perf_counter_ns()
         kernel = False
-        for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SCM_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                now = self._bridge.to_perf_ns(sec * 1_000_000_000 + nsec, now)
+        if ancillary:
+            _level, kind, raw = ancillary[0]
+            if kind == _SCM_TIMESTAMPNS:
+                sec, nsec = _unpack_timespec(raw)
+                bridge = self._bridge
+                stamp = sec * 1_000_000_000 + nsec + bridge.offset_ns
+                if stamp > now or now - bridge.sampled_ns > RESAMPLE_NS:
+                    stamp = bridge.to_perf_ns(sec * 1_000_000_000 + nsec, now)
+                now = stamp
                 kernel = True
         if now < self._last_ns:
             now = self._last_ns
@@ -207,11 +217,11 @@ class KernelTransport(asyncio.Transport):
                 return
             self._flush_tls()
             if data:
-                self._protocol.stamped_read(data, now, kernel)
+                self._deliver(data, now, kernel)
             if eof:
                 self._eof()
             return
-        self._protocol.stamped_read(data, now, kernel)
+        self._deliver(data, now, kernel)
 
     def _eof(self) -> None:
         if self._closing:
