@@ -29,6 +29,7 @@ https: the raw socket is read here and TLS runs through ``ssl.SSLObject`` over t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import platform
 import socket
 import ssl
@@ -441,6 +442,7 @@ def keep_stamping_on() -> bool:
                 continue
             if any(kind == _SCM_TIMESTAMPNS for _level, kind, _raw in ancillary):
                 _KEEPER = keeper
+                atexit.register(keeper.close)  # kept on purpose: closed at exit, not leaked
                 return True
     except OSError:
         pass
