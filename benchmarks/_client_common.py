@@ -21,12 +21,11 @@ from typing import Any
 import anyio
 import orjson
 
-from tokrate.client import RequestSettings, build_request, open_client
+from tokrate.calibrate import sim_request
+from tokrate.client import open_client
 from tokrate.client.result import StreamResult
-from tokrate.prompts import Prompt
 from tokrate.sim import SimConfig, Tier, spawn_simulator
-from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
-from tokrate.targets import Target
+from tokrate.spec import TimeoutsSpec
 
 KINDS = ("fast", "httpx", "openai", "naive")
 
@@ -59,21 +58,8 @@ class Sim:
 
 
 def request(base_url: str, tokens: int) -> Any:
-    target = Target(
-        EndpointSpec(name="sim", base_url=base_url), ModelSpec(endpoint="sim", name="fixed")
-    )
-    prompt = Prompt(
-        id="bench", task="bench", messages=({"role": "user", "content": "hello"},),
-        prompt=None, max_tokens=tokens, input_tokens_est=8, source="bench",
-    )  # fmt: skip
-    return build_request(
-        target,
-        prompt,
-        RequestSettings(ignore_eos=True),
-        include_usage=True,
-        unique_prefix=None,
-        api_key=None,
-    )
+    """The benchmarks' request: the calibration's, to the "fixed" tier."""
+    return sim_request(base_url, tokens, model="fixed")
 
 
 @dataclass

@@ -178,7 +178,12 @@ class _Worker:
 
     async def main(self) -> None:
         s = self.task.settings
-        client = open_client(s.client_kind, pool_size=self._pool_size(), timeouts=s.timeouts)
+        client = open_client(
+            s.client_kind,
+            pool_size=self._pool_size(),
+            timeouts=s.timeouts,
+            kernel_stamps=s.kernel_stamps,
+        )
         monitor = LagMonitor()
         try:
             if s.preconnect:

@@ -25,21 +25,24 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "ADDED_COLUMNS",
     "ADDED_DEFAULTS",
     "ERROR_CLASSES",
-    "RECORD_POLARS_SCHEMA",
+    "RECORD_COLUMN_TYPES",
+    "RECORD_POLARS_SCHEMA",  # noqa: F822 - built on first access (module __getattr__)
     "RECORD_SCHEMA_HISTORY",
     "RECORD_SCHEMA_VERSION",
     "STAMP_SOURCES",
     "STATUSES",
     "TOKENS_SOURCES",
     "RequestRecord",
+    "polars_schema",
     "records_to_frame",
     "upgrade_frame",
 ]
@@ -192,63 +195,89 @@ class RequestRecord:
 
 
 #: Column types of records.parquet. ``extra`` is stored as a JSON string.
-RECORD_POLARS_SCHEMA: Final[dict[str, Any]] = {
-    "run_id": pl.String,
-    "endpoint": pl.String,
-    "model": pl.String,
-    "scenario": pl.String,
-    "prompt_id": pl.String,
-    "task": pl.String,
-    "request_index": pl.Int64,
-    "started_at": pl.Float64,
-    "t0_ns": pl.Int64,
-    "status": pl.String,
-    "scheduled_s": pl.Float64,
-    "send_delay_s": pl.Float64,
-    "first_byte_s": pl.Float64,
-    "ttft_s": pl.Float64,
-    "first_answer_s": pl.Float64,
-    "e2e_s": pl.Float64,
-    "tpot_s": pl.Float64,
-    "chunk_offsets_s": pl.List(pl.Float64),
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "reasoning_tokens": pl.Int64,
-    "tokens_source": pl.String,
-    "finish_reason": pl.String,
-    "error_class": pl.String,
-    "error_message": pl.String,
-    "http_status": pl.Int64,
-    "bytes_received": pl.Int64,
-    "warmup": pl.Boolean,
-    "worker": pl.String,
-    "node_id": pl.String,
-    "response_id": pl.String,
-    "api": pl.String,
-    "client": pl.String,
-    "concurrency": pl.Int64,
-    "rate_rps": pl.Float64,
-    "attempt": pl.Int64,
-    "content_chunks": pl.Int64,
-    "connect_s": pl.Float64,
-    "response_model": pl.String,
-    "cached_tokens": pl.Int64,
-    "server_timings": pl.String,
-    "stamp_source": pl.String,
-    "session_id": pl.String,
-    "turn": pl.Int64,
-    "extra": pl.String,
+#: Column -> polars dtype name, in file order. The polars objects are built on first
+#: use (:data:`RECORD_POLARS_SCHEMA`, :func:`polars_schema`) so that the measuring
+#: process writes records without importing polars (its memory stays the load's).
+RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
+    "run_id": "String",
+    "endpoint": "String",
+    "model": "String",
+    "scenario": "String",
+    "prompt_id": "String",
+    "task": "String",
+    "request_index": "Int64",
+    "started_at": "Float64",
+    "t0_ns": "Int64",
+    "status": "String",
+    "scheduled_s": "Float64",
+    "send_delay_s": "Float64",
+    "first_byte_s": "Float64",
+    "ttft_s": "Float64",
+    "first_answer_s": "Float64",
+    "e2e_s": "Float64",
+    "tpot_s": "Float64",
+    "chunk_offsets_s": "List[Float64]",
+    "input_tokens": "Int64",
+    "output_tokens": "Int64",
+    "reasoning_tokens": "Int64",
+    "tokens_source": "String",
+    "finish_reason": "String",
+    "error_class": "String",
+    "error_message": "String",
+    "http_status": "Int64",
+    "bytes_received": "Int64",
+    "warmup": "Boolean",
+    "worker": "String",
+    "node_id": "String",
+    "response_id": "String",
+    "api": "String",
+    "client": "String",
+    "concurrency": "Int64",
+    "rate_rps": "Float64",
+    "attempt": "Int64",
+    "content_chunks": "Int64",
+    "connect_s": "Float64",
+    "response_model": "String",
+    "cached_tokens": "Int64",
+    "server_timings": "String",
+    "stamp_source": "String",
+    "session_id": "String",
+    "turn": "Int64",
+    "extra": "String",
 }
+
+
+_POLARS_SCHEMA: dict[str, Any] = {}
+
+
+def polars_schema() -> dict[str, Any]:
+    """The records' polars schema (column -> dtype); imports polars on first call."""
+    if not _POLARS_SCHEMA:
+        import polars as pl
+
+        for name, kind in RECORD_COLUMN_TYPES.items():
+            dtype = pl.List(pl.Float64) if kind == "List[Float64]" else getattr(pl, kind)
+            _POLARS_SCHEMA[name] = dtype
+    return _POLARS_SCHEMA
+
+
+def __getattr__(name: str) -> Any:
+    # RECORD_POLARS_SCHEMA stays importable by name without importing polars up front.
+    if name == "RECORD_POLARS_SCHEMA":
+        return polars_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def upgrade_frame(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with every column of :data:`ADDED_COLUMNS` it lacks added as nulls
     (a records.parquet written by an older tokrate), so readers see one schema."""
+    import polars as pl
+
     missing = [name for name in ADDED_COLUMNS if name not in frame.columns]
     if not missing:
         return frame
     return frame.with_columns(
-        pl.lit(ADDED_DEFAULTS.get(name), dtype=RECORD_POLARS_SCHEMA[name]).alias(name)
+        pl.lit(ADDED_DEFAULTS.get(name), dtype=polars_schema()[name]).alias(name)
         for name in missing
     )
 
@@ -256,6 +285,7 @@ def upgrade_frame(frame: pl.DataFrame) -> pl.DataFrame:
 def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.DataFrame:
     """A polars frame with exactly RECORD_POLARS_SCHEMA (empty input gives 0 rows)."""
     import orjson
+    import polars as pl
 
     rows: list[dict[str, Any]] = []
     for rec in records:
@@ -266,4 +296,4 @@ def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.
         if timings is not None and not isinstance(timings, str):
             row["server_timings"] = orjson.dumps(timings).decode()
         rows.append(row)
-    return pl.DataFrame(rows, schema=RECORD_POLARS_SCHEMA)
+    return pl.DataFrame(rows, schema=polars_schema())

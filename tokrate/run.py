@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
 from tokrate.events import WorkerWarning
+from tokrate.finalize import child_command, finalize_run
 from tokrate.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tokrate.backends import Backend
-    from tokrate.capacity import CapacityRun, Summarize
+    from tokrate.capacity import CapacityRun
     from tokrate.compare import Comparison
     from tokrate.events import Emit
     from tokrate.progress import RunProgress
@@ -376,21 +377,30 @@ def _loop_lag(sink: Collector) -> LoopLagInfo:
 
 
 def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console | None) -> None:
-    """Build the report; the measurements are already safe on disk, so a failing
-    report becomes a warning that says how to rebuild it, not a lost run."""
-    from tokrate.report import build_report
+    """Build the report in a child process (``tokrate report``), so the measuring
+    process never loads matplotlib (tokrate.finalize); the measurements are already
+    safe on disk, so a failing report becomes a warning that says how to rebuild it,
+    not a lost run."""
+    import subprocess
 
+    formats = ",".join(spec.output.formats)
+    argv, env = child_command("-m", "tokrate", "report", str(run_dir), "--format", formats)
     try:
-        build_report([run_dir], None, formats=spec.output.formats)
-    except Exception as err:  # every failure: the run itself is saved either way
-        first = str(err).splitlines()[0] if str(err) else ""
-        message = (
-            f"report not built ({type(err).__name__}: {first});"
-            f" the run is saved, rebuild with: tokrate report {run_dir}"
-        )
-        warnings.append(message)
-        if console is not None:
-            console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        failed = done.returncode != 0
+        first = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    except (OSError, subprocess.SubprocessError) as err:
+        failed, first = True, f"{type(err).__name__}: {err}"
+    if not failed:
+        return
+    first = first.removeprefix("tokrate: error: ")
+    message = (
+        f"report not built ({first or 'the report process failed'});"
+        f" the run is saved, rebuild with: tokrate report {run_dir}"
+    )
+    warnings.append(message)
+    if console is not None:
+        console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
 # --- the pipeline -----------------------------------------------------------------------
@@ -417,8 +427,6 @@ def run_benchmark(
     RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
     folder); SimulatorError when the embedded simulator cannot start.
     """
-    from tokrate.metrics import summarize
-
     stop = stop or Stop()
     stopper = SignalStopper(stop)
     with contextlib.ExitStack() as stack:
@@ -453,17 +461,20 @@ def run_benchmark(
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
-        summarize_run: Summarize = summarize
+        loop_lag = _loop_lag(sink)
         extra: dict[str, Any] = {}
         if capacity is not None:  # capacity.json, summary.json's capacity, the probes
-            summarize_run = capacity.summarizer(p.store.path, summarize)
+            from tokrate.metrics import summarize
+
+            extra["summarize"] = capacity.summarizer(p.store.path, summarize)
             extra["scenarios"] = capacity.scenarios
-        _frame, summary = p.store.finalize(
+        summary = finalize_run(
+            p.store,
             status="interrupted" if interrupted else "complete",
-            summarize=summarize_run,
+            loop_lag_p99_ms=loop_lag.p99_ms or 0.0,
             **extra,
             warnings=tuple(sink.warnings),
-            loop_lag=_loop_lag(sink),
+            loop_lag=loop_lag,
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
             server_metrics=scrapes,

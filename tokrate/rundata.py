@@ -43,7 +43,7 @@ RUN_LAYOUT_VERSION: Final = 1
 #: One line per layout version; readers keep loading every version listed here.
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
-    " server_metrics)"
+    " server_metrics, calibration)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -321,6 +321,9 @@ class RunInfo:
     counts: OutcomeCounts | None = None
     layout_version: int = RUN_LAYOUT_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Whether the run stayed inside this machine's calibrated measurement floor
+    #: (tokrate.calibrate.judge_run's object); None when not judged (older runs).
+    calibration: Mapping[str, Any] | None = None
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -426,6 +429,8 @@ class RunInfo:
             "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
             "counts": None if self.counts is None else self.counts.to_dict(),
         }
+        if self.calibration is not None:
+            out["calibration"] = dict(self.calibration)
         out.update(self.extra)
         return out
 
@@ -450,6 +455,7 @@ class RunInfo:
         loop_lag = r.opt_mapping("loop_lag")
         counts = r.opt_mapping("counts")
         slo = r.opt_mapping("slo")
+        calibration = r.opt_mapping("calibration")
         info = cls(
             run_id=run_id,
             label=r.opt_str("label"),
@@ -481,6 +487,7 @@ class RunInfo:
             else LoopLagInfo.from_dict(loop_lag, f"{where}: loop_lag"),
             counts=None if counts is None else OutcomeCounts.from_dict(counts, f"{where}: counts"),
             layout_version=int(version),
+            calibration=None if calibration is None else dict(calibration),
         )
         return dataclasses.replace(info, extra=r.extra())
 

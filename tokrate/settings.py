@@ -27,6 +27,8 @@ class WorkerSettings:
     #: The run's redactor (it knows the run's secrets by value); applied to every text
     #: a server sent before it goes into a record.
     redactor: Redactor = field(default_factory=Redactor, repr=False)
+    #: ``[client] kernel_stamps``: "auto" | "on" | "off".
+    kernel_stamps: str = "auto"
 
     @classmethod
     def from_spec(cls, spec: RunSpec, redactor: Redactor | None = None) -> WorkerSettings:
@@ -36,6 +38,7 @@ class WorkerSettings:
             client_kind=c.kind,
             timeouts=c.timeouts,
             preconnect=c.preconnect,
+            kernel_stamps=c.kernel_stamps,
             retry=c.retry,
             request=RequestSettings(
                 api=c.api,

@@ -33,17 +33,19 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-import polars as pl
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic
-from tokrate.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame, upgrade_frame
+from tokrate.records import RequestRecord, polars_schema, records_to_frame, upgrade_frame
 from tokrate.rundata import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
 from tokrate.server_metrics import read_server_metrics
 from tokrate.summary import Summary
+
+if TYPE_CHECKING:  # polars loads when records are read, not while a run writes them
+    import polars as pl
 
 __all__ = [
     "LATEST_GOOD",
@@ -389,16 +391,16 @@ def load_run(path: Path | str) -> LoadedRun:
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
+    import polars as pl
+
     try:
         records = upgrade_frame(pl.read_parquet(path))
     except Exception as err:  # polars raises several unrelated types for a bad file
         raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
-    missing = [c for c in RECORD_POLARS_SCHEMA if c not in records.columns]
+    missing = [c for c in polars_schema() if c not in records.columns]
     if missing:
         raise RunFolderError(f"{path}: missing columns {', '.join(missing[:5])}")
-    return records.select(
-        [pl.col(c).cast(t, strict=False) for c, t in RECORD_POLARS_SCHEMA.items()]
-    )
+    return records.select([pl.col(c).cast(t, strict=False) for c, t in polars_schema().items()])
 
 
 def run_folders(root: Path | str) -> list[Path]:

@@ -10,10 +10,7 @@ from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from tokrate.spec import ModelSpec, RunSpec
-    from tokrate.summary import Summary
 
 __all__ = ["add_run"]
 
@@ -250,18 +247,6 @@ def _chosen_models(spec: RunSpec, names: list[str]) -> list[ModelSpec]:
     return out
 
 
-def _print_summary(summary: Summary, out: Console, title: str) -> None:
-    """The run's table, and a capacity search's table under it."""
-    from tokrate.report.text import render_summary
-
-    render_summary(summary, out, title=title)
-    if summary.capacity is not None:
-        from tokrate.report.capacity import render_capacity
-
-        out.print()
-        render_capacity(summary.capacity, out)
-
-
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
     """The run's spec: the config file (or the embedded default) with every flag on top."""
     import dataclasses
@@ -333,11 +318,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
         # The tables fit 80 columns; a pipe or file gets plain text at that width.
-        out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
+        plain = not sys.stdout.isatty()
         name = result.label or result.run_dir.name
         if result.summary is not None:
-            _print_summary(result.summary, out, f"tokrate run {name}")
+            from tokrate.finalize import print_summary
+
+            # Drawn by a child: the report package would load matplotlib here.
+            print_summary(result.run_dir, result.summary, f"tokrate run {name}", plain=plain)
         if result.comparison is not None:
+            out = Console(width=80, color_system=None) if plain else Console()
             from tokrate.report.comparison import render_table
 
             # Exactly what `tokrate compare` prints.

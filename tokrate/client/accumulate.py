@@ -356,6 +356,7 @@ class StreamState:
         started_at: float,
         usage_rejected: bool = False,
         attempt: int = 1,
+        stamp_source: str = "user",
     ) -> StreamResult:
         """Freeze into a StreamResult (call after finish() or fail())."""
         return StreamResult(
@@ -390,6 +391,7 @@ class StreamState:
             answer_text=None if self.answer_parts is None else "".join(self.answer_parts),
             response_model=self.response_model,
             server_timings=self.server_timings,
+            stamp_source=stamp_source,
         )
 
 

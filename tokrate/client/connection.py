@@ -2,6 +2,10 @@
 read with ``perf_counter_ns()`` first and feeds httptools' C parser; and the URL facts
 (origin, Host header, proxy) a connection is opened for.
 
+On a :class:`~tokrate.client.kernel_stamps.KernelTransport` each read arrives through
+:meth:`Connection.stamped_read` with the kernel's receive time of its bytes instead;
+``stamp_source`` says which kind of stamp the current request's reads carried.
+
 The pool that owns connections (:class:`tokrate.client.stream.FastClient`) is seen here
 only through :class:`ConnectionPool`, so this module does not import it.
 """
@@ -19,6 +23,7 @@ import httptools
 
 from tokrate.client.accumulate import ERROR_BODY_LIMIT, StreamState, needs_error_body
 from tokrate.client.failures import classify_exception
+from tokrate.client.kernel_stamps import KernelTransport
 from tokrate.client.result import NS_PER_S
 from tokrate.spec import TimeoutsSpec
 
@@ -115,14 +120,29 @@ class Connection(asyncio.Protocol):
         self.first_byte_deadline_ns = 0
         self.idle_ns = 0
         self.timeouts = TimeoutsSpec()
+        #: Whether the transport stamps reads in the kernel (KernelTransport).
+        self.kernel_transport = False
+        #: Whether some read of the current request got a user-space stamp.
+        self.user_stamped = True
+
+    @property
+    def stamp_source(self) -> str:
+        """ "kernel" when every read of the current request had a kernel stamp."""
+        return "user" if self.user_stamped else "kernel"
 
     # --- transport callbacks ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.kernel_transport = isinstance(transport, KernelTransport)
 
     def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()  # first: the arrival stamp of these bytes
+        self.stamped_read(data, perf_counter_ns(), False)  # first: the arrival stamp
+
+    def stamped_read(self, data: bytes, now: int, kernel: bool) -> None:
+        """Queue one read that arrived at ``now`` (kernel: the kernel's stamp)."""
+        if not kernel:
+            self.user_stamped = True
         # Parse later, once per loop iteration: when many sockets are readable at once
         # every one of them is stamped before any is parsed, so parsing stream k never
         # delays the stamp of stream k+1 (the burst lag at hundreds of streams).
@@ -245,6 +265,7 @@ class Connection(asyncio.Protocol):
     ) -> None:
         self.state = state
         self.waiter = waiter
+        self.user_stamped = not self.kernel_transport
         self.headers_done = False
         self.content_type = b""
         self.retry_after = None

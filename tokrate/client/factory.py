@@ -18,11 +18,16 @@ def open_client(
     pool_size: int,
     timeouts: TimeoutsSpec,
     ssl_context: ssl.SSLContext | None = None,
+    kernel_stamps: str = "auto",
 ) -> StreamClient:
     """A new client of ``kind`` whose pool holds ``pool_size`` keep-alive connections
     per origin (size it to the load: the client never caps concurrency below it).
 
     ``ssl_context`` overrides certificate verification for https (tests, private CAs).
+    ``kernel_stamps`` ("auto" | "on" | "off"): the fast client stamps reads with the
+    kernel's receive time where the platform can (tokrate.client.kernel_stamps); the
+    httpx and SDK clients always stamp in user space (said in ``notices`` for "on";
+    their records say ``stamp_source = "user"`` either way).
     Must be called where the client will be used (any thread); connections open lazily.
 
     Raises:
@@ -33,15 +38,28 @@ def open_client(
     if kind == "fast":
         from tokrate.client.stream import FastClient
 
-        return FastClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+        return FastClient(
+            pool_size=pool_size,
+            timeouts=timeouts,
+            ssl_context=ssl_context,
+            kernel_stamps=kernel_stamps,
+        )
+    client: StreamClient
     if kind == "httpx":
         from tokrate.client.httpx_client import HttpxClient
 
-        return HttpxClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
-    if kind == "openai":
+        client = HttpxClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+    elif kind == "openai":
         from tokrate.client.sdk import SdkClient
 
-        return SdkClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
-    raise ConfigError(
-        f"client.kind: unknown client {kind!r} (choose from {', '.join(CLIENT_KINDS)})"
-    )
+        client = SdkClient(pool_size=pool_size, timeouts=timeouts, ssl_context=ssl_context)
+    else:
+        raise ConfigError(
+            f"client.kind: unknown client {kind!r} (choose from {', '.join(CLIENT_KINDS)})"
+        )
+    if kernel_stamps == "on":  # asked for; "auto" means "where there are any"
+        client.notices.append(
+            f"the {kind} client stamps reads in user space (stamp_source 'user');"
+            ' kernel receive stamps need client.kind = "fast"'
+        )
+    return client

@@ -18,6 +18,7 @@ docs/run-folder.md and DESIGN.md define it:
 - ``cached_tokens`` = usage.prompt_tokens_details.cached_tokens, else the server
   timings' ``cache_n`` (llama.cpp), else None
 - ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``)
+- ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class StreamResult:
     response_model: str | None = None
     #: The server's own timing object (llama.cpp ``timings``), numbers only.
     server_timings: dict[str, float] | None = None
+    #: "kernel" when every read of the response carried the kernel's receive stamp
+    #: (the fast client with kernel stamps), else "user".
+    stamp_source: str = "user"
 
     @property
     def content_chunks(self) -> int:
@@ -234,4 +238,5 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         extra=notes,
         session_id=c.session_id,
         turn=c.turn,
+        stamp_source=result.stamp_source,
     )

@@ -44,6 +44,7 @@ from tokrate.client.accumulate import (
 from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
 from tokrate.client.connection import Connection, URLTarget, parse_target, proxy_for
 from tokrate.client.failures import classify_exception
+from tokrate.client.kernel_stamps import clock_bridge, open_kernel_connection
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.spec import TimeoutsSpec
@@ -72,12 +73,15 @@ class FastClient:
         pool_size: int,
         timeouts: TimeoutsSpec,
         ssl_context: ssl.SSLContext | None = None,
+        kernel_stamps: str = "auto",
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be >= 1")
         self.pool_size = pool_size
         self.timeouts = timeouts
         self.notices: list[str] = []
+        # Kernel receive stamps (tokrate.client.kernel_stamps); None: user stamps.
+        self._bridge = clock_bridge(kernel_stamps, self.notices)
         self._ssl_context = ssl_context
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._open: dict[tuple[str, str, int], set[Connection]] = {}
@@ -199,17 +203,18 @@ class FastClient:
             ctx = self._ssl_context or ssl.create_default_context()
         opened.add(conn)  # before the await, so concurrent connects count too
         start = perf_counter_ns()
+        hostname = target.host if ctx is not None else None
         try:
-            await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: conn,
-                    target.host,
-                    target.port,
-                    ssl=ctx,
-                    server_hostname=target.host if ctx is not None else None,
-                ),
-                self.timeouts.connect_s,
-            )
+            if self._bridge is not None:
+                opening: Any = open_kernel_connection(
+                    lambda: conn, target.host, target.port, bridge=self._bridge,
+                    ssl_context=ctx, server_hostname=hostname,
+                )  # fmt: skip
+            else:
+                opening = loop.create_connection(
+                    lambda: conn, target.host, target.port, ssl=ctx, server_hostname=hostname
+                )
+            await asyncio.wait_for(opening, self.timeouts.connect_s)
         except BaseException:
             opened.discard(conn)
             raise
@@ -289,6 +294,7 @@ class FastClient:
                 notice = (
                     f"tokrate: a proxy applies to {url.split('/')[2]}; "
                     "using the httpx client for it"
+                    + (" (user-space stamps)" if self._bridge is not None else "")
                 )
                 self.notices.append(notice)
         if proxied and self._fallback is None:
@@ -400,7 +406,9 @@ class FastClient:
                     conn.close()
                     state.fail("cancelled", "cancelled", perf_counter_ns())
                     if on_partial is not None:
-                        on_partial(_freeze(state, req, t0, started_at, attempt, usage_rejected))
+                        on_partial(
+                            _freeze(state, req, t0, started_at, attempt, usage_rejected, conn)
+                        )
                     raise
                 # A reused keep-alive connection the server had already closed gives EOF
                 # with no byte of response: resend once on a fresh connection (recorded).
@@ -413,7 +421,7 @@ class FastClient:
                 ):
                     stale_retry = True
                     continue
-                return _freeze(state, req, t0, started_at, attempt, usage_rejected)
+                return _freeze(state, req, t0, started_at, attempt, usage_rejected, conn)
         finally:
             self._busy[origin] -= 1
 
@@ -445,6 +453,7 @@ def _freeze(
     started_at: float,
     attempt: int,
     usage_rejected: bool,
+    conn: Connection | None = None,
 ) -> StreamResult:
     return state.result(
         client="fast",
@@ -455,6 +464,7 @@ def _freeze(
         started_at=started_at,
         usage_rejected=usage_rejected,
         attempt=attempt,
+        stamp_source="user" if conn is None else conn.stamp_source,
     )
 
 

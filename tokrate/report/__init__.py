@@ -37,6 +37,7 @@ from tokrate.report import server_load as _server_load
 from tokrate.report import size_text as _size_text
 from tokrate.report import streams as _streams
 from tokrate.report import workloads as _workloads
+from tokrate.report.calibration import describe_verdict
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
     Table,
@@ -222,6 +223,14 @@ class _Document:
         out += _connect.notes([(k, r.info, r.records) for k, r in self.runs])
         out += _server_load.server_load_meta([(k, r.info) for k, r in self.runs], self.multi)
         out += _workloads.prefix_notes([(k, r.records) for k, r in self.runs])
+        out += [
+            (
+                f"{k}: calibration" if self.multi else "calibration",
+                describe_verdict(r.info.calibration),
+            )
+            for k, r in self.runs
+            if r.info.calibration is not None
+        ]
         out.append(("bound hardware", f"{self.hardware.name} ({self.hardware.description})"))
         return out
 

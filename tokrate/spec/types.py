@@ -20,6 +20,7 @@ __all__ = [
     "MaxTokensField",
     "LengthDistribution",
     "LoadMode",
+    "KernelStamps",
     "ModelCheck",
     "PromptFormat",
     "TargetsMode",
@@ -54,6 +55,7 @@ LengthDistribution = Literal["normal", "lognormal", "uniform"]
 TextSplit = Literal["blocks", "file"]
 ModelCheck = Literal["auto", "probe", "off"]
 PromptFormat = Literal["auto", "prompts", "sharegpt", "openai-batch"]
+KernelStamps = Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,10 @@ class ClientSpec:
     headers: tuple[tuple[str, str], ...] = ()
     #: Body fields that win over every extra_body (what ``tokrate run --body`` sets).
     body_overrides: tuple[tuple[str, Any], ...] = ()
+    #: Stamp every read with the kernel's receive time (Linux SO_TIMESTAMPNS, fast
+    #: client): "auto" where the platform can, "on" the same and says every fallback,
+    #: "off" user-space stamps (``perf_counter_ns`` in the read callback).
+    kernel_stamps: KernelStamps = "auto"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,468 @@
+"""Kernel receive timestamps for the fast client (Linux ``SO_TIMESTAMPNS``).
+
+A user-space stamp taken in ``data_received`` is late by however long the event loop
+was busy elsewhere (hundreds of streams whose tokens arrive in the same instant, a
+slow callback). The kernel stamps every received segment as it queues it; with
+``SO_TIMESTAMPNS`` on the socket, ``recvmsg`` hands that stamp back as ancillary data
+(``SCM_TIMESTAMPNS``: a ``struct timespec`` on CLOCK_REALTIME). :class:`KernelTransport`
+reads its socket itself (``loop.add_reader`` + ``recvmsg``) and gives the protocol each
+read with the kernel time of its bytes, converted to the ``perf_counter_ns`` clock
+(CLOCK_MONOTONIC) every other stamp of the client uses.
+
+Clock: :class:`ClockBridge` holds ``perf_counter_ns() - time_ns()``, sampled at start
+as the narrowest of a few bracketed readings and re-sampled every
+:data:`RESAMPLE_NS`; a change beyond :data:`STEP_BOUND_NS` is a step of the system
+clock (NTP, an admin), noted once in ``notices``. A converted stamp is never later than
+the moment it was read (a step between samples cannot put a stamp in the future) and
+never earlier than the previous stamp of the same connection (stamps stay monotonic).
+
+Invariants: TCP merges segments that wait together in the socket buffer, and the kernel
+then reports the arrival of the LAST of them: bytes read together share one stamp,
+exact for the newest bytes of the read (the ones whose arrival the read reports).
+When the kernel gives no stamp for a read (the option refused, no ancillary data) that
+read gets the user stamp and the connection's requests say ``stamp_source = "user"``.
+
+https: the raw socket is read here and TLS runs through ``ssl.SSLObject`` over two
+``ssl.MemoryBIO``, so decrypted bytes keep the stamp of the ciphertext that carried them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import platform
+import socket
+import ssl
+import struct
+import sys
+from collections.abc import Callable
+from time import perf_counter_ns, time_ns
+from typing import Any, Final, Literal, Protocol
+
+__all__ = [
+    "KERNEL_STAMP_MODES",
+    "RESAMPLE_NS",
+    "STEP_BOUND_NS",
+    "ClockBridge",
+    "KernelStampMode",
+    "KernelTransport",
+    "StampedProtocol",
+    "clock_bridge",
+    "keep_stamping_on",
+    "kernel_stamps_supported",
+    "open_kernel_connection",
+]
+
+KernelStampMode = Literal["auto", "on", "off"]
+KERNEL_STAMP_MODES: Final = ("auto", "on", "off")
+
+#: Re-sample the realtime -> monotonic offset this often (ns).
+RESAMPLE_NS: Final = 200_000_000
+#: An offset change beyond this is a clock step, not sampling jitter (ns).
+STEP_BOUND_NS: Final = 1_000_000
+#: Bytes per read: a whole TLS record or a burst of SSE events in one call.
+READ_BYTES: Final = 256 * 1024
+#: Linux machines whose <asm/socket.h> is asm-generic's: SO_TIMESTAMPNS(_OLD) = 35 with
+#: a 64-bit time_t (Python's socket module does not export the name).
+_GENERIC_SOCKET_ABI: Final = ("x86_64", "aarch64", "arm64", "riscv64", "s390x", "ppc64le")
+_SO_TIMESTAMPNS: Final[int | None] = getattr(
+    socket,
+    "SO_TIMESTAMPNS",
+    35 if sys.platform.startswith("linux") and platform.machine() in _GENERIC_SOCKET_ABI else None,
+)
+_SCM_TIMESTAMPNS: Final[int | None] = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIMESTAMPNS)
+_TIMESPEC: Final = struct.Struct("@qq")  # struct timespec on 64-bit Linux (time_t, long)
+_unpack_timespec: Final = _TIMESPEC.unpack_from
+_ANCILLARY_BYTES: Final = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def kernel_stamps_supported() -> str | None:
+    """None when this platform can give kernel receive stamps; else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"kernel receive stamps need Linux (this is {sys.platform})"
+    if _SO_TIMESTAMPNS is None or not hasattr(socket.socket, "recvmsg"):
+        return f"no SO_TIMESTAMPNS / recvmsg known for this machine ({platform.machine()})"
+    return None
+
+
+class ClockBridge:
+    """CLOCK_REALTIME (kernel stamps) -> ``perf_counter_ns`` (see the module docstring).
+
+    ``notices`` is the owning client's list: a clock step is said there once.
+    """
+
+    __slots__ = ("notices", "offset_ns", "sampled_ns", "stepped")
+
+    def __init__(self, notices: list[str]) -> None:
+        self.notices = notices
+        self.stepped = False
+        self.offset_ns, self.sampled_ns = _sample_offset()
+
+    def resample(self) -> None:
+        offset, at = _sample_offset()
+        change = offset - self.offset_ns
+        self.offset_ns, self.sampled_ns = offset, at
+        if abs(change) > STEP_BOUND_NS and not self.stepped:
+            self.stepped = True
+            self.notices.append(
+                f"the system clock stepped by {change / 1e6:+.1f} ms during the run;"
+                " kernel receive stamps were re-based on the monotonic clock"
+            )
+
+    def to_perf_ns(self, realtime_ns: int, read_ns: int) -> int:
+        """The kernel stamp ``realtime_ns`` on the perf_counter clock, for a read whose
+        user stamp is ``read_ns`` (never later than that)."""
+        if read_ns - self.sampled_ns > RESAMPLE_NS:
+            self.resample()
+        stamp = realtime_ns + self.offset_ns
+        if stamp > read_ns:
+            if stamp - read_ns > STEP_BOUND_NS:
+                self.resample()  # a stamp from the future: the clock stepped forward
+                stamp = realtime_ns + self.offset_ns
+            stamp = min(stamp, read_ns)
+        return stamp
+
+
+def _sample_offset() -> tuple[int, int]:
+    """(perf_counter - realtime offset, when): the narrowest of five brackets."""
+    best: tuple[int, int, int] | None = None
+    for _ in range(5):
+        a = perf_counter_ns()
+        r = time_ns()
+        b = perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, (a + b) // 2 - r, b)
+    assert best is not None
+    return best[1], best[2]
+
+
+class StampedProtocol(Protocol):
+    """What :class:`KernelTransport` feeds: the asyncio.Protocol callbacks, with the
+    bytes of each read delivered with their stamp instead of ``data_received``."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def stamped_read(self, data: bytes, now_ns: int, kernel: bool) -> None: ...
+
+    def eof_received(self) -> bool | None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+
+class KernelTransport(asyncio.Transport):
+    """A connected non-blocking socket read with ``recvmsg`` (module docstring); TLS
+    through ``ssl.SSLObject`` when ``tls`` is given. Writes go straight to the socket;
+    what it does not take at once waits for writability."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        protocol: StampedProtocol,
+        bridge: ClockBridge,
+        tls: _Tls | None = None,
+    ) -> None:
+        super().__init__()
+        self._loop = loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._protocol = protocol
+        self._bridge = bridge
+        self._tls = tls
+        self._closing = False
+        self._out = bytearray()
+        self._last_ns = 0
+        self._recvmsg = sock.recvmsg
+        self._deliver = protocol.stamped_read
+        self._extra = {"socket": sock, "peername": _peer(sock)}
+        if tls is not None:
+            self._extra["ssl_object"] = tls.obj
+        protocol.connection_made(self)
+        loop.add_reader(self._fd, self._on_readable)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        # The hot path (once per read): a bound recvmsg, one cmsg (the only option set),
+        # the offset added inline; the bridge is called only to re-sample.
+        try:
+            data, ancillary, _flags, _addr = self._recvmsg(READ_BYTES, _ANCILLARY_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._fatal(exc)
+            return
+        now = perf_counter_ns()
+        kernel = False
+        if ancillary:
+            _level, kind, raw = ancillary[0]
+            if kind == _SCM_TIMESTAMPNS:
+                sec, nsec = _unpack_timespec(raw)
+                bridge = self._bridge
+                stamp = sec * 1_000_000_000 + nsec + bridge.offset_ns
+                if stamp > now or now - bridge.sampled_ns > RESAMPLE_NS:
+                    stamp = bridge.to_perf_ns(sec * 1_000_000_000 + nsec, now)
+                now = stamp
+                kernel = True
+        if now < self._last_ns:
+            now = self._last_ns
+        self._last_ns = now
+        if not data:
+            self._eof()
+            return
+        if self._tls is not None:
+            try:
+                data, eof = self._tls.decrypt(data)
+            except ssl.SSLError as exc:
+                self._fatal(exc)
+                return
+            self._flush_tls()
+            if data:
+                self._deliver(data, now, kernel)
+            if eof:
+                self._eof()
+            return
+        self._deliver(data, now, kernel)
+
+    def _eof(self) -> None:
+        if self._closing:
+            return
+        keep_open = self._protocol.eof_received()
+        if not keep_open:
+            self._close(None)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        if self._tls is not None:
+            self._tls.obj.write(bytes(data))
+            data = self._tls.outgoing.read()
+        self._send(bytes(data))
+
+    def _flush_tls(self) -> None:
+        assert self._tls is not None
+        pending = self._tls.outgoing.read()
+        if pending:
+            self._send(pending)
+
+    def _send(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._out:
+            self._out += data
+            return
+        try:
+            sent = self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            self._fatal(exc)
+            return
+        if sent < len(data):
+            self._out += data[sent:]
+            self._loop.add_writer(self._fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self._sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._fatal(exc)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self._loop.remove_writer(self._fd)
+
+    # --- closing ----------------------------------------------------------------------
+
+    def _fatal(self, exc: Exception) -> None:
+        self._close(exc)
+
+    def _close(self, exc: Exception | None) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        if self._out:
+            self._loop.remove_writer(self._fd)
+        self._sock.close()
+        self._loop.call_soon(self._protocol.connection_lost, exc)
+
+    def abort(self) -> None:
+        self._close(None)
+
+    def close(self) -> None:
+        self._close(None)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._extra.get(name, default)
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return len(self._out)
+
+
+class _Tls:
+    """One TLS session over two memory BIOs (the socket is read and written outside)."""
+
+    __slots__ = ("incoming", "obj", "outgoing")
+
+    def __init__(self, context: ssl.SSLContext, server_hostname: str | None) -> None:
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_hostname)
+
+    def decrypt(self, ciphertext: bytes) -> tuple[bytes, bool]:
+        """The plaintext ``ciphertext`` completes, and whether the peer closed TLS."""
+        self.incoming.write(ciphertext)
+        parts: list[bytes] = []
+        while True:
+            try:
+                part = self.obj.read(READ_BYTES)
+            except ssl.SSLWantReadError:
+                return b"".join(parts), False
+            except ssl.SSLZeroReturnError:
+                return b"".join(parts), True
+            if not part:
+                return b"".join(parts), True
+            parts.append(part)
+
+    async def handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        done = False
+        while not done:
+            try:
+                self.obj.do_handshake()
+                done = True
+            except ssl.SSLWantReadError:
+                pass
+            pending = self.outgoing.read()
+            if pending:
+                await loop.sock_sendall(sock, pending)
+            if done:
+                return
+            data = await loop.sock_recv(sock, READ_BYTES)
+            if not data:
+                raise ConnectionResetError("connection closed during the TLS handshake")
+            self.incoming.write(data)
+
+
+def _peer(sock: socket.socket) -> Any:
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
+async def open_kernel_connection(
+    protocol_factory: Callable[[], StampedProtocol],
+    host: str,
+    port: int,
+    *,
+    bridge: ClockBridge,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+) -> tuple[KernelTransport, StampedProtocol]:
+    """Connect to ``host:port`` (every address DNS gives, in order, as asyncio does)
+    with kernel receive stamps on, then TLS when ``ssl_context`` is given.
+
+    Raises: OSError (connect, or ``SO_TIMESTAMPNS`` refused: the caller falls back),
+    ssl.SSLError; the socket is closed on every failure.
+    """
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"getaddrinfo({host!r}) returned no address")
+    last: OSError | None = None
+    for family, kind, proto, _name, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            assert _SO_TIMESTAMPNS is not None
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            if family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.sock_connect(sock, address)
+            tls = None
+            if ssl_context is not None:
+                tls = _Tls(ssl_context, server_hostname)
+                await tls.handshake(loop, sock)
+        except OSError as exc:  # ssl.SSLError is one: try the next address only on connect
+            sock.close()
+            if isinstance(exc, ssl.SSLError):
+                raise
+            last = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        protocol = protocol_factory()
+        return KernelTransport(loop, sock, protocol, bridge, tls), protocol
+    assert last is not None
+    raise last
+
+
+#: A socket of this process with SO_TIMESTAMPNS on, kept open for its lifetime (below).
+_KEEPER: socket.socket | None = None
+#: How long :func:`keep_stamping_on` waits for the kernel to start stamping (s).
+STAMPING_WAIT_S: Final = 0.5
+
+
+def keep_stamping_on() -> bool:
+    """Make sure the kernel is stamping received packets; True once it is.
+
+    Linux stamps packets only while some socket asks for stamps, and switches that on
+    (and off, when the last such socket closes) from a deferred work item: the first
+    packets after a client opens its first socket could come unstamped. One UDP socket
+    with the option set stays open for the process's lifetime, and a datagram sent to
+    itself shows when stamping has begun (waited for up to :data:`STAMPING_WAIT_S`).
+    """
+    global _KEEPER
+    if _KEEPER is not None:
+        return True
+    assert _SO_TIMESTAMPNS is not None
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        keeper.bind(("127.0.0.1", 0))
+        keeper.settimeout(0.05)
+        deadline = perf_counter_ns() + int(STAMPING_WAIT_S * 1e9)
+        while perf_counter_ns() < deadline:
+            keeper.sendto(b"t", keeper.getsockname())
+            try:
+                _data, ancillary, _flags, _addr = keeper.recvmsg(16, _ANCILLARY_BYTES)
+            except TimeoutError:
+                continue
+            if any(kind == _SCM_TIMESTAMPNS for _level, kind, _raw in ancillary):
+                _KEEPER = keeper
+                atexit.register(keeper.close)  # kept on purpose: closed at exit, not leaked
+                return True
+    except OSError:
+        pass
+    keeper.close()
+    return False
+
+
+def clock_bridge(mode: str, notices: list[str]) -> ClockBridge | None:
+    """The bridge a fast client stamps through for ``[client] kernel_stamps = mode``;
+    None (user stamps) for "off", or where the platform has none (said once in
+    ``notices`` for "auto" and "on")."""
+    if mode == "off":
+        return None
+    why = kernel_stamps_supported()
+    if why is not None:
+        notices.append(f"{why}: stamps are taken in user space (stamp_source 'user')")
+        return None
+    if not keep_stamping_on():
+        notices.append(
+            "the kernel gave no receive stamp to a test datagram: stamps of reads without"
+            " one are taken in user space (stamp_source 'user')"
+        )
+    return ClockBridge(notices)
