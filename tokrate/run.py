@@ -36,9 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import platform
-import socket
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,10 +50,11 @@ from tokrate.plan import Plan, ScenarioPlan
 from tokrate.prompts import Prompt
 from tokrate.record_warnings import RecordWarnings
 from tokrate.redact import Redactor
-from tokrate.rundata import LoopLagInfo, RunInfo, ScenarioInfo, SloInfo
+from tokrate.run_start import start_info
+from tokrate.rundata import LoopLagInfo
 from tokrate.server_metrics import MetricsSampler
 from tokrate.signals import SignalStopper, stop_on_signals
-from tokrate.spec import RunSpec, prompts_base_dir, spec_to_dict
+from tokrate.spec import RunSpec, prompts_base_dir
 from tokrate.stopping import Stop
 from tokrate.store import RunStore, new_run_id
 from tokrate.summary import Summary
@@ -96,19 +94,6 @@ EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
     "slo.tpot_s": 0.03,
 }
 
-#: Libraries whose versions run.json records.
-_LIBRARIES: Final = (
-    "anyio",
-    "httpx",
-    "httptools",
-    "matplotlib",
-    "openai",
-    "orjson",
-    "polars",
-    "rich",
-    "uvloop",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -134,54 +119,6 @@ class RunResult:
 
 
 # --- run.json ---------------------------------------------------------------------------
-
-
-def _libraries() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in _LIBRARIES:
-        with contextlib.suppress(PackageNotFoundError):
-            out[name] = version(name)
-    return out
-
-
-def _version() -> str:
-    from tokrate import __version__
-
-    return __version__
-
-
-def _scenario_info(s: ScenarioPlan, spec: RunSpec) -> ScenarioInfo:
-    return ScenarioInfo(
-        name=s.name,
-        concurrency=s.concurrency,
-        rate_rps=s.rate_rps,
-        arrival=s.arrival if s.rate_rps is not None else spec.load.arrival,
-    )
-
-
-def _run_info(
-    run_id: str, spec: RunSpec, targets: Sequence[Target], plan: Plan, backend: Backend
-) -> RunInfo:
-    """What run.json says at the start (status, counts and lag follow at the end)."""
-    return RunInfo(
-        run_id=run_id,
-        label=spec.output.label,
-        tokrate_version=_version(),
-        python=sys.version.split()[0],
-        platform=platform.platform(),
-        host=socket.gethostname(),
-        libraries=_libraries(),
-        config=spec_to_dict(spec),
-        targets=tuple(t.info() for t in targets),
-        scenarios=tuple(_scenario_info(s, spec) for s in plan.scenarios),
-        slo=SloInfo(**dataclasses.asdict(spec.slo)),
-        hardware=spec.simulator.hardware if spec.uses_simulator else spec.output.hardware,
-        backend=backend.kind,
-        workers=backend.workers,
-        preconnect=spec.client.preconnect,
-    )
 
 
 # --- prepare ----------------------------------------------------------------------------
@@ -267,7 +204,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         backend = open_backend(spec)
         stack.callback(backend.close)
         shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
-        info = _run_info(run_id, spec, targets, plan, backend)
+        info = start_info(run_id, spec, targets, plan, backend)
         store.start(dataclasses.replace(info, config=redactor.value(info.config)))
     except BaseException:
         store.discard()
