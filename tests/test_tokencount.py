@@ -77,3 +77,64 @@ def test_an_uncached_tiktoken_encoding_is_refused_without_download(
     assert tiktoken_cache_dir() == tmp_path / "empty-cache"
     with pytest.raises(ConfigError, match=r"not in the cache .*tokrate never downloads"):
         load_counter("tiktoken:cl100k_base")
+
+
+def test_a_run_without_usage_counts_the_answer_with_the_models_tokenizer(tmp_path: Path) -> None:
+    """The simulator without usage (include_usage off): every ok record's output tokens
+    are the tokenizer's count of the answer the simulator wrote (token_bytes of its
+    tokens), tagged "tokenizer"; input tokens are the tokenizer's count of the prompt;
+    a model without a tokenizer in the same run keeps the chunk count."""
+    import polars as pl
+
+    from tokrate.prompt_base import prompt_text
+    from tokrate.prompts import load_prompts
+    from tokrate.run import run_benchmark
+    from tokrate.sim.model import token_bytes
+    from tokrate.spec import load_spec
+    from tokrate.store import load_run
+
+    train_tokenizer(tmp_path / "tokenizer.json")
+    config = tmp_path / "bench.toml"
+    config.write_text(
+        '[[model]]\nendpoint = "sim"\nname = "sim-1b"\ntokenizer = "tokenizer.json"\n'
+        '[[model]]\nendpoint = "sim"\nname = "sim-7b"\n'
+        "[client]\ninclude_usage = false\nunique_prompts = false\n"
+        "[load]\nrequests = 4\n[prompts]\nmax_tokens = 12\n"
+        f'[output]\ndir = "{tmp_path / "out"}"\nreport = false\n'
+    )
+    spec = load_spec(str(config))
+    assert spec.models[0].tokenizer == str(tmp_path / "tokenizer.json")  # from the file's folder
+    result = run_benchmark(spec)
+    assert result.exit_code == 0
+    records = load_run(result.run_dir).records.filter(pl.col("status") == "ok")
+    counter = load_counter(str(tmp_path / "tokenizer.json"))
+    counted = records.filter(pl.col("model") == "sim-1b")
+    assert counted.height >= 4 and set(counted["tokens_source"]) == {"tokenizer"}
+    for row in counted.iter_rows(named=True):
+        text = token_bytes(0, row["content_chunks"]).decode()
+        assert row["output_tokens"] == counter.count(text)
+    assert (counted["output_tokens"] != counted["content_chunks"]).any()  # not chunks
+    prompts = {p.id: p for p in load_prompts(spec.prompts)}
+    for row in counted.iter_rows(named=True):
+        p = prompts[row["prompt_id"]]
+        assert row["input_tokens"] == counter.count(prompt_text(p.messages, p.prompt))
+    plain = records.filter(pl.col("model") == "sim-7b")
+    assert set(plain["tokens_source"]) == {"chunks"}
+    assert (plain["output_tokens"] == plain["content_chunks"]).all()
+
+
+def test_a_missing_tokenizer_file_is_refused_before_any_load(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "bench.toml"
+    config.write_text('[[model]]\nendpoint = "sim"\nname = "sim-1b"\ntokenizer = "nope.json"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "tokrate", "run", "-c", str(config), "--output-dir",
+         str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "model[0].tokenizer" in lines[0] and "not found" in lines[0]
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

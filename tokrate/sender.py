@@ -33,11 +33,12 @@ from tokrate.client.request import PreparedRequest, build_request, new_unique_pr
 from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.events import Emit, RequestFinished, RequestStarted
 from tokrate.plan import PlannedRequest
-from tokrate.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens
+from tokrate.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens, prompt_text
 from tokrate.records import RequestRecord
 from tokrate.redact import strip_control
 from tokrate.settings import WorkerSettings
 from tokrate.targets import Target
+from tokrate.tokencount import cached_counter
 
 __all__ = ["Sender", "SendSlot"]
 
@@ -188,8 +189,14 @@ class Sender:
         retry = self.settings.retry
         attempt = 1
         while True:
+            counter = (
+                None if target.model.tokenizer is None else cached_counter(target.model.tokenizer)
+            )
             req = self._request(
-                target, prompt, unique_prefix=unique_prefix, keep_text=session is not None
+                target,
+                prompt,
+                unique_prefix=unique_prefix,
+                keep_text=session is not None or counter is not None,
             )
             self.emit(
                 RequestStarted(
@@ -229,9 +236,12 @@ class Sender:
                     concurrency=context.concurrency,
                     rate_rps=context.rate_rps,
                     attempt=attempt,
-                    input_tokens=prompt.input_tokens_est,
+                    input_tokens=prompt.input_tokens_est
+                    if counter is None
+                    else counter.count(prompt_text(prompt.messages, prompt.prompt)),
                     session_id=None if session is None else session[0],
                     turn=None if session is None else session[1],
+                    token_counter=counter,
                 ),
             )
             if record.error_message:

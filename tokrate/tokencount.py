@@ -19,6 +19,7 @@ same few for every prompt of a model.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
@@ -30,7 +31,13 @@ from typing import Any, Protocol
 
 from tokrate.errors import ConfigError
 
-__all__ = ["TIKTOKEN_PREFIX", "TokenCounter", "load_counter", "tiktoken_cache_dir"]
+__all__ = [
+    "TIKTOKEN_PREFIX",
+    "TokenCounter",
+    "cached_counter",
+    "load_counter",
+    "tiktoken_cache_dir",
+]
 
 TIKTOKEN_PREFIX = "tiktoken:"
 _INSTALL_HINT = "pip install 'tokrate[tokenizer]'"
@@ -159,3 +166,10 @@ def load_counter(
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     return _load_hf(path, where)
+
+
+@functools.lru_cache(maxsize=32)
+def cached_counter(spec: str) -> TokenCounter:
+    """:func:`load_counter` of an absolute ``spec``, loaded once per process (each
+    worker process loads the tokenizer on its first request of that model)."""
+    return load_counter(spec)

@@ -24,9 +24,12 @@ docs/run-folder.md and DESIGN.md define it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tokrate.records import RequestRecord
+
+if TYPE_CHECKING:
+    from tokrate.tokencount import TokenCounter
 
 __all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record", "cached_prompt_tokens"]
 
@@ -126,6 +129,9 @@ class RecordContext:
     #: Multi-turn sessions: the session this request belongs to and its turn (1-based).
     session_id: str | None = None
     turn: int | None = None
+    #: The model's tokenizer (``[[model]] tokenizer``): without usage, the answer's
+    #: text is counted with it (``tokens_source = "tokenizer"``) instead of its chunks.
+    token_counter: TokenCounter | None = None
 
 
 def cached_prompt_tokens(
@@ -165,6 +171,16 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         source: str | None = "usage"
         reasoning = usage.get("reasoning_tokens")
         in_tokens = usage.get("prompt_tokens", input_tokens)
+    elif (
+        c.token_counter is not None
+        and result.answer_text is not None
+        and not (result.reasoning_chunks)
+    ):
+        # Reasoning text is not kept, so a reasoning answer stays a chunk count.
+        output_tokens = c.token_counter.count(result.answer_text)
+        source = "tokenizer"
+        reasoning = None
+        in_tokens = input_tokens
     else:
         output_tokens = len(offsets)
         source = "chunks"

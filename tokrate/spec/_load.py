@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import re as _re
+from collections.abc import Iterable as _Iterable
+from collections.abc import Iterator as _Iterator
 from collections.abc import Mapping as _Mapping
 from pathlib import Path as _Path
 from urllib.parse import urlsplit as _urlsplit
@@ -103,7 +105,7 @@ def load_spec(
     for i, ep in enumerate(endpoints):
         _check_endpoint(ep, f"endpoint[{i}]", ctx)  # type: ignore[arg-type]
 
-    models = tuple(_models(raw, names, ctx))
+    models = tuple(_resolve_tokenizers(_models(raw, names, ctx), ctx))
     sections: dict[str, object] = {}
     for name, cls in _SECTIONS.items():
         table = raw.get(name, {})
@@ -127,6 +129,28 @@ def load_spec(
     )
     _check_sections(spec, raw, ctx)
     return spec
+
+
+def _resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[ModelSpec]:
+    """Each model with a relative ``tokenizer`` path made absolute from the config
+    file's folder (the current directory for a command-line value) and checked to
+    load, so a missing file or library is a ConfigError before any load; workers
+    load the same file again by its absolute path."""
+    from tokrate.tokencount import TIKTOKEN_PREFIX, load_counter
+
+    for i, model in enumerate(models):
+        value = model.tokenizer
+        if value is None:
+            yield model
+            continue
+        key = f"model[{i}].tokenizer"
+        if not value.startswith(TIKTOKEN_PREFIX) and not _Path(value).is_absolute():
+            from_file = ctx.source is not None and ctx.where(key) == ctx.source
+            base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
+            value = str(base / _Path(value).expanduser())
+            model = _dc.replace(model, tokenizer=value)
+        load_counter(value, where=ctx.where(key) + f": key '{key}'")
+        yield model
 
 
 def _resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:

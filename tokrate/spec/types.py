@@ -116,6 +116,10 @@ class ModelSpec:
     #: that reject ``max_tokens`` (o-series style); None: "max_tokens", switching once
     #: when the server says it is unsupported.
     max_tokens_field: MaxTokensField | None = None
+    #: Exact token counts where the server sends no usage: a local ``tokenizer.json``
+    #: (the ``tokenizers`` library; relative to the config file's folder) or
+    #: ``"tiktoken:ENCODING"`` (an encoding tiktoken has cached). See tokrate.tokencount.
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
