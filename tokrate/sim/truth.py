@@ -3,12 +3,14 @@
 JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
-     "done_ns", "output_tokens", "reasoning_tokens", "fault"}
+     "done_ns", "output_tokens", "reasoning_tokens", "fault", "request"}
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
 event (reasoning or answer) in every protocol, the first ``reasoning_tokens`` of the
-``output_tokens`` being reasoning.
+``output_tokens`` being reasoning. ``request`` is what reached the wire besides the
+prompt: ``{"body": {non-prompt fields}, "headers": {lower-cased name: value}}``,
+bounded, secret-named header values redacted (:mod:`tokrate.sim.capture`).
 
 All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
 just before the write was handed to the transport. Lines are buffered in the process
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -56,6 +58,7 @@ class TruthLog:
         *,
         protocol: str,
         reasoning_tokens: int,
+        request: dict[str, Any] | None = None,
     ) -> None:
         line = orjson.dumps(
             {
@@ -69,6 +72,7 @@ class TruthLog:
                 "output_tokens": output_tokens,
                 "reasoning_tokens": reasoning_tokens,
                 "fault": fault,
+                "request": request,
             }
         )
         with self._lock:
