@@ -192,7 +192,11 @@ def _url_problem(url: str) -> str | None:
 
 
 def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
-    problem = _url_problem(ep.base_url)
+    if ep.simulator and ep.base_url:
+        raise ctx.error(f"{key}.base_url", "not with simulator = true (tokrate starts it)")
+    if not ep.simulator and not ep.base_url:
+        raise ctx.error(f"{key}.base_url", "required (or simulator = true: the embedded one)")
+    problem = None if ep.simulator else _url_problem(ep.base_url)
     if problem is not None:
         raise ctx.error(f"{key}.base_url", f"{problem}, got {_show(ep.base_url)}")
     problem = None if ep.metrics_url is None else _url_problem(ep.metrics_url)
