@@ -80,3 +80,73 @@ def test_a_simulator_endpoint_model_must_be_a_tier(
     assert main(["run", "-c", str(path), "--output-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert "model 'gpt-x' is not a simulator tier" in err, err
+
+
+def _documented_block(doc: str, heading: str) -> str:
+    text = (Path(__file__).parent.parent / doc).read_text()
+    section = text[text.index(heading) :]
+    start = section.index("```toml\n") + 8
+    return section[start : section.index("\n```", start)]
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading"),
+    [
+        ("README.md", "### One run, three providers, three protocols"),
+        ("docs/config.md", "## Protocols and provider knobs"),
+    ],
+)
+def test_documented_three_provider_config_holds_on_the_simulator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc: str, heading: str
+) -> None:
+    """The documented config, its URLs pointed at a simulator whose tiers carry the
+    documented model names (two of them reasoning): every request ok (the Anthropic
+    thinking budget fits max_tokens), each in its protocol, its knobs on the wire."""
+    from tokrate.sim import SimConfig, Tier, simulator_process
+
+    def tier(name: str, reasoning: int) -> Tier:
+        return Tier(name, 7.0, 7.0, fixed_ttft_ms=20.0, fixed_itl_ms=5.0,
+                    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=reasoning)  # fmt: skip
+
+    tiers = (
+        tier("o4-mini", 6),
+        tier("claude-sonnet-4-5", 6),
+        tier("qwen2.5-7b-instruct-q4_k_m", 0),
+    )
+    log = tmp_path / "truth.jsonl"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-doc-openai-0001")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-doc-anthropic-0001")
+    block = _documented_block(doc, heading)
+    with simulator_process(SimConfig(tiers=tiers, time_scale=1.0, truth_log=str(log))) as url:
+        config = block.replace("requests = 50", "requests = 2").replace("[1, 4]", "[1]")
+        for old in ("https://api.openai.com/v1", "https://api.anthropic.com/v1",
+                    "http://127.0.0.1:8080/v1"):  # fmt: skip
+            assert old in config
+            config = config.replace(old, url)
+        path = tmp_path / "three.toml"
+        path.write_text(config)
+        argv = ["run", "-c", str(path), "--output-dir", str(tmp_path / "out"), "--no-report"]
+        assert main([*argv, "--quiet"]) == 0
+    (run_dir,) = (tmp_path / "out").iterdir()
+    records = pl.read_parquet(run_dir / "records.parquet")
+    assert records["status"].to_list() == ["ok"] * 6
+    by_model = {row["model"]: row for row in records.iter_rows(named=True)}
+    assert {m: r["api"] for m, r in by_model.items()} == {
+        "o4-mini": "responses",
+        "claude-sonnet-4-5": "anthropic",
+        "qwen2.5-7b-instruct-q4_k_m": "chat",
+    }
+    # Reasoning apart from the answer where the protocol streams it.
+    for model in ("o4-mini", "claude-sonnet-4-5"):
+        r = by_model[model]
+        assert r["first_answer_s"] > r["ttft_s"] and r["output_tokens"] == 16, model
+    assert by_model["o4-mini"]["reasoning_tokens"] == 6
+    truth = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    sent = {row["model"]: row["request"] for row in truth if row["request"]["body"].get("stream")}
+    openai, anthropic, local = (sent[t.name] for t in tiers)
+    assert openai["body"]["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert openai["headers"]["authorization"] == "<redacted>"
+    assert anthropic["body"]["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert anthropic["body"]["max_tokens"] == 2048 and "x-api-key" in anthropic["headers"]
+    assert local["body"]["cache_prompt"] is False and local["body"]["ignore_eos"] is True
+    assert "min_tokens" not in local["body"] and "authorization" not in local["headers"]
