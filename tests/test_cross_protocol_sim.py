@@ -104,15 +104,13 @@ def test_documented_three_provider_config_holds_on_the_simulator(
     thinking budget fits max_tokens), each in its protocol, its knobs on the wire."""
     from tokrate.sim import SimConfig, Tier, simulator_process
 
-    def tier(name: str, reasoning: int) -> Tier:
-        return Tier(name, 7.0, 7.0, fixed_ttft_ms=20.0, fixed_itl_ms=5.0,
+    def tier(name: str, reasoning: int, itl_ms: float = 5.0) -> Tier:
+        return Tier(name, 7.0, 7.0, fixed_ttft_ms=20.0, fixed_itl_ms=itl_ms,
                     output_tokens_min=16, output_tokens_max=16, reasoning_tokens=reasoning)  # fmt: skip
 
-    tiers = (
-        tier("o4-mini", 6),
-        tier("claude-sonnet-4-5", 6),
-        tier("qwen2.5-7b-instruct-q4_k_m", 0),
-    )
+    # The self-hosted model has ignore_eos: all 2048 tokens, so a fast tier.
+    local = tier("qwen2.5-7b-instruct-q4_k_m", 0, itl_ms=0.2)
+    tiers = (tier("o4-mini", 6), tier("claude-sonnet-4-5", 6), local)
     log = tmp_path / "truth.jsonl"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-doc-openai-0001")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-doc-anthropic-0001")
@@ -141,12 +139,14 @@ def test_documented_three_provider_config_holds_on_the_simulator(
         r = by_model[model]
         assert r["first_answer_s"] > r["ttft_s"] and r["output_tokens"] == 16, model
     assert by_model["o4-mini"]["reasoning_tokens"] == 6
+    assert by_model[local.name]["output_tokens"] == 2048  # ignore_eos: exactly max_tokens
     truth = [orjson.loads(line) for line in log.read_bytes().splitlines()]
     sent = {row["model"]: row["request"] for row in truth if row["request"]["body"].get("stream")}
-    openai, anthropic, local = (sent[t.name] for t in tiers)
+    openai, anthropic, self_hosted = (sent[t.name] for t in tiers)
     assert openai["body"]["reasoning"] == {"effort": "low", "summary": "auto"}
     assert openai["headers"]["authorization"] == "<redacted>"
     assert anthropic["body"]["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert anthropic["body"]["max_tokens"] == 2048 and "x-api-key" in anthropic["headers"]
-    assert local["body"]["cache_prompt"] is False and local["body"]["ignore_eos"] is True
-    assert "min_tokens" not in local["body"] and "authorization" not in local["headers"]
+    body = self_hosted["body"]
+    assert body["cache_prompt"] is False and body["ignore_eos"] is True
+    assert "min_tokens" not in body and "authorization" not in self_hosted["headers"]
