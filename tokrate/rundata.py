@@ -69,6 +69,9 @@ class TargetInfo:
     gpus: int | None = None
     simulated: bool = False
     family: str | None = None
+    #: The protocol its requests were sent in (chat, completions, responses,
+    #: anthropic); None in runs older than the field.
+    api: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -101,6 +104,7 @@ class TargetInfo:
             gpus=r.opt_int("gpus"),
             simulated=bool(r.opt_bool("simulated")),
             family=r.opt_str("family"),
+            api=r.opt_str("api"),
         )
 
     def to_dict(self) -> dict[str, Any]:

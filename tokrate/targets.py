@@ -74,8 +74,9 @@ class Target:
         m = self.model
         return m.active_params_b if m.active_params_b is not None else m.params_b
 
-    def info(self) -> TargetInfo:
-        """run.json's description of this target."""
+    def info(self, default_api: str = "chat") -> TargetInfo:
+        """run.json's description of this target (``default_api``: ``[client] api``,
+        which an endpoint's own ``api`` overrides)."""
         m = self.model
         return TargetInfo(
             endpoint=self.endpoint.name,
@@ -90,6 +91,7 @@ class Target:
             gpus=m.gpus,
             simulated=self.simulated,
             family=m.family,
+            api=self.endpoint.api or default_api,
         )
 
 
@@ -115,40 +117,26 @@ def resolve_targets(
     unknown endpoint, or a simulator model is not one of its tiers.
     """
     where = spec.source or "config"
-    if simulator is not None:
+    if simulator is not None and not spec.endpoints:
         url, tier_list = simulator
-        # The simulator serves /metrics beside /v1: the default report shows its queue.
-        # (At the default 1 s: every scrape is a request the measured loops see.)
-        metrics = url.removesuffix("/").removesuffix("/v1") + "/metrics"
-        endpoint = EndpointSpec(name=SIM_ENDPOINT, base_url=url, metrics_url=metrics)
-        tiers = {tier.name: tier for tier in tier_list}
+        endpoint = _sim_endpoint(EndpointSpec(name=SIM_ENDPOINT), url, metrics=True)
         # A configured simulator model keeps its knobs (extra_body, headers, ...).
         configured = {m.name: m for m in spec.models}
-        wanted = list(configured) or list(tiers)
-        unknown = [name for name in wanted if name not in tiers]
-        if unknown:
-            raise ConfigError(
-                f"{where}: model {unknown[0]!r} is not a simulator tier (tiers: {', '.join(tiers)})"
-            )
+        models = [
+            configured.get(name) or ModelSpec(endpoint=SIM_ENDPOINT, name=name)
+            for name in list(configured) or [t.name for t in tier_list]
+        ]
         return _by_size(
-            [
-                Target(
-                    endpoint=endpoint,
-                    model=dataclasses.replace(
-                        configured.get(name) or ModelSpec(endpoint=SIM_ENDPOINT, name=name),
-                        endpoint=SIM_ENDPOINT,
-                        params_b=tiers[name].params_b,
-                        active_params_b=tiers[name].active_params_b,
-                        bytes_per_param=tiers[name].bytes_per_param,
-                        gpus=tiers[name].gpus,
-                    ),
-                    simulated=True,
-                )
-                for name in wanted
-            ],
-            [SIM_ENDPOINT],
+            [_sim_target(endpoint, m, tier_list, where) for m in models], [SIM_ENDPOINT]
         )
     by_name = {e.name: _without_url_credentials(e) for e in spec.endpoints}
+    if simulator is not None:
+        # [[endpoint]]s with simulator = true: the embedded simulator's URL, its
+        # /metrics scraped once (on the first of them: one server).
+        first = next(e.name for e in spec.endpoints if e.simulator)
+        for name, e in by_name.items():
+            if e.simulator:
+                by_name[name] = _sim_endpoint(e, simulator[0], metrics=name == first)
     if not spec.models:
         raise ConfigError(f"{where}: no [[model]] configured (give -m/--model)")
     targets = []
@@ -156,10 +144,50 @@ def resolve_targets(
         found = by_name.get(m.endpoint)
         if found is None:
             raise ConfigError(f"{where}: model {m.name!r} names unknown endpoint {m.endpoint!r}")
+        if found.simulator and simulator is not None:
+            targets.append(_sim_target(found, m, simulator[1], where))
+            continue
         params, active, bpp = fill_sizes(m.name, m.params_b, m.active_params_b, m.bytes_per_param)
         sized = dataclasses.replace(m, params_b=params, active_params_b=active, bytes_per_param=bpp)
         targets.append(Target(endpoint=found, model=sized))
     return _by_size(targets, [e.name for e in spec.endpoints])
+
+
+def _sim_endpoint(endpoint: EndpointSpec, url: str, *, metrics: bool) -> EndpointSpec:
+    """``endpoint`` pointed at the embedded simulator bound at ``url``. It serves
+    /metrics beside /v1, scraped at the default 1 s (every scrape is a request the
+    measured loops see; at 0.25 s the 1B tier's decode speed moved): the report shows
+    its queue."""
+    root = url.removesuffix("/").removesuffix("/v1")
+    return dataclasses.replace(
+        endpoint,
+        base_url=url,
+        metrics_url=root + "/metrics" if metrics else None,
+    )
+
+
+def _sim_target(
+    endpoint: EndpointSpec, model: ModelSpec, tier_list: Sequence[SizedTier], where: str
+) -> Target:
+    """A simulator tier as a target: its sizes from the tier, the model's knobs kept.
+
+    Raises: ConfigError when the model is not one of the simulator's tiers.
+    """
+    tiers = {tier.name: tier for tier in tier_list}
+    tier = tiers.get(model.name)
+    if tier is None:
+        raise ConfigError(
+            f"{where}: model {model.name!r} is not a simulator tier (tiers: {', '.join(tiers)})"
+        )
+    sized = dataclasses.replace(
+        model,
+        endpoint=endpoint.name,
+        params_b=tier.params_b,
+        active_params_b=tier.active_params_b,
+        bytes_per_param=tier.bytes_per_param,
+        gpus=tier.gpus,
+    )
+    return Target(endpoint=endpoint, model=sized, simulated=True)
 
 
 def api_keys(spec: RunSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:

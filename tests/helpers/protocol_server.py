@@ -1,6 +1,9 @@
 """A loopback HTTP/1.1 server on 127.0.0.1 (port 0) that streams recorded event
-sequences of every protocol tokrate speaks, for tests until the simulator's own
-/v1/responses and /v1/messages replace it.
+sequences of every protocol tokrate speaks, for the shapes the simulator does not
+produce (Azure deployment URLs, the o-series max_tokens refusal, a transformers-style
+strict 422, mid-stream rate-limit events, cached-token usage, tool-call deltas) and
+for what its truth log does not keep (the prompt's place in each body). Timing, usage,
+faults and knobs are tested on the simulator itself (tests/test_protocols_sim.py).
 
 Routes (``{scenario}`` is the first path segment, so one server serves every case):
 

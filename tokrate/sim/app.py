@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from tokrate.sim.apis import API_ROUTES, Api, check_any_key
+from tokrate.sim.capture import request_capture
 from tokrate.sim.faults import FaultPlan, FaultRule
 from tokrate.sim.metrics import serve_metrics
 from tokrate.sim.model import TierTiming
@@ -164,7 +165,7 @@ class SimApp:
                 api.check_headers(scope["headers"], self._api_key)
                 _require_method(method, "POST")
                 body = await _read_body(receive)
-                await self._completion(api, body, receive, send)
+                await self._completion(api, body, receive, send, scope["headers"])
                 return
             if path.startswith("/v1/"):
                 check_any_key(scope["headers"], self._api_key)
@@ -208,12 +209,17 @@ class SimApp:
         self._counter += 1
         return f"{prefix}{self._id_prefix}{self._counter:08x}"
 
-    async def _completion(self, api: Api, raw: bytes, receive: Receive, send: Send) -> None:
+    async def _completion(
+        self, api: Api, raw: bytes, receive: Receive, send: Send,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:  # fmt: skip
         received_ns = perf_counter_ns()
         plan = api.plan(raw, self.state.timings, self._length_rng, self.state.prefix_cache)
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(api.id_prefix)
         entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault, api.name)
+        if self.state.truth is not None:
+            entry.request = request_capture(raw, headers)  # the knobs that reached the wire
         try:
             await self._answer(api, plan, fault, entry, receive, send)
         finally:
@@ -332,6 +338,8 @@ class _TruthEntry:
         self._fault = fault.kind if fault else None
         self._protocol = protocol
         self._written = False
+        #: The request's knobs (tokrate.sim.capture), when a truth log is kept.
+        self.request: dict[str, Any] | None = None
 
     def write(self) -> None:
         if self._log is None or self._written:
@@ -342,7 +350,7 @@ class _TruthEntry:
             t = self.answered_ns if self.answered_ns is not None else perf_counter_ns()
             self._log.record(
                 self.request_id, self._model, self.received_ns, t, [], t, 0, self._fault,
-                protocol=self._protocol, reasoning_tokens=0,
+                protocol=self._protocol, reasoning_tokens=0, request=self.request,
             )  # fmt: skip
             return
         done = self.ended_ns if self.ended_ns is not None else req.done_ns
@@ -352,6 +360,7 @@ class _TruthEntry:
             req.produced, self._fault, protocol=self._protocol,
             reasoning_tokens=req.usage().reasoning_tokens, input_tokens=req.input_tokens,
             cached_tokens=req.cached_tokens,
+            request=self.request,
         )  # fmt: skip
 
 

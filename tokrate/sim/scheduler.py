@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
 from typing import Any
 
+from tokrate.sim.alarm import Alarm
 from tokrate.sim.faults import FaultRule
 from tokrate.sim.model import TierTiming, token_bytes
 from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
@@ -250,34 +251,6 @@ class SimRequest:
             self.writing = False
 
 
-class _Alarm:
-    """A sleep that :meth:`poke` can end early (new work arrived)."""
-
-    def __init__(self) -> None:
-        self._fut: asyncio.Future[None] | None = None
-
-    async def sleep(self, seconds: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._fut = fut
-        handle = None if seconds is None else loop.call_later(seconds, _resolve, fut)
-        try:
-            await fut
-        finally:
-            self._fut = None
-            if handle is not None:
-                handle.cancel()
-
-    def poke(self) -> None:
-        if self._fut is not None and not self._fut.done():
-            self._fut.set_result(None)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
 class _EngineBase(ABC):
     def __init__(
         self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
@@ -291,7 +264,7 @@ class _EngineBase(ABC):
             else None
         )
         self.time_scale = time_scale
-        self._alarm = _Alarm()
+        self._alarm = Alarm()
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: list[SimRequest] = []

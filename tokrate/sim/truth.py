@@ -4,7 +4,7 @@ JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
      "done_ns", "output_tokens", "reasoning_tokens", "fault", "input_tokens",
-     "cached_tokens"}
+     "cached_tokens", "request"}
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
@@ -12,6 +12,9 @@ event (reasoning or answer) in every protocol, the first ``reasoning_tokens`` of
 ``output_tokens`` being reasoning. ``input_tokens`` is the prompt as the server
 counted it (null for an answer that never reached the engine: an injected error
 status); ``cached_tokens`` the part of it the prefix cache served (null with it off).
+``request`` is what reached the wire besides the
+prompt: ``{"body": {non-prompt fields}, "headers": {lower-cased name: value}}``,
+bounded, secret-named header values redacted (:mod:`tokrate.sim.capture`).
 
 All ``*_ns`` are absolute ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux) taken
 just before the write was handed to the transport. Lines are buffered in the process
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -61,6 +64,7 @@ class TruthLog:
         cached_tokens: int | None = None,
         protocol: str,
         reasoning_tokens: int,
+        request: dict[str, Any] | None = None,
     ) -> None:
         line = orjson.dumps(
             {
@@ -76,6 +80,7 @@ class TruthLog:
                 "fault": fault,
                 "input_tokens": input_tokens,
                 "cached_tokens": cached_tokens,
+                "request": request,
             }
         )
         with self._lock:

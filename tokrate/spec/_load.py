@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import re as _re
-from collections.abc import Iterable as _Iterable
-from collections.abc import Iterator as _Iterator
 from collections.abc import Mapping as _Mapping
 from pathlib import Path as _Path
 from urllib.parse import urlsplit as _urlsplit
@@ -28,12 +26,11 @@ from tokrate.spec._convert import (
     _show,
     _unknown,
 )
+from tokrate.spec._paths import resolve_hardware_files, resolve_tokenizers
 from tokrate.spec.types import (
     EndpointSpec,
     ModelSpec,
-    OutputSpec,
     RunSpec,
-    SimulatorSpec,
 )
 
 __all__ = ["load_spec", "prompts_base_dir", "spec_to_dict"]
@@ -105,7 +102,7 @@ def load_spec(
     for i, ep in enumerate(endpoints):
         _check_endpoint(ep, f"endpoint[{i}]", ctx)  # type: ignore[arg-type]
 
-    models = tuple(_resolve_tokenizers(_models(raw, names, ctx), ctx))
+    models = tuple(resolve_tokenizers(_models(raw, names, ctx), ctx))
     sections: dict[str, object] = {}
     for name, cls in _SECTIONS.items():
         table = raw.get(name, {})
@@ -116,7 +113,7 @@ def load_spec(
         if name == "load":
             table = _infer_load(table, ctx)
         sections[name] = _build(cls, table, name, ctx)
-    _resolve_hardware_files(sections, ctx)
+    resolve_hardware_files(sections, ctx)
     baseline = raw.get("baseline")
     if baseline is not None:
         baseline = _convert(baseline, str, "baseline", ctx)
@@ -129,48 +126,6 @@ def load_spec(
     )
     _check_sections(spec, raw, ctx)
     return spec
-
-
-def _resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[ModelSpec]:
-    """Each model with a relative ``tokenizer`` path made absolute from the config
-    file's folder (the current directory for a command-line value) and checked to
-    load, so a missing file or library is a ConfigError before any load; workers
-    load the same file again by its absolute path."""
-    from tokrate.tokencount import TIKTOKEN_PREFIX, load_counter
-
-    for i, model in enumerate(models):
-        value = model.tokenizer
-        if value is None:
-            yield model
-            continue
-        key = f"model[{i}].tokenizer"
-        if not value.startswith(TIKTOKEN_PREFIX) and not _Path(value).is_absolute():
-            from_file = ctx.source is not None and ctx.where(key) == ctx.source
-            base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
-            value = str(base / _Path(value).expanduser())
-            model = _dc.replace(model, tokenizer=value)
-        load_counter(value, where=ctx.where(key) + f": key '{key}'")
-        yield model
-
-
-def _resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:
-    """Make a relative ``hardware = "gpu.toml"`` absolute: from the config file's folder
-    (like prompt paths), or the current directory for a command-line value. Stored
-    absolute because run.json keeps the string and ``tokrate report`` re-reads it later,
-    from wherever it is run."""
-    from tokrate.hardware import is_hardware_file
-
-    for name in ("output", "simulator"):
-        section = sections[name]
-        if not isinstance(section, OutputSpec | SimulatorSpec):
-            continue
-        value = section.hardware
-        if not is_hardware_file(value) or _Path(value).is_absolute():
-            continue
-        key = f"{name}.hardware"
-        from_file = ctx.source is not None and ctx.where(key) == ctx.source
-        base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
-        sections[name] = _dc.replace(section, hardware=str(base / value))
 
 
 def _array(raw: dict[str, object], name: str, ctx: _Ctx) -> list[object]:
@@ -216,7 +171,11 @@ def _url_problem(url: str) -> str | None:
 
 
 def _check_endpoint(ep: EndpointSpec, key: str, ctx: _Ctx) -> None:
-    problem = _url_problem(ep.base_url)
+    if ep.simulator and ep.base_url:
+        raise ctx.error(f"{key}.base_url", "not with simulator = true (tokrate starts it)")
+    if not ep.simulator and not ep.base_url:
+        raise ctx.error(f"{key}.base_url", "required (or simulator = true: the embedded one)")
+    problem = None if ep.simulator else _url_problem(ep.base_url)
     if problem is not None:
         raise ctx.error(f"{key}.base_url", f"{problem}, got {_show(ep.base_url)}")
     problem = None if ep.metrics_url is None else _url_problem(ep.metrics_url)

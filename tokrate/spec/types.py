@@ -62,10 +62,12 @@ KernelStamps = Literal["auto", "on", "off"]
 class EndpointSpec:
     """An OpenAI-compatible server. ``base_url`` ends in /v1 (or wherever /chat/completions
     hangs). The API key is read from the environment variable ``api_key_env`` at run
-    time and is never stored in the spec."""
+    time and is never stored in the spec. ``simulator = true`` (no ``base_url``): the
+    embedded simulator, which tokrate starts for the run; several such endpoints (each
+    with its own ``api``) measure the simulator's tiers over several protocols in one run."""
 
     name: str
-    base_url: str
+    base_url: str = ""
     api_key_env: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     #: Pre-flight check that every model exists before any load: "auto" (GET /models
@@ -87,6 +89,8 @@ class EndpointSpec:
     kind: EndpointKind = "openai"
     #: Azure's ``api-version`` query value; setting it implies ``kind = "azure"``.
     api_version: str | None = None
+    #: Served by the embedded simulator (its models are simulator tiers; no base_url).
+    simulator: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,4 +399,5 @@ class RunSpec:
 
     @property
     def uses_simulator(self) -> bool:
-        return not self.endpoints
+        """No endpoint configured, or one is the embedded simulator."""
+        return not self.endpoints or any(e.simulator for e in self.endpoints)

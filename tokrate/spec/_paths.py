@@ -1,0 +1,57 @@
+"""Paths inside a config made absolute from the config file's folder (the current
+directory for a command-line value): hardware files and tokenizers. Stored absolute
+because run.json keeps them and workers and ``tokrate report`` read them again."""
+
+from __future__ import annotations
+
+import dataclasses as _dc
+from collections.abc import Iterable as _Iterable
+from collections.abc import Iterator as _Iterator
+from pathlib import Path as _Path
+
+from tokrate.spec._convert import _Ctx
+from tokrate.spec.types import ModelSpec, OutputSpec, SimulatorSpec
+
+__all__ = ["resolve_hardware_files", "resolve_tokenizers"]
+
+
+def resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[ModelSpec]:
+    """Each model with a relative ``tokenizer`` path made absolute from the config
+    file's folder (the current directory for a command-line value) and checked to
+    load, so a missing file or library is a ConfigError before any load; workers
+    load the same file again by its absolute path."""
+    from tokrate.tokencount import TIKTOKEN_PREFIX, load_counter
+
+    for i, model in enumerate(models):
+        value = model.tokenizer
+        if value is None:
+            yield model
+            continue
+        key = f"model[{i}].tokenizer"
+        if not value.startswith(TIKTOKEN_PREFIX) and not _Path(value).is_absolute():
+            from_file = ctx.source is not None and ctx.where(key) == ctx.source
+            base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
+            value = str(base / _Path(value).expanduser())
+            model = _dc.replace(model, tokenizer=value)
+        load_counter(value, where=ctx.where(key) + f": key '{key}'")
+        yield model
+
+
+def resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:
+    """Make a relative ``hardware = "gpu.toml"`` absolute: from the config file's folder
+    (like prompt paths), or the current directory for a command-line value. Stored
+    absolute because run.json keeps the string and ``tokrate report`` re-reads it later,
+    from wherever it is run."""
+    from tokrate.hardware import is_hardware_file
+
+    for name in ("output", "simulator"):
+        section = sections[name]
+        if not isinstance(section, OutputSpec | SimulatorSpec):
+            continue
+        value = section.hardware
+        if not is_hardware_file(value) or _Path(value).is_absolute():
+            continue
+        key = f"{name}.hardware"
+        from_file = ctx.source is not None and ctx.where(key) == ctx.source
+        base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
+        sections[name] = _dc.replace(section, hardware=str(base / value))
