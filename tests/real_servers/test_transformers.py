@@ -151,3 +151,46 @@ def test_ignore_eos_is_rejected_cleanly(hf_server: Server, tmp_path: Path) -> No
         assert rec["status"] == "error" and rec["error_class"] == "http_4xx"
         assert rec["http_status"] == 422
         assert "ignore_eos" in rec["error_message"], rec["error_message"]
+
+
+def test_size_chart_falls_with_size_under_the_cpu_bound(hf_server: Server, tmp_path: Path) -> None:
+    """One run over every transformers size, reported against a CPU profile: the
+    size-vs-speed points fall with size and sit under the memory-bandwidth bound of
+    4-byte (float32) weights, as on llama.cpp."""
+    import itertools
+
+    from tokrate.hardware import get_hardware
+    from tokrate.report import build_report
+    from tokrate.report.data import combine_runs, size_speed_points, targets_frame
+    from tokrate.spec import ClientSpec
+
+    hardware_name = "cpu-ddr5-2ch"
+    prompts = harness.distinct_length_prompts(tmp_path / "prompts.jsonl", 4)
+    spec = RunSpec(
+        endpoints=(EndpointSpec("hf", hf_server.base_url, model_check="off"),),
+        models=tuple(hf_model(hf_server, name) for name in SIZES),
+        load=LoadSpec(concurrency=(1,), requests=3, warmup_requests=1, targets="sequential"),
+        prompts=PromptsSpec(paths=(str(prompts),), max_tokens=MAX_TOKENS),
+        client=ClientSpec(unique_prompts=False),
+        output=OutputSpec(dir=str(tmp_path), run_id="hf-sizes", report=False),
+    )
+    result = run_benchmark(spec)
+    assert result.exit_code == 0
+    run = load_run(result.run_dir)
+    hardware = get_hardware(hardware_name)
+    points, notes = size_speed_points(
+        combine_runs([(run.name, run.records)]), targets_frame([(run.name, run.info)]), hardware
+    )
+    assert notes == []
+    rows = points.sort("x_params_b").to_dicts()
+    assert len(rows) == len(SIZES)
+    speeds = [r["tps_p50"] for r in rows]
+    assert all(a > b for a, b in itertools.pairwise(speeds)), speeds
+    for r in rows:
+        bound = hardware.bandwidth_bytes_per_s / (r["x_params_b"] * 1e9 * 4.0)
+        assert r["bound_tps"] == pytest.approx(bound)
+        assert r["tps_p90"] < bound, (r["model"], r["tps_p90"], bound)
+    out = build_report([run.path], hardware=hardware_name, formats=("svg",))
+    assert (
+        f"bound: {hardware_name}, 4 B/param" in (out / "charts" / "size_vs_speed.svg").read_text()
+    )
