@@ -28,11 +28,17 @@ def test_open_loop_capacity_search_probes_rates_with_a_ramp(tmp_path: Path) -> N
             "output.report": False,
         },
     )
-    result = run_benchmark(spec)
-    assert result.exit_code == 0 and result.summary is not None
-    found = result.summary.capacity
-    assert found is not None and found.mode == "open" and found.unit == "rate_rps"
-    (target,) = found.targets
+    # A busy machine can make the client the bottleneck for a moment; the search then
+    # (rightly) stops as client_bound. Measure again, up to three runs, like the other
+    # timing tests; the verdict of a run on a free machine is what is asserted.
+    for _ in range(3):
+        result = run_benchmark(spec)
+        assert result.exit_code == 0 and result.summary is not None
+        found = result.summary.capacity
+        assert found is not None and found.mode == "open" and found.unit == "rate_rps"
+        (target,) = found.targets
+        if target.verdict != "client_bound":
+            break
     assert (target.capacity, target.verdict) == (8.0, "at_max")
     assert [p.scenario for p in target.probes] == ["rate=4/s [sim-1b]", "rate=8/s [sim-1b]"]
     for p in target.probes:
