@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tokrate.capacity import ProbeFn, search
+from tokrate.capacity import ProbeFn, _note, search, verify_capacity
 from tokrate.capacity_compare import compare_capacities
 from tokrate.capacityinfo import CapacityProbe, CapacityResult, ProbePhase, TargetCapacity
 from tokrate.cli import main
@@ -84,6 +84,43 @@ def test_open_loop_search_bisects_the_rate_to_the_resolution() -> None:
     lo, hi = found.bracket
     assert lo <= 7.3 < hi and (hi - lo) <= 0.05 * lo
     assert found.capacity == lo
+
+
+def test_closed_loop_bisects_to_the_resolution_above_twenty_streams() -> None:
+    probe, asked = _oracle(232)
+    found = search(probe, CapacitySpec(resolution=0.05), "closed", _always)
+    assert (found.capacity, found.verdict, found.bracket) == (232, "found", (232, 240))
+    assert asked[-4:] == [192, 224, 240, 232]  # stops when 240 - 232 <= 5% of 232
+    exact = search(_oracle(232)[0], CapacitySpec(resolution=0.001), "closed", _always)
+    assert (exact.capacity, exact.bracket) == (232, (232, 233))
+
+
+def _verifying(limit: float, misses_at: set[float]) -> tuple[ProbeFn, list[float]]:
+    """An oracle whose verification probes at ``misses_at`` miss (noise at the edge)."""
+    asked: list[float] = []
+
+    def probe(level: float, phase: ProbePhase) -> CapacityProbe:
+        asked.append(level)
+        ok = level <= limit and not (phase == "verify" and level in misses_at)
+        return CapacityProbe(level, phase, f"c={level:g}", 40, 40, (0.9, 1.0),
+                             "meets" if ok else "misses")  # fmt: skip
+
+    return probe, asked
+
+
+def test_a_capacity_that_misses_its_verification_drops_to_the_next_level_that_met() -> None:
+    probe, asked = _verifying(232, {232.0})
+    found = verify_capacity(probe, search(probe, CapacitySpec(), "closed", _always), True)
+    assert (found.capacity, found.verdict, found.bracket) == (224, "found", (224, 232))
+    assert asked[-3:] == [232, 224, 448]
+    assert [p.verdict for p in found.probes if p.phase == "verify"] == [
+        "misses", "meets", "misses",
+    ]  # fmt: skip
+    assert "did not meet at c=232, so the capacity is c=224" in _note(found, "c")
+    never = _verifying(232, {232.0, 224.0, 192.0})[0]
+    unverified = verify_capacity(never, search(never, CapacitySpec(), "closed", _always), True)
+    assert (unverified.capacity, unverified.verdict) == (192, "unverified")
+    assert [p.level for p in unverified.probes if p.phase == "verify"] == [232, 224, 192]
 
 
 def test_wilson_interval_decides_at_the_sample_sizes_the_docs_quote() -> None:

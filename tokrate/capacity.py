@@ -7,10 +7,12 @@ shapes another's answer):
 
 1. *Bracket*: probe ``start``, then double the level until a probe does not meet (or
    ``max_level`` meets: verdict ``at_max``).
-2. *Bisect* between the highest meeting and the lowest non-meeting level: closed loop
-   to a single stream, open loop until the bracket is ``resolution`` wide (relative).
-   A level below ``start`` is searched the same way when ``start`` already misses.
-3. *Verify* (``verify = true``): one more probe at the capacity and one at twice it.
+2. *Bisect* between the highest meeting and the lowest non-meeting level until the
+   bracket is ``resolution`` wide (relative; closed loop in whole streams, never finer
+   than one). A level below ``start`` is searched the same way when ``start`` already
+   misses.
+3. *Verify* (``verify = true``): one more probe at the capacity and one at twice it; a
+   capacity that misses its check is lowered (:func:`verify_capacity`).
 
 Each probe is one scenario of the run (its records land in records.parquet and its
 group in summary.json like any other), sent through the run's own backend and worker
@@ -59,6 +61,7 @@ __all__ = [
     "SearchOutcome",
     "measure_capacity",
     "search",
+    "verify_capacity",
 ]
 
 #: The search's result in the run folder (tokrate.capacityinfo.CapacityResult).
@@ -66,6 +69,8 @@ CAPACITY_JSON: Final = "capacity.json"
 
 #: Probe verdicts that end a target's search at once.
 _STOPPING: Final = ("client_bound", "interrupted")
+#: Verification: how many times a capacity whose check did not meet is lowered.
+_VERIFY_BACKOFFS: Final = 2
 #: Open loop: halvings below ``start`` before the search gives up ("none").
 _OPEN_HALVINGS: Final = 6
 
@@ -85,13 +90,19 @@ class SearchOutcome:
     bracket: tuple[float, float] | None
     limiting_slo: str | None
     probes: tuple[CapacityProbe, ...]
+    #: What the verification changed (a lowered capacity), for the note.
+    verified_note: str = ""
 
 
 def _mid(lo: float, hi: float, closed: bool, cap: CapacitySpec) -> float | None:
     """The next level between a meeting ``lo`` (0: none yet) and a failing ``hi``;
     None when the bracket is narrow enough."""
     if closed:
-        return None if hi - lo <= 1 else float((int(lo) + int(hi)) // 2)
+        # Whole streams, to ``resolution`` of the level but never finer than one: a
+        # capacity of 200 is not worth eight more probes to tell 231 from 232.
+        if hi - lo <= max(1.0, cap.resolution * lo):
+            return None
+        return float((int(lo) + int(hi)) // 2)
     if lo == 0:
         return None if hi <= cap.start / 2**_OPEN_HALVINGS else float(f"{hi / 2:.4g}")
     if hi - lo <= cap.resolution * lo:
@@ -148,17 +159,50 @@ def search(
     return outcome("undecided" if hi_probe.verdict == "undecided" else "found")
 
 
-def _verify(probe: ProbeFn, found: SearchOutcome, closed: bool) -> SearchOutcome:
-    """Probes at the capacity and at twice it, appended to the outcome's probes."""
+def verify_capacity(probe: ProbeFn, found: SearchOutcome, closed: bool) -> SearchOutcome:
+    """Probes at the capacity and at twice it, appended to the outcome's probes.
+
+    A capacity whose verification does not meet was an edge case of noise (the level
+    met once, not twice): it drops to the next lower level the search saw meet and is
+    verified again, at most :data:`_VERIFY_BACKOFFS` times; a capacity is then one that
+    met every time it was probed. Still not met: verdict ``unverified``."""
     if found.capacity is None or found.verdict in _STOPPING:
         return found
     probes = list(found.probes)
-    for level in (found.capacity, found.capacity * 2):
+    met = sorted({p.level for p in found.probes if p.verdict == "meets"}, reverse=True)
+    level, bracket, lowered = found.capacity, found.bracket, []
+    verdict = found.verdict
+    for attempt in range(_VERIFY_BACKOFFS + 1):
         p = probe(float(int(level)) if closed else level, "verify")
         probes.append(p)
         if p.verdict == "interrupted":
             return dataclasses.replace(found, verdict="interrupted", probes=tuple(probes))
-    return dataclasses.replace(found, probes=tuple(probes))
+        if p.verdict == "meets":
+            break
+        lower = [m for m in met if m < level]
+        if not lower or attempt == _VERIFY_BACKOFFS:
+            verdict = "unverified"
+            break
+        lowered.append(level)
+        bracket, level = (lower[0], level), lower[0]
+    else:  # pragma: no cover - the loop always breaks
+        raise AssertionError
+    if verdict != "unverified":
+        p = probe(float(int(level * 2)) if closed else level * 2, "verify")
+        probes.append(p)
+        if p.verdict == "interrupted":
+            return dataclasses.replace(found, verdict="interrupted", probes=tuple(probes))
+    note = ""
+    if lowered:
+        unit = "c" if closed else "rate"
+        tried = ", ".join(f"{unit}={x:g}" for x in lowered)
+        note = f"; verification did not meet at {tried}, so the capacity is {unit}={level:g}"
+    if verdict == "unverified":
+        note += "; the capacity's verification did not meet: not shown twice"
+    return dataclasses.replace(
+        found, capacity=level, verdict=verdict, bracket=bracket, probes=tuple(probes),
+        verified_note=note,
+    )  # fmt: skip
 
 
 def _note(o: SearchOutcome, unit: str) -> str:
@@ -166,7 +210,7 @@ def _note(o: SearchOutcome, unit: str) -> str:
         return f"{unit}={x:g}"
 
     lo, hi = o.bracket if o.bracket is not None else (o.capacity or 0.0, None)
-    return {
+    base = {
         "found": f"meets at {v(lo)}, not at {v(hi or 0)}",
         "at_max": f"meets at the search's max_level {v(lo)}: the capacity is at least that",
         "none": f"not even {v(hi or 0)} meets the SLOs",
@@ -175,7 +219,9 @@ def _note(o: SearchOutcome, unit: str) -> str:
         " send delay); the capacity is only a lower bound; use --workers N",
         "budget": "stopped: the time or request budget ran out; the capacity is a lower bound",
         "interrupted": "stopped by a signal",
+        "unverified": f"met at {v(lo)} in the search, not in its verification",
     }[o.verdict]
+    return base + o.verified_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +385,7 @@ def measure_capacity(
 
         found = search(probe, cap, prober.mode, budget_ok)
         if cap.verify:
-            found = _verify(probe, found, closed)
+            found = verify_capacity(probe, found, closed)
         out.append(
             TargetCapacity(
                 endpoint=target.endpoint.name,

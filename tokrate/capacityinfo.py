@@ -15,7 +15,8 @@ missing one above), ``at_max`` (even ``max_level`` meets: capacity is at least t
 is an undecided probe: the capacity is the highest level *shown* to meet),
 ``client_bound`` (the search stopped: the client, not the server, limited the load;
 the capacity is a lower bound), ``budget`` (time or request budget spent; the capacity
-is a lower bound), ``interrupted``.
+is a lower bound), ``interrupted``, ``unverified`` (``verify``: no probe at the capacity
+met again, even after lowering it to the next level that had met).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CAPACITY_SCHEMA_VERSION: Final = 1
 PROBE_VERDICTS: Final = ("meets", "misses", "undecided", "client_bound", "interrupted")
 SEARCH_VERDICTS: Final = (
     "found", "at_max", "none", "undecided", "client_bound", "budget", "interrupted",
+    "unverified",
 )  # fmt: skip
 
 ProbePhase = Literal["bracket", "bisect", "verify"]

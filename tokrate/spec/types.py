@@ -270,14 +270,15 @@ class CapacitySpec:
     """``[load] capacity``: search each target's highest level meeting every ``[slo]``
     (docs/running.md "Capacity search"). ``mode`` None follows ``load.mode``; levels
     are concurrency per target (closed loop, whole numbers) or requests/s per target
-    (open loop, bisected to ``resolution`` relative width). A level *meets* when the
-    Wilson interval (``confidence``) of the fraction of requests meeting every SLO
-    lies at or above ``goodput``, *misses* when it lies below; a probe sends between
-    ``min_requests`` and ``max_requests`` measured requests (after
-    ``warmup_requests``, None: one per stream in closed loop, ``load.warmup_requests``
-    in open loop) and stops the moment it is decided. ``time_budget_s`` and
-    ``request_budget`` bound each target's search; ``verify`` adds probes at the
-    found capacity and at twice it."""
+    (open loop), bisected to ``resolution`` relative width (closed loop: whole
+    streams). A level *meets* when the Wilson interval (``confidence``) of the
+    fraction of requests meeting every SLO lies at or above ``goodput``, *misses* when
+    it lies below; a probe sends between ``min_requests`` and ``max_requests`` measured
+    requests (after ``warmup_requests``, None: one per stream in closed loop,
+    ``load.warmup_requests`` in open loop) and stops the moment it is decided.
+    ``time_budget_s`` and ``request_budget`` bound each target's search; ``verify``
+    adds probes at the found capacity and at twice it (lowering a capacity whose
+    check does not meet)."""
 
     mode: LoadMode | None = None
     goodput: float = 0.9
