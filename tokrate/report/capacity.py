@@ -55,6 +55,10 @@ class CapacityRow:
     size_b: float | None
     usd_per_hour: float | None
     cost_source: str | None
+    #: "concurrency" or "rate_rps" (the search's level).
+    unit: str = "concurrency"
+    #: What the capacity means, e.g. "e2e ≤ 500 ms for 90% of requests".
+    condition: str = ""
 
     @property
     def name(self) -> str:
@@ -94,10 +98,23 @@ def capacity_rows(runs: Sequence[tuple[str, RunInfo, Summary]]) -> list[Capacity
         if summary.capacity is None:
             continue
         sizes = {x.key: x.size_b for x in run.targets}
-        for t in summary.capacity.targets:
+        result = summary.capacity
+        condition = _condition(result)
+        for t in result.targets:
             usd, source = _usd_per_hour(run, summary, t)
-            out.append(CapacityRow(key, t, sizes.get(t.key), usd, source))
+            row = CapacityRow(key, t, sizes.get(t.key), usd, source, result.unit, condition)
+            out.append(row)
     return out
+
+
+def _condition(result: CapacityResult) -> str:
+    """The SLOs and goodput a capacity is held to, for a chart that travels alone."""
+    limits = [
+        f"{key.removesuffix('_s').replace('_', ' ')} ≤ {value * 1000:.4g} ms"
+        for key, value in result.slo.items()
+        if value is not None
+    ]
+    return f"{', '.join(limits)} for {result.goodput:.0%} of requests"
 
 
 def _level(value: float | None, unit: str) -> str:
@@ -198,18 +215,26 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
     priced = [r for r in points if r.per_usd_hour is not None]
     fig, axes = _figure(9.0 if priced else 5.5, 4.0, ncols=2 if priced else 1)
     colors = series_colors(sorted({r.name for r in points}))
+    per = "streams" if all(r.unit == "concurrency" for r in points) else "requests/s"
     panels: list[tuple[Any, str, Callable[[CapacityRow], float | None]]] = [
-        (axes[0], "capacity", lambda r: r.target.capacity)
-    ]
+        (axes[0], f"capacity (concurrent {per} at the SLO)" if per == "streams"
+         else f"capacity ({per} at the SLO)", lambda r: r.target.capacity)
+    ]  # fmt: skip
     if priced:
-        panels.append((axes[1], "capacity per $/h", lambda r: r.per_usd_hour))
+        panels.append((axes[1], f"capacity per $/h ({per})", lambda r: r.per_usd_hour))
+    conditions = {r.condition for r in points}
+    if len(conditions) == 1 and (only := conditions.pop()):
+        fig.suptitle(only, fontsize=9)
     for ax, label, value in panels:
         for r in points:
             v = value(r)
             if v is None or r.size_b is None:
                 continue
             lower = r.target.verdict in ("at_max", "client_bound", "budget")
-            ax.scatter([r.size_b], [v], color=colors[r.name], marker="^" if lower else "o")
+            # Hollow: a capacity that did not meet again in its verification.
+            face = "none" if r.target.verdict == "unverified" else colors[r.name]
+            ax.scatter([r.size_b], [v], edgecolors=colors[r.name], facecolors=face,
+                       marker="^" if lower else "o")  # fmt: skip
             ax.annotate(r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4),
                         fontsize=8)  # fmt: skip
         ax.set_xscale("log")
@@ -246,7 +271,7 @@ def figures(
         "Capacity vs model size",
         "The highest load per target at which every SLO held for the goodput fraction of "
         "requests (capacity search; triangles: a lower bound — at max_level, client-bound "
-        "or out of budget)"
+        "or out of budget; hollow: not met again in its verification)"
         + (", and that capacity per dollar-hour of serving." if priced else "."),
         lambda: capacity_chart(rows),
     )
