@@ -179,3 +179,12 @@ def test_compare_gates_on_a_capacity_drop(
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "6 regressed" in out
     assert main(["compare", str(higher), run, "--threshold", "capacity=-50%"]) == 0
+
+
+def test_capacity_off_leaves_the_capacities_out(
+    searched: RunResult, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(searched.run_dir)
+    assert main(["compare", run, run, "--threshold", "capacity=off"]) == 2  # nothing left
+    out = capsys.readouterr()
+    assert "capacity" not in out.out.replace("capacity=off", "")

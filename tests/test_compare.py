@@ -21,7 +21,12 @@ from tokrate.errors import RunFolderError, UsageError
 from tokrate.report.comparison import render_json, render_markdown
 from tokrate.stats import newcombe_interval
 from tokrate.store import LATEST_GOOD
-from tokrate.thresholds import DEFAULT_THRESHOLDS, Threshold, merge_thresholds, parse_threshold
+from tokrate.thresholds import (
+    DEFAULT_COMPARE_THRESHOLDS,
+    Threshold,
+    merge_thresholds,
+    parse_threshold,
+)
 
 
 def _pair(tmp_path: Path, **current: object) -> tuple[Path, Path]:
@@ -174,7 +179,7 @@ def test_parse_threshold() -> None:
     merged = merge_thresholds([parse_threshold("ttft_p95=off"), parse_threshold("tpot_p99=+8%")])
     names = [t.metric for t in merged]
     assert "ttft_p95" not in names and "tpot_p99" in names
-    assert len(merged) == len(DEFAULT_THRESHOLDS)
+    assert len(merged) == len(DEFAULT_COMPARE_THRESHOLDS)
 
 
 def test_thresholds_as_mapping(tmp_path: Path) -> None:
@@ -185,6 +190,7 @@ def test_thresholds_as_mapping(tmp_path: Path) -> None:
         "e2e_p95",
         "decode_tps_p50",
         "error_rate",
+        "capacity",
     ]
     assert _verdicts(c)[("sim-70b", "tpot_p50")] == "unchanged"
 

@@ -194,6 +194,19 @@ def test_config_toml_path_is_relative_to_the_config_folder(
         load_spec(cfg, {"output.hardware": "gpu.toml"})
 
 
+def test_simulator_tiers_file_is_relative_to_the_config_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    cfg = conf_dir / "c.toml"
+    cfg.write_text('[simulator]\ntiers_file = "tiers.toml"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert load_spec(cfg).simulator.tiers_file == str(conf_dir.resolve() / "tiers.toml")
+    over = load_spec(cfg, {"simulator.tiers_file": "mine.toml"})
+    assert over.simulator.tiers_file == str(tmp_path / "mine.toml")
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("hwruns") / "r"

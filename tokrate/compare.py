@@ -43,7 +43,6 @@ from tokrate.metrics import analysed
 from tokrate.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.store import LoadedRun, load_run
 from tokrate.thresholds import (
-    CAPACITY_DEFAULT,
     RUN_METRICS,
     Direction,
     SeriesKey,
@@ -470,7 +469,8 @@ def compare_loaded(
 
 def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[MetricResult]:
     """Capacity searches' rows (tokrate.capacity_compare), scenario "capacity"."""
-    t = next((x for x in ths.metrics if x.metric == "capacity"), CAPACITY_DEFAULT)
+    if (t := next((x for x in ths.metrics if x.metric == "capacity"), None)) is None:
+        return []  # capacity=off, or thresholds given without it
     b, c = (r.summary.capacity if r.summary else None for r in (base, cur))
     changes = compare_capacities(b, c, t.limit)
     return [

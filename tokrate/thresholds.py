@@ -25,6 +25,7 @@ from tokrate.errors import UsageError
 
 __all__ = [
     "CAPACITY_DEFAULT",
+    "DEFAULT_COMPARE_THRESHOLDS",
     "DEFAULT_THRESHOLDS",
     "METRICS",
     "RUN_METRICS",
@@ -155,6 +156,9 @@ DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = (
 
 #: The capacity threshold when none is given: compared whenever both runs searched.
 CAPACITY_DEFAULT: Final = Threshold("capacity", 0.10)
+#: What a comparison judges by default: the per-request metrics and capacity (a run
+#: without a capacity search has no capacity row; ``capacity=off`` drops them).
+DEFAULT_COMPARE_THRESHOLDS: Final = (*DEFAULT_THRESHOLDS, CAPACITY_DEFAULT)
 
 
 def _default_floor(metric: str) -> float:
@@ -198,7 +202,7 @@ def parse_threshold(text: str) -> Threshold | str:
 
 
 def merge_thresholds(
-    overrides: Iterable[Threshold | str], base: Sequence[Threshold] = DEFAULT_THRESHOLDS
+    overrides: Iterable[Threshold | str], base: Sequence[Threshold] = DEFAULT_COMPARE_THRESHOLDS
 ) -> tuple[Threshold, ...]:
     """Defaults with overrides applied in order (a str drops that metric)."""
     merged = {t.metric: t for t in base}
@@ -216,7 +220,7 @@ class ThresholdSet:
     in order) and ``per_series`` overrides keyed by (endpoint, model, scenario, metric).
     A metric not in ``metrics`` is not judged at all."""
 
-    metrics: tuple[Threshold, ...] = DEFAULT_THRESHOLDS
+    metrics: tuple[Threshold, ...] = DEFAULT_COMPARE_THRESHOLDS
     per_series: Mapping[SeriesKey, Threshold] = field(default_factory=dict)
 
     @classmethod

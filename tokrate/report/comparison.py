@@ -112,10 +112,9 @@ def headline(c: Comparison) -> str:
 
 def threshold_line(c: Comparison) -> str:
     """The thresholds judged by, in one line."""
-    judged = list(c.thresholds.metrics)
-    capacity = next((r.threshold for r in c.results if r.metric == "capacity"), None)
-    if capacity is not None and capacity not in judged:
-        judged.append(capacity)  # capacity searches are judged by their default too
+    searched = any(r.metric == "capacity" for r in c.results)
+    # Capacity is judged only where both runs searched: named only then.
+    judged = [t for t in c.thresholds.metrics if t.metric != "capacity" or searched]
     parts = ", ".join(f"{t.metric} {t.describe()}" for t in judged)
     if c.thresholds.per_series:
         parts += f"; {len(c.thresholds.per_series)} fitted to history's run-to-run noise"

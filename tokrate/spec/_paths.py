@@ -1,5 +1,6 @@
 """Paths inside a config made absolute from the config file's folder (the current
-directory for a command-line value): hardware files and tokenizers. Stored absolute
+directory for a command-line value): hardware files, the simulator's tiers file and
+tokenizers. Stored absolute
 because run.json keeps them and workers and ``tokrate report`` read them again."""
 
 from __future__ import annotations
@@ -29,17 +30,16 @@ def resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[Mod
             continue
         key = f"model[{i}].tokenizer"
         if not value.startswith(TIKTOKEN_PREFIX) and not _Path(value).is_absolute():
-            from_file = ctx.source is not None and ctx.where(key) == ctx.source
-            base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
-            value = str(base / _Path(value).expanduser())
+            value = str(_base(ctx, key) / _Path(value).expanduser())
             model = _dc.replace(model, tokenizer=value)
         load_counter(value, where=ctx.where(key) + f": key '{key}'")
         yield model
 
 
 def resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:
-    """Make a relative ``hardware = "gpu.toml"`` absolute: from the config file's folder
-    (like prompt paths), or the current directory for a command-line value. Stored
+    """Make a relative ``hardware = "gpu.toml"`` and ``[simulator] tiers_file``
+    absolute: from the config file's folder (like prompt paths), or the current
+    directory for a command-line value. Stored
     absolute because run.json keeps the string and ``tokrate report`` re-reads it later,
     from wherever it is run."""
     from tokrate.hardware import is_hardware_file
@@ -51,7 +51,16 @@ def resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:
         value = section.hardware
         if not is_hardware_file(value) or _Path(value).is_absolute():
             continue
-        key = f"{name}.hardware"
-        from_file = ctx.source is not None and ctx.where(key) == ctx.source
-        base = _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
-        sections[name] = _dc.replace(section, hardware=str(base / value))
+        sections[name] = _dc.replace(section, hardware=str(_base(ctx, f"{name}.hardware") / value))
+    simulator = sections["simulator"]
+    if isinstance(simulator, SimulatorSpec) and simulator.tiers_file is not None:
+        tiers = _Path(simulator.tiers_file).expanduser()
+        if not tiers.is_absolute():
+            tiers = _base(ctx, "simulator.tiers_file") / tiers
+            sections["simulator"] = _dc.replace(simulator, tiers_file=str(tiers))
+
+
+def _base(ctx: _Ctx, key: str) -> _Path:
+    """The folder a relative path under ``key`` is taken from."""
+    from_file = ctx.source is not None and ctx.where(key) == ctx.source
+    return _Path(str(ctx.source)).resolve().parent if from_file else _Path.cwd()
