@@ -239,5 +239,5 @@ def test_terminal_summary_marks_buffered_groups_in_80_columns() -> None:
     assert "38.8*" in rows["tf"]
     assert rows["gw-only"].count("buf") == 2  # TPOT and tok/s stream
     words = " ".join(text.split())  # the explanation wraps at 80 columns
-    assert "stream buffered by a proxy: ITL/TPOT not meaningful" in words
+    assert "stream held back (proxy or server): ITL/TPOT not meaningful" in words
     assert "tf c=1 1/10" in words and "gw-only c=1 3/3" in words

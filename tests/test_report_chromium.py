@@ -162,7 +162,7 @@ def test_degenerate_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
 
 def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
     """A run where a third of the streams came through a buffering proxy and every
-    request carried server timings: the warnings say "stream buffered by a proxy",
+    request carried server timings: the warnings say "stream held back (proxy or server)",
     the tables and the client-vs-server chart render, nothing fails to load."""
     tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
     run = synthetic_run(
@@ -179,7 +179,7 @@ def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: 
         assert all(complete and w > 0 for _alt, complete, w in sizes)
         assert "Client vs server" in {alt for alt, _c, _w in sizes}
         warnings = page.inner_text("#warnings")
-        assert "stream buffered by a proxy: ITL/TPOT not meaningful" in warnings
+        assert "stream held back (proxy or server): ITL/TPOT not meaningful" in warnings
         headings = page.eval_on_selector_all("section h2", "hs => hs.map(h => h.textContent)")
         assert {"Buffered streams", "Client vs server"} <= set(headings)
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1

@@ -160,7 +160,7 @@ def test_report_builds_for_named_degenerate_runs(tmp_path: Path, shape: dict[str
     if shape["tpot"] == "zero":
         assert "no measurable decode speed" in html  # said why, not "no known size"
         # Whole answers in one read are buffered streams: no fake zero-gap ITL box.
-        assert "stream buffered by a proxy: ITL/TPOT not meaningful" in html
+        assert "stream held back (proxy or server): ITL/TPOT not meaningful" in html
         assert not (out / "charts" / "latency_boxes.png").exists()
 
 

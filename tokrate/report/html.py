@@ -35,7 +35,7 @@ DEFINITIONS: Final = (
     ("TTFT from scheduled", "open loop only: send delay + TTFT, the latency a user would see if the client fell behind its schedule (coordinated omission)."),
     ("percentiles", "p50, p90, p95, p99 by linear interpolation over ok, non-warm-up requests; mean, min, max alongside; “—” means no data, never 0."),
     ("bound", "memory-bandwidth ceiling of single-stream decode: bandwidth / (active params × bytes per param)."),
-    ("buffered stream", "a request with 4+ output tokens where a quarter of its chunks or more arrived together with the first one (held back), or the whole answer came in 1–2 reads: a proxy held it back, so its ITL/TPOT are not meaningful. Chunks stamped together count as one read (httpx and openai SDK clients: chunks ≤ 0.5 ms apart). Left out of TPOT, ITL and decode speed; kept in TTFT and E2E."),
+    ("buffered stream", "a request with 4+ output tokens where a quarter of its chunks or more arrived together with the first one (held back), or the whole answer came in 1–2 reads: a proxy or a stalled server held it back, so its ITL/TPOT are not meaningful. Chunks stamped together count as one read (httpx and openai SDK clients: chunks ≤ 0.5 ms apart). Left out of TPOT, ITL and decode speed; kept in TTFT and E2E."),
     ("client vs server", "where the server reports its own timings (llama.cpp timings): its decode speed = (predicted_n − 1) / predicted_ms, the same n − 1 gaps as TPOT; the difference is the median over requests of client ÷ server − 1 (network and client)."),
 )  # fmt: skip
 

@@ -4,7 +4,7 @@ Two parts, both read from the summaries (:class:`~tokrate.summary.StreamShape` a
 :class:`~tokrate.summary.ServerTimings`, so the report says what summary.json says):
 
 - **Buffered streams** (docs/report.md): a group with requests that came in a few
-  reads gets a warning line ("stream buffered by a proxy: ITL/TPOT not meaningful")
+  reads gets a warning line ("stream held back (proxy or server): ITL/TPOT not meaningful")
   and a row in the "Buffered streams" table; those requests are already out of
   every TPOT/ITL/decode figure, shown apart with their count.
 - **Client vs server**: where records carry server timings (llama.cpp ``timings``),
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: What a report says instead of a fake ITL (also the summary-table cell text).
-BUFFERED_WORDS: Final = "stream buffered by a proxy: ITL/TPOT not meaningful"
+BUFFERED_WORDS: Final = "stream held back (proxy or server): ITL/TPOT not meaningful"
 
 Summaries = Sequence[tuple[str, Summary]]
 

@@ -73,7 +73,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
     note = ""
     if buffered:
         note = (
-            f"{buffered} buffered requests (stream buffered by a proxy: ITL/TPOT not "
+            f"{buffered} buffered requests (held back by a proxy or the server: ITL/TPOT not "
             "meaningful) are left out of TPOT, ITL and decode tok/s; see Buffered streams."
         )
     return Table(title or f"Summary: {run_key}", header, tuple(rows), note=note, numeric=numeric)

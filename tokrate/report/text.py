@@ -112,7 +112,7 @@ def _buffered_line(groups: Sequence[Group]) -> str | None:
     if len(hit) > 3:
         where += f" and {len(hit) - 3} more"
     return (
-        f"{BUFFERED_MARK}/buf: stream buffered by a proxy: ITL/TPOT not meaningful "
+        f"{BUFFERED_MARK}/buf: stream held back (proxy or server): ITL/TPOT not meaningful "
         f"({where} requests came in a few reads; left out of TPOT and tok/s stream)"
     )
 
