@@ -225,3 +225,14 @@ def test_open_loop_ramp_up_climbs_to_the_rate_and_is_warm_up() -> None:
     gaps = [b - a for (a, _), (b, _) in itertools.pairwise(times[20:])]
     assert gaps == pytest.approx([0.1] * len(gaps))
     assert times[1][0] - times[0][0] > 0.5  # the first gaps are long: the rate starts near 0
+
+
+def test_a_capacity_whose_double_meets_too_is_non_monotone() -> None:
+    probe, asked = _oracle(13, {26.0: "meets"})
+    found = verify_capacity(probe, search(probe, CapacitySpec(), "closed", _always), True)
+    assert (found.capacity, found.verdict) == (13, "non_monotone")
+    assert asked[-2:] == [13, 26]
+    assert "c=26 met too" in _note(found, "c")
+    for verdict in ("non_monotone", "unverified"):
+        (row,) = compare_capacities(_result(13), _result(13, verdict), 0.1)
+        assert row.verdict == "not_comparable", verdict

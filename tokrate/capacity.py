@@ -192,6 +192,11 @@ def verify_capacity(probe: ProbeFn, found: SearchOutcome, closed: bool) -> Searc
         probes.append(p)
         if p.verdict == "interrupted":
             return dataclasses.replace(found, verdict="interrupted", probes=tuple(probes))
+        if p.verdict == "meets":
+            # Twice the capacity meets although a level between missed: the SLO-met
+            # fraction does not fall steadily with load here, so no single level is
+            # "the" capacity (e.g. a TPOT limit that depends on how joins line up).
+            verdict = "non_monotone"
     note = ""
     if lowered:
         unit = "c" if closed else "rate"
@@ -199,6 +204,12 @@ def verify_capacity(probe: ProbeFn, found: SearchOutcome, closed: bool) -> Searc
         note = f"; verification did not meet at {tried}, so the capacity is {unit}={level:g}"
     if verdict == "unverified":
         note += "; the capacity's verification did not meet: not shown twice"
+    elif verdict == "non_monotone":
+        unit = "c" if closed else "rate"
+        note += (
+            f"; but {unit}={level * 2:g} met too: the SLOs do not fail steadily with load"
+            " here, so this is no single threshold"
+        )
     return dataclasses.replace(
         found, capacity=level, verdict=verdict, bracket=bracket, probes=tuple(probes),
         verified_note=note,
@@ -220,6 +231,7 @@ def _note(o: SearchOutcome, unit: str) -> str:
         "budget": "stopped: the time or request budget ran out; the capacity is a lower bound",
         "interrupted": "stopped by a signal",
         "unverified": f"met at {v(lo)} in the search, not in its verification",
+        "non_monotone": f"meets at {v(lo)}, not at {v(hi or 0)}",
     }[o.verdict]
     return base + o.verified_note
 

@@ -66,6 +66,8 @@ def _one(
             return "not_comparable", f"{side} search ended {t.verdict}: only a lower bound", None
         if t.verdict == "unverified":
             return "not_comparable", f"{side} capacity did not meet in its verification", None
+        if t.verdict == "non_monotone":
+            return "not_comparable", f"{side} SLOs met at twice its capacity too", None
     if not b.capacity:
         return "not_comparable", "the baseline met the SLOs at no level", None
     change = (c.capacity or 0.0) / b.capacity - 1.0

@@ -16,7 +16,9 @@ is an undecided probe: the capacity is the highest level *shown* to meet),
 ``client_bound`` (the search stopped: the client, not the server, limited the load;
 the capacity is a lower bound), ``budget`` (time or request budget spent; the capacity
 is a lower bound), ``interrupted``, ``unverified`` (``verify``: no probe at the capacity
-met again, even after lowering it to the next level that had met).
+met again, even after lowering it to the next level that had met), ``non_monotone``
+(``verify``: twice the capacity met too, though a level between missed: the SLO-met
+fraction does not fall steadily with load, so no one level is the capacity).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ CAPACITY_SCHEMA_VERSION: Final = 1
 PROBE_VERDICTS: Final = ("meets", "misses", "undecided", "client_bound", "interrupted")
 SEARCH_VERDICTS: Final = (
     "found", "at_max", "none", "undecided", "client_bound", "budget", "interrupted",
-    "unverified",
+    "unverified", "non_monotone",
 )  # fmt: skip
 
 ProbePhase = Literal["bracket", "bisect", "verify"]

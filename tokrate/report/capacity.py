@@ -232,7 +232,7 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
                 continue
             lower = r.target.verdict in ("at_max", "client_bound", "budget")
             # Hollow: a capacity that did not meet again in its verification.
-            face = "none" if r.target.verdict == "unverified" else colors[r.name]
+            face = "none" if r.target.verdict in ("unverified", "non_monotone") else colors[r.name]
             ax.scatter([r.size_b], [v], edgecolors=colors[r.name], facecolors=face,
                        marker="^" if lower else "o")  # fmt: skip
             ax.annotate(r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4),
@@ -271,7 +271,7 @@ def figures(
         "Capacity vs model size",
         "The highest load per target at which every SLO held for the goodput fraction of "
         "requests (capacity search; triangles: a lower bound — at max_level, client-bound "
-        "or out of budget; hollow: not met again in its verification)"
+        "or out of budget; hollow: not met again in its verification, or met at twice it too)"
         + (", and that capacity per dollar-hour of serving." if priced else "."),
         lambda: capacity_chart(rows),
     )
