@@ -236,6 +236,16 @@ def _note(o: SearchOutcome, unit: str) -> str:
     return base + o.verified_note
 
 
+def _queue_hint(o: SearchOutcome, spec: RunSpec) -> str:
+    """Why a search over decode-speed SLOs alone is often non-monotone."""
+    if o.verdict != "non_monotone" or spec.slo.ttft_s is not None or spec.slo.e2e_s is not None:
+        return ""
+    return (
+        "; with only TPOT/ITL limits, a server that queues past its batch keeps decode"
+        " speed and moves the wait into TTFT: add a ttft_s or e2e_s limit"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CapacityRun:
     """A finished capacity search: the result, the scenarios its probes ran (for
@@ -407,7 +417,7 @@ def measure_capacity(
                 limiting_slo=found.limiting_slo,
                 bracket=found.bracket,
                 probes=found.probes,
-                note=_note(found, "c" if closed else "rate"),
+                note=_note(found, "c" if closed else "rate") + _queue_hint(found, spec),
                 requests=sum(p.requests for p in found.probes),
                 duration_s=round(time.monotonic() - started, 3),
             )
