@@ -47,3 +47,40 @@ def test_a_run_never_loads_polars_numpy_or_matplotlib(tmp_path: Path) -> None:
     assert "fixed" in done.stdout and "TTFT" in done.stdout
     assert max(len(line) for line in done.stdout.splitlines()) <= 80
     assert orjson.loads((run_dir / "summary.json").read_bytes())["groups"]
+
+
+def _run(base: str, out: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, "run", "--base-url", base, "-m", "fixed",
+         "--concurrency", "4", "--requests", "64", "--output-dir", str(out),
+         "--run-id", run_id, "--model-check", "off", "--no-report", *extra],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_baseline_check_runs_in_a_child_with_the_same_verdict_and_table(
+    tmp_path: Path,
+) -> None:
+    with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
+        first = _run(base, tmp_path, "a", "--baseline", "latest-good")
+        second = _run(base, tmp_path, "b", "--baseline", "latest-good",
+                      "--threshold", "ttft_p95=+900%")  # fmt: skip
+        bad = _run(base, tmp_path, "c", "--baseline", str(tmp_path / "a"),
+                   "--threshold", "ttft_p95=+900%", "--thresholds-from-history",
+                   str(tmp_path / "nowhere"))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "HEAVY=\n" in first.stderr and "no baseline run yet" in first.stderr
+    assert second.returncode == 0, second.stderr  # 64 requests: comparable, +900% holds
+    assert "HEAVY=\n" in second.stderr, second.stderr
+    # The verdict line and table are what the comparison in this process gives.
+    from tokrate.baseline import baseline_verdict_line
+    from tokrate.compare import compare_runs
+
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", {"ttft_p95": "+900%"})
+    assert baseline_verdict_line("latest-good", comparison) in second.stderr
+    assert second.returncode == comparison.exit_code
+    assert "tokrate compare:" in second.stdout and "ttft_p95" in second.stdout
+    assert max(len(line) for line in second.stdout.splitlines()) <= 80
+    assert (tmp_path / "b" / "comparison.json").is_file()
+    # A bad history folder is refused before the run, one line, exit 2.
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tokrate.baseline_ref import check_baseline_ref
 from tokrate.compare import COMPARISON_SCHEMA_VERSION, Comparison, compare_runs
-from tokrate.errors import OutputError, UsageError
-from tokrate.fileio import path_is_dir, write_atomic
+from tokrate.errors import OutputError
+from tokrate.fileio import write_atomic
 from tokrate.report.comparison import render_json, render_markdown
 from tokrate.store import LATEST_GOOD, load_run_info, point_latest_good, resolve_latest_good
 from tokrate.thresholds import Threshold, ThresholdSet
@@ -32,18 +33,6 @@ __all__ = [
     "check_baseline_ref",
     "run_baseline_check",
 ]
-
-
-def check_baseline_ref(baseline: str, reports_root: Path | str, history: str | None) -> None:
-    """Refuse, before the run, a baseline (or ``thresholds_from_history`` folder) that
-    cannot be read, rather than after the run was measured. ``latest-good`` without a
-    pointer yet is fine (the run becomes it). Raises RunFolderError or UsageError."""
-    if history and not path_is_dir(Path(history)):
-        raise UsageError(f"--thresholds-from-history {history!s:.200}: no such directory")
-    if baseline == LATEST_GOOD:
-        resolve_latest_good(reports_root)
-    else:
-        load_run_info(baseline)
 
 
 def _write(path: Path, text: str) -> None:

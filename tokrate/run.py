@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from tokrate.collector import Collector
 from tokrate.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
@@ -103,8 +104,10 @@ class RunResult:
 
     ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
     the lines naming every target with no ok request (its error classes with counts);
-    ``comparison`` the Comparison of a ``baseline`` check (None without one or when
-    there was no baseline yet); ``baseline_result`` a one-line verdict of that check.
+    ``comparison`` the Comparison of a ``baseline`` check (None without one, when
+    there was no baseline yet, or when the check ran in a child: ``baseline_table``);
+    ``baseline_result`` a one-line verdict of that check; ``comparison_table`` its
+    table as ``tokrate compare`` draws it.
     """
 
     run_dir: Path
@@ -116,6 +119,7 @@ class RunResult:
     label: str | None = None
     comparison: Comparison | None = None
     baseline_result: str | None = None
+    comparison_table: str | None = None
 
 
 # --- run.json ---------------------------------------------------------------------------
@@ -184,7 +188,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     keys = api_keys(spec)
     redactor = run_redactor(spec, keys)
     if spec.baseline is not None:
-        from tokrate.baseline import check_baseline_ref
+        from tokrate.baseline_ref import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
     prompts = load_prompts(
@@ -350,6 +354,7 @@ def run_benchmark(
     quiet: bool = False,
     stop: Stop | None = None,
     base_dir: Path | None = None,
+    baseline_table: Literal["plain", "tty"] | None = None,
 ) -> RunResult:
     """Run the benchmark ``spec`` describes and write its run folder (module doc).
 
@@ -358,7 +363,10 @@ def run_benchmark(
     ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
     warnings or the lines naming failed targets. ``stop`` (set it from another thread)
     stops the run as a signal would. ``base_dir`` resolves relative prompt paths
-    (default: the config file's folder, else the cwd).
+    (default: the config file's folder, else the cwd). ``baseline_table``: run the
+    ``baseline`` check in a child (so this process never loads polars; the CLI does)
+    and draw its table for a pipe (``"plain"``) or this terminal (``"tty"``); None
+    checks in this process and keeps the Comparison.
 
     Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
     RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
@@ -425,12 +433,17 @@ def run_benchmark(
     exit_code = stopper.exit_code if interrupted else (1 if failed else 0)
     comparison = None
     baseline_result = None
+    comparison_table = None
     if spec.baseline and not interrupted:
-        from tokrate.baseline import baseline_verdict_line, run_baseline_check
+        from tokrate.baseline_child import baseline_check
 
-        code, comparison = run_baseline_check(spec, run_dir)
-        exit_code = max(exit_code, code)
-        baseline_result = baseline_verdict_line(spec.baseline, comparison)
+        checked = baseline_check(
+            spec, run_dir, in_child=baseline_table is not None,
+            plain=baseline_table != "tty", width=shutil.get_terminal_size().columns,
+        )  # fmt: skip
+        exit_code = max(exit_code, checked.code)
+        comparison, baseline_result = checked.comparison, checked.line
+        comparison_table = checked.table
     return RunResult(
         run_dir=run_dir,
         summary=summary,
@@ -441,4 +454,5 @@ def run_benchmark(
         label=spec.output.label,
         comparison=comparison,
         baseline_result=baseline_result,
+        comparison_table=comparison_table,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
@@ -312,7 +312,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     spec = _spec_from_args(args)
     err = Console(stderr=True)
-    result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
+    # The baseline check runs in a child that draws its table (for this terminal, or
+    # plain for a pipe): the comparison would load polars into the measuring process.
+    table: Literal["plain", "tty"] = "plain" if args.json or not sys.stdout.isatty() else "tty"
+    result = run_benchmark(spec, console=err, quiet=args.quiet or args.json, baseline_table=table)
     if args.json:
         document = None if result.summary is None else result.summary.to_dict()
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -325,11 +328,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             # Drawn by a child: the report package would load matplotlib here.
             print_summary(result.run_dir, result.summary, f"tokrate run {name}", plain=plain)
-        if result.comparison is not None:
+        if result.comparison_table is not None:
+            # Exactly what `tokrate compare` prints, drawn by the baseline child.
+            sys.stdout.write("\n" + result.comparison_table)
+        elif result.comparison is not None:
             out = Console(width=80, color_system=None) if plain else Console()
             from tokrate.report.comparison import render_table
 
-            # Exactly what `tokrate compare` prints.
             out.print()
             render_table(result.comparison, out)
     state = "interrupted" if result.interrupted else "complete"
