@@ -6,7 +6,8 @@ arrive in bursts across all streams): alternate streams use a fast client with k
 stamps (``kernel_stamps="on"``) and one with user stamps (``"off"``), so both see the
 same loop. Lag = client stamp - the simulator's write time of the same token (truth
 log, same CLOCK_MONOTONIC), ms. Then CPU per token (user + sys of this process over
-the streaming, preconnected) at 20 ms ITL for each mode alone, at 64 and 256 tokens per
+the streaming, preconnected, start-up objects frozen out of the collector's sight as the
+engine does) at 20 ms ITL for each mode alone, at 64 and 256 tokens per
 request, and the marginal cost of one more token (the slope); "tokens per read" is
 content chunks / distinct stamps (chunks of one read share its stamp), so 1.0 means
 one token per read.
@@ -17,6 +18,7 @@ one token per read.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import subprocess
@@ -57,6 +59,11 @@ async def _mixed(base_url: str, streams: int, tokens: int, modes: tuple[str, ...
     async def one(mode: str) -> None:
         out[mode].append(await clients[mode].stream(req))
 
+    # As the engine does before its window (tokrate.engine.run_worker): collect once
+    # and freeze what survives, so a collection during the streaming walks only what
+    # the streaming makes (else a full one walks an earlier load's objects too).
+    gc.collect()
+    gc.freeze()
     cpu0 = _cpu()
     async with anyio.create_task_group() as outer:
         outer.start_soon(monitor.run)
