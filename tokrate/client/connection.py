@@ -96,6 +96,34 @@ def proxy_for(url: str) -> str | None:
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection; serves one request at a time (no pipelining)."""
 
+    __slots__ = (
+        "client",
+        "closed",
+        "content_type",
+        "draining",
+        "err_body",
+        "first_byte_deadline_ns",
+        "headers_done",
+        "idle_ns",
+        "kernel_transport",
+        "last_rx_ns",
+        "loop",
+        "now",
+        "origin",
+        "parser",
+        "reason",
+        "retry_after",
+        "rx_bytes",
+        "state",
+        "t0_ns",
+        "timeouts",
+        "timer",
+        "total_deadline_ns",
+        "transport",
+        "user_stamped",
+        "waiter",
+    )
+
     def __init__(self, client: ConnectionPool, origin: tuple[str, str, int]) -> None:
         self.client = client
         self.origin = origin

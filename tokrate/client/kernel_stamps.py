@@ -167,6 +167,22 @@ class KernelTransport(asyncio.Transport):
     through ``ssl.SSLObject`` when ``tls`` is given. Writes go straight to the socket;
     what it does not take at once waits for writability."""
 
+    __slots__ = (
+        "_bridge",
+        "_buffer",
+        "_buffers",
+        "_closing",
+        "_deliver",
+        "_fd",
+        "_last_ns",
+        "_loop",
+        "_out",
+        "_protocol",
+        "_recvmsg_into",
+        "_sock",
+        "_tls",
+    )
+
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
