@@ -75,9 +75,8 @@ _SCM_TIMESTAMPNS: Final[int | None] = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIM
 _TIMESPEC: Final = struct.Struct("@qq")  # struct timespec on 64-bit Linux (time_t, long)
 _unpack_timespec: Final = _TIMESPEC.unpack_from
 _ANCILLARY_BYTES: Final = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-#: One receive buffer per thread, shared by its transports (a read is copied out at
-#: once). ``recvmsg(READ_BYTES)`` would allocate 256 KiB per read and shrink it: above
-#: malloc's mmap threshold, two page faults and a munmap per token (issue 18's CPU).
+#: One receive buffer per thread, shared by its transports (a read is copied out at once):
+#: ``recvmsg(READ_BYTES)`` allocates 256 KiB per read, then shrinks it (~2 page faults).
 _READ_BUFFERS: Final = threading.local()
 
 
