@@ -15,7 +15,13 @@ from typing import Final
 
 import orjson
 
-from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk, clean_model
+from tokrate.client.chunks import (
+    ChunkError,
+    ChunkFacts,
+    classify_chunk,
+    clean_model,
+    plain_answer,
+)
 from tokrate.client.events_anthropic import classify_anthropic_event
 from tokrate.client.events_common import in_band_error_class, merge_usage
 from tokrate.client.events_responses import classify_responses_event
@@ -132,6 +138,7 @@ class StreamState:
         # Appended (merge-friendly): the protocol and its classifier.
         "api",
         "classify",
+        "fast_chat",
     )
 
     def __init__(
@@ -144,6 +151,8 @@ class StreamState:
     ) -> None:
         self.api = api
         self.classify = _CLASSIFIERS.get(api, _classify_chat)
+        #: Chat or completions: plain answer chunks take feed()'s shortcut.
+        self.fast_chat = self.classify is _classify_chat
         self.decoder = SSEDecoder()
         #: The answer's text pieces, kept only when asked (multi-turn sessions send the
         #: real answer back); None otherwise, so ordinary requests pay nothing.
@@ -253,15 +262,19 @@ class StreamState:
         """Consume one read stamped ``now_ns``; True once the stream is finished."""
         if self.finished:
             return True
-        if self.count_bytes(len(data), now_ns):
+        # count_bytes, inline (once per read).
+        self.bytes_received += len(data)
+        if self.first_byte_ns is None:
+            self.first_byte_ns = now_ns
+        if self.bytes_received > self.max_bytes:
+            self.count_bytes(0, now_ns)  # records the response_limit failure
             return True
         try:
             events = self.decoder.decode(data)
         except SSEProtocolError as exc:
             self.fail("protocol", str(exc), now_ns)
             return True
-        for event in events:
-            payload = event.data
+        for payload, name in events:
             if payload == _DONE:
                 self.done = True
                 self.end_ns = now_ns
@@ -272,7 +285,20 @@ class StreamState:
             except orjson.JSONDecodeError:
                 self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
                 return True
-            if self.feed_chunk(obj, now_ns, event.event):
+            if self.fast_chat and self.response_model is not None and self.response_id:
+                content = plain_answer(obj)
+                if content is not None and self.chunks_seen < self.max_chunks:
+                    # What feed_chunk does with such a chunk once the response's id and
+                    # model are known (the first chunks take the full path).
+                    self.chunks_seen += 1
+                    self.chunk_ns.append(now_ns)
+                    if self.answer_parts is not None:
+                        self.answer_parts.append(content if isinstance(content, str) else "")
+                    if self.first_answer_ns is None:
+                        self.first_answer_ns = now_ns
+                    self.answer_chunks += 1
+                    continue
+            if self.feed_chunk(obj, now_ns, name):
                 return True
         return False
 

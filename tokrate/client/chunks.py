@@ -29,6 +29,7 @@ __all__ = [
     "clean_model",
     "parse_timings",
     "parse_usage",
+    "plain_answer",
 ]
 
 #: Usage counts above this are treated as garbage (no real response is 100M tokens).
@@ -237,6 +238,36 @@ def classify_chunk(obj: Any) -> ChunkFacts:
         # path, are not searched for one.
         _read_timings(facts, obj)
     return facts
+
+
+def plain_answer(obj: object) -> object:
+    """The ``delta.content`` of a chat chunk that :func:`classify_chunk` would find to
+    say nothing but answer text (one choice, non-empty content, no reasoning, tool
+    call, finish_reason, usage or error); None for every other chunk (classify it).
+
+    The per-token shortcut: the common chunk skips building a ChunkFacts. Exact types
+    only (what orjson gives), so anything unusual takes the full classifier.
+    """
+    if type(obj) is not dict or obj.get("error") is not None or obj.get("usage") is not None:
+        return None
+    choices = obj.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    content = delta.get("content")
+    if not content or (
+        delta.get("reasoning_content")
+        or delta.get("reasoning")
+        or delta.get("tool_calls")
+        or delta.get("function_call")
+    ):
+        return None
+    return content
 
 
 def _read_timings(facts: ChunkFacts, obj: dict[str, Any]) -> None:

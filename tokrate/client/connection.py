@@ -96,6 +96,34 @@ def proxy_for(url: str) -> str | None:
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection; serves one request at a time (no pipelining)."""
 
+    __slots__ = (
+        "client",
+        "closed",
+        "content_type",
+        "draining",
+        "err_body",
+        "first_byte_deadline_ns",
+        "headers_done",
+        "idle_ns",
+        "kernel_transport",
+        "last_rx_ns",
+        "loop",
+        "now",
+        "origin",
+        "parser",
+        "reason",
+        "retry_after",
+        "rx_bytes",
+        "state",
+        "t0_ns",
+        "timeouts",
+        "timer",
+        "total_deadline_ns",
+        "transport",
+        "user_stamped",
+        "waiter",
+    )
+
     def __init__(self, client: ConnectionPool, origin: tuple[str, str, int]) -> None:
         self.client = client
         self.origin = origin
@@ -140,13 +168,18 @@ class Connection(asyncio.Protocol):
         self.stamped_read(data, perf_counter_ns(), False)  # first: the arrival stamp
 
     def stamped_read(self, data: bytes, now: int, kernel: bool) -> None:
-        """Queue one read that arrived at ``now`` (kernel: the kernel's stamp)."""
+        """Parse (kernel stamp) or queue (user stamp) one read that arrived at ``now``."""
+        client = self.client
+        if kernel and not client.pending_reads:
+            # The kernel's stamp does not depend on when this runs, so parsing now
+            # delays no stamp; nothing is queued, so reads stay in arrival order.
+            self.process(data, now)
+            return
         if not kernel:
             self.user_stamped = True
         # Parse later, once per loop iteration: when many sockets are readable at once
         # every one of them is stamped before any is parsed, so parsing stream k never
-        # delays the stamp of stream k+1 (the burst lag at hundreds of streams).
-        client = self.client
+        # delays the user stamp of stream k+1 (the burst lag at hundreds of streams).
         client.pending_reads.append((self, data, now))
         if not client.drain_scheduled:
             client.drain_scheduled = True

@@ -35,6 +35,7 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 from collections.abc import Callable
 from time import perf_counter_ns, time_ns
 from typing import Any, Final, Literal, Protocol
@@ -74,6 +75,17 @@ _SCM_TIMESTAMPNS: Final[int | None] = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIM
 _TIMESPEC: Final = struct.Struct("@qq")  # struct timespec on 64-bit Linux (time_t, long)
 _unpack_timespec: Final = _TIMESPEC.unpack_from
 _ANCILLARY_BYTES: Final = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+#: One receive buffer per thread, shared by its transports (a read is copied out at once):
+#: ``recvmsg(READ_BYTES)`` allocates 256 KiB per read, then shrinks it (~2 page faults).
+_READ_BUFFERS: Final = threading.local()
+
+
+def _read_buffer() -> memoryview:
+    """This thread's receive buffer (READ_BYTES), made on first use."""
+    view: memoryview | None = getattr(_READ_BUFFERS, "view", None)
+    if view is None:
+        view = _READ_BUFFERS.view = memoryview(bytearray(READ_BYTES))
+    return view
 
 
 def kernel_stamps_supported() -> str | None:
@@ -154,6 +166,22 @@ class KernelTransport(asyncio.Transport):
     through ``ssl.SSLObject`` when ``tls`` is given. Writes go straight to the socket;
     what it does not take at once waits for writability."""
 
+    __slots__ = (
+        "_bridge",
+        "_buffer",
+        "_buffers",
+        "_closing",
+        "_deliver",
+        "_fd",
+        "_last_ns",
+        "_loop",
+        "_out",
+        "_protocol",
+        "_recvmsg_into",
+        "_sock",
+        "_tls",
+    )
+
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -172,7 +200,9 @@ class KernelTransport(asyncio.Transport):
         self._closing = False
         self._out = bytearray()
         self._last_ns = 0
-        self._recvmsg = sock.recvmsg
+        self._recvmsg_into = sock.recvmsg_into
+        self._buffer = _read_buffer()
+        self._buffers = [self._buffer]
         self._deliver = protocol.stamped_read
         self._extra = {"socket": sock, "peername": _peer(sock)}
         if tls is not None:
@@ -183,10 +213,11 @@ class KernelTransport(asyncio.Transport):
     # --- reading ----------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # The hot path (once per read): a bound recvmsg, one cmsg (the only option set),
-        # the offset added inline; the bridge is called only to re-sample.
+        # The hot path (once per read): a bound recvmsg_into the thread's buffer, one
+        # cmsg (the only option set), the offset added inline; the bridge is called
+        # only to re-sample.
         try:
-            data, ancillary, _flags, _addr = self._recvmsg(READ_BYTES, _ANCILLARY_BYTES)
+            n, ancillary, _flags, _addr = self._recvmsg_into(self._buffers, _ANCILLARY_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -207,9 +238,10 @@ class KernelTransport(asyncio.Transport):
         if now < self._last_ns:
             now = self._last_ns
         self._last_ns = now
-        if not data:
+        if not n:
             self._eof()
             return
+        data = bytes(self._buffer[:n])
         if self._tls is not None:
             try:
                 data, eof = self._tls.decrypt(data)

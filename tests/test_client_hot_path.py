@@ -1,0 +1,134 @@
+"""The per-token shortcuts of the client (issue 18's CPU) give exactly what the general
+paths give: the SSE decoder's one-whole-event read, and StreamState's plain answer
+chunk (:func:`tokrate.client.chunks.plain_answer`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokrate.client.accumulate import StreamState
+from tokrate.client.chunks import classify_chunk, plain_answer
+from tokrate.client.sse import SSEDecoder, SSEEvent, SSEProtocolError
+
+_EVENT_PARTS = st.sampled_from(
+    [b"data: ", b"data:", b"event: e", b"event:", b":c", b"\n", b"\r", b"x", b" ", b"{}"]
+)
+#: Reads that often are one whole one-line event, and sometimes almost one.
+_reads = st.lists(
+    st.one_of(
+        st.binary(max_size=30).map(lambda b: b"data: " + b + b"\n\n"),
+        st.lists(_EVENT_PARTS, max_size=6).map(b"".join),
+    ),
+    max_size=12,
+)
+
+
+def _decode(reads: list[bytes], **limits: int) -> object:
+    dec = SSEDecoder(**limits)
+    out: list[SSEEvent] = []
+    try:
+        for read in reads:
+            out += dec.decode(read)
+    except SSEProtocolError:
+        return "protocol-error"
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(reads=_reads, max_line=st.integers(min_value=1, max_value=40))
+def test_one_event_reads_decode_as_byte_by_byte(reads: list[bytes], max_line: int) -> None:
+    """A read of one byte never takes the shortcut: the same events (or error) either
+    way, at every line and event limit near the reads' sizes."""
+    limits = {"max_line_bytes": max_line, "max_event_bytes": max_line + 3}
+    whole = _decode(reads, **limits)
+    by_byte = _decode([bytes([c]) for read in reads for c in read], **limits)
+    assert whole == by_byte
+    if isinstance(whole, list):
+        assert all(type(e) is SSEEvent for e in whole)
+
+
+def test_limit_edges_of_the_shortcut() -> None:
+    read = b"data: abcd\n\n"  # line of 10 bytes, event data of 4 (+1)
+    assert _decode([read], max_line_bytes=10, max_event_bytes=5) == [SSEEvent(b"abcd")]
+    assert _decode([read], max_line_bytes=9) == "protocol-error"
+    assert _decode([read], max_event_bytes=4) == "protocol-error"
+    assert _decode([b"event:\n", read]) == [SSEEvent(b"abcd", "")]
+
+
+_DELTAS = st.fixed_dictionaries(
+    {},
+    optional={
+        "content": st.sampled_from(["", "x", None, 0, 1, ["y"]]),
+        "reasoning_content": st.sampled_from(["", "r", None]),
+        "reasoning": st.sampled_from(["", "r"]),
+        "tool_calls": st.sampled_from([[], [{"index": 0}], None]),
+        "function_call": st.sampled_from([{}, {"name": "f"}]),
+        "role": st.just("assistant"),
+    },
+)
+_CHOICES = st.fixed_dictionaries(
+    {},
+    optional={
+        "delta": _DELTAS | st.sampled_from([None, "x"]),
+        "text": st.sampled_from(["", "t"]),
+        "finish_reason": st.sampled_from([None, "stop"]),
+    },
+)
+_CHUNKS = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.sampled_from(["c1", "", None]),
+        "model": st.sampled_from(["m", "", None]),
+        "choices": st.lists(_CHOICES, max_size=2),
+        "usage": st.sampled_from([None, {"completion_tokens": 2}]),
+        "error": st.sampled_from([None, {"message": "boom"}]),
+        "timings": st.sampled_from([None, {"predicted_n": 2}]),
+    },
+)
+
+
+def _run(chunks: list[dict[str, Any]], *, shortcut: bool, keep_text: bool) -> object:
+    state = StreamState(keep_text=keep_text, max_chunks=6)
+    state.fast_chat = shortcut
+    for i, chunk in enumerate(chunks):
+        if state.feed(b"data: " + orjson.dumps(chunk) + b"\n\n", 1000 + i):
+            break
+    state.finish(9999)
+    result = state.result(
+        client="fast", api="chat", endpoint="e", model="m", t0_ns=0, started_at=0.0
+    )
+    return result, state.chunks_seen
+
+
+_HEAD = {"id": "c1", "model": "m", "choices": [{"delta": {"role": "assistant"}}]}
+_PLAIN = {"id": "c1", "choices": [{"delta": {"content": "x"}, "finish_reason": None}]}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=st.sampled_from([[], [_HEAD]]),
+    chunks=st.lists(_CHUNKS | st.just(_PLAIN), max_size=9),
+    keep_text=st.booleans(),
+)
+def test_plain_answer_shortcut_records_what_the_classifier_does(
+    head: list[dict[str, Any]], chunks: list[dict[str, Any]], keep_text: bool
+) -> None:
+    """Past the first chunks (id and model known) plain answers take the shortcut; the
+    record, the chunk count and the max_chunks limit come out the same."""
+    stream = head + chunks
+    fast = _run(stream, shortcut=True, keep_text=keep_text)
+    assert fast == _run(stream, shortcut=False, keep_text=keep_text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunk=_CHUNKS)
+def test_plain_answer_is_an_answer_and_nothing_else(chunk: dict[str, Any]) -> None:
+    if plain_answer(chunk) is None:
+        return
+    facts = classify_chunk(chunk)
+    assert facts.kind == "content" and not facts.reasoning and not facts.tool_call
+    assert facts.usage is None and facts.finish_reason is None and facts.timings is None
