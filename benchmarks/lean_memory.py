@@ -7,6 +7,11 @@ parquet, summary, report and table are not in it) and whether polars / numpy /
 matplotlib were ever imported into it. "per stream" = (peak at N - peak at 1) / (N - 1).
 
     python benchmarks/lean_memory.py [--streams 1,256,1000] [--requests-per-stream 2]
+                                     [--baseline]
+
+``--baseline``: every run passes ``--baseline latest-good`` and each level runs twice
+in one output folder, so the second run's row is a run whose comparison against the
+first (in a child, tokrate.baseline_child) is part of it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="1,256,1000")
     ap.add_argument("--requests-per-stream", type=int, default=2)
+    ap.add_argument("--baseline", action="store_true", help="add a --baseline run per level")
     a = ap.parse_args()
     tier = Tier("fixed", 7.0, 7.0, fixed_ttft_ms=50, fixed_itl_ms=20,
                 output_tokens_min=64, output_tokens_max=64)  # fmt: skip
@@ -45,21 +51,24 @@ def main() -> None:
         for n in (int(s) for s in a.streams.split(",")):
             out = tempfile.mkdtemp(prefix="tokrate-lean-")
             requests = n * a.requests_per_stream
-            done = subprocess.run(
-                [sys.executable, "-c", _PROBE, "run", "--base-url", url, "-m", "fixed",
-                 "--concurrency", str(n), "--requests", str(requests), "--max-tokens", "64",
-                 "--output-dir", out, "--model-check", "off"],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            line = next((x for x in done.stderr.splitlines() if x.startswith("PEAK")), "")
-            parts = line.split()
-            peak = float(parts[1]) if parts else float("nan")
-            heavy = parts[3] if len(parts) > 3 else "?"
-            if base_peak is None:
-                base_peak = peak
-            per = (peak - base_peak) * 1024 / (n - 1) if n > 1 else float("nan")
-            print(f"| {n} | {requests} | {done.returncode} | {peak:.1f} | {per:.1f} | {heavy} |",
-                  flush=True)  # fmt: skip
+            for compared in (False, True) if a.baseline else (False,):
+                extra = ["--baseline", "latest-good"] if a.baseline else []
+                done = subprocess.run(
+                    [sys.executable, "-c", _PROBE, "run", "--base-url", url, "-m", "fixed",
+                     "--concurrency", str(n), "--requests", str(requests), "--max-tokens", "64",
+                     "--output-dir", out, "--model-check", "off", *extra],
+                    capture_output=True, text=True,
+                )  # fmt: skip
+                line = next((x for x in done.stderr.splitlines() if x.startswith("PEAK")), "")
+                parts = line.split()
+                peak = float(parts[1]) if parts else float("nan")
+                heavy = parts[3] if len(parts) > 3 else "?"
+                if base_peak is None:
+                    base_peak = peak
+                per = (peak - base_peak) * 1024 / (n - 1) if n > 1 else float("nan")
+                label = f"{n} (compared with --baseline)" if compared else str(n)
+                print(f"| {label} | {requests} | {done.returncode} | {peak:.1f} | {per:.1f} |"
+                      f" {heavy} |", flush=True)  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
 
