@@ -112,7 +112,9 @@ def test_a_stream_held_back_by_a_proxy_is_flagged(sim: str, tmp_path: Path, clie
     assert "buf" in words and "stream held back (proxy or server): ITL/TPOT not meaningful" in words
     out = build_report([run.path], formats=("png",))
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert f"stream held back (proxy or server): ITL/TPOT not meaningful for {n} of 6 requests" in md
+    assert (
+        f"stream held back (proxy or server): ITL/TPOT not meaningful for {n} of 6 requests" in md
+    )
     assert "### Buffered streams" in md
     if n == 6:
         assert "| buffered | buffered |" in md  # TPOT p50 and ITL p99 cells of the summary
