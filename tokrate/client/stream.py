@@ -369,7 +369,9 @@ class FastClient:
                     state.notes.append("stale keep-alive connection: resent on a new one")
                 # Waiting for a connection that is only reading its body terminator is
                 # the previous request's tail, not this one's latency: before t0.
-                conn = await self._idle_or_drained(origin)
+                # A resend goes on a fresh connection: the other idle ones may be just as
+                # stale (a server that closes each connection after its response).
+                conn = None if stale_retry else await self._idle_or_drained(origin)
                 started_at = time.time()
                 t0 = perf_counter_ns()
                 reused = conn is not None
@@ -433,6 +435,9 @@ class FastClient:
                 conn.close()
         self._open.clear()
         self._idle.clear()
+        # A transport's close completes in a loop callback: let it run, or a loop that
+        # ends right after (an error path) leaves the sockets to the garbage collector.
+        await asyncio.sleep(0)
         for waiters in self._drain_waiters.values():
             for waiter in waiters:
                 if not waiter.done():
