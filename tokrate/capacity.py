@@ -185,8 +185,6 @@ def verify_capacity(probe: ProbeFn, found: SearchOutcome, closed: bool) -> Searc
             break
         lowered.append(level)
         bracket, level = (lower[0], level), lower[0]
-    else:  # pragma: no cover - the loop always breaks
-        raise AssertionError
     if verdict != "unverified":
         p = probe(float(int(level * 2)) if closed else level * 2, "verify")
         probes.append(p)
