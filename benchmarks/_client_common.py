@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 import orjson
 
-from tokrate.calibrate import sim_request
 from tokrate.client import open_client
 from tokrate.client.result import StreamResult
+from tokrate.load.calibrate import sim_request
 from tokrate.sim import SimConfig, Tier, spawn_simulator
 from tokrate.spec import TimeoutsSpec
 
@@ -75,7 +75,7 @@ class LoadResult:
     #: (response_id, chunk stamps ns) per ok request
     stamps: list[tuple[str, Sequence[int]]]
     ttft_s: list[float]
-    #: the engine's event-loop lag monitor over the run (tokrate.looplag)
+    #: the engine's event-loop lag monitor over the run (tokrate.load.looplag)
     lag_p99_ms: float = 0.0
     lag_max_ms: float = 0.0
     lag_warned: bool = False
@@ -117,7 +117,7 @@ async def _load(kind: str, base_url: str, streams: int, per_stream: int, tokens:
             else:
                 results.append(await client.stream(req))
 
-    from tokrate.looplag import LagMonitor
+    from tokrate.load.looplag import LagMonitor
 
     monitor = LagMonitor()
     cpu0, wall0 = _cpu(), time.perf_counter()

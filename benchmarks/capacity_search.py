@@ -2,13 +2,13 @@
 
 Run by hand (not a test): ``python benchmarks/capacity_search.py [--slo e2e|tpot]``.
 One ``tokrate run --capacity`` over the embedded simulator (closed loop, every default
-tier, one after another), then :func:`tokrate.sim.capacity.closed_loop_capacity`
+tier, one after another), then :func:`tokrate.sim.capacity_answer.closed_loop_capacity`
 replays the simulator's batching engine for the same prompt length (as the simulator
 counted it) and SLO, twice: *lockstep* (identical requests that start together join,
 finish and rejoin together, so their prefills coincide) and *staggered* (joins spread
 evenly, each prefill stalling the batch once more).
 
-- ``--slo e2e`` (default; the suite's tests/test_capacity_sim.py): E2E SLO 1 s of model
+- ``--slo e2e`` (default; the suite's tests/loopback/test_capacity_sim.py): E2E SLO 1 s of model
   time, 500-token prompts, 8 tokens out. Every stream adds one prefill to every
   request's E2E in either phase, so the two replays agree: the simulator has one answer.
 - ``--slo tpot``: TPOT SLO 100 ms of model time, 2,000-token prompts, 32 out. Lockstep
@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokrate.run import run_benchmark
-from tokrate.sim.capacity import closed_loop_capacity
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.store import load_run
+from tokrate.sim.capacity_answer import closed_loop_capacity
 from tokrate.sim.server import SimConfig, build_state
 from tokrate.spec import load_spec
-from tokrate.store import load_run
 
 MAX_LEVEL = 512
 

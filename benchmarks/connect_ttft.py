@@ -31,7 +31,8 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
     import orjson
     import polars as pl
 
-    from tokrate.run import run_benchmark
+    from tokrate.load.run import run_benchmark
+    from tokrate.runfolder.store import load_run
     from tokrate.sim import SimConfig, Tier, simulator_process
     from tokrate.spec import (
         ClientSpec,
@@ -43,7 +44,6 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
         RunSpec,
         SyntheticSpec,
     )
-    from tokrate.store import load_run
 
     tier = Tier(
         "fixed", 7.0, 7.0, fixed_ttft_ms=100.0, fixed_itl_ms=20.0,

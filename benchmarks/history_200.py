@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.runfolders import make_records, summary_of, write_run
 
-from tokrate.history import load_history
-from tokrate.report.history import build_history
+from tokrate.analysis.history import load_history
+from tokrate.report.history_pages import build_history
 
 
 def main() -> None:

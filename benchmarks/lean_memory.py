@@ -11,7 +11,7 @@ matplotlib were ever imported into it. "per stream" = (peak at N - peak at 1) / 
 
 ``--baseline``: every run passes ``--baseline latest-good`` and each level runs twice
 in one output folder, so the second run's row is a run whose comparison against the
-first (in a child, tokrate.baseline_child) is part of it.
+first (in a child, tokrate.finish.baseline_child) is part of it.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import statistics
 import time
 
 from tokrate.hardware import get_hardware
-from tokrate.server_metrics import parse_metrics_text
-from tokrate.sim.metrics import render_metrics
+from tokrate.runfolder.server_metrics import parse_metrics_text
 from tokrate.sim.model import TierTiming, default_tiers
+from tokrate.sim.prometheus_page import render_metrics
 
 
 def _vllm_like(models: int) -> str:

@@ -15,7 +15,7 @@ coefficient of variation CV:
    With that n a true change of 1.5x the threshold is flagged in about three run
    pairs of four, one of exactly the threshold in somewhat under half, no change in
    1-2%;
-2. a check by simulation with tokrate's own interval (``tokrate.stats.relative_change_ci``,
+2. a check by simulation with tokrate's own interval (``tokrate.analysis.stats.relative_change_ci``,
    the function compare uses): the share of run pairs flagged regressed when the true
    change is 0 (false alarms) and when it is 1x and 1.5x the threshold.
 
@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from tokrate.stats import relative_change_ci
+from tokrate.analysis.stats import relative_change_ci
 
 Z = 1.959964  # the 95% interval compare uses
 K = {"p50": 1.2533, "p95": 2.1}

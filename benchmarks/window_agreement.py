@@ -40,7 +40,8 @@ def measure(
 ) -> dict[str, Any]:
     import orjson
 
-    from tokrate.run import run_benchmark
+    from tokrate.load.run import run_benchmark
+    from tokrate.runfolder.store import load_run
     from tokrate.sim import SimConfig, simulator_process
     from tokrate.spec import (
         ClientSpec,
@@ -52,7 +53,6 @@ def measure(
         RunSpec,
         SyntheticSpec,
     )
-    from tokrate.store import load_run
 
     with tempfile.TemporaryDirectory(prefix="tokrate-window-") as tmp:
         tiers = Path(tmp) / "tiers.toml"

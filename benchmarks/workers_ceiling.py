@@ -88,7 +88,7 @@ def main() -> int:
     args = ap.parse_args()
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
 
-    from tokrate.run import run_benchmark
+    from tokrate.load.run import run_benchmark
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

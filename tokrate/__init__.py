@@ -23,9 +23,11 @@ from tokrate.errors import (
     UsageError,
 )
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
-from tokrate.records import RECORD_SCHEMA_VERSION, RequestRecord
-from tokrate.run import RunResult, run_benchmark
-from tokrate.rundata import RunInfo
+from tokrate.load.run import RunResult, run_benchmark
+from tokrate.load.stopping import Stop
+from tokrate.runfolder.records import RECORD_SCHEMA_VERSION, RequestRecord
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.summary import Group, Summary
 from tokrate.spec import (
     CapacitySpec,
     ClientSpec,
@@ -47,40 +49,38 @@ from tokrate.spec import (
     TimeoutsSpec,
     load_spec,
 )
-from tokrate.stopping import Stop
-from tokrate.summary import Group, Summary
-from tokrate.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
+from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
 
 if TYPE_CHECKING:
-    from tokrate.baseline import check_baseline
-    from tokrate.compare import Comparison, compare_runs
-    from tokrate.history import History, load_history, noise_thresholds
-    from tokrate.metrics import summarize
-    from tokrate.plan import build_plan
-    from tokrate.prompts import load_prompts
+    from tokrate.analysis.compare import Comparison, compare_runs
+    from tokrate.analysis.history import History, load_history, noise_thresholds
+    from tokrate.analysis.metrics import summarize
+    from tokrate.finish.baseline import check_baseline
+    from tokrate.inputs.prompts import load_prompts
+    from tokrate.load.plan import build_plan
     from tokrate.report import build_report
-    from tokrate.report.history import build_history
+    from tokrate.report.history_pages import build_history
+    from tokrate.runfolder.store import LoadedRun, load_run
     from tokrate.sim import SimConfig, running_simulator, simulator_process
-    from tokrate.store import LoadedRun, load_run
 
 #: name -> module of the entry points imported on first attribute access.
 _LAZY: dict[str, str] = {
-    "Comparison": "tokrate.compare",
-    "History": "tokrate.history",
-    "LoadedRun": "tokrate.store",
+    "Comparison": "tokrate.analysis.compare",
+    "History": "tokrate.analysis.history",
+    "LoadedRun": "tokrate.runfolder.store",
     "SimConfig": "tokrate.sim",
-    "build_history": "tokrate.report.history",
-    "build_plan": "tokrate.plan",
+    "build_history": "tokrate.report.history_pages",
+    "build_plan": "tokrate.load.plan",
     "build_report": "tokrate.report",
-    "check_baseline": "tokrate.baseline",
-    "compare_runs": "tokrate.compare",
-    "load_history": "tokrate.history",
-    "load_prompts": "tokrate.prompts",
-    "load_run": "tokrate.store",
-    "noise_thresholds": "tokrate.history",
+    "check_baseline": "tokrate.finish.baseline",
+    "compare_runs": "tokrate.analysis.compare",
+    "load_history": "tokrate.analysis.history",
+    "load_prompts": "tokrate.inputs.prompts",
+    "load_run": "tokrate.runfolder.store",
+    "noise_thresholds": "tokrate.analysis.history",
     "running_simulator": "tokrate.sim",
     "simulator_process": "tokrate.sim",
-    "summarize": "tokrate.metrics",
+    "summarize": "tokrate.analysis.metrics",
 }
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import polars as pl
 
-from tokrate.metrics import summarize
-from tokrate.rundata import RunInfo
+from tokrate.analysis.metrics import summarize
+from tokrate.runfolder.run_info import RunInfo
 
 
 def run_info(data: dict[str, Any] | None = None, **keys: Any) -> RunInfo:

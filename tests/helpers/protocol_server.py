@@ -3,7 +3,7 @@ sequences of every protocol tokrate speaks, for the shapes the simulator does no
 produce (Azure deployment URLs, the o-series max_tokens refusal, a transformers-style
 strict 422, mid-stream rate-limit events, cached-token usage, tool-call deltas) and
 for what its truth log does not keep (the prompt's place in each body). Timing, usage,
-faults and knobs are tested on the simulator itself (tests/test_protocols_sim.py).
+faults and knobs are tested on the simulator itself (tests/loopback/test_protocols_sim.py).
 
 Routes (``{scenario}`` is the first path segment, so one server serves every case):
 

@@ -14,10 +14,10 @@ from tokrate.client import (
     open_client,
 )
 from tokrate.client.result import StreamResult, build_record
-from tokrate.prompts import Prompt
-from tokrate.records import RequestRecord
+from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.targets import Target
+from tokrate.runfolder.records import RequestRecord
 from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
-from tokrate.targets import Target
 
 
 def prompt(

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tokrate.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord, records_to_frame
 
 TIERS: dict[str, tuple[float, float]] = {
     # model -> (ttft_s, tpot_s) medians
@@ -126,8 +126,8 @@ def write_run(
 
 
 def summary_of(run_id: str, records: list[RequestRecord]) -> dict[str, Any]:
-    """summary.json (schema 1) of synthetic records, from tokrate.metrics.summarize."""
-    from tokrate.metrics import summarize
-    from tokrate.rundata import RunInfo
+    """summary.json (schema 1) of synthetic records, from tokrate.analysis.metrics.summarize."""
+    from tokrate.analysis.metrics import summarize
+    from tokrate.runfolder.run_info import RunInfo
 
     return summarize(records_to_frame(records), RunInfo(run_id=run_id)).to_dict()

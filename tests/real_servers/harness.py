@@ -21,7 +21,8 @@ import httpx
 import orjson
 import polars as pl
 
-from tokrate.run import run_benchmark
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec import (
     ClientSpec,
     EndpointSpec,
@@ -31,7 +32,6 @@ from tokrate.spec import (
     PromptsSpec,
     RunSpec,
 )
-from tokrate.store import LoadedRun, load_run
 
 
 def distinct_length_prompts(path: Path, count: int, *, base_words: int = 12) -> Path:

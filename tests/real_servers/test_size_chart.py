@@ -30,13 +30,13 @@ from real_servers import models as model_files
 from real_servers.models import GGUF_SHAPES
 from real_servers.paths import ServerMissing, missing
 from real_servers.servers import Server, llama_server
+from tokrate.analysis.metrics import derive, summarize
 from tokrate.hardware import get_hardware
-from tokrate.metrics import derive, summarize
 from tokrate.report import build_report
 from tokrate.report.data import combine_runs, size_speed_points, targets_frame
+from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.summary import Summary
 from tokrate.spec import ModelSpec
-from tokrate.store import LoadedRun, load_run
-from tokrate.summary import Summary
 
 #: Four servers started, then 20 streams of up to 2.5 s each on a shared 2-core box.
 pytestmark = [pytest.mark.real_server, pytest.mark.timeout(900)]
@@ -69,7 +69,7 @@ def _models() -> list[ModelSpec]:
 def _sweep(servers: dict[str, Server], out: Path, run_id: str) -> LoadedRun:
     """One run over every size, each record's server timings filled from the log when
     the client did not keep them."""
-    from tokrate.run import run_benchmark
+    from tokrate.load.run import run_benchmark
     from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, OutputSpec, PromptsSpec, RunSpec
 
     prompts = harness.distinct_length_prompts(out / f"{run_id}.jsonl", REQUESTS + 1)

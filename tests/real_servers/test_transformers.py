@@ -19,9 +19,9 @@ import pytest
 from real_servers import harness
 from real_servers.models import HF_SHAPES
 from real_servers.servers import Server
-from tokrate.run import run_benchmark
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.store import load_run
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
-from tokrate.store import load_run
 
 pytestmark = pytest.mark.real_server
 

@@ -21,7 +21,7 @@ def add_init(sub: Subparsers) -> None:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from tokrate.init_config import write_example
+    from tokrate.spec.init_template import write_example
 
     path = write_example(args.path, force=args.force)
     print(f"wrote {path}; edit it, then run: tokrate run -c {path}")
@@ -99,14 +99,14 @@ def add_compare(sub: Subparsers) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tokrate.compare import compare_runs
+    from tokrate.analysis.compare import compare_runs
     from tokrate.errors import OutputError
     from tokrate.report.comparison import render_json, render_markdown, render_table
-    from tokrate.thresholds import ThresholdSet
+    from tokrate.spec.thresholds import ThresholdSet
 
     thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))
     if args.thresholds_from_history:
-        from tokrate.history import load_history, noise_thresholds
+        from tokrate.analysis.history import load_history, noise_thresholds
 
         history = load_history(Path(args.thresholds_from_history), thresholds=thresholds.metrics)
         thresholds = noise_thresholds(history, thresholds.metrics)
@@ -141,7 +141,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _compare_exit(comparison: object) -> int:
     """The comparison's exit code; 2 also says why on stderr (nothing comparable)."""
-    from tokrate.compare import Comparison
+    from tokrate.analysis.compare import Comparison
 
     assert isinstance(comparison, Comparison)
     if comparison.exit_code == 2:
@@ -171,7 +171,7 @@ def add_history(sub: Subparsers) -> None:
 def _cmd_history(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tokrate.report.history import build_history
+    from tokrate.report.history_pages import build_history
 
     thresholds = parse_thresholds(args.threshold)
     out, history = build_history(

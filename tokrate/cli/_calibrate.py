@@ -1,4 +1,4 @@
-"""``tokrate calibrate``: this machine's measurement floor (tokrate.calibrate)."""
+"""``tokrate calibrate``: this machine's measurement floor (tokrate.load.calibrate)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def add_calibrate(sub: Subparsers) -> None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from tokrate.calibrate import (
+    from tokrate.load.calibrate import (
         calibrate,
         default_calibration_path,
         parse_concurrency,

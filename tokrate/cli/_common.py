@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
 from tokrate.errors import UsageError
-from tokrate.thresholds import Threshold, ThresholdError, merge_thresholds, parse_threshold
+from tokrate.spec.thresholds import Threshold, ThresholdError, merge_thresholds, parse_threshold
 
 __all__ = ["Parser", "Subparsers", "parse_thresholds"]
 

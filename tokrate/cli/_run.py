@@ -236,7 +236,7 @@ def _chosen_models(spec: RunSpec, names: list[str]) -> list[ModelSpec]:
     """The ``-m`` models on top of a config: a name the config defines keeps its whole
     table (extra_body, headers, ignore_eos, prices, ... on every endpoint that has it);
     a new name goes to the first endpoint (or the simulator) with defaults only."""
-    from tokrate.run import SIM_ENDPOINT
+    from tokrate.load.run import SIM_ENDPOINT
     from tokrate.spec import ModelSpec
 
     owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
@@ -251,7 +251,7 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
     """The run's spec: the config file (or the embedded default) with every flag on top."""
     import dataclasses
 
-    from tokrate.run import EMBEDDED_DEFAULTS
+    from tokrate.load.run import EMBEDDED_DEFAULTS
     from tokrate.spec import EndpointSpec, ModelSpec, load_spec
 
     overrides = _run_overrides(args)
@@ -308,7 +308,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import orjson
     from rich.console import Console
 
-    from tokrate.run import run_benchmark
+    from tokrate.load.run import run_benchmark
 
     spec = _spec_from_args(args)
     err = Console(stderr=True)
@@ -324,7 +324,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         plain = not sys.stdout.isatty()
         name = result.label or result.run_dir.name
         if result.summary is not None:
-            from tokrate.finalize import print_summary
+            from tokrate.finish.finalize import print_summary
 
             # Drawn by a child: the report package would load matplotlib here.
             print_summary(result.run_dir, result.summary, f"tokrate run {name}", plain=plain)

@@ -1,6 +1,6 @@
 """Map every way a request can fail to one record error class and a short message.
 
-Error classes are those of :data:`tokrate.records.ERROR_CLASSES`. A 400/413/422 (or an
+Error classes are those of :data:`tokrate.runfolder.records.ERROR_CLASSES`. A 400/413/422 (or an
 in-band error) that says the prompt does not fit the model's context is
 ``context_length``, not ``http_4xx``: llama.cpp's ``exceed_context_size_error``, OpenAI's
 (and the simulator's) ``context_length_exceeded`` code, vLLM's "maximum context length"

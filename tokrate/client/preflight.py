@@ -39,10 +39,10 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import EndpointUnreachable, ModelNotServed
-from tokrate.prompts import Prompt
-from tokrate.record_warnings import same_model
+from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.targets import Target
+from tokrate.load.record_warnings import same_model
 from tokrate.redact import redact_text
-from tokrate.targets import Target
 
 __all__ = ["BODY_LINE_CHARS", "check_targets", "context_tokens", "served_models", "unfit_prompts"]
 

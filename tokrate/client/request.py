@@ -25,9 +25,9 @@ import orjson
 
 from tokrate.client.accumulate import MAX_RESPONSE_BYTES, MAX_RESPONSE_CHUNKS
 from tokrate.errors import ConfigError, PromptError
-from tokrate.prompts import Prompt
+from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.targets import Target
 from tokrate.redact import Redactor
-from tokrate.targets import Target
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",

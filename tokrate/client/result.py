@@ -2,7 +2,7 @@
 
 :class:`StreamResult` holds only what was observed (``perf_counter_ns`` stamps, counts,
 the server's usage, the failure if any). :func:`build_record` turns it into a
-:class:`~tokrate.records.RequestRecord`, computing every derived field exactly as
+:class:`~tokrate.runfolder.records.RequestRecord`, computing every derived field exactly as
 docs/run-folder.md and DESIGN.md define it:
 
 - ``ttft_s`` = first content-bearing chunk arrival - t0
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from tokrate.records import RequestRecord
+from tokrate.runfolder.records import RequestRecord
 
 if TYPE_CHECKING:
-    from tokrate.tokencount import TokenCounter
+    from tokrate.inputs.tokencount import TokenCounter
 
 __all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record", "cached_prompt_tokens"]
 
@@ -42,7 +42,7 @@ class StreamResult:
     readings (None when the moment never came); ``started_at`` is Unix seconds at t0.
 
     ``error_class`` is None for a stream that ended with [DONE] or a finish_reason;
-    otherwise one of :data:`tokrate.records.ERROR_CLASSES` with a one-line
+    otherwise one of :data:`tokrate.runfolder.records.ERROR_CLASSES` with a one-line
     ``error_message`` (never containing the API key). ``usage_rejected`` is True when a
     400 naming stream_options made the client retry once without it (``attempt`` 2).
     ``chunk_ns`` has one stamp per content-bearing chunk, non-decreasing.

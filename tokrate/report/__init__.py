@@ -1,7 +1,7 @@
 """The report: charts, report.html and summary.md from one or more stored runs.
 
 ``build_report`` reads run folders only (never the network), recomputes every metric
-from the records with :func:`tokrate.metrics.summarize`, and writes into the output
+from the records with :func:`tokrate.analysis.metrics.summarize`, and writes into the output
 folder::
 
     report.html              self-contained (embedded PNGs, inline CSS, no scripts)
@@ -24,19 +24,20 @@ from typing import Any, Final
 import orjson
 import polars as pl
 
-from tokrate.compare import Comparison, compare_loaded
+from tokrate.analysis.compare import Comparison, compare_loaded
+from tokrate.analysis.metrics import summarize
+from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
 from tokrate.errors import OutputError, UsageError
 from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
-from tokrate.metrics import summarize
-from tokrate.report import capacity as _capacity
+from tokrate.report import capacity_section as _capacity
 from tokrate.report import charts as _charts
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report import server_load as _server_load
 from tokrate.report import size_text as _size_text
 from tokrate.report import streams as _streams
-from tokrate.report import workloads as _workloads
+from tokrate.report import workload_section as _workloads
 from tokrate.report.calibration import describe_verdict
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import (
@@ -48,10 +49,9 @@ from tokrate.report.tables import (
 )
 from tokrate.report.text import render_markdown, render_summary
 from tokrate.report.timeline_data import timeline_bins
-from tokrate.rundata import RunInfo
-from tokrate.stats import PowerLawFit, fit_power_law, stability_warnings
-from tokrate.store import LoadedRun, load_run
-from tokrate.summary import Summary
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.summary import Summary
 
 __all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report", "render_summary"]
 

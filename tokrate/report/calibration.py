@@ -1,5 +1,5 @@
 """The report's "calibration" meta line: run.json's ``calibration`` object (written by
-tokrate.calibrate.judge_run) in one line."""
+tokrate.load.calibrate.judge_run) in one line."""
 
 from __future__ import annotations
 

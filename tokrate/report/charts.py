@@ -23,9 +23,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import HardwareProfile
 from tokrate.report.styles import legend_outside, series_colors, series_styles
-from tokrate.stats import PowerLawFit
 
 P = ParamSpec("P")
 

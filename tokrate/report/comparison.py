@@ -1,8 +1,8 @@
-"""A :class:`~tokrate.compare.Comparison` as markdown (CI step summaries, PR comments),
-JSON (schema in tokrate.compare) and a terminal table that fits 80 columns.
+"""A :class:`~tokrate.analysis.compare.Comparison` as markdown (CI step summaries, PR comments),
+JSON (schema in tokrate.analysis.compare) and a terminal table that fits 80 columns.
 
 Renderers only turn a comparison into text; every number was decided in
-:mod:`tokrate.compare`. Verdict lines read like hyperfine's: "1.21x slower [1.15, 1.27]".
+:mod:`tokrate.analysis.compare`. Verdict lines read like hyperfine's: "1.21x slower [1.15, 1.27]".
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tokrate.compare import Comparison, MetricResult
+from tokrate.analysis.compare import Comparison, MetricResult
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = [

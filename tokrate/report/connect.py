@@ -21,7 +21,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from tokrate.report.charts import _figure, _plain_log, _with_rc, series_colors
-from tokrate.rundata import RunInfo
+from tokrate.runfolder.run_info import RunInfo
 
 __all__ = ["BEFORE", "INSIDE", "connect_chart", "connect_points", "notes"]
 

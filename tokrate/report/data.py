@@ -1,6 +1,6 @@
 """Chart and table data, prepared in polars from records and summaries.
 
-Every function takes the combined, :func:`tokrate.metrics.derive`-d records of one or
+Every function takes the combined, :func:`tokrate.analysis.metrics.derive`-d records of one or
 more runs (with a ``series`` column naming the run/endpoint each row belongs to) or
 summary groups, and returns a small polars frame that a chart function draws as is.
 Large series are downsampled here (ECDF points), never in the chart code, and all
@@ -15,10 +15,10 @@ from typing import Any, Final
 
 import polars as pl
 
+from tokrate.analysis.metrics import derive, final_attempts, ok_mask
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, HardwareProfile
-from tokrate.metrics import derive, final_attempts, ok_mask
-from tokrate.rundata import RunInfo
-from tokrate.summary import Summary
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.summary import Summary
 
 __all__ = [
     "BOX_MAX_VALUES",

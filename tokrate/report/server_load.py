@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 from tokrate.report.charts import _figure, _with_rc
 from tokrate.report.styles import Style, legend_outside, series_styles
 from tokrate.report.timeline_data import server_points, ttft_points
-from tokrate.rundata import RunInfo
+from tokrate.runfolder.run_info import RunInfo
 
 __all__ = ["ALL_MODELS", "server_load", "server_load_chart", "server_load_meta"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from tokrate.stats import PowerLawFit
+from tokrate.analysis.stats import PowerLawFit
 
 __all__ = ["fit_notes", "size_caption"]
 

@@ -1,7 +1,7 @@
 """How streams arrived and what servers said about them, in the report.
 
-Two parts, both read from the summaries (:class:`~tokrate.summary.StreamShape` and
-:class:`~tokrate.summary.ServerTimings`, so the report says what summary.json says):
+Two parts, both read from the summaries (:class:`~tokrate.runfolder.summary.StreamShape` and
+:class:`~tokrate.runfolder.summary.ServerTimings`, so the report says what summary.json says):
 
 - **Buffered streams** (docs/report.md): a group with requests that came in a few
   reads gets a warning line ("stream held back (proxy or server): ITL/TPOT not meaningful")
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from tokrate.report.charts import _figure, _with_rc
 from tokrate.report.tables import Table
-from tokrate.summary import Group, Summary
+from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
 
 __all__ = [

@@ -13,10 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from tokrate.compare import Comparison
+from tokrate.analysis.compare import Comparison
 from tokrate.report.comparison import describe_change
-from tokrate.rundata import SloInfo
-from tokrate.summary import Group, Summary
+from tokrate.runfolder.run_info import SloInfo
+from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
 
 __all__ = [

@@ -16,7 +16,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from tokrate.report.tables import Table
-from tokrate.summary import Group, Summary
+from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import fmt_ms, fmt_num, fmt_tps, md_escape
 
 __all__ = ["render_markdown", "render_summary", "table_markdown"]

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tokrate.metrics import final_attempts
-from tokrate.server_metrics import role_series
+from tokrate.analysis.metrics import final_attempts
+from tokrate.runfolder.server_metrics import role_series
 
 __all__ = ["nice_bin_width", "server_points", "timeline_bins", "ttft_points"]
 

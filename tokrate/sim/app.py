@@ -28,8 +28,8 @@ import orjson
 from tokrate.sim.apis import API_ROUTES, Api, check_any_key
 from tokrate.sim.capture import request_capture
 from tokrate.sim.faults import FaultPlan, FaultRule
-from tokrate.sim.metrics import serve_metrics
 from tokrate.sim.model import TierTiming
+from tokrate.sim.prometheus_page import serve_metrics
 from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog

@@ -78,7 +78,7 @@ def load_spec(
     tuples for sweeps; ``"endpoints"``/``"models"`` take lists of EndpointSpec/ModelSpec
     or tables); an override always wins over the file. Model sizes missing from the
     config are inferred from model names when targets are resolved
-    (:func:`tokrate.sizes.fill_sizes`).
+    (:func:`tokrate.inputs.sizes.fill_sizes`).
 
     Raises:
         ConfigError: one line, ``"<file or command line>: key '<dotted.key>': ..."``,
@@ -302,7 +302,7 @@ def _check_sections(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> None:
 
 
 def _check_thresholds(spec: RunSpec, ctx: _Ctx) -> None:
-    from tokrate.thresholds import ThresholdError, parse_threshold
+    from tokrate.spec.thresholds import ThresholdError, parse_threshold
 
     for i, text in enumerate(spec.compare.thresholds):
         try:
@@ -378,7 +378,7 @@ def _check_capacity(spec: RunSpec, ctx: _Ctx) -> None:
 def _check_names(spec: RunSpec, ctx: _Ctx) -> None:
     """Names that must be one of a known set: hardware, formats, error classes, sets."""
     from tokrate.hardware import get_hardware
-    from tokrate.records import ERROR_CLASSES
+    from tokrate.runfolder.records import ERROR_CLASSES
 
     for key, name in (
         ("output.hardware", spec.output.hardware),
@@ -397,7 +397,7 @@ def _check_names(spec: RunSpec, ctx: _Ctx) -> None:
             known = ", ".join(sorted(ERROR_CLASSES))
             raise ctx.error("client.retry.on", f"unknown error class {cls!r} (known: {known})")
     if spec.prompts.sets:
-        from tokrate.bundled import bundled_sets
+        from tokrate.inputs.bundled import bundled_sets
 
         available = bundled_sets()
         for name in spec.prompts.sets:

@@ -21,7 +21,7 @@ def resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[Mod
     file's folder (the current directory for a command-line value) and checked to
     load, so a missing file or library is a ConfigError before any load; workers
     load the same file again by its absolute path."""
-    from tokrate.tokencount import TIKTOKEN_PREFIX, load_counter
+    from tokrate.inputs.tokencount import TIKTOKEN_PREFIX, load_counter
 
     for i, model in enumerate(models):
         value = model.tokenizer

@@ -122,7 +122,7 @@ class ModelSpec:
     max_tokens_field: MaxTokensField | None = None
     #: Exact token counts where the server sends no usage: a local ``tokenizer.json``
     #: (the ``tokenizers`` library; relative to the config file's folder) or
-    #: ``"tiktoken:ENCODING"`` (an encoding tiktoken has cached). See tokrate.tokencount.
+    #: ``"tiktoken:ENCODING"`` (an encoding tiktoken has cached). See tokrate.inputs.tokencount.
     tokenizer: str | None = None
 
 
@@ -376,7 +376,7 @@ class CompareSpec:
     --threshold`` strings (``"ttft_p95=+10%"``, ``"decode_tps_p50=-5%"``,
     ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults.
     ``thresholds_from_history``: a folder of earlier runs whose run-to-run noise sets
-    each series' threshold (``tokrate.history.noise_thresholds``); None: off."""
+    each series' threshold (``tokrate.analysis.history.noise_thresholds``); None: off."""
 
     thresholds: tuple[str, ...] = ()
     thresholds_from_history: str | None = None

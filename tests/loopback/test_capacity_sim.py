@@ -1,0 +1,190 @@
+"""Capacity search end to end over the real simulator (embedded, loopback), for its six
+default tiers.
+
+An E2E SLO (1 s of model time) on short prompts (500 tokens in, 8 out): every stream
+added to a closed loop adds one prefill to every request's E2E, whether the streams'
+joins coincide (lockstep) or spread (staggered), so the simulator's batching model has
+one answer (asserted: both replays of :func:`tokrate.sim.capacity_answer.closed_loop_capacity`
+agree) and it is sharp. A TPOT SLO on long prompts has two (lockstep prefills land in
+TTFT, staggered ones in every TPOT); benchmarks/capacity_search.py --slo tpot shows a
+measured search lying between them. ``time_scale`` 2 halves the wall time; the 1B's
+~240 streams then send ~500 requests/s, which two shared cores still carry.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tokrate.cli import main
+from tokrate.load.run import RunResult, run_benchmark
+from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.store import load_run
+from tokrate.sim.capacity_answer import closed_loop_capacity
+from tokrate.sim.server import SimConfig, build_state
+from tokrate.spec import load_spec
+
+pytestmark = pytest.mark.slow
+
+TIME_SCALE = 2.0
+E2E_SLO_S = 1.0  # model seconds; the run's [slo] is this over TIME_SCALE
+OUTPUT_TOKENS = 8
+GOODPUT = 0.9
+
+CONFIG = f"""
+[load]
+capacity = {{ start = 4, max_level = 512, verify = true, goodput = {GOODPUT} }}
+[slo]
+e2e_s = {E2E_SLO_S / TIME_SCALE}
+[prompts]
+max_tokens = {OUTPUT_TOKENS}
+synthetic = {{ count = 8, input_tokens = 500 }}
+[simulator]
+time_scale = {TIME_SCALE}
+[output]
+formats = ["png"]
+"""
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
+    folder = tmp_path_factory.mktemp("capacity")
+    (folder / "bench.toml").write_text(CONFIG)
+    spec = load_spec(folder / "bench.toml", {"output.dir": str(folder / "reports")})
+    yield run_benchmark(spec)
+
+
+def _sim_answers(input_tokens: int) -> dict[str, int]:
+    """The simulator's own capacity per default tier: one answer, whatever the phase."""
+    out = {}
+    slo = {"e2e_s": E2E_SLO_S}
+    for name, timing in build_state(SimConfig()).timings.items():
+        answers = {
+            closed_loop_capacity(timing, input_tokens, OUTPUT_TOKENS, slo, goodput=GOODPUT,
+                                 max_level=512, staggered=staggered)
+            for staggered in (False, True)
+        }  # fmt: skip
+        assert len(answers) == 1, (name, answers)
+        out[name] = answers.pop()
+    return out
+
+
+def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
+    searched: RunResult,
+) -> None:
+    result = searched
+    assert result.exit_code == 0 and result.summary is not None
+    capacity = result.summary.capacity
+    assert capacity is not None and capacity.mode == "closed"
+    run = load_run(result.run_dir)
+    (input_tokens,) = set(run.records["input_tokens"].to_list())
+    answers = _sim_answers(int(input_tokens))
+    found = {t.model: t for t in capacity.targets}
+    assert set(found) == set(answers) and len(answers) == 6
+    for name, answer in answers.items():
+        t = found[name]
+        assert t.verdict == "found", (name, t.note)
+        assert t.capacity is not None
+        assert abs(t.capacity - answer) <= 0.15 * answer, (name, t.capacity, answer)
+        assert t.capacity <= answer, (name, t.capacity, answer)  # a client only adds time
+        assert t.limiting_slo == "e2e_s"
+    # Dense tiers: strictly fewer streams per size step.
+    dense = [found[n].capacity or 0 for n in ("sim-1b", "sim-7b", "sim-13b", "sim-34b", "sim-70b")]
+    assert dense == sorted(dense, reverse=True) and len(set(dense)) == len(dense), dense
+    # All six by active parameters per GPU (what one decode step reads, DESIGN.md): the
+    # 8x7B MoE (12.9B active over two GPUs) serves about as many as the 7B.
+    timings = build_state(SimConfig()).timings
+    per_gpu = sorted(found, key=lambda n: timings[n].tier.active_params_b / timings[n].tier.gpus)
+    by_active = [found[n].capacity or 0 for n in per_gpu]
+    assert by_active == sorted(by_active, reverse=True), list(zip(per_gpu, by_active, strict=True))
+
+
+def test_verification_meets_at_the_capacity_and_misses_at_twice_it(
+    searched: RunResult,
+) -> None:
+    result = searched
+    assert result.summary is not None and result.summary.capacity is not None
+    for t in result.summary.capacity.targets:
+        verify = [p for p in t.probes if p.phase == "verify"]
+        # A capacity at a flat edge may miss its first check and drop to the next level
+        # that met (the note says so); the last two probes are the verification.
+        assert [p.level for p in verify[-2:]] == [t.capacity, 2 * (t.capacity or 0)]
+        assert [p.verdict for p in verify[-2:]] == ["meets", "misses"], (t.model, verify)
+        at_capacity, at_twice = verify[-2:]
+        assert at_capacity.interval is not None and at_capacity.interval[0] >= GOODPUT
+        assert at_twice.interval is not None and at_twice.interval[1] < GOODPUT
+        # The limiting metric's percentiles say why: E2E p50 over the SLO at twice.
+        assert (at_twice.percentiles["p50"] or 0) > E2E_SLO_S / TIME_SCALE
+
+
+def test_probes_are_scenarios_of_the_run_and_capacity_json_matches_the_summary(
+    searched: RunResult,
+) -> None:
+    result = searched
+    document = orjson.loads((result.run_dir / "capacity.json").read_bytes())
+    summary_json = orjson.loads((result.run_dir / "summary.json").read_bytes())
+    assert summary_json["capacity"] == document
+    capacity = CapacityResult.from_dict(document)
+    run = load_run(result.run_dir)
+    probes = [p for t in capacity.targets for p in t.probes]
+    assert [s.name for s in run.info.scenarios] == [p.scenario for p in probes]
+    assert run.summary is not None
+    for t in capacity.targets:
+        for p in t.probes:
+            group = run.summary.group(t.endpoint, t.model, p.scenario)
+            assert group is not None and group.concurrency == p.level
+            # Adaptive: a probe stops once decided, so a missing level sends few requests.
+            assert 1 <= p.requests <= 400
+    misses = [p.requests for p in probes if p.verdict == "misses"]
+    meets = [p.requests for p in probes if p.verdict == "meets"]
+    assert max(misses) < min(meets)
+
+
+def test_report_shows_capacity_chart_and_cheapest_tier_table(
+    searched: RunResult,
+) -> None:
+    result = searched
+    md = (result.run_dir / "summary.md").read_text()
+    assert "### Capacity" in md and "### Which tier serves N users at the SLO cheapest" in md
+    assert (result.run_dir / "charts" / "capacity_vs_size.png").stat().st_size > 1000
+    html = (result.run_dir / "report.html").read_text()
+    assert "Capacity vs model size" in html
+
+
+def _scaled_copy(run_dir: Path, dest: Path, factor: float) -> Path:
+    """The run folder with every capacity multiplied by ``factor`` (a doctored baseline)."""
+    shutil.copytree(run_dir, dest)
+    data: dict[str, Any] = orjson.loads((dest / "summary.json").read_bytes())
+    for t in data["capacity"]["targets"]:
+        t["capacity"] = t["capacity"] * factor
+    (dest / "summary.json").write_bytes(orjson.dumps(data))
+    return dest
+
+
+def test_compare_gates_on_a_capacity_drop(
+    searched: RunResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = searched
+    run = str(result.run_dir)
+    assert main(["compare", run, run, "--threshold", "capacity=-10%"]) == 0
+    out = capsys.readouterr().out
+    assert "6 unchanged" in out and "capacity" in out
+    higher = _scaled_copy(result.run_dir, tmp_path / "higher", 1.5)
+    assert main(["compare", str(higher), run, "--threshold", "capacity=-10%"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "6 regressed" in out
+    assert main(["compare", str(higher), run, "--threshold", "capacity=-50%"]) == 0
+
+
+def test_capacity_off_leaves_the_capacities_out(
+    searched: RunResult, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(searched.run_dir)
+    assert main(["compare", run, run, "--threshold", "capacity=off"]) == 2  # nothing left
+    out = capsys.readouterr()
+    assert "capacity" not in out.out.replace("capacity=off", "")

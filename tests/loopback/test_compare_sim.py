@@ -1,0 +1,130 @@
+"""Issue 5 done-when tests on real simulator runs (run_benchmark over 127.0.0.1).
+
+One simulator per run (seeds differ per run), two tiers in parallel, time-scaled. The
+sequence is the nightly pattern itself: every run is judged by ``--baseline
+latest-good`` through ``run_benchmark``, so the pointer logic is exercised end to end.
+
+Noise of a time-scaled simulator on a shared machine, and how this test keeps it
+below the default thresholds:
+
+- Every write and client read is late by event-loop/GIL jitter (~0.1-1 ms on a loaded
+  2-core box, whatever ``time_scale`` is), so the scale (5x) keeps the compared values
+  well above it: the 70B tier's TPOT ~16 ms, its TTFT tens of ms, the 7B tier's TTFT
+  ~10 ms. The simulator's deadlines are absolute, so lateness never accumulates.
+- Equal prompt lengths would run the closed loop in lockstep, and a lockstep batch
+  gives a few discrete TPOT modes whose median flips between runs (seen: +21%); the
+  prompts vary in length instead, like real ones.
+- Every night sends the same prompts (one prompt per request, fixed prompt seed) in
+  its own seeded order; 64 requests at c=8 average the order effects on the batch.
+- A stall of the machine delays every request in flight at once; compare's block
+  bootstrap resamples those together, so one stall is one event, not eight.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tokrate.load.run as run_mod
+import tokrate.sim as sim
+from tokrate.runfolder.store import LATEST_GOOD
+from tokrate.spec import (
+    EndpointSpec,
+    LoadSpec,
+    ModelSpec,
+    OutputSpec,
+    PromptsSpec,
+    RunSpec,
+    SyntheticSpec,
+)
+
+#: The simulator's clock runs this many times faster than model time.
+TIME_SCALE = 5.0
+MODELS = ("sim-7b", "sim-70b")
+CONCURRENCY = 8
+REQUESTS = 64
+REQUEST_SHAPE = {"input_tokens": 256, "input_stddev": 64, "output_tokens": 16, "output_stddev": 4}
+
+
+def _run(
+    root: Path, run_id: str, seed: int, tier_efficiency: dict[str, float] | None = None
+) -> int:
+    """One benchmark against a fresh simulator; returns run_benchmark's exit code."""
+    config = sim.SimConfig(
+        time_scale=TIME_SCALE, seed=seed, tier_efficiency=dict(tier_efficiency or {})
+    )
+    with sim.running_simulator(config) as url:
+        spec = RunSpec(
+            endpoints=(EndpointSpec(name="sim", base_url=url),),
+            models=tuple(ModelSpec(endpoint="sim", name=m) for m in MODELS),
+            load=LoadSpec(
+                concurrency=(CONCURRENCY,),
+                requests=REQUESTS,
+                targets="parallel",
+                seed=seed,
+                ignore_eos=True,
+            ),
+            prompts=PromptsSpec(
+                # Varied lengths, like real prompts: equal lengths would run the closed
+                # loop in lockstep, and a lockstep batch gives a few discrete TPOT modes
+                # whose median flips between runs.
+                synthetic=SyntheticSpec(
+                    # One prompt per request: every night sends the same 40 prompts
+                    # (in its own seeded order), so the workload itself is identical.
+                    count=REQUESTS,
+                    input_tokens=REQUEST_SHAPE["input_tokens"],
+                    input_stddev=REQUEST_SHAPE["input_stddev"],
+                    output_tokens=REQUEST_SHAPE["output_tokens"],
+                    output_stddev=REQUEST_SHAPE["output_stddev"],
+                    distribution="uniform",
+                    seed=0,
+                ),
+            ),
+            output=OutputSpec(dir=str(root), run_id=run_id, report=False),
+            baseline=LATEST_GOOD,
+        )
+        result = run_mod.run_benchmark(spec)
+    return int(result.exit_code)
+
+
+def _comparison(root: Path, run_id: str) -> dict[str, object]:
+    return dict(json.loads((root / run_id / "comparison.json").read_text()))
+
+
+@pytest.mark.slow
+def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> None:
+    root = tmp_path / "reports"
+    # Night 0 has no baseline: it passes and becomes latest-good.
+    assert _run(root, "n00", seed=1) == 0
+    assert (root / LATEST_GOOD).read_text().strip() == "n00"
+
+    # Ten nights of the unchanged simulator, each judged against latest-good.
+    false_alarms = 0
+    judged = 0
+    for night in range(1, 11):
+        run_id = f"n{night:02d}"
+        _run(root, run_id, seed=100 + night)
+        doc = _comparison(root, run_id)
+        results = doc["results"]
+        assert isinstance(results, list)
+        judged += sum(r["verdict"] != "not_comparable" for r in results)
+        # An alarm is a tier called regressed on a night (TPOT and decode tokens/s are
+        # one measurement seen two ways, so they count once).
+        false_alarms += len({r["model"] for r in results if r["verdict"] == "regressed"})
+    assert judged >= 10 * len(MODELS) * 5  # every row was actually compared
+    assert false_alarms <= 1, false_alarms
+    good = (root / LATEST_GOOD).read_text().strip()
+
+    # Night 11: sim-70b 20% slower (efficiency 0.8 -> 0.64).
+    assert _run(root, "slow", seed=999, tier_efficiency={"sim-70b": 0.64}) == 1
+    doc = _comparison(root, "slow")
+    results = doc["results"]
+    assert isinstance(results, list)
+    regressed = {(r["model"], r["metric"]) for r in results if r["verdict"] == "regressed"}
+    assert {m for m, _ in regressed} == {"sim-70b"}, regressed
+    assert {("sim-70b", "tpot_p50"), ("sim-70b", "decode_tps_p50")} <= regressed
+    assert (root / LATEST_GOOD).read_text().strip() == good  # a failing night never becomes good
+    md = (root / "slow" / "comparison.md").read_text()
+    assert md.startswith("### ❌ tokrate compare: REGRESSION")

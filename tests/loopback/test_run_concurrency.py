@@ -1,0 +1,79 @@
+"""Concurrency is per target in every targets mode (issue 11).
+
+Against the simulator in its own process: for every targets mode, no target ever has
+more than c requests in flight (from the records' t0 and E2E on the worker's monotonic
+clock), each reaches c, and at c=1 every target decodes at its single-stream speed
+(the simulator's own bandwidth model) within 2%.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.store import load_run
+from tokrate.sim import SimConfig, build_state
+from tokrate.spec import (
+    EndpointSpec,
+    LoadSpec,
+    ModelSpec,
+    OutputSpec,
+    PromptsSpec,
+    RunSpec,
+    SyntheticSpec,
+)
+
+TIME_SCALE = 5.0
+MODELS = ("sim-7b", "sim-34b", "sim-70b")
+LEVELS = (1, 3)
+
+
+def max_in_flight(frame: pl.DataFrame) -> int:
+    """Most requests of ``frame`` in flight at once ([t0, t0 + e2e] overlaps)."""
+    edges: list[tuple[int, int]] = []
+    for t0, e2e in zip(frame["t0_ns"], frame["e2e_s"], strict=True):
+        edges.append((t0, 1))
+        edges.append((t0 + int(e2e * 1e9), -1))
+    edges.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    peak = level = 0
+    for _t, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@pytest.mark.parametrize("mode", ["interleaved", "parallel", "sequential"])
+def test_each_target_gets_its_own_c_slots(
+    mode: str, tmp_path: Path, start_sim_process: Callable[..., str]
+) -> None:
+    url = start_sim_process(time_scale=TIME_SCALE)
+    spec = RunSpec(
+        endpoints=(EndpointSpec("sim", url),),
+        models=tuple(ModelSpec("sim", m) for m in MODELS),
+        load=LoadSpec(concurrency=LEVELS, requests=6, targets=mode),  # type: ignore[arg-type]
+        prompts=PromptsSpec(
+            synthetic=SyntheticSpec(count=8, input_tokens=16, output_tokens=32), max_tokens=32
+        ),
+        output=OutputSpec(dir=str(tmp_path), run_id=mode, report=False),
+    )
+    result = run_benchmark(spec)
+    assert result.exit_code == 0
+    records = load_run(result.run_dir).records
+    assert (records["status"] == "ok").all()
+    expected = {
+        name: timing.expected_decode_tps * TIME_SCALE
+        for name, timing in build_state(SimConfig(time_scale=TIME_SCALE)).timings.items()
+    }
+    for (model, c), part in records.group_by(["model", "concurrency"]):
+        # All of this target's records at this level (one scenario, one worker clock).
+        assert part.height == 6
+        peak = max_in_flight(part)
+        assert peak == c, (mode, model, c, peak)
+        if c == 1:
+            measured = statistics.median(1.0 / t for t in part["tpot_s"])
+            assert measured == pytest.approx(expected[str(model)], rel=0.02), (mode, model)

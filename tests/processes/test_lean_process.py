@@ -1,0 +1,86 @@
+"""The process that measures a run never imports the analysis stack (polars, numpy,
+matplotlib): parquet, summary, report and the terminal table come from children
+(tokrate.finish.finalize), and the results are the same as before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from tokrate.runfolder.store import load_run
+from tokrate.sim import SimConfig, Tier, simulator_process
+
+_PROBE = """
+import sys
+from tokrate.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("polars", "numpy", "matplotlib") if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+raise SystemExit(code)
+"""
+
+TIER = Tier(
+    name="fixed", params_b=7.0, active_params_b=7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0,
+    output_tokens_min=8, output_tokens_max=8,
+)  # fmt: skip
+
+
+def test_a_run_never_loads_polars_numpy_or_matplotlib(tmp_path: Path) -> None:
+    with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, "run", "--base-url", base, "-m", "fixed",
+             "--concurrency", "4", "--requests", "8", "--output-dir", str(tmp_path),
+             "--run-id", "lean", "--model-check", "off"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY=\n" in done.stderr, done.stderr
+    run_dir = tmp_path / "lean"
+    # Everything the children wrote is there, and the table was printed.
+    assert (run_dir / "records.parquet").is_file() and (run_dir / "report.html").is_file()
+    loaded = load_run(run_dir)
+    assert loaded.info.status == "complete" and loaded.records.height == 8
+    assert loaded.summary is not None and loaded.info.calibration is not None
+    assert "fixed" in done.stdout and "TTFT" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    assert orjson.loads((run_dir / "summary.json").read_bytes())["groups"]
+
+
+def _run(base: str, out: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, "run", "--base-url", base, "-m", "fixed",
+         "--concurrency", "4", "--requests", "64", "--output-dir", str(out),
+         "--run-id", run_id, "--model-check", "off", "--no-report", *extra],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_baseline_check_runs_in_a_child_with_the_same_verdict_and_table(
+    tmp_path: Path,
+) -> None:
+    with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
+        first = _run(base, tmp_path, "a", "--baseline", "latest-good")
+        second = _run(base, tmp_path, "b", "--baseline", "latest-good",
+                      "--threshold", "ttft_p95=+900%")  # fmt: skip
+        bad = _run(base, tmp_path, "c", "--baseline", str(tmp_path / "a"),
+                   "--threshold", "ttft_p95=+900%", "--thresholds-from-history",
+                   str(tmp_path / "nowhere"))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "HEAVY=\n" in first.stderr and "no baseline run yet" in first.stderr
+    assert second.returncode == 0, second.stderr  # 64 requests: comparable, +900% holds
+    assert "HEAVY=\n" in second.stderr, second.stderr
+    # The verdict line and table are what the comparison in this process gives.
+    from tokrate.analysis.compare import compare_runs
+    from tokrate.finish.baseline import baseline_verdict_line
+
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", {"ttft_p95": "+900%"})
+    assert baseline_verdict_line("latest-good", comparison) in second.stderr
+    assert second.returncode == comparison.exit_code
+    assert "tokrate compare:" in second.stdout and "ttft_p95" in second.stdout
+    assert max(len(line) for line in second.stdout.splitlines()) <= 80
+    assert (tmp_path / "b" / "comparison.json").is_file()
+    # A bad history folder is refused before the run, one line, exit 2.
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -1,0 +1,189 @@
+"""report.html in a real headless Chromium (Debian's /usr/bin/chromium via Playwright).
+
+Checks the page offline as a reader opens it: no console errors, no failed or external
+requests, every chart image decodes, tables scroll instead of overflowing at phone
+width, and saves screenshots under test-artifacts/. Skipped where Chromium is absent,
+unless CI=true (then a missing browser fails).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokrate.report import build_report
+from tokrate.report.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.chromium
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tiers = [
+        SyntheticTier(t.name, t.params_b, t.active_params_b, t.bytes_per_param, t.gpus, price_out_per_m=0.1 * t.params_b)
+        for t in default_synthetic_tiers()
+    ]  # fmt: skip
+    run = synthetic_run(
+        tmp_path_factory.mktemp("run") / "r",
+        run_id="chromium",
+        tiers=tiers,
+        concurrency=(1, 8),
+        requests_per_level=12,
+        output_tokens=16,
+        error_rate=0.1,
+        slo={"ttft_s": 1.0},
+    )
+    return build_report([run], formats=("png",)) / "report.html"
+
+
+def _open(browser: Any, report: Path, width: int, height: int) -> tuple[Any, list[str], list[str]]:
+    page = browser.new_page(viewport={"width": width, "height": height})
+    problems: list[str] = []
+    requests: list[str] = []
+    page.on(
+        "console",
+        lambda m: (
+            problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning")
+            else None
+        ),
+    )
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(report.as_uri(), wait_until="load")
+    return page, problems, requests
+
+
+def test_report_opens_cleanly_in_chromium(browser: Any, report: Path) -> None:
+    page, problems, requests = _open(browser, report, 1280, 900)
+    try:
+        assert problems == []
+        # Only the file itself and its data: images; nothing reaches the network.
+        assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+        sizes = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
+        )
+        assert len(sizes) == 6
+        assert all(complete and w > 0 and h > 0 for complete, w, h in sizes)
+        assert page.locator("#tier-pick table").count() == 1
+        # At 1280 px the page never scrolls sideways: a wide summary table scrolls inside
+        # its own box instead of being clipped.
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        boxes = page.eval_on_selector_all(
+            "section[id^=summary] .scroll",
+            "els => els.map(e => [getComputedStyle(e).overflowX, e.scrollWidth, e.clientWidth])",
+        )
+        assert boxes and all(ox in ("auto", "scroll") for ox, _sw, _cw in boxes)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-desktop.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_report_fits_a_phone(browser: Any, report: Path) -> None:
+    page, problems, _ = _open(browser, report, 390, 844)
+    try:
+        assert problems == []
+        # The page itself never scrolls sideways; wide tables scroll inside their box.
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1
+        widths = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => i.getBoundingClientRect().width)"
+        )
+        assert all(w <= 390 for w in widths)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-phone.png"), full_page=False)
+    finally:
+        page.close()
+
+
+def test_degenerate_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
+    """Single-read streams (TPOT 0, zero gaps) and a failed target: the report still
+    opens with no console error, every chart it kept loads, and it says what it left out."""
+    import polars as pl
+
+    run = synthetic_run(tmp_path / "r", run_id="degenerate", concurrency=(1, 4),
+                        requests_per_level=6, error_rate=0.3)  # fmt: skip
+    frame = pl.read_parquet(run / "records.parquet").with_columns(
+        pl.lit(0.0).alias("tpot_s"),
+        pl.col("ttft_s").alias("e2e_s"),
+        pl.col("chunk_offsets_s").list.eval(pl.element() * 0 + pl.element().first()),
+    )
+    frame.write_parquet(run / "records.parquet")
+    (run / "summary.json").unlink(missing_ok=True)
+    report = build_report([run], formats=("png",)) / "report.html"
+    page, problems, _ = _open(browser, report, 1280, 900)
+    try:
+        assert problems == []
+        sizes = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth])"
+        )
+        assert sizes and all(complete and w > 0 for complete, w in sizes)
+        assert "no measurable decode speed" in page.inner_text("#left-out")
+        csp = page.eval_on_selector_all("meta[http-equiv]", "ms => ms.length")
+        assert csp == 1  # the Content-Security-Policy is a real <meta> element
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-degenerate.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
+    """A run where a third of the streams came through a buffering proxy and every
+    request carried server timings: the warnings say "stream held back (proxy or server)",
+    the tables and the client-vs-server chart render, nothing fails to load."""
+    tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
+    run = synthetic_run(
+        tmp_path / "r", run_id="buffered", tiers=tiers, requests_per_level=12,
+        buffered=0.35, server_timings=True, hardware="cpu-ddr5-2ch", seed=3,
+    )  # fmt: skip
+    report = build_report([run], formats=("png",)) / "report.html"
+    page, problems, _ = _open(browser, report, 1280, 900)
+    try:
+        assert problems == []
+        sizes = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.alt, i.complete, i.naturalWidth])"
+        )
+        assert all(complete and w > 0 for _alt, complete, w in sizes)
+        assert "Client vs server" in {alt for alt, _c, _w in sizes}
+        warnings = page.inner_text("#warnings")
+        assert "stream held back (proxy or server): ITL/TPOT not meaningful" in warnings
+        headings = page.eval_on_selector_all("section h2", "hs => hs.map(h => h.textContent)")
+        assert {"Buffered streams", "Client vs server"} <= set(headings)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-buffered-server.png"), full_page=True)
+    finally:
+        page.close()

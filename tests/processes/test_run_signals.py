@@ -1,0 +1,222 @@
+"""Ctrl-C, SIGTERM, SIGHUP and SIGKILL of a real `python -m tokrate run` subprocess lose
+nothing; a third signal ends the grace period at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tokrate.runfolder.store import load_run
+
+
+def _start(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:
+    # The embedded simulator runs in a child process of tokrate that exits with it
+    # (even after a SIGKILL, see the test below). sim-70b at real time with 6 tokens:
+    # ~0.35 s per request, 2 streams.
+    cmd = [
+        sys.executable, "-m", "tokrate", "run", "-m", "sim-70b", "--max-tokens", "6",
+        "--concurrency", "2", "--requests", "400", "--time-scale", "1",
+        "--output-dir", str(tmp_path), "--run-id", run_id, "--no-report",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "120"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return proc, tmp_path / run_id
+
+
+def _wait_for_records(proc: subprocess.Popen[bytes], jsonl: Path, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        if jsonl.exists() and jsonl.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no records appeared")
+
+
+def test_sigint_writes_everything_and_exits_130(tmp_path: Path) -> None:
+    proc, run_dir = _start(tmp_path, "sigint")
+    _wait_for_records(proc, run_dir / "records.jsonl", 4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    run = orjson.loads((run_dir / "run.json").read_bytes())
+    assert run["status"] == "interrupted"
+    loaded = load_run(run_dir)
+    assert loaded.interrupted
+    lines = (run_dir / "records.jsonl").read_bytes().splitlines()
+    assert loaded.records.height == len(lines) >= 4
+    assert (run_dir / "records.parquet").exists() and (run_dir / "summary.json").exists()
+    counts = run["counts"]
+    assert counts["scheduled"] == counts["ok"] + counts["error"] + counts["cancelled"]
+    assert counts["scheduled"] < 400
+    assert b"interrupted" in err and b"sim-70b" in out  # the summary table still printed
+
+
+def test_sigkill_leaves_every_finished_request_readable(tmp_path: Path) -> None:
+    proc, run_dir = _start(tmp_path, "sigkill")
+    _wait_for_records(proc, run_dir / "records.jsonl", 4)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    # Everything the OS had been handed before the kill is on disk.
+    lines = [ln for ln in (run_dir / "records.jsonl").read_bytes().split(b"\n") if ln]
+    loaded = load_run(run_dir)
+    assert loaded.interrupted and loaded.info.to_dict()["status"] == "running"
+    complete = [ln for ln in lines if ln.endswith(b"}")]
+    assert loaded.records.height == len(complete) >= 4
+    assert set(loaded.records["status"].to_list()) == {"ok"}
+    # The embedded simulator's process noticed its parent is gone and stopped serving.
+    _assert_port_closes(loaded.info.to_dict()["targets"][0]["base_url"])
+    # The report reads the killed run and says it was interrupted.
+    from tokrate.report import build_report
+
+    out = build_report([run_dir], formats=("svg",))
+    html = (out / "report.html").read_text()
+    assert "interrupted" in html
+
+
+def _assert_port_closes(base_url: str) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((parts.hostname, parts.port), timeout=1):
+                pass
+        except OSError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the simulator at {base_url} outlived its killed parent")
+
+
+def _start_long(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """Two streams of 400-token answers from sim-70b at real time (~17 s each), so both
+    are still in flight when the signal arrives and outlast the 5 s grace period."""
+    cfg = tmp_path / "long.toml"
+    cfg.write_text("[load]\nignore_eos = true\n", encoding="utf-8")
+    cmd = [
+        sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "-m", "sim-70b",
+        "--max-tokens", "400", "--concurrency", "2", "--requests", "40",
+        "--time-scale", "1", "--output-dir", str(tmp_path), "--run-id", run_id,
+        "--no-report",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "120"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return proc, tmp_path / run_id
+
+
+def _wait_in_flight(proc: subprocess.Popen[bytes], run_dir: Path) -> None:
+    """Until the run is measuring (run.json written, requests sent)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        if (run_dir / "run.json").exists() and (run_dir / "records.jsonl").exists():
+            time.sleep(1.0)  # past warm-up and pre-connect: the two requests are out
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run never started measuring")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_like_ctrl_c(tmp_path: Path, sig: int, code: int) -> None:
+    """What CI schedulers and `timeout` send: in-flight requests recorded as cancelled
+    after the grace period, every file written, status interrupted, exit 128 + signal."""
+    proc, run_dir = _start_long(tmp_path, f"sig{sig}")
+    _wait_in_flight(proc, run_dir)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err.decode()
+    assert b"Traceback" not in err
+    run = orjson.loads((run_dir / "run.json").read_bytes())
+    assert run["status"] == "interrupted"
+    assert (run_dir / "records.parquet").exists() and (run_dir / "summary.json").exists()
+    loaded = load_run(run_dir)
+    assert loaded.records.height == run["counts"]["scheduled"] >= 2
+    assert run["counts"]["cancelled"] >= 2  # the two in flight, cut at the end of the grace
+    cancelled = loaded.records.filter(loaded.records["error_class"] == "cancelled")
+    assert cancelled.height == run["counts"]["cancelled"]
+
+
+def test_third_signal_ends_the_grace_period_at_once(tmp_path: Path) -> None:
+    proc, run_dir = _start_long(tmp_path, "third")
+    _wait_in_flight(proc, run_dir)
+    first = time.time()
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    loaded = load_run(run_dir)
+    cancelled = loaded.records.filter(loaded.records["error_class"] == "cancelled")
+    assert cancelled.height >= 2
+    # Each cancelled request ended (wall clock: started_at + e2e) right after the third
+    # signal, not at the end of the 5 s grace period the first one started.
+    ends = (cancelled["started_at"] + cancelled["e2e_s"]).to_list()
+    assert max(ends) - first < 3.0, [e - first for e in ends]
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc for the worker pids")
+def test_workers_stop_at_once_when_the_parent_dies(tmp_path: Path) -> None:
+    """A SIGKILLed driver's workers abort (no grace period) and send nothing more: every
+    request the server receives arrived before the kill."""
+    from tokrate.sim import SimConfig, simulator_process
+
+    truth = tmp_path / "truth.jsonl"
+    cfg = tmp_path / "long.toml"
+    cfg.write_text("[load]\nignore_eos = true\n", encoding="utf-8")
+    with simulator_process(SimConfig(truth_log=str(truth))) as url:
+        cmd = [
+            sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "--base-url", url,
+            "-m", "sim-70b", "--max-tokens", "400", "--concurrency", "4", "--requests", "40",
+            "--workers", "2", "--output-dir", str(tmp_path), "--run-id", "orphans",
+            "--no-report",
+        ]  # fmt: skip
+        # No pipes: the workers inherit them, and reading one to EOF would wait for them.
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_in_flight(proc, tmp_path / "orphans")
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, workers
+        proc.send_signal(signal.SIGKILL)
+        killed_ns = time.perf_counter_ns()
+        deadline = time.monotonic() + 3.0  # the grace period alone would be 5 s
+        proc.wait(timeout=30)
+        while time.monotonic() < deadline and any(_alive(p) for p in workers):
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in workers), "workers outlived their driver"
+        time.sleep(0.5)  # the server logs the requests the workers' hang-up ended
+    received = [orjson.loads(line)["received_ns"] for line in truth.read_bytes().splitlines()]
+    assert received, "the server saw no request"
+    late = [(r - killed_ns) / 1e9 for r in received if r > killed_ns + 200_000_000]
+    assert late == [], f"requests sent after the driver died: {late}"

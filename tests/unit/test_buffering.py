@@ -1,0 +1,243 @@
+"""Buffered streams (tokrate.analysis.buffering) over hand-built frames, and how a buffered
+request leaves the per-token statistics everywhere (summary, compare, history) while
+TTFT and E2E keep it."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from helpers.documents import run_info
+from rich.console import Console
+
+from tokrate.analysis.buffering import buffering_exprs
+from tokrate.analysis.compare import compare_runs
+from tokrate.analysis.metrics import analysed, summarize
+from tokrate.report.text import render_summary
+from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.store import load_run
+from tokrate.runfolder.summary import Summary
+
+#: name -> (chunk offsets, output tokens, buffered?)
+CASES: dict[str, tuple[list[float], int, bool]] = {
+    # One token per read, 20 ms apart (a normal stream, llama.cpp's shape).
+    "one token per read": ([0.1 + 0.02 * i for i in range(32)], 32, False),
+    # The issue's transformers request: 32 tokens in 4 reads, the first ones held back.
+    "32 tokens in 4 reads": ([0.5] * 20 + [0.51] * 4 + [0.52] * 4 + [0.53] * 4, 32, True),
+    # 3 tokens per chunk, every chunk its own read at high speed: a legitimate server.
+    "3 tokens per chunk, fast": ([0.1 + 0.0003 * i for i in range(11)], 32, False),
+    # vLLM --stream-interval 10: 10 tokens per chunk, chunks 50 ms apart.
+    "10 tokens per chunk": ([0.1 + 0.05 * i for i in range(10)], 100, False),
+    # 3 tokens per chunk on a short answer: few reads, but each chunk alone.
+    "3 per chunk, 8 tokens": ([0.1, 0.13, 0.16], 8, False),
+    # A gateway that re-sends the whole answer as one chunk.
+    "whole answer in one chunk": ([0.3], 32, True),
+    # Two big chunks: one gap for 32 tokens.
+    "two chunks of 16": ([0.3, 0.5], 32, True),
+    # A fast client reading a 150,000 tok/s stream one token per read (6.5 us apart).
+    "distinct stamps 6.5 us apart": ([0.3 + 6.5e-6 * i for i in range(32)], 32, False),
+    # A client that fell behind now and then and read two chunks at once.
+    "pairs": ([0.1 * (i // 2) for i in range(32)], 32, False),
+    # llama.cpp's 3 M model at ~5,000 tok/s, read ~8 tokens at a time by a busy client.
+    "fast llama, 8 tokens per read": ([0.01 + 0.0017 * (i // 8) for i in range(128)], 128, False),
+    # A proxy that flushes every 100 ms: no read holds a quarter of the answer.
+    "frequent flushes": ([0.1 * (1 + i // 11) for i in range(64)], 64, False),
+    # The same proxy in front of a short answer: 3 reads.
+    "few flushes": ([0.1 * (1 + i // 11) for i in range(30)], 30, True),
+    # A stall later in the stream: the last 40 of 128 tokens in one read. TTFT is on
+    # time and the span still ends at the last token, so TPOT stays right.
+    "late burst": ([0.01 + 0.0002 * min(i, 88) for i in range(128)], 128, False),
+    # A proxy that holds the first 10 of 32 tokens back, then streams normally.
+    "first 10 held back": ([0.3] * 10 + [0.3 + 0.02 * k for k in range(1, 23)], 32, True),
+    # A proxy that passes the first token on and buffers the rest in 3 flushes.
+    "first token passed, rest flushed": ([0.1] + [0.35] * 10 + [0.6] * 10 + [0.85] * 11, 32, False),
+    # llama-server's starved HTTP thread: 123 of 128 tokens of a 25 ms answer at once.
+    "starved server": ([0.009] * 123 + [0.0092, 0.0093, 0.0094, 0.0094, 0.0094], 128, True),
+    # A busy machine's 27 ms hiccup: 19 of 32 tokens of a ~700 tok/s stream in one read.
+    "hiccup": ([0.03] * 19 + [0.03 + 0.0014 * k for k in range(1, 14)], 32, False),
+    # Too short to tell.
+    "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
+    "no content": ([], 5, False),
+}
+
+
+def _frame(cases: dict[str, tuple[list[float], int, bool]], client: str = "fast") -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "name": list(cases),
+            "chunk_offsets_s": [c[0] for c in cases.values()],
+            "output_tokens": [c[1] for c in cases.values()],
+            "client": [client] * len(cases),
+        },
+        schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
+    )
+
+
+def test_which_requests_are_buffered() -> None:
+    out = _frame(CASES).with_columns(buffering_exprs())
+    got = dict(zip(out["name"], out["buffered"], strict=True))
+    assert got == {name: case[2] for name, case in CASES.items()}
+
+
+#: Through the openai SDK (and httpx) every chunk gets its own stamp: 70-250 us apart
+#: within one read (httpx ~13 us), with a rare ms stall, so nearby stamps are one read.
+SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
+    "one read, SDK stamps": ([0.3 + 120e-6 * i for i in range(32)], 32, True),
+    "4 reads, SDK stamps, one stall": (
+        [r + 100e-6 * k + (0.004 if (r, k) == (0.8, 9) else 0.0) for r in (0.5, 0.8, 1.1, 1.4)
+         for k in range(16)],
+        64,
+        True,
+    ),
+    "one token per read, 5 ms apart": ([0.1 + 0.005 * i for i in range(32)], 32, False),
+    "3 tokens per chunk, 1 ms apart": ([0.1 + 0.001 * i for i in range(11)], 32, False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("client", ["openai", "httpx"])
+def test_which_per_chunk_stamped_requests_are_buffered(client: str) -> None:
+    out = _frame(SDK_CASES, client=client).with_columns(buffering_exprs())
+    got = dict(zip(out["name"], out["buffered"], strict=True))
+    assert got == {name: case[2] for name, case in SDK_CASES.items()}
+    # The same stamps from the fast client are 32 reads: one stamp per read, exactly.
+    fast = _frame(SDK_CASES, client="fast").with_columns(buffering_exprs())
+    assert fast["stream_reads"][0] == 32 and not fast["buffered"][0]
+
+
+def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
+    out = _frame(CASES).with_columns(buffering_exprs())
+    rows = {r["name"]: r for r in out.to_dicts()}
+    held = rows["32 tokens in 4 reads"]
+    assert (held["stream_reads"], held["reads_per_token"], held["burst_share"]) == (4, 0.125, 1.0)
+    assert held["first_read_share"] == pytest.approx(20 / 32)
+    normal = rows["one token per read"]
+    assert (normal["stream_reads"], normal["reads_per_token"], normal["burst_share"]) == (
+        32,
+        1.0,
+        0.0,
+    )
+    pairs = rows["pairs"]
+    assert (pairs["stream_reads"], pairs["burst_share"]) == (16, 1.0)
+    assert rows["3 tokens per chunk, fast"]["reads_per_token"] == pytest.approx(11 / 32)
+    empty = rows["no content"]
+    assert (empty["stream_reads"], empty["burst_share"]) == (0, None)
+
+
+def test_one_late_read_among_many_is_not_a_buffered_stream() -> None:
+    """A client stall that makes 5 of 64 chunks arrive in one read."""
+    offsets = [0.1 + 0.01 * i for i in range(64)]
+    offsets[20:25] = [offsets[24]] * 5
+    out = _frame({"stall": (offsets, 64, False)}).with_columns(buffering_exprs())
+    assert out["burst_share"][0] == pytest.approx(5 / 64)
+    assert out["buffered"][0] is False
+
+
+def _rec(i: int, offsets: list[float], tokens: int = 32, **kw: Any) -> RequestRecord:
+    ttft, e2e = offsets[0], offsets[-1]
+    fields: dict[str, Any] = {"endpoint": "gw", "model": "tf", **kw}
+    return RequestRecord(
+        run_id="r",
+        scenario="c1",
+        prompt_id=f"p{i}",
+        task="chat",
+        request_index=i,
+        started_at=1000.0 + i,
+        t0_ns=i,
+        status="ok",
+        concurrency=1,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        tpot_s=(e2e - ttft) / (tokens - 1),
+        output_tokens=tokens,
+        tokens_source="usage",
+        chunk_offsets_s=tuple(offsets),
+        **fields,
+    )
+
+
+def _issue_records() -> list[RequestRecord]:
+    """Nine normal requests at 38.8 tok/s and the issue's one: 4 reads for 32 tokens
+    whose 1/TPOT reads 349.5 tok/s."""
+    tpot = 1 / 38.8
+    normal = [_rec(i, [0.2 + tpot * k for k in range(32)]) for i in range(9)]
+    span = 31 / 349.5  # first read to last
+    held = [1.0] * 20 + [1.0 + span / 3] * 4 + [1.0 + 2 * span / 3] * 4 + [1.0 + span] * 4
+    return [*normal, _rec(9, held)]
+
+
+def test_the_issue_request_is_kept_out_of_decode_percentiles() -> None:
+    summary = summarize(records_to_frame(_issue_records()), run_info())
+    (g,) = summary.groups
+    assert g.decode_tps.n == 9 and g.decode_tps.p50 == pytest.approx(38.8)
+    assert g.decode_tps.max == pytest.approx(38.8)
+    assert g.tpot_s.n == 9
+    assert g.itl_s.n == 9 * 31  # the buffered request's gaps are out too
+    assert g.ttft_s.n == 10 and g.e2e_s.n == 10  # TTFT and E2E keep it
+    assert g.stream is not None
+    assert (g.stream.judged, g.stream.buffered) == (10, 1)
+    assert g.stream.buffered_share == pytest.approx(0.1)
+    assert g.stream.buffered_decode_tps.n == 1
+    assert g.stream.buffered_decode_tps.p50 == pytest.approx(349.5)
+    assert g.stream.buffered_reads_per_token_p50 == pytest.approx(4 / 32)
+    assert g.stream.buffered_burst_share_p50 == 1.0
+    assert g.stream.buffered_first_read_share_p50 == pytest.approx(20 / 32)
+
+
+def test_a_tpot_slo_holds_vacuously_for_a_buffered_request() -> None:
+    """A buffered request has no per-token figures, like a one-token answer."""
+    run = run_info(slo={"tpot_s": 0.02})  # the normal ones (25.8 ms) miss, 2.9 ms would pass
+    (g,) = summarize(records_to_frame(_issue_records()), run).groups
+    assert g.slo_met_fraction == pytest.approx(0.1)  # only the buffered one "meets" it
+
+
+def test_compare_and_history_leave_buffered_requests_out_too(tmp_path: Path) -> None:
+    from helpers.runfolders import write_run
+
+    from tokrate.analysis.history import load_history
+
+    records = _issue_records()
+    base = write_run(tmp_path, "a", records, scenarios={"c1": 1})
+    cur = write_run(tmp_path, "b", records, scenarios={"c1": 1}, started_at="2026-01-02T00:00:00Z")
+    frame = analysed(load_run(base).records)
+    assert frame["decode_tps"].drop_nulls().len() == 9
+    assert frame.filter(pl.col("buffered"))["tpot_measured_s"].item() == pytest.approx(1 / 349.5)
+    comparison = compare_runs(base, cur)
+    decode = next(r for r in comparison.results if r.metric == "decode_tps_p50")
+    assert (decode.n_baseline, decode.baseline) == (9, pytest.approx(38.8))
+    points = load_history(tmp_path).points
+    row = points.filter((pl.col("metric") == "decode_tps_p50") & (pl.col("run_id") == "b"))
+    assert row["value"].item() == pytest.approx(38.8)
+
+
+def test_summary_v2_round_trips_and_v1_still_loads() -> None:
+    summary = summarize(records_to_frame(_issue_records()), run_info())
+    again = Summary.from_dict(summary.to_dict())
+    assert again == summary
+    old = summary.to_dict()
+    old["schema_version"] = 1
+    for g in old["groups"]:
+        del g["stream"], g["server"]
+    (g1,) = Summary.from_dict(old).groups
+    assert g1.stream is None and g1.server is None
+    fixture = Path(__file__).parent.parent / "fixtures" / "runs" / "v0.1-first-release"
+    loaded = load_run(fixture)
+    assert loaded.summary is not None and loaded.summary.schema_version == 1
+    assert all(g.stream is None for g in loaded.summary.groups)
+
+
+def test_terminal_summary_marks_buffered_groups_in_80_columns() -> None:
+    all_held = [_rec(10 + i, [1.0] * 16 + [1.1] * 16, model="gw-only") for i in range(3)]
+    summary = summarize(records_to_frame([*_issue_records(), *all_held]), run_info())
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(("tf", "gw-"))}
+    assert "38.8*" in rows["tf"]
+    assert rows["gw-only"].count("buf") == 2  # TPOT and tok/s stream
+    words = " ".join(text.split())  # the explanation wraps at 80 columns
+    assert "stream held back (proxy or server): ITL/TPOT not meaningful" in words
+    assert "tf c=1 1/10" in words and "gw-only c=1 3/3" in words

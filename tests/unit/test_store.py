@@ -1,0 +1,182 @@
+"""The run folder: written before load, appended per record, finalized, read back."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from tokrate.analysis.metrics import summarize
+from tokrate.errors import OutputError, RunFolderError
+from tokrate.runfolder.records import RECORD_POLARS_SCHEMA, RequestRecord
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.store import (
+    RunStore,
+    load_run,
+    load_run_info,
+    new_run_id,
+    read_records_jsonl,
+)
+from tokrate.runfolder.summary import Summary
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
+
+
+def _rec(i: int, status: str = "ok") -> RequestRecord:
+    return RequestRecord(
+        run_id="r",
+        endpoint="e",
+        model="m",
+        scenario="c1",
+        prompt_id=f"p{i}",
+        task="chat",
+        request_index=i,
+        started_at=1.0e9 + i,
+        t0_ns=10 + i,
+        status=status,  # type: ignore[arg-type]
+        ttft_s=0.1 if status == "ok" else None,
+        chunk_offsets_s=(0.1, 0.2) if status == "ok" else (),
+        error_class=None if status == "ok" else "http_5xx",
+    )
+
+
+def test_run_id_format() -> None:
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", new_run_id())
+
+
+def test_full_cycle(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "run1")
+    store.start(RunInfo(run_id="run1", label="nightly"))
+    run = orjson.loads((tmp_path / "run1" / "run.json").read_bytes())
+    assert run["status"] == "running" and run["layout_version"] == 1
+    for i in range(3):
+        store.append(_rec(i))
+    store.append(_rec(3, "error"))
+    store.end_scenario()
+    seen: list[RunInfo] = []
+
+    def summarize_it(frame: pl.DataFrame, info: RunInfo) -> Summary:
+        seen.append(info)
+        return summarize(frame, info)
+
+    frame, summary = store.finalize(status="complete", summarize=summarize_it)
+    assert frame.height == 4 and summary is not None
+    assert seen[0].status == "complete" and summary.groups[0].counts.ok == 3
+    loaded = load_run(tmp_path / "run1")
+    assert not loaded.interrupted and loaded.name == "nightly"
+    assert loaded.records.schema == RECORD_POLARS_SCHEMA
+    assert loaded.records["request_index"].to_list() == [0, 1, 2, 3]
+    assert loaded.summary == summary
+    assert loaded.info.ended_at is not None
+    # run.json round-trips exactly through its type.
+    assert RunInfo.from_dict(orjson.loads((tmp_path / "run1" / "run.json").read_bytes())) == (
+        loaded.info
+    )
+
+
+def test_refuses_existing_folder(tmp_path: Path) -> None:
+    (tmp_path / "run1").mkdir()
+    with pytest.raises(OutputError, match="already exists"):
+        RunStore(tmp_path / "run1")
+
+
+def test_unwritable_parent(tmp_path: Path) -> None:
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o500)
+    try:
+        # Root ignores permission bits; sysfs refuses a new folder even to root.
+        target = parent / "run1" if os.geteuid() != 0 else Path("/sys/tokrate-unwritable/run1")
+        with pytest.raises(OutputError, match="cannot create the run folder") as info:
+            RunStore(target)
+        assert "\n" not in str(info.value)
+    finally:
+        parent.chmod(0o700)
+
+
+def test_parent_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError) as info:
+        RunStore(tmp_path / "file" / "run1")
+    assert "\n" not in str(info.value)
+
+
+def test_not_enough_free_space(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="MiB free"):
+        RunStore(tmp_path / "run1", min_free_bytes=1 << 62)
+
+
+def test_killed_run_with_torn_line(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "run1")
+    store.start(RunInfo(run_id="run1"))
+    store.append(_rec(0))
+    store.append(_rec(1))
+    # A SIGKILL mid-write: half a line at the end, nothing finalized.
+    with open(store.jsonl_path, "ab") as fh:
+        fh.write(orjson.dumps(_rec(2).to_dict())[:40])
+    loaded = load_run(tmp_path / "run1")
+    assert loaded.interrupted
+    assert loaded.records["request_index"].to_list() == [0, 1]
+    assert loaded.summary is None
+
+
+def test_bad_line_in_the_middle_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(
+        orjson.dumps(_rec(0).to_dict()) + b"\n{oops\n" + orjson.dumps(_rec(1).to_dict()) + b"\n"
+    )
+    with pytest.raises(RunFolderError, match=r"records.jsonl:2:"):
+        read_records_jsonl(path)
+
+
+def test_load_run_errors(tmp_path: Path) -> None:
+    with pytest.raises(RunFolderError, match="no such directory"):
+        load_run(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunFolderError, match=r"no run\.json"):
+        load_run(tmp_path / "empty")
+    (tmp_path / "future").mkdir()
+    (tmp_path / "future" / "run.json").write_text('{"layout_version": 99, "kind": "tokrate-run"}')
+    with pytest.raises(RunFolderError, match="layout_version 99"):
+        load_run(tmp_path / "future")
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "run.json").write_text("{not json")
+    with pytest.raises(RunFolderError, match="unreadable"):
+        load_run(tmp_path / "garbage")
+
+
+@pytest.mark.parametrize("name", ["v0.1-first-release", "v0.1-connect-s"])
+def test_run_folders_of_earlier_versions_load(name: str) -> None:
+    """Folders written by earlier tokrate versions load through the one reader: every
+    run.json key typed, records upgraded to today's schema, summary.json typed."""
+    loaded = load_run(FIXTURES / name)
+    info = loaded.info
+    assert info.complete and info.name == info.run_id
+    assert [t.model for t in info.targets] == ["sim-7b", "sim-70b"]
+    assert [s.name for s in info.scenarios] == ["c=1", "c=2"]
+    assert info.counts is not None and info.counts.scheduled == 16
+    assert loaded.records.schema == RECORD_POLARS_SCHEMA and loaded.records.height == 16
+    assert loaded.summary is not None and len(loaded.summary.groups) == 4
+    # What compare needs of the config is parsed from it once.
+    assert info.load_identity["mode"] == "closed" and info.time_scale == 20.0
+    if name == "v0.1-first-release":
+        assert info.label is None and info.preconnect is None and info.connections == ()
+        assert loaded.records["connect_s"].null_count() == 16
+    else:
+        assert info.preconnect is True and info.connections
+    # Unknown keys survive a rewrite; the summary round-trips.
+    assert RunInfo.from_dict(info.to_dict()) == info
+    assert Summary.from_dict(loaded.summary.to_dict()) == loaded.summary
+    assert load_run_info(FIXTURES / name) == info
+
+
+def test_mistyped_run_json_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "run.json").write_text('{"layout_version": 1, "run_id": "x", "workers": "two"}')
+    with pytest.raises(RunFolderError, match=r"run\.json: workers must be an integer"):
+        load_run(folder)

@@ -1,0 +1,197 @@
+"""Buffered streams: per-request reads, reads per token, burst share and the verdict.
+
+A gateway or proxy that holds a stream back and delivers it in one or a few reads
+(TTFT ~ E2E) makes every per-token figure of that request meaningless: its TPOT is the
+proxy's flush interval divided by the tokens, its "decode speed" whatever the flushes
+add up to. These expressions, over a records frame with ``chunk_offsets_s`` (seconds
+since t0, one per content chunk) and ``output_tokens``, say which requests that was.
+:func:`tokrate.analysis.metrics.derive` adds them to every analysed frame and leaves buffered
+requests out of the TPOT, ITL and decode-speed columns, so the summary, the report,
+compare and history agree (docs/report.md "Buffered streams").
+
+Definitions (one request):
+
+- A **read** is the set of content chunks that arrived together. The fast client
+  stamps every chunk of one socket read with that read's stamp, so equal offsets are
+  one read and any gap starts a new one (exact). The httpx client stamps each HTTP
+  chunk (chunked transfer encoding) as httpx yields it, ~13 us apart within one read
+  (p99 110 us), and the SDK path (``client == "openai"``) each chunk after the SDK
+  parsed it, 70-250 us apart (measured on a 2-core machine, quiet to load 10); so on
+  those two a gap up to :data:`PER_CHUNK_STAMP_GAP_S` stays in the read.
+  ``stream_reads`` = number of reads (0 without content). Consequence: through httpx
+  or the SDK, a stream faster than ~2,000 chunks/s cannot be told from a buffered one
+  (its chunks look like one read), and a rare 1-15 ms scheduling hiccup on a loaded
+  machine can split a held read, so a buffered request may be missed there (best
+  effort; exact on the fast client).
+- ``reads_per_token`` = ``stream_reads`` / ``output_tokens`` (1.0: one read per token;
+  None without tokens).
+- ``burst_share`` = share of the content chunks that arrived in a read together with
+  another content chunk (0.0: every chunk came alone; 1.0: none did; None without
+  content).
+- ``first_read_share`` = content chunks of the first read (the one that carried the
+  first token) / content chunks (1.0: the whole answer in one read; None without
+  content).
+- ``held_s`` = how long the first read's chunks took to produce at the pace of the
+  rest of the stream: first-read chunks x (last offset - first offset) / (chunks
+  after the first read); None when nothing came after it.
+- **buffered** when ``output_tokens`` >= :data:`MIN_TOKENS`, ``first_read_share`` >=
+  :data:`MIN_FIRST_READ_SHARE` (a quarter of the answer or more came with the first
+  token: its first tokens were held back and arrived together, so TTFT is late and
+  TPOT spans only what came after) and either that first read holds two chunks or
+  more (held back, not one big chunk) that took :data:`MIN_HELD_S` or longer to
+  produce (not a scheduling hiccup on a fast, short stream), or the answer came
+  (nearly) all at once: ``stream_reads`` <= :data:`FEW_READS` (at most one gap,
+  whatever the chunking) or ``first_read_share`` >= :data:`NEARLY_ALL_SHARE`.
+
+Why these: a server that packs 2-3 tokens into each chunk and sends every chunk on
+its own has a one-chunk first read and more than two reads, and is never buffered,
+however short the answer. A fast stream that the client reads a few tokens at a time
+(llama.cpp's 3 M model at ~5,000 tokens/s arrived ~8 tokens per read on a busy 2-core
+machine: burst share 0.95, reads per token 0.12) has a small first read (6% of 128
+tokens) and a TPOT within a few % of the server's: not buffered. Neither is a 20 ms
+hiccup of a busy machine that lands the first 19 tokens of a 1,000 tok/s simulator
+stream in one read (held 27 ms: under MIN_HELD_S), nor a stall that
+lands a run of tokens in one read later in the stream (TTFT on time, the span still
+ends at the last token: TPOT stays right, measured on llama.cpp). What is flagged is
+the case where TTFT and TPOT describe the deliveries, not decoding: the issue's
+transformers request (32 tokens in 4 reads, 20 of them in the first), a gateway that
+sends the whole answer at once, llama-server's starved HTTP thread writing 128
+computed tokens in one burst (1/TPOT 250,000 tok/s against the server's 5,000). A
+proxy that passes the first token on and buffers the rest in three or more flushes
+is not flagged: TTFT and TPOT are then right (first and last token on time), and the
+ITL shows the flushes the client really saw. ``burst_share`` and ``reads_per_token``
+describe the stream in the summary; they do not decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import polars as pl
+
+from tokrate.analysis.stats import dist_exprs, row_to_distribution
+from tokrate.runfolder.summary import Distribution, StreamShape
+
+__all__ = [
+    "BUFFERING_COLUMNS",
+    "FEW_READS",
+    "MIN_FIRST_READ_SHARE",
+    "MIN_HELD_S",
+    "MIN_TOKENS",
+    "NEARLY_ALL_SHARE",
+    "PER_CHUNK_STAMP_GAP_S",
+    "buffering_exprs",
+    "stream_aggs",
+    "stream_entry",
+]
+
+#: Through httpx or the SDK, chunks at most this many seconds apart arrived in one read
+#: (see the module docstring; the fast client shares one stamp per read exactly).
+PER_CHUNK_STAMP_GAP_S: Final = 0.0005
+#: Fewer output tokens than this: too short to tell, never buffered.
+MIN_TOKENS: Final = 4
+#: The first read holds at least this share of the content chunks.
+MIN_FIRST_READ_SHARE: Final = 0.25
+#: The first read's chunks must have taken this long to produce (seconds).
+MIN_HELD_S: Final = 0.05
+#: The whole answer in at most this many reads is buffered whatever the chunking.
+FEW_READS: Final = 2
+#: So is an answer whose first read holds this share of it, however short the hold.
+NEARLY_ALL_SHARE: Final = 0.9
+
+#: The columns :func:`buffering_exprs` adds, in order.
+BUFFERING_COLUMNS: Final = (
+    "stream_reads",
+    "reads_per_token",
+    "burst_share",
+    "first_read_share",
+    "held_s",
+    "buffered",
+)
+
+
+def _reads_and_bursts(same_read_s: float) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(reads, chunks in a read with another chunk, chunks of the first read) per
+    request, a gap up to ``same_read_s`` staying inside a read."""
+    offsets = pl.col("chunk_offsets_s")
+    # Inside list.eval the element is the request's offsets as a series: the gap before
+    # a chunk is diff(), the gap after it -diff(-1); a missing neighbour is "far".
+    before = pl.element().diff().fill_null(float("inf"))
+    after = (-pl.element().diff(-1)).fill_null(float("inf"))
+    starts_read = before > same_read_s
+    alone = starts_read & (after > same_read_s)
+    reads = offsets.list.eval(starts_read.sum()).list.first()
+    bursting = offsets.list.eval((~alone).sum()).list.first()
+    read_id = starts_read.cast(pl.Int32).cum_sum()
+    first = offsets.list.eval((read_id == 1).sum()).list.first()
+    return (
+        reads.fill_null(0).cast(pl.Int64),
+        bursting.fill_null(0).cast(pl.Int64),
+        first.fill_null(0).cast(pl.Int64),
+    )
+
+
+def buffering_exprs() -> list[pl.Expr]:
+    """``stream_reads`` (Int64), ``reads_per_token``, ``burst_share`` and
+    ``first_read_share``, ``held_s`` (Float64, None when unknowable) and ``buffered``
+    (Boolean, never null) of every request."""
+    per_chunk = pl.col("client").is_in(["httpx", "openai"])
+    exact, tolerant = _reads_and_bursts(0.0), _reads_and_bursts(PER_CHUNK_STAMP_GAP_S)
+    reads, bursting, first = (
+        pl.when(per_chunk).then(t).otherwise(e) for e, t in zip(exact, tolerant, strict=True)
+    )
+    chunks = pl.col("chunk_offsets_s").list.len().fill_null(0)
+    tokens = pl.col("output_tokens").fill_null(0)
+    per_token = pl.when(tokens > 0).then(reads / tokens).otherwise(None)
+    burst = pl.when(chunks > 0).then(bursting / chunks).otherwise(None)
+    first_share = pl.when(chunks > 0).then(first / chunks).otherwise(None)
+    offsets = pl.col("chunk_offsets_s")
+    span_s = offsets.list.last() - offsets.list.first()
+    held_s = pl.when(chunks > first).then(first * span_s / (chunks - first))
+    held_back = (first >= 2) & (held_s >= MIN_HELD_S)
+    nearly_all = (reads <= FEW_READS) | (first_share >= NEARLY_ALL_SHARE)
+    buffered = (
+        (tokens >= MIN_TOKENS)
+        & (first_share >= MIN_FIRST_READ_SHARE)
+        & (held_back.fill_null(False) | nearly_all)
+    ).fill_null(False)
+    return [
+        reads.alias("stream_reads"),
+        per_token.alias("reads_per_token"),
+        burst.alias("burst_share"),
+        first_share.alias("first_read_share"),
+        held_s.alias("held_s"),
+        buffered.alias("buffered"),
+    ]
+
+
+def stream_aggs(ok: pl.Expr) -> list[pl.Expr]:
+    """Group aggregations behind :class:`~tokrate.runfolder.summary.StreamShape` over the
+    requests ``ok`` selects, on a :func:`tokrate.analysis.metrics.derive`-d frame."""
+    buffered = ok & pl.col("buffered")
+    measured_tps = pl.when(pl.col("tpot_measured_s") > 0).then(1.0 / pl.col("tpot_measured_s"))
+    return [
+        ok.sum().alias("stream__judged"),
+        buffered.sum().alias("stream__buffered"),
+        pl.col("reads_per_token").filter(ok).median().alias("stream__reads_per_token_p50"),
+        pl.col("burst_share").filter(ok).median().alias("stream__burst_share_p50"),
+        pl.col("reads_per_token").filter(buffered).median().alias("stream__b_reads_p50"),
+        pl.col("burst_share").filter(buffered).median().alias("stream__b_burst_p50"),
+        pl.col("first_read_share").filter(buffered).median().alias("stream__b_first_p50"),
+        *dist_exprs(measured_tps.filter(buffered), "stream__buffered_decode_tps"),
+    ]
+
+
+def stream_entry(row: Mapping[str, Any]) -> StreamShape:
+    """The :class:`~tokrate.runfolder.summary.StreamShape` of one aggregated row."""
+    return StreamShape(
+        judged=int(row["stream__judged"] or 0),
+        buffered=int(row["stream__buffered"] or 0),
+        reads_per_token_p50=row["stream__reads_per_token_p50"],
+        burst_share_p50=row["stream__burst_share_p50"],
+        buffered_reads_per_token_p50=row["stream__b_reads_p50"],
+        buffered_burst_share_p50=row["stream__b_burst_p50"],
+        buffered_first_read_share_p50=row["stream__b_first_p50"],
+        buffered_decode_tps=Distribution(**row_to_distribution(row, "stream__buffered_decode_tps")),
+    )

@@ -1,0 +1,419 @@
+"""Metrics: pure polars functions over a records frame, and summary.json.
+
+Input is a frame (DataFrame or LazyFrame) with ``tokrate.runfolder.records.RECORD_POLARS_SCHEMA``.
+Rules (docs/run-folder.md, DESIGN.md):
+
+- Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts
+  include every record (warm-up counted apart).
+- A buffered stream (:mod:`tokrate.analysis.buffering`: delivered in a few reads by a proxy)
+  has no TPOT, ITL or decode speed: :func:`derive` nulls them (``tpot_measured_s``
+  keeps the record's value), so the summary, report, compare and history all leave it
+  out of those statistics; TTFT, E2E and counts keep it. Server-reported timings
+  (:mod:`tokrate.analysis.server_timings`) are summarised per group beside the client's.
+- ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
+  ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
+  saturated client cannot hide queueing).
+- The window of a group (endpoint, model, scenario) is :func:`window_exprs`: from the
+  moment its first non-warm-up request was sent (wall clock ``started_at`` plus the
+  request's own connection set-up ``connect_s``, so opening a connection, which a cold
+  start does inside t0, never stretches it) to its last non-warm-up end (``started_at
+  + e2e_s``). Aggregate throughput = output tokens of its ok non-warm-up requests /
+  window; requests/s = ok requests / window; goodput = requests that met every SLO /
+  window. On a zero-delay ceiling run this agrees with the server's own count (tokens
+  / first request received to last write) within 2%
+  (``tests/loopback/test_run_window.py``, ``benchmarks/window_agreement.py``).
+- A request meets the SLOs when it is ok and each SLO the user set holds: ``ttft_s``,
+  ``tpot_s``, ``e2e_s`` <= their limits, and the p99 of its own ITL gaps <=
+  ``itl_p99_s``. A limit on a value the request cannot have (TPOT of a one-token
+  answer, ITL of a one-chunk stream) holds vacuously. ``slo_met_fraction`` divides by
+  the ok + error requests (a failed request misses; cancelled ones are left out, the
+  user stopped them). No SLO set: goodput and the fraction are None.
+- Cost per million output tokens: ``price_out_per_m`` when the target has one
+  (source "price"), else ``gpu_hourly_usd`` x ``gpus`` (1 when unset) / measured output
+  tokens per hour x 1e6 (source "gpu_hourly"); None without either.
+
+- A retried request counts once, by its last attempt (:func:`final_attempts`), in
+  every statistic here and in every comparison (compare, history and the report call
+  the same function); superseded attempts are counted apart.
+
+Every function returns None (not 0) for what cannot be known. The summary's types and
+schema history live in :mod:`tokrate.runfolder.summary`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import polars as pl
+
+from tokrate.analysis.buffering import buffering_exprs, stream_aggs, stream_entry
+from tokrate.analysis.server_timings import (
+    server_aggs,
+    server_entry,
+    server_timing_exprs,
+    versus_server_exprs,
+)
+from tokrate.analysis.stats import dist_exprs, row_to_distribution
+from tokrate.runfolder.run_info import RunInfo, TargetInfo
+from tokrate.runfolder.summary import (
+    DIST_METRICS,
+    TASK_METRICS,
+    Cost,
+    Distribution,
+    Group,
+    GroupCounts,
+    Summary,
+    TaskGroup,
+)
+
+__all__ = [
+    "GROUP_KEYS",
+    "SLO_KEYS",
+    "analysed",
+    "decode_tps_expr",
+    "derive",
+    "final_attempts",
+    "is_final_attempt",
+    "ok_mask",
+    "slo_met_expr",
+    "summarize",
+    "window_exprs",
+]
+
+GROUP_KEYS: Final = ("endpoint", "model", "scenario")
+SLO_KEYS: Final = ("ttft_s", "tpot_s", "e2e_s", "itl_p99_s")
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+
+def decode_tps_expr() -> pl.Expr:
+    """Per-request decode speed, tokens/s: 1 / tpot_s (None when tpot_s is None or 0,
+    a stream that arrived in one read has no measurable decode speed)."""
+    tpot = pl.col("tpot_s")
+    return pl.when(tpot > 0).then(1.0 / tpot).otherwise(None).alias("decode_tps")
+
+
+def is_final_attempt() -> pl.Expr:
+    """True on the last attempt of each planned request (per endpoint, model, scenario
+    and request index): a retried request counts once, by its last attempt."""
+    attempt = pl.col("attempt").fill_null(1)
+    return attempt == attempt.max().over([*GROUP_KEYS, "request_index"])
+
+
+def final_attempts(frame: FrameT) -> FrameT:
+    """Only the last attempt of every planned request."""
+    return frame.filter(is_final_attempt())
+
+
+def analysed(frame: FrameT) -> FrameT:
+    """What every comparison resamples: final attempts of measured (non-warm-up)
+    requests, with :func:`derive`'s columns."""
+    return derive(final_attempts(frame)).filter(pl.col("is_measured"))
+
+
+def derive(frame: FrameT) -> FrameT:
+    """Add the per-request derived columns.
+
+    Adds the buffered-stream columns of :mod:`tokrate.analysis.buffering` (``stream_reads``,
+    ``reads_per_token``, ``burst_share``, ``buffered``); ``tpot_measured_s`` (the
+    record's tpot_s as measured); ``tpot_s`` (None on a buffered request: its
+    per-token figures are the proxy's flushes, not decoding); ``decode_tps`` (tokens/s,
+    1 / tpot_s; None when tpot_s is None or <= 0); ``itl_s`` (list of seconds between
+    successive content chunks; None when buffered), ``itl_p99_req_s`` (p99 of the
+    request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed loop),
+    ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when e2e is
+    unknown), ``is_measured`` (not warm-up) and the server-timing columns of
+    :mod:`tokrate.analysis.server_timings`.
+    """
+    buffered = pl.col("buffered")
+    gaps = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
+    # Masked after the diff: masking the list column first (otherwise(None)) panics in
+    # polars when every request is buffered.
+    itl = pl.when(~buffered).then(gaps)
+    framed = frame.with_columns(
+        *buffering_exprs(),
+        *server_timing_exprs(),
+        pl.col("tpot_s").alias("tpot_measured_s"),
+    ).with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
+    return framed.with_columns(
+        decode_tps_expr(),
+        itl.alias("itl_s"),
+        pl.when(~buffered)
+        .then(gaps.list.eval(pl.element().quantile(0.99, interpolation="linear")).list.first())
+        .alias("itl_p99_req_s"),
+        (pl.col("send_delay_s") + pl.col("ttft_s")).alias("ttft_from_scheduled_s"),
+        (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),
+        (~pl.col("warmup").fill_null(False)).alias("is_measured"),
+    ).with_columns(versus_server_exprs())
+
+
+def ok_mask() -> pl.Expr:
+    """True for records that enter latency statistics (ok and not warm-up)."""
+    return pl.col("is_measured") & (pl.col("status") == "ok")
+
+
+def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
+    """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set."""
+    columns = {
+        "ttft_s": "ttft_s",
+        "tpot_s": "tpot_s",
+        "e2e_s": "e2e_s",
+        "itl_p99_s": "itl_p99_req_s",
+    }
+    conds: list[pl.Expr] = []
+    for key, column in columns.items():
+        limit = slo.get(key)
+        if limit is None:
+            continue
+        # A value the request cannot have (one-token answer: no TPOT) holds vacuously.
+        conds.append((pl.col(column) <= float(limit)).fill_null(True))
+    if not conds:
+        return None
+    met = pl.col("status") == "ok"
+    for cond in conds:
+        met = met & cond
+    return met
+
+
+def _itl_stats(d: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
+    """ITL distribution per group over every gap of every ok measured request that was
+    not buffered (``d`` is :func:`derive`-d: its ``itl_s`` is None on those).
+
+    Exact, and bounded in memory: only the row numbers of each group are gathered up
+    front, then the gaps of one group at a time are summarised. Doing all groups in one
+    polars query holds four copies of every gap at once (the gaps, the explode and the
+    grouped lists: about 1 GB for a million-record run); one group at a time holds one
+    group's gaps.
+    """
+    base = d.select([*keys, "status", "is_measured", "itl_s"]).collect()
+    gaps_by_row = base.get_column("itl_s")
+    members = (
+        base.lazy()
+        .with_row_index("_row")
+        .filter(ok_mask())
+        .group_by(keys)
+        .agg(pl.col("_row"))
+        .collect()
+    )
+    rows: list[dict[str, Any]] = []
+    for row in members.iter_rows(named=True):
+        gaps = (
+            gaps_by_row.gather(row["_row"])
+            .explode(empty_as_null=False)
+            .cast(pl.Float64)
+            .drop_nulls()
+            .drop_nans()
+        )
+        stats = pl.DataFrame({"g": gaps}).select(dist_exprs("g", "itl_s"))
+        rows.append({**{k: row[k] for k in keys}, **stats.row(0, named=True)})
+    schema: dict[str, Any] = {k: pl.String for k in keys}
+    schema["itl_s__n"] = pl.UInt32
+    schema.update(
+        {f"itl_s__{k}": pl.Float64 for k in ("mean", "p50", "p90", "p95", "p99", "min", "max")}
+    )
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def window_exprs(measured: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """The measured window of a group, as two aggregations over a :func:`derive`-d
+    frame: ``window_start`` (wall-clock Unix seconds at which the first ``measured``
+    request was sent: its t0 plus its connection set-up, unknown set-up counting as 0)
+    and ``window_end`` (the last ``measured`` request's end of stream). The one place
+    the window is defined (README "aggregate throughput")."""
+    sent_at = pl.col("started_at") + pl.col("connect_s").fill_null(0.0)
+    return (
+        sent_at.filter(measured).min().alias("window_start"),
+        pl.col("end_at").filter(measured).max().alias("window_end"),
+    )
+
+
+def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
+    measured = pl.col("is_measured")
+    ok = ok_mask()
+    status = pl.col("status")
+    aggs: list[pl.Expr] = [
+        measured.sum().alias("n_scheduled"),
+        ok.sum().alias("n_ok"),
+        (measured & (status == "error")).sum().alias("n_error"),
+        (measured & (status == "cancelled")).sum().alias("n_cancelled"),
+        (~measured).sum().alias("n_warmup"),
+        *window_exprs(measured),
+        pl.col("output_tokens").filter(ok).sum().alias("output_tokens_total"),
+        pl.col("input_tokens").filter(ok).sum().alias("input_tokens_total"),
+        pl.col("concurrency").drop_nulls().first().alias("concurrency"),
+        pl.col("rate_rps").drop_nulls().first().alias("rate_rps"),
+    ]
+    for metric in metrics:
+        if metric != "itl_s":  # ITL gaps: see _itl_query
+            aggs += dist_exprs(pl.col(metric).filter(ok), metric)
+    if slo_set:
+        judged = measured & (status != "cancelled")
+        aggs += [
+            pl.col("slo_met").filter(measured).sum().alias("n_slo_met"),
+            judged.sum().alias("n_judged"),
+        ]
+    return aggs
+
+
+def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
+    """The :class:`~tokrate.runfolder.summary.Summary` (summary.json) of one run's records.
+
+    ``records`` has RECORD_POLARS_SCHEMA; ``run`` supplies the SLOs, targets (prices)
+    and scenarios (levels, order). Groups are ordered by target in run.json order
+    (then endpoint, model), then scenario in run.json order (sweep order).
+    """
+    lf = records.lazy() if isinstance(records, pl.DataFrame) else records
+    met = slo_met_expr(run.slo.as_mapping())
+    d = derive(lf)
+    if met is not None:
+        d = d.with_columns(met.alias("slo_met"))
+    keys = list(GROUP_KEYS)
+    final = d.filter(is_final_attempt())
+    groups_q = final.group_by(keys).agg(
+        *_aggregations(met is not None, DIST_METRICS),
+        *stream_aggs(ok_mask()),
+        *server_aggs(ok_mask()),
+    )
+    tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, TASK_METRICS))
+    errors_q = (
+        final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
+        .group_by([*keys, "error_class"])
+        .agg(pl.len().alias("n"))
+    )
+    retried_q = d.filter(~is_final_attempt()).group_by(keys).agg(pl.len().alias("n_retried"))
+    groups_df, tasks_df, errors_df, retried_df = pl.collect_all(
+        [groups_q, tasks_q, errors_q, retried_q]
+    )
+    groups_df = groups_df.join(retried_df, on=keys, how="left", nulls_equal=True)
+    groups_df = groups_df.join(_itl_stats(d, keys), on=keys, how="left", nulls_equal=True)
+
+    errors: dict[tuple[str, str, str], dict[str, int]] = {}
+    for row in errors_df.sort([*keys, "error_class"]).iter_rows(named=True):
+        errors.setdefault(_key(row), {})[row["error_class"]] = int(row["n"])
+    by_task: dict[tuple[str, str, str], list[TaskGroup]] = {}
+    for row in tasks_df.sort([*keys, "task"]).iter_rows(named=True):
+        by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None))
+
+    slo_set = met is not None
+    groups = [
+        _group_entry(
+            row,
+            slo_set,
+            run,
+            errors.get(_key(row), {}),
+            tuple(by_task.get(_key(row), ())),
+        )
+        for row in groups_df.iter_rows(named=True)
+    ]
+    # Targets in run.json order (the config's, or the simulator's tiers by size), then
+    # scenarios in sweep order; names sort only what run.json does not list.
+    target_order = {t.key: i for i, t in enumerate(run.targets)}
+    order = {s.name: i for i, s in enumerate(run.scenarios)}
+    groups.sort(
+        key=lambda g: (
+            target_order.get((g.endpoint, g.model), len(target_order)),
+            g.endpoint,
+            g.model,
+            order.get(g.scenario, len(order)),
+            g.scenario,
+        )
+    )
+    return Summary(run_id=run.run_id, groups=tuple(groups))
+
+
+def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (row["endpoint"], row["model"], row["scenario"])
+
+
+def _counts(row: Mapping[str, Any], retried: int = 0) -> GroupCounts:
+    return GroupCounts(
+        scheduled=int(row["n_scheduled"] or 0),
+        ok=int(row["n_ok"] or 0),
+        error=int(row["n_error"] or 0),
+        cancelled=int(row["n_cancelled"] or 0),
+        warmup=int(row["n_warmup"] or 0),
+        retried_attempts=retried,
+    )
+
+
+def _distribution(row: Mapping[str, Any], metric: str) -> Distribution:
+    return Distribution(**row_to_distribution(row, metric))
+
+
+def _fraction(row: Mapping[str, Any], slo_set: bool) -> float | None:
+    if not slo_set or not row.get("n_judged"):
+        return None
+    return float(row["n_slo_met"] or 0) / float(row["n_judged"])
+
+
+def _task_entry(row: Mapping[str, Any], slo_set: bool) -> TaskGroup:
+    return TaskGroup(
+        task=str(row["task"]),
+        counts=_counts(row),
+        ttft_s=_distribution(row, "ttft_s"),
+        tpot_s=_distribution(row, "tpot_s"),
+        e2e_s=_distribution(row, "e2e_s"),
+        decode_tps=_distribution(row, "decode_tps"),
+        slo_met_fraction=_fraction(row, slo_set),
+    )
+
+
+def _per_s(count: float | None, window_s: float | None) -> float | None:
+    if count is None or window_s is None or window_s <= 0:
+        return None
+    return float(count) / window_s
+
+
+def _cost(target: TargetInfo | None, tokens_per_s: float | None) -> Cost | None:
+    if target is None:
+        return None
+    if target.price_out_per_m is not None:
+        return Cost(float(target.price_out_per_m), "price")
+    if target.gpu_hourly_usd is None or not tokens_per_s:
+        return None
+    gpus = target.gpus or 1
+    tokens_per_hour = tokens_per_s * 3600.0
+    return Cost(float(target.gpu_hourly_usd) * gpus / tokens_per_hour * 1e6, "gpu_hourly")
+
+
+def _group_entry(
+    row: Mapping[str, Any],
+    slo_set: bool,
+    run: RunInfo,
+    errors: Mapping[str, int],
+    by_task: tuple[TaskGroup, ...],
+) -> Group:
+    start, end = row["window_start"], row["window_end"]
+    window_s = None if start is None or end is None or end <= start else float(end - start)
+    counts = _counts(row, int(row.get("n_retried") or 0))
+    scenario = run.scenario(row["scenario"])
+    concurrency = row["concurrency"]
+    if concurrency is None and scenario is not None:
+        concurrency = scenario.concurrency
+    rate = row["rate_rps"]
+    if rate is None and scenario is not None:
+        rate = scenario.rate_rps
+    out_total = int(row["output_tokens_total"] or 0)
+    tps = _per_s(out_total, window_s) if counts.ok else None
+    return Group(
+        endpoint=row["endpoint"],
+        model=row["model"],
+        scenario=row["scenario"],
+        concurrency=None if concurrency is None else int(concurrency),
+        rate_rps=None if rate is None else float(rate),
+        counts=counts,
+        **{m: _distribution(row, m) for m in DIST_METRICS},
+        errors_by_class=dict(errors),
+        window_s=window_s,
+        aggregate_output_tps=tps,
+        requests_per_s=_per_s(counts.ok, window_s),
+        goodput_rps=_per_s(row.get("n_slo_met") or 0, window_s) if slo_set else None,
+        slo_met_fraction=_fraction(row, slo_set),
+        output_tokens_total=out_total,
+        input_tokens_total=int(row["input_tokens_total"] or 0),
+        cost=_cost(run.target(row["endpoint"], row["model"]), tps),
+        by_task=by_task,
+        stream=stream_entry(row),
+        server=server_entry(row),
+    )

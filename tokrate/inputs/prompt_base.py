@@ -1,0 +1,240 @@
+"""What a prompt is, and the pieces every prompt source shares.
+
+:class:`Prompt` (one request's content, or the first turn of a multi-turn session with
+its :class:`Turn` follow-ups), :func:`make_prompt` (the one constructor that fills the
+token estimate), the token estimates (exactly what the simulator counts, see
+:mod:`tokrate.physics`), UTF-8 decoding of prompt files, and seeded synthetic text of
+an exact token length. Sources (files, sets, synthetic, sessions, traces, grids) live
+in :mod:`tokrate.inputs.prompts` and the modules it calls.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tokrate.errors import PromptError
+from tokrate.physics import count_chat_tokens, count_text_tokens
+
+__all__ = [
+    "MAX_SESSION_TURNS",
+    "ONE_MESSAGE_OVERHEAD",
+    "Prompt",
+    "Turn",
+    "check_messages",
+    "decode_utf8",
+    "estimate_input_tokens",
+    "estimate_tokens",
+    "make_prompt",
+    "prompt_text",
+    "text_of_tokens",
+]
+
+
+#: Most turns one session may have: turn t of planned request k is recorded as request
+#: k x MAX_SESSION_TURNS + t - 1, unique in its scenario.
+MAX_SESSION_TURNS: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One follow-up turn of a session: the user's message and its output cap."""
+
+    user: str
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt. Exactly one of ``messages`` (chat messages, each a dict with
+    ``role`` and ``content``) and ``prompt`` (plain text) is set. ``max_tokens`` is the
+    output cap this prompt asks for (None: the server's default); ``input_tokens_est``
+    is :func:`estimate_tokens` of :func:`prompt_text`; ``source`` is "FILE:LINE",
+    "set:NAME:LINE" or "synthetic:N" (sources of other kinds name theirs)."""
+
+    id: str
+    task: str
+    messages: tuple[dict[str, Any], ...] | None
+    prompt: str | None
+    max_tokens: int | None
+    input_tokens_est: int
+    source: str
+    #: A multi-turn session: the turns after the first (``messages`` is the first turn's
+    #: prompt); each later turn sends the history with the model's real answers. Empty:
+    #: an ordinary one-request prompt.
+    turns: tuple[Turn, ...] = ()
+    #: Seconds a session waits between an answer and its next turn (a user reading).
+    think_time_s: float = 0.0
+    #: Leading messages this prompt shares with others (a system prefix, RAG context):
+    #: the cache-busting tag of ``[client] unique_prompts`` goes after them, so a
+    #: server's prefix cache can serve the shared part.
+    shared_messages: int = 0
+    #: Ask for exactly ``max_tokens`` (``ignore_eos`` + ``min_tokens``, as ``[load]
+    #: ignore_eos`` does for every prompt): length grids, imported traces.
+    exact_output: bool = False
+
+    @property
+    def is_session(self) -> bool:
+        return bool(self.turns)
+
+
+#: Tokens the simulator's chat template adds to a one-message prompt (4 around the
+#: message, 2 priming the reply); synthetic text is shortened by this much so the chat
+#: estimate equals the requested length.
+ONE_MESSAGE_OVERHEAD: Final = 6
+
+
+def estimate_tokens(text: str) -> int:
+    """ceil(UTF-8 bytes / 4): the simulator's deterministic text approximation
+    (``tokrate.physics.count_text_tokens``)."""
+
+    return count_text_tokens(text)
+
+
+def estimate_input_tokens(
+    messages: Sequence[Any] | None, prompt: str | None, api: str = "chat"
+) -> int:
+    """Input tokens the simulator counts for this prompt sent through ``api``.
+
+    chat: ``count_chat_tokens`` of the messages (a plain prompt becomes one user
+    message); completions: ceil(bytes / 4) of :func:`prompt_text`, at least 1.
+    """
+    if api == "completions":
+        return max(1, estimate_tokens(prompt_text(messages, prompt)))
+
+    msgs = messages if messages is not None else ({"role": "user", "content": prompt or ""},)
+    return count_chat_tokens(m if isinstance(m, dict) else {} for m in msgs)
+
+
+def prompt_text(messages: Sequence[Any] | None, prompt: str | None) -> str:
+    """The text a server tokenizes: ``prompt``, or message contents (text parts of a
+    content list) joined by a blank line."""
+    if prompt is not None:
+        return prompt
+    parts = []
+    for m in messages or ():
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("text")
+            )
+        parts.append(str(content or ""))
+    return "\n\n".join(parts)
+
+
+def make_prompt(
+    *,
+    id: str,
+    task: str,
+    messages: Sequence[dict[str, Any]] | None,
+    prompt: str | None,
+    max_tokens: int | None,
+    source: str,
+    turns: Sequence[Turn] = (),
+    think_time_s: float = 0.0,
+    shared_messages: int = 0,
+    exact_output: bool = False,
+) -> Prompt:
+    """A Prompt with its input token estimate filled in."""
+    msgs = tuple(messages) if messages is not None else None
+    return Prompt(
+        id=id,
+        task=task,
+        messages=msgs,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        input_tokens_est=estimate_input_tokens(msgs, prompt),
+        source=source,
+        turns=tuple(turns),
+        think_time_s=think_time_s,
+        shared_messages=shared_messages,
+        exact_output=exact_output,
+    )
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise PromptError(
+            f"{where} line {line}: not valid UTF-8 (byte 0x{data[err.start]:02x} at "
+            f"offset {err.start}); save the file as UTF-8"
+        ) from None
+    return text.removeprefix("\ufeff")  # a BOM is harmless; drop it
+
+
+# Words for synthetic text: varied vocabulary so caches and compressors see natural-ish
+# text, not one repeated token.
+_WORDS_TEXT: Final = """
+    the a of to and in that is for on with as by at from this an be it are was or
+    system network latency request server client model token stream queue batch cache
+    memory bandwidth kernel thread process scheduler buffer packet route region cluster
+    node replica shard index query table column record file folder report chart metric
+    signal budget window sample window measure compare release version update patch
+    engineer team customer partner vendor product service market quarter forecast
+    river mountain forest harbor village garden bridge tower valley island desert coast
+    morning evening season winter summer autumn spring weather storm cloud rain light
+    quick careful steady bright quiet heavy gentle rapid narrow broad distant local
+    build check explain describe summarize estimate improve reduce increase balance
+    choose follow deliver observe record review prepare measure design consider detail
+    because although while after before during unless until whether however therefore
+"""
+_WORDS: Final = tuple(_WORDS_TEXT.split())
+_TOPICS: Final = (
+    "a distributed storage system",
+    "a small coastal town",
+    "a quarterly planning meeting",
+    "a mountain railway",
+    "a customer support queue",
+    "a compiler optimisation",
+    "a community garden",
+    "an inventory forecast",
+)
+
+
+def _sentence(rng: random.Random) -> str:
+    n = rng.randint(6, 16)
+    words = [rng.choice(_WORDS) for _ in range(n)]
+    words[0] = words[0].capitalize()
+    return " ".join(words) + rng.choice(".....?;")
+
+
+def text_of_tokens(tokens: int, rng: random.Random) -> str:
+    """ASCII text of exactly 4 x ``tokens`` bytes (estimate_tokens == tokens)."""
+    target = 4 * tokens
+    head = f"Write about {rng.choice(_TOPICS)}. Context: "
+    parts = [head]
+    size = len(head)
+    while size < target:
+        s = _sentence(rng) + " "
+        parts.append(s)
+        size += len(s)
+    text = "".join(parts)[:target]
+    return text.rstrip() + "." * (target - len(text.rstrip()))
+
+
+_ROLES: Final = ("system", "user", "assistant", "developer", "tool")
+
+
+def check_messages(value: object, where: str) -> list[dict[str, Any]]:
+    """A chat ``messages`` list, checked: objects with a known role and string or
+    list content."""
+    if not isinstance(value, list) or not value:
+        raise PromptError(f"{where}: 'messages' must be a non-empty list of objects")
+    out = []
+    for i, m in enumerate(value):
+        if not isinstance(m, dict):
+            raise PromptError(f"{where}: messages[{i}] must be an object with role and content")
+        role = m.get("role")
+        if role not in _ROLES:
+            raise PromptError(
+                f"{where}: messages[{i}].role must be one of {', '.join(_ROLES)}, got {role!r}"
+            )
+        content = m.get("content")
+        if not isinstance(content, str | list):
+            raise PromptError(f"{where}: messages[{i}].content must be a string or a list")
+        out.append(dict(m))
+    return out

@@ -1,0 +1,204 @@
+"""The driver-side event sink of a run: every event reaches the store first (nothing
+is lost), then the live progress; outcome counts, loop-lag samples, warnings and
+preconnect set-up times are kept for run.json.
+
+Counts are kept incrementally (memory stays flat on long runs; the records themselves
+live on disk only): a retry replaces its request's previous (failed) attempt, so
+scheduled == ok + error + cancelled counts planned requests, once each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tokrate.inputs.targets import Target
+from tokrate.load.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
+from tokrate.load.looplag import LagSummary
+from tokrate.load.record_warnings import RecordWarnings
+from tokrate.redact import Redactor, strip_control
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.run_info import ConnectionSetup, OutcomeCounts
+from tokrate.runfolder.store import RunStore
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokrate.load.progress import RunProgress
+
+__all__ = [
+    "Collector",
+    "TargetOutcomes",
+    "collapse_warnings",
+    "collapsed_warnings",
+    "count_outcomes",
+]
+
+
+def collapse_warnings(warnings: Sequence[tuple[str, str]]) -> list[str]:
+    """One line per kind of warning, in order of first appearance: ``(kind, message)``
+    pairs of one kind (a non-empty kind) become the first message plus how many more
+    there were; pairs without a kind are only de-duplicated."""
+    return [line for line, _n in collapsed_warnings(warnings)]
+
+
+def collapsed_warnings(warnings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+    groups: dict[str, list[str]] = {}
+    for kind, message in warnings:
+        bucket = groups.setdefault(kind or f"\x00{message}", [])
+        if message not in bucket:
+            bucket.append(message)
+    out = []
+    for messages in groups.values():
+        extra = len(messages) - 1
+        more = f" (and {extra} more like it)" if extra else ""
+        out.append((messages[0] + more, len(messages)))
+    return out
+
+
+class TargetOutcomes:
+    """Per target: ok requests, and failures by error class with a first example."""
+
+    __slots__ = ("errors", "example", "ok", "total")
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.total = 0
+        self.errors: dict[str, int] = {}
+        self.example: str | None = None
+
+    def add(self, record: RequestRecord) -> None:
+        self.total += 1
+        if record.status == "ok":
+            self.ok += 1
+            return
+        cls = record.error_class or record.status
+        self.errors[cls] = self.errors.get(cls, 0) + 1
+        if self.example is None and record.error_message:
+            self.example = record.error_message
+
+    def failure_line(self, label: str) -> str:
+        if self.total == 0:
+            return f"target {label} got no request (the run ended before its turn)"
+        classes = ", ".join(f"{cls} {n}" for cls, n in sorted(self.errors.items()))
+        example = f"; first: {self.example}" if self.example else ""
+        return f"target {label} got 0 ok requests of {self.total} ({classes}){example}"
+
+
+class Collector:
+    """Driver-side event sink: store first (nothing lost), then progress."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        progress: RunProgress | None,
+        targets: Sequence[Target],
+        redactor: Redactor | None = None,
+        record_warnings: RecordWarnings | None = None,
+    ) -> None:
+        self.store = store
+        #: Warnings derived from the records themselves (response model, context, cache).
+        self.record_warnings = record_warnings
+        self.redactor = redactor or Redactor()
+        self.progress = progress
+        # Outcome counts kept incrementally (memory stays flat on long runs; the
+        # records themselves live on disk only).
+        self.counts = {"scheduled": 0, "ok": 0, "error": 0, "cancelled": 0}
+        self.lags: list[LagSummary] = []
+        self.raw_warnings: list[tuple[str, str]] = []
+        self.labels = [t.label for t in targets]
+        self.outcomes = {label: TargetOutcomes() for label in self.labels}
+        #: Preconnected set-up times per (scenario, endpoint), for run.json.
+        self.connections: dict[tuple[str, str], list[float | None]] = {}
+
+    @property
+    def warnings(self) -> list[str]:
+        return collapse_warnings(self.raw_warnings)
+
+    def warn(self, message: str, kind: str = "") -> None:
+        # Warnings quote servers and workers: redacted and stripped of terminal controls
+        # before they reach run.json or the terminal.
+        self.raw_warnings.append((kind, self.redactor.text(strip_control(message))))
+
+    def finish_record_warnings(self) -> None:
+        """The record-derived warnings due at the end of the measurement (call while the
+        live progress still runs, so they print like the others)."""
+        if self.record_warnings is not None:
+            for kind, message in self.record_warnings.final():
+                self(WorkerWarning("driver", message, kind))
+
+    def failed_targets(self) -> list[str]:
+        return [
+            outcome.failure_line(label)
+            for label, outcome in self.outcomes.items()
+            if outcome.ok == 0
+        ]
+
+    def connection_setups(self) -> tuple[ConnectionSetup, ...]:
+        return tuple(
+            ConnectionSetup(
+                scenario=scenario,
+                endpoint=endpoint,
+                opened=sum(1 for v in values if v is not None),
+                failed=sum(1 for v in values if v is None),
+                connect_s=tuple(round(v, 6) for v in values if v is not None),
+            )
+            for (scenario, endpoint), values in self.connections.items()
+        )
+
+    def outcome_counts(self) -> OutcomeCounts:
+        return OutcomeCounts(**self.counts)
+
+    def print_warnings(self, console: Console, failed: Sequence[str]) -> None:
+        """After the run. With live progress the first warning of each kind was printed
+        as it came, so only kinds that repeated print again, collapsed with their count;
+        without it (``--quiet``) every collapsed warning prints now. Then one error line
+        per target without a single ok request."""
+        live = self.progress is not None
+        for line, n in collapsed_warnings(self.raw_warnings):
+            if line in failed or (live and n == 1):
+                continue
+            console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+        for line in failed:
+            console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RequestFinished):
+            record = event.record
+            self.store.append(record)
+            if record.attempt > 1:
+                # A retry replaces its request's previous (failed) attempt in the counts.
+                self.counts["error"] -= 1
+            else:
+                self.counts["scheduled"] += 1
+            self.counts[record.status] += 1
+            outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
+            if outcome is not None:
+                outcome.add(record)
+            if self.record_warnings is not None:
+                for kind, message in self.record_warnings.add(record):
+                    self(WorkerWarning("driver", message, kind))
+        elif isinstance(event, LoopLag):
+            self.lags.append(LagSummary(event.max_ms, event.p99_ms, event.samples))
+        elif isinstance(event, WorkerWarning):
+            self.warn(event.message, event.kind)
+        elif isinstance(event, Preconnected):
+            key = (event.scenario, event.endpoint)
+            self.connections.setdefault(key, []).extend(event.connect_s)
+        if self.progress is not None:
+            self.progress.on_event(event)
+
+
+def count_outcomes(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """scheduled/ok/error/cancelled over the *last attempt* of each planned request
+    (a retried request counts once), so scheduled == ok + error + cancelled."""
+    last: dict[tuple[str, int], RequestRecord] = {}
+    for r in records:
+        key = (r.scenario, r.request_index)
+        prev = last.get(key)
+        if prev is None or r.attempt >= prev.attempt:
+            last[key] = r
+    counts = {"scheduled": len(last), "ok": 0, "error": 0, "cancelled": 0}
+    for r in last.values():
+        counts[r.status] += 1
+    return counts

@@ -1,0 +1,179 @@
+"""Warnings a run derives from its own records, on the driver, as they arrive.
+
+Each is one line naming the target (``endpoint/model``) and ends with what to do; one
+*kind* per rule, so :func:`tokrate.load.collector.collapse_warnings` folds the same rule on
+several targets into "... (and N more like it)":
+
+- ``response_model``: a response carried a model name other than the one requested
+  (a swapped backend otherwise goes unnoticed). Compared after :func:`model_key`
+  (transformers' ``<folder>@main``, llama.cpp's path to the ``.gguf`` and OpenAI's
+  dated snapshots are the same model); records keep the raw name. Once per target, at
+  the first such record.
+- ``short_length``: an ok answer with finish_reason ``length`` but fewer output tokens
+  than the max_tokens it asked for, by the server's own usage count: the server stopped
+  at its context slot (llama.cpp does this without an error when prompt + max_tokens
+  pass ``n_ctx``). Once per target.
+- ``context_length`` (at the end): how many prompts failed as ``context_length`` per
+  target, the context size the server named, and the way out.
+- ``prompt_cache`` (at the end): the server said it took at least
+  :data:`CACHED_SHARE_WARN` of the prompt tokens of a target's measured ok requests
+  from its prompt cache, which flatters TTFT.
+
+Pure bookkeeping over records; no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from tokrate.runfolder.records import RequestRecord
+
+__all__ = ["CACHED_SHARE_WARN", "RecordWarnings", "context_size", "model_key", "same_model"]
+
+#: Share of prompt tokens served from a prompt cache that makes a run warn.
+CACHED_SHARE_WARN: Final = 0.5
+#: Prompt ids a context_length line names before "and N more".
+_IDS_SHOWN: Final = 5
+
+_REVISION = re.compile(r"@[\w.\-]+$")
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
+_CONTEXT_SIZE = re.compile(
+    r"context (?:size|length|window)\D{0,24}?(\d{2,9})\s*tokens", re.IGNORECASE
+)
+
+
+def model_key(name: str) -> str:
+    """The comparable form of a model name: no ``@revision`` (transformers serve), no
+    folders (a path to a checkpoint or .gguf), no ``.gguf`` suffix, lower case."""
+    key = _REVISION.sub("", name.strip())
+    key = re.split(r"[/\\]", key)[-1]
+    if key.lower().endswith(".gguf"):
+        key = key[: -len(".gguf")]
+    return key.lower()
+
+
+def same_model(requested: str, answered: str) -> bool:
+    """Whether ``answered`` (a response's ``model``) names the ``requested`` model: equal
+    after :func:`model_key`, or ``requested`` plus a dated snapshot suffix
+    (``gpt-4o`` answered as ``gpt-4o-2024-08-06``)."""
+    want, got = model_key(requested), model_key(answered)
+    return got == want or _SNAPSHOT.sub("", got) == want
+
+
+def context_size(message: str | None) -> int | None:
+    """The context size (tokens) a context-overflow message names, None when none."""
+    found = _CONTEXT_SIZE.search(message or "")
+    return int(found.group(1)) if found else None
+
+
+def _list_ids(ids: list[str]) -> str:
+    shown = ", ".join(ids[:_IDS_SHOWN])
+    more = f" and {len(ids) - _IDS_SHOWN} more" if len(ids) > _IDS_SHOWN else ""
+    return shown + more
+
+
+@dataclass
+class _TargetFacts:
+    model_warned: bool = False
+    short_warned: bool = False
+    too_long: list[str] = field(default_factory=list)
+    context_tokens: int | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class RecordWarnings:
+    """Feed every record to :meth:`add` (warnings due now), then call :meth:`final`.
+
+    ``max_tokens_by_prompt`` maps prompt id to the max_tokens its requests asked for
+    (None: the server's default); ``unique_prompts`` is ``[client] unique_prompts``.
+    Both return ``(kind, message)`` pairs.
+    """
+
+    def __init__(self, max_tokens_by_prompt: Mapping[str, int | None], unique_prompts: bool):
+        self.max_tokens = dict(max_tokens_by_prompt)
+        self.unique_prompts = unique_prompts
+        self.targets: dict[str, _TargetFacts] = {}
+
+    def add(self, record: RequestRecord) -> list[tuple[str, str]]:
+        label = f"{record.endpoint}/{record.model}"
+        facts = self.targets.setdefault(label, _TargetFacts())
+        out: list[tuple[str, str]] = []
+        answered = record.response_model
+        if answered and not facts.model_warned and not same_model(record.model, answered):
+            facts.model_warned = True
+            out.append(
+                (
+                    "response_model",
+                    f"target {label}: the server answered as model {answered!r}, not the"
+                    f" {record.model!r} requested (another backend may be answering; each"
+                    " record keeps it in response_model): check the endpoint's model routing",
+                )
+            )
+        if record.error_class == "context_length":
+            if record.prompt_id not in facts.too_long:
+                facts.too_long.append(record.prompt_id)
+            facts.context_tokens = facts.context_tokens or context_size(record.error_message)
+        if record.status != "ok":
+            return out
+        self._short(record, label, facts, out)
+        if not record.warmup and record.input_tokens and record.cached_tokens is not None:
+            facts.prompt_tokens += record.input_tokens
+            facts.cached_tokens += min(record.cached_tokens, record.input_tokens)
+        return out
+
+    def _short(
+        self, record: RequestRecord, label: str, facts: _TargetFacts, out: list[tuple[str, str]]
+    ) -> None:
+        asked = self.max_tokens.get(record.prompt_id)
+        got = record.output_tokens
+        if facts.short_warned or record.finish_reason != "length" or not asked or got is None:
+            return
+        if record.tokens_source != "usage":
+            return  # counted chunks: a server may send several tokens in one
+        if got >= asked:
+            return
+        facts.short_warned = True
+        out.append(
+            (
+                "short_length",
+                f"target {label}: prompt {record.prompt_id} stopped at {got} of max_tokens"
+                f" {asked} with finish_reason 'length' (prompt + max_tokens passed the"
+                " server's context slot): use shorter prompts, a smaller max_tokens or"
+                " more context per slot",
+            )
+        )
+
+    def final(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for label, facts in self.targets.items():
+            if facts.too_long:
+                n = len(facts.too_long)
+                size = f"the {facts.context_tokens}-token" if facts.context_tokens else "its"
+                out.append(
+                    (
+                        "context_length",
+                        f"target {label}: {n} prompt{'s' if n != 1 else ''}"
+                        f" ({_list_ids(facts.too_long)}) exceed {size} context: use shorter"
+                        " prompts, a smaller max_tokens or a server with more context",
+                    )
+                )
+            share = facts.cached_tokens / facts.prompt_tokens if facts.prompt_tokens else 0.0
+            if share >= CACHED_SHARE_WARN:
+                why = (
+                    "although [client] unique_prompts is on"
+                    if self.unique_prompts
+                    else "([client] unique_prompts is off, so repeated prompts hit it)"
+                )
+                out.append(
+                    (
+                        "prompt_cache",
+                        f"target {label}: the server took {share:.0%} of the prompt tokens"
+                        f" from its prompt cache {why}, which flatters TTFT: turn the cache"
+                        " off for the benchmark (llama.cpp: extra_body cache_prompt = false)",
+                    )
+                )
+        return out

@@ -1,0 +1,458 @@
+"""``run_benchmark(spec)``: the whole of ``tokrate run`` as one library call.
+
+A short pipeline, each step finishing before the next starts; nothing is sent before
+*measure*:
+
+- **prepare** (:func:`_prepare`): read the API keys and prompts, open the run folder
+  (:class:`~tokrate.runfolder.store.RunStore` checks it is creatable, writable and has free
+  space), start the embedded simulator when no endpoint is configured (in its own
+  process, so it shares no interpreter lock with the measuring loop), resolve the
+  targets (:func:`tokrate.inputs.targets.resolve_targets`), run the pre-flight
+  (:func:`tokrate.client.preflight.check_targets`: every endpoint answers and serves
+  every model, else exit 2 with the server's reply), build the plan and open the
+  backend. Any failure here leaves no run folder behind.
+- **measure** (:func:`_measure`): scenario after scenario, the backend runs the
+  workers' shards and every event goes to the :class:`~tokrate.load.collector.Collector`
+  (the store first, then live progress). Meanwhile a
+  :class:`~tokrate.runfolder.server_metrics.MetricsSampler` scrapes every endpoint's
+  ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
+  one warning, never a failed run).
+  With ``[load] capacity`` the scenarios are the capacity search's probes instead
+  (:mod:`tokrate.load.capacity_search`), each run through the same backend.
+- **finish** (:func:`_finish`): records.parquet, summary.json (capacity.json first
+  after a search), run.json; the report;
+  the baseline check. A target that got no ok request at all makes the exit code 1,
+  with one line per such target naming its error classes and counts.
+
+Ctrl-C, SIGTERM (what ``timeout`` and CI schedulers send) and SIGHUP all stop the run
+the same way: workers stop scheduling, in-flight requests get the grace period, the
+rest are recorded as cancelled, everything is written with status "interrupted", and
+the exit code is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+A third signal ends the grace period at once (in-flight requests recorded as
+cancelled, every file still written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from tokrate.finish.finalize import child_command, finalize_run
+from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
+from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
+from tokrate.load.collector import Collector
+from tokrate.load.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
+from tokrate.load.events import WorkerWarning
+from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
+from tokrate.load.plan import Plan, ScenarioPlan
+from tokrate.load.record_warnings import RecordWarnings
+from tokrate.load.run_start import start_info
+from tokrate.load.signals import SignalStopper, stop_on_signals
+from tokrate.load.stopping import Stop
+from tokrate.redact import Redactor
+from tokrate.runfolder.run_info import LoopLagInfo
+from tokrate.runfolder.server_metrics import MetricsSampler
+from tokrate.runfolder.store import RunStore, new_run_id
+from tokrate.runfolder.summary import Summary
+from tokrate.spec import RunSpec, prompts_base_dir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokrate.analysis.compare import Comparison
+    from tokrate.load.backends import Backend
+    from tokrate.load.capacity_search import CapacityRun
+    from tokrate.load.events import Emit
+    from tokrate.load.progress import RunProgress
+
+__all__ = [
+    "EMBEDDED_DEFAULTS",
+    "SIM_ENDPOINT",
+    "RunResult",
+    "run_benchmark",
+]
+
+#: What ``tokrate run`` with no config and no endpoint uses (each a load_spec dotted
+#: override; any flag the user gives wins). Six tiers in parallel on an honest
+#: real-time simulator: a sweep of 1 and 8 streams per tier, 30 requests per target and
+#: level (what a stable p95 needs, so the demo triggers none of the small-sample
+#: warnings), 16 output tokens each (15 decode gaps: TPOT is exact on the simulator),
+#: so the slowest tier (the largest model) bounds the run well under 60 s; and demo
+#: SLOs (TTFT <= 0.5 s, TPOT <= 30 ms: at least ~33 tok/s per stream), so the tier pick
+#: table shows a real decision: the large tiers miss them, the small ones meet them.
+EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
+    "load.concurrency": (1, 8),
+    "load.requests": 30,
+    "load.targets": "parallel",
+    "prompts.max_tokens": 16,
+    "slo.ttft_s": 0.5,
+    "slo.tpot_s": 0.03,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression or a target
+    that got no ok request; 2 nothing comparable with the baseline; 128 + signal when
+    a signal stopped it (130 Ctrl-C, 143 SIGTERM).
+
+    ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
+    the lines naming every target with no ok request (its error classes with counts);
+    ``comparison`` the Comparison of a ``baseline`` check (None without one, when
+    there was no baseline yet, or when the check ran in a child: ``baseline_table``);
+    ``baseline_result`` a one-line verdict of that check; ``comparison_table`` its
+    table as ``tokrate compare`` draws it.
+    """
+
+    run_dir: Path
+    summary: Summary | None
+    exit_code: int
+    interrupted: bool
+    warnings: tuple[str, ...] = ()
+    failed_targets: tuple[str, ...] = ()
+    label: str | None = None
+    comparison: Comparison | None = None
+    baseline_result: str | None = None
+    comparison_table: str | None = None
+
+
+# --- run.json ---------------------------------------------------------------------------
+
+
+# --- prepare ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    run_id: str
+    targets: tuple[Target, ...]
+    prompts: tuple[Prompt, ...]
+    plan: Plan
+    shards: tuple[Plan, ...]
+    keys: Mapping[str, str]
+    backend: Backend
+    store: RunStore
+    redactor: Redactor
+    #: Pre-flight warnings (prompts that cannot fit a server's context), for run.json.
+    notices: tuple[str, ...] = ()
+
+
+@contextlib.contextmanager
+def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
+    """The embedded simulator (base URL and tiers), or None when endpoints are set."""
+    if not spec.uses_simulator:
+        yield None
+        return
+    from tokrate.sim import SimConfig, configured_tiers, simulator_process
+
+    s = spec.simulator
+    config = SimConfig(
+        tiers_file=s.tiers_file,
+        hardware=s.hardware,
+        efficiency=s.efficiency,
+        time_scale=s.time_scale,
+        seed=s.seed,
+        prefix_cache=s.prefix_cache,
+    )
+    tiers = configured_tiers(config)
+    with simulator_process(config) as url:
+        yield url, tiers
+
+
+def _short_names(targets: Sequence[Target]) -> list[str]:
+    """Model names for sequential scenario names ("c=4 [sim-7b]"), endpoint/model
+    where two endpoints serve the same model name."""
+    models = [t.model.name for t in targets]
+    if len(set(models)) == len(models):
+        return models
+    return [t.label for t in targets]
+
+
+def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
+    """Everything before the first request (see the module doc). Raises ConfigError,
+    PromptError, OutputError, RunFolderError (an unreadable baseline),
+    EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
+    folder behind."""
+    from tokrate.client.preflight import check_targets, unfit_prompts
+    from tokrate.inputs.prompts import load_prompts
+    from tokrate.load.backends.selection import open_backend
+    from tokrate.load.plan import build_plan, shard
+
+    run_id = spec.output.run_id or new_run_id()
+    keys = api_keys(spec)
+    redactor = run_redactor(spec, keys)
+    if spec.baseline is not None:
+        from tokrate.load.baseline_ref import check_baseline_ref
+
+        check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
+    prompts = load_prompts(
+        spec.prompts,
+        base_dir=base_dir or prompts_base_dir(spec),
+        # Grid prompts leave room for the cache-busting tag: the server counts exactly.
+        reserve_tokens=UNIQUE_TAG_TOKENS if spec.client.unique_prompts else 0,
+    )
+    store = RunStore(Path(spec.output.dir) / run_id)
+    stack.callback(store.close)
+    try:
+        simulator = stack.enter_context(_simulator(spec))
+        targets = resolve_targets(spec, simulator)
+        contexts = check_targets(targets, keys, api=spec.client.api)
+        notices = tuple(unfit_prompts(targets, contexts, prompts))
+        plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
+        backend = open_backend(spec)
+        stack.callback(backend.close)
+        shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
+        info = start_info(run_id, spec, targets, plan, backend)
+        store.start(dataclasses.replace(info, config=redactor.value(info.config)))
+    except BaseException:
+        store.discard()
+        raise
+    return _Prepared(
+        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, notices
+    )
+
+
+# --- measure ----------------------------------------------------------------------------
+
+
+def _progress(spec: RunSpec, p: _Prepared, console: Console, stop: Stop) -> RunProgress:
+    from tokrate.load.progress import RunProgress
+    from tokrate.load.progress import ScenarioInfo as ProgressScenario
+
+    n = len(p.targets)
+    # A session is one planned request of several turns, each its own request.
+    turns = sum(len(q.turns) + 1 for q in p.prompts) / len(p.prompts)
+
+    def planned(sc: ScenarioPlan, t: int) -> int | None:
+        k = sc.planned_per_target if t in sc.target_indices else 0
+        return None if k is None else round(k * turns)
+
+    return RunProgress(
+        console,
+        [t.label for t in p.targets],
+        [
+            ProgressScenario(
+                name=sc.name,
+                planned=tuple(planned(sc, t) for t in range(n)),
+                duration_s=sc.duration_s,
+                concurrency=sc.concurrency,
+                rate_rps=sc.rate_rps,
+            )
+            for sc in p.plan.scenarios
+        ],
+        title=f"tokrate run {spec.output.label or p.run_id}",
+        stop=stop,
+        grace_s=STOP_GRACE_S,
+        interval_s=spec.output.progress_interval_s,
+    )
+
+
+def _tasks(spec: RunSpec, p: _Prepared, parts: Sequence[ScenarioPlan]) -> list[WorkerTask]:
+    """One WorkerTask per shard of one scenario."""
+    return [
+        WorkerTask(
+            run_id=p.run_id,
+            worker_id=f"w{w}",
+            scenario=part,
+            settings=WorkerSettings.from_spec(spec, p.redactor),
+            targets=p.targets,
+            prompts=p.prompts,
+            api_keys=p.keys,
+            open_loop_cap=spec.load.max_in_flight,
+        )
+        for w, part in enumerate(parts)
+    ]
+
+
+def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
+    """Run every scenario; True when a stop ended the run early."""
+    for k, _scenario in enumerate(p.plan.scenarios):
+        if stop.is_set():
+            return True
+        if sink.progress is not None:
+            sink.progress.start_scenario(k)
+        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, stop)
+        p.store.end_scenario()
+    return stop.is_set()
+
+
+def _search_capacity(
+    spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, console: Console | None
+) -> CapacityRun:
+    """The capacity search (tokrate.load.capacity_search): each probe one scenario of this run."""
+    from tokrate.load.capacity_search import measure_capacity
+    from tokrate.load.plan import shard
+
+    def run_scenario(scenario: ScenarioPlan, on_event: Emit, probe_stop: Stop) -> None:
+        n = p.backend.workers
+        parts = shard(scenario, n) if n > 1 else (scenario,)
+        p.backend.run_scenario(_tasks(spec, p, parts), on_event, probe_stop)
+        p.store.end_scenario()
+
+    names = _short_names(p.targets)
+    return measure_capacity(
+        spec, p.targets, names, len(p.prompts), run_scenario, sink, stop, console
+    )
+
+
+# --- finish -----------------------------------------------------------------------------
+
+
+def _loop_lag(sink: Collector) -> LoopLagInfo:
+    lag = merge(sink.lags)
+    return LoopLagInfo(
+        threshold_ms=P99_THRESHOLD_MS,
+        max_threshold_ms=MAX_THRESHOLD_MS,
+        max_ms=round(lag.max_ms, 3),
+        p99_ms=round(lag.p99_ms, 3),
+        samples=lag.samples,
+        # Judged per worker and scenario (each against its own sample count).
+        exceeded=any(part.exceeded for part in sink.lags),
+    )
+
+
+def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console | None) -> None:
+    """Build the report in a child process (``tokrate report``), so the measuring
+    process never loads matplotlib (tokrate.finish.finalize); the measurements are already
+    safe on disk, so a failing report becomes a warning that says how to rebuild it,
+    not a lost run."""
+    import subprocess
+
+    formats = ",".join(spec.output.formats)
+    argv, env = child_command("-m", "tokrate", "report", str(run_dir), "--format", formats)
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        failed = done.returncode != 0
+        first = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    except (OSError, subprocess.SubprocessError) as err:
+        failed, first = True, f"{type(err).__name__}: {err}"
+    if not failed:
+        return
+    first = first.removeprefix("tokrate: error: ")
+    message = (
+        f"report not built ({first or 'the report process failed'});"
+        f" the run is saved, rebuild with: tokrate report {run_dir}"
+    )
+    warnings.append(message)
+    if console is not None:
+        console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+# --- the pipeline -----------------------------------------------------------------------
+
+
+def run_benchmark(
+    spec: RunSpec,
+    *,
+    console: Console | None = None,
+    quiet: bool = False,
+    stop: Stop | None = None,
+    base_dir: Path | None = None,
+    baseline_table: Literal["plain", "tty"] | None = None,
+) -> RunResult:
+    """Run the benchmark ``spec`` describes and write its run folder (module doc).
+
+    ``console`` is a rich Console for live progress and warnings (None: no drawing; a
+    console that is not a terminal gets one plain progress line every
+    ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
+    warnings or the lines naming failed targets. ``stop`` (set it from another thread)
+    stops the run as a signal would. ``base_dir`` resolves relative prompt paths
+    (default: the config file's folder, else the cwd). ``baseline_table``: run the
+    ``baseline`` check in a child (so this process never loads polars; the CLI does)
+    and draw its table for a pipe (``"plain"``) or this terminal (``"tty"``); None
+    checks in this process and keeps the Comparison.
+
+    Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
+    RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
+    folder); SimulatorError when the embedded simulator cannot start.
+    """
+    stop = stop or Stop()
+    stopper = SignalStopper(stop)
+    with contextlib.ExitStack() as stack:
+        p = _prepare(spec, base_dir, stack)
+        progress = None
+        searching = spec.load.capacity is not None
+        if console is not None and not quiet and not searching:
+            progress = stack.enter_context(_progress(spec, p, console, stop))
+        watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
+        sink = Collector(p.store, progress, p.targets, p.redactor, watch)
+        for line in p.notices:
+            sink(WorkerWarning("driver", line, "context_preflight"))
+        capacity = None
+        sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
+        sampler.start()
+        try:
+            with stop_on_signals(stopper):
+                if searching:
+                    capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
+                    interrupted = capacity.interrupted
+                else:
+                    interrupted = _measure(spec, p, sink, stop)
+        finally:
+            scrapes = sampler.finish(
+                p.store.path,
+                redact=p.redactor.text,
+                warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
+            )
+        sink.finish_record_warnings()
+        if progress is not None:
+            progress.close()
+        failed = [] if interrupted else sink.failed_targets()
+        for line in failed:
+            sink.warn(line, "no_ok_requests")
+        loop_lag = _loop_lag(sink)
+        extra: dict[str, Any] = {}
+        if capacity is not None:  # capacity.json, summary.json's capacity, the probes
+            from tokrate.analysis.metrics import summarize
+
+            extra["summarize"] = capacity.summarizer(p.store.path, summarize)
+            extra["scenarios"] = capacity.scenarios
+        summary = finalize_run(
+            p.store,
+            status="interrupted" if interrupted else "complete",
+            loop_lag_p99_ms=loop_lag.p99_ms or 0.0,
+            **extra,
+            warnings=tuple(sink.warnings),
+            loop_lag=loop_lag,
+            counts=sink.outcome_counts(),
+            connections=sink.connection_setups(),
+            server_metrics=scrapes,
+        )
+    run_dir = p.store.path
+    warnings = list(sink.warnings)
+    if console is not None:
+        sink.print_warnings(console, failed)
+    if spec.output.report:
+        _report(run_dir, spec, warnings, console)
+    exit_code = stopper.exit_code if interrupted else (1 if failed else 0)
+    comparison = None
+    baseline_result = None
+    comparison_table = None
+    if spec.baseline and not interrupted:
+        from tokrate.finish.baseline_child import baseline_check
+
+        checked = baseline_check(
+            spec, run_dir, in_child=baseline_table is not None,
+            plain=baseline_table != "tty", width=shutil.get_terminal_size().columns,
+        )  # fmt: skip
+        exit_code = max(exit_code, checked.code)
+        comparison, baseline_result = checked.comparison, checked.line
+        comparison_table = checked.table
+    return RunResult(
+        run_dir=run_dir,
+        summary=summary,
+        exit_code=exit_code,
+        interrupted=interrupted,
+        warnings=tuple(warnings),
+        failed_targets=tuple(failed),
+        label=spec.output.label,
+        comparison=comparison,
+        baseline_result=baseline_result,
+        comparison_table=comparison_table,
+    )

@@ -1,0 +1,331 @@
+"""One planned request, sent and recorded: its attempts (the retry policy), the events
+around each, and the record built from what the client observed.
+
+Used by the engine's load loops (:mod:`tokrate.load.engine`), one :class:`Sender` per
+worker. Every attempt emits RequestStarted just before it is sent and RequestFinished
+with its record the moment it ends; failures are data on the record, never
+exceptions. A server that rejects ``stream_options.include_usage`` is asked without it
+for the rest of the worker. The retry policy (``[client] retry``, off by default)
+re-sends failed requests of the listed error classes, honouring a 429/503
+Retry-After; every attempt is its own record (``attempt``).
+
+A multi-turn session (a prompt with ``turns``) is one planned request: its turns go
+one after another on the same stream, each with the history and the model's real
+answers, so sessions are the unit of concurrency. Turn t (1-based) of planned request
+k is recorded with ``request_index = k * MAX_SESSION_TURNS + t - 1``, ``session_id``
+"<prompt id>#<k>" and ``turn`` t.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from tokrate.client.base import StreamClient
+from tokrate.client.fallbacks import MAX_COMPLETION_NOTE
+from tokrate.client.request import PreparedRequest, build_request, new_unique_prefix
+from tokrate.client.result import RecordContext, StreamResult, build_record
+from tokrate.inputs.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens, prompt_text
+from tokrate.inputs.targets import Target
+from tokrate.inputs.tokencount import cached_counter
+from tokrate.load.events import Emit, RequestFinished, RequestStarted
+from tokrate.load.plan import PlannedRequest
+from tokrate.load.settings import WorkerSettings
+from tokrate.redact import strip_control
+from tokrate.runfolder.records import RequestRecord
+
+__all__ = ["Sender", "SendSlot"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What every request of one planned request shares."""
+
+    client: StreamClient
+    pr: PlannedRequest
+    context: RecordContext
+    stopping: anyio.Event
+    is_warmup: Callable[[int], bool]
+    grace_s: float
+
+
+class SendSlot:
+    """Where the engine learns about one request while it is in flight: its cancel
+    scope (for the grace period) and its live stream state (for progress)."""
+
+    __slots__ = ("scope", "state", "target_index")
+
+    def __init__(self, target_index: int) -> None:
+        self.target_index = target_index
+        self.state: Any = None
+        self.scope: anyio.CancelScope | None = None
+
+
+class Sender:
+    """Sends planned requests of one worker's shard (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        worker_id: str,
+        node_id: str,
+        scenario: str,
+        settings: WorkerSettings,
+        targets: tuple[Target, ...],
+        prompts: tuple[Prompt, ...],
+        api_keys: dict[str, str],
+        emit: Emit,
+    ) -> None:
+        self.context = RecordContext(
+            run_id=run_id, scenario=scenario, prompt_id="", task="", request_index=0,
+            worker=worker_id, node_id=node_id,
+        )  # fmt: skip
+        self.settings = settings
+        self.targets = targets
+        self.prompts = prompts
+        self.api_keys = api_keys
+        self.emit = emit
+        #: Endpoints whose server rejected stream_options; remembered for the worker.
+        self.usage_rejected: set[str] = set()
+        #: Targets (endpoint, model) whose model rejected max_tokens: they get
+        #: max_completion_tokens for the rest of the worker.
+        self.completion_limit: set[tuple[str, str]] = set()
+        #: Output tokens of finished requests per target (progress).
+        self.done_tokens = [0] * len(targets)
+        #: Requests in flight, by id of their slot.
+        self.slots: dict[int, SendSlot] = {}
+
+    def _request(
+        self, target: Target, prompt: Prompt, *, unique_prefix: str | None, keep_text: bool
+    ) -> PreparedRequest:
+        endpoint = target.endpoint.name
+        s = self.settings.request
+        return build_request(
+            target,
+            prompt,
+            s,
+            include_usage=s.include_usage and endpoint not in self.usage_rejected,
+            unique_prefix=unique_prefix,
+            api_key=self.api_keys.get(endpoint),
+            keep_text=keep_text,
+            max_tokens_field="max_completion_tokens"
+            if (endpoint, target.model.name) in self.completion_limit
+            else None,
+        )
+
+    async def send(
+        self,
+        client: StreamClient,
+        pr: PlannedRequest,
+        context: RecordContext,
+        *,
+        stopping: anyio.Event,
+        deadline_ns: int | None,
+        is_warmup: Callable[[int], bool],
+        grace_s: float,
+    ) -> None:
+        """Every attempt of one planned request (every turn of a session). ``context``
+        carries the level, the schedule and the warm-up flag the plan knew;
+        ``is_warmup(t0_ns)`` adds the engine's time-based warm-up; ``deadline_ns`` (open
+        loop) gives send_delay_s."""
+        prompt = self.prompts[pr.prompt_index]
+        call = _Call(client, pr, context, stopping, is_warmup, grace_s)
+        if not prompt.is_session:
+            tag = new_unique_prefix() if self.settings.request.unique_prompts else None
+            await self._attempts(call, prompt, pr.index, deadline_ns, tag, None)
+            return
+        await self._session(call, prompt, deadline_ns)
+
+    async def _session(self, call: _Call, prompt: Prompt, deadline_ns: int | None) -> None:
+        """A multi-turn session: each turn sends the history with the model's real
+        answers; one cache-busting tag for the whole session (its growing prefix may be
+        cached, nothing across sessions); think time between turns. A failed turn
+        ends the session (there is no answer to continue from)."""
+        pr = call.pr
+        tag = new_unique_prefix() if self.settings.request.unique_prompts else None
+        history: list[dict[str, Any]] = list(prompt.messages or ())
+        session_id = f"{prompt.id}#{pr.index}"
+        turn_prompt = dataclasses.replace(prompt, turns=())
+        for turn in range(1, len(prompt.turns) + 2):
+            if turn > 1:
+                follow = prompt.turns[turn - 2]
+                history.append({"role": "user", "content": follow.user})
+                turn_prompt = dataclasses.replace(
+                    turn_prompt,
+                    messages=tuple(history),
+                    max_tokens=follow.max_tokens,
+                    input_tokens_est=estimate_input_tokens(history, None),
+                )
+            index = pr.index * MAX_SESSION_TURNS + turn - 1
+            session = (session_id, turn)
+            result = await self._attempts(call, turn_prompt, index, deadline_ns, tag, session)
+            deadline_ns = None  # only the first turn has a schedule
+            if result is None or call.stopping.is_set():
+                return
+            history.append({"role": "assistant", "content": result})
+            if prompt.think_time_s > 0 and turn <= len(prompt.turns):
+                with anyio.move_on_after(prompt.think_time_s):
+                    await call.stopping.wait()
+
+    async def _attempts(
+        self,
+        call: _Call,
+        prompt: Prompt,
+        request_index: int,
+        deadline_ns: int | None,
+        unique_prefix: str | None,
+        session: tuple[str, int] | None,
+    ) -> str | None:
+        """Every attempt of one request; the answer's text when a session turn ended ok."""
+        pr, context = call.pr, call.context
+        target = self.targets[pr.target_index]
+        retry = self.settings.retry
+        attempt = 1
+        while True:
+            counter = (
+                None if target.model.tokenizer is None else cached_counter(target.model.tokenizer)
+            )
+            req = self._request(
+                target,
+                prompt,
+                unique_prefix=unique_prefix,
+                keep_text=session is not None or counter is not None,
+            )
+            self.emit(
+                RequestStarted(
+                    worker_id=context.worker,
+                    scenario=context.scenario,
+                    request_index=request_index,
+                    target_index=pr.target_index,
+                    started_at=time.time(),
+                    t0_ns=time.perf_counter_ns(),
+                )
+            )
+            result = await self._stream(call.client, req, pr, call.grace_s)
+            if result.usage_rejected:
+                self.usage_rejected.add(target.endpoint.name)
+            if MAX_COMPLETION_NOTE in result.notes:
+                self.completion_limit.add((target.endpoint.name, target.model.name))
+            usage = result.usage
+            self.done_tokens[pr.target_index] += (
+                usage["completion_tokens"] if usage is not None else len(result.chunk_ns)
+            )
+            send_delay_s = None
+            if deadline_ns is not None:
+                send_delay_s = max(0.0, (result.t0_ns - deadline_ns) / 1e9)
+            record = build_record(
+                result,
+                RecordContext(
+                    run_id=context.run_id,
+                    scenario=context.scenario,
+                    prompt_id=prompt.id,
+                    task=prompt.task,
+                    request_index=request_index,
+                    scheduled_s=pr.scheduled_s,
+                    send_delay_s=send_delay_s,
+                    warmup=pr.warmup or call.is_warmup(result.t0_ns),
+                    worker=context.worker,
+                    node_id=context.node_id,
+                    concurrency=context.concurrency,
+                    rate_rps=context.rate_rps,
+                    attempt=attempt,
+                    input_tokens=prompt.input_tokens_est
+                    if counter is None
+                    else counter.count(prompt_text(prompt.messages, prompt.prompt)),
+                    session_id=None if session is None else session[0],
+                    turn=None if session is None else session[1],
+                    token_counter=counter,
+                ),
+            )
+            if record.error_message:
+                # A server's words (an HTTP body, an SSE error event) may echo a secret or
+                # carry terminal controls: both go before the record is written anywhere.
+                message = self.settings.redactor.text(strip_control(record.error_message))
+                record = dataclasses.replace(record, error_message=message)
+            self.emit(RequestFinished(record=record))
+            if record.status == "ok":
+                return result.answer_text
+            if (
+                record.status != "error"
+                or attempt >= retry.max_attempts
+                or record.error_class not in retry.on
+                or call.stopping.is_set()
+            ):
+                return None
+            attempt += 1
+            await self._backoff(record, call.stopping)
+            if call.stopping.is_set():
+                return None
+
+    async def _backoff(self, record: RequestRecord, stopping: anyio.Event) -> None:
+        retry = self.settings.retry
+        wait_s = retry.backoff_s
+        retry_after = record.extra.get("retry_after_s") if retry.honour_retry_after else None
+        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
+            wait_s = max(wait_s, float(retry_after))
+        with anyio.move_on_after(wait_s):
+            await stopping.wait()
+
+    async def _stream(
+        self, client: StreamClient, req: PreparedRequest, pr: PlannedRequest, grace_s: float
+    ) -> StreamResult:
+        """One attempt: what the client observed, also when the grace period ended it."""
+        partial: list[StreamResult] = []
+        started_at = time.time()
+        t0_ns = time.perf_counter_ns()
+        slot = SendSlot(pr.target_index)
+        key = id(slot)
+        self.slots[key] = slot
+
+        def watch(state: Any) -> None:
+            slot.state = state
+
+        result: StreamResult | None = None
+        with anyio.CancelScope() as scope:
+            slot.scope = scope
+            try:
+                result = await client.stream(req, on_partial=partial.append, watch=watch)
+            finally:
+                del self.slots[key]
+        if result is None and partial:
+            # Cancelled after the grace period: the client handed over what it had
+            # measured (first byte, chunks) with error_class "cancelled".
+            result = partial[-1]
+        if result is None:
+            # Cancelled before the client saw anything: only the engine's own stamps.
+            result = StreamResult(
+                client=self.settings.client_kind,
+                api=req.api,
+                endpoint=req.endpoint,
+                model=req.model,
+                t0_ns=t0_ns,
+                started_at=started_at,
+                end_ns=time.perf_counter_ns(),
+                error_class="cancelled",
+                error_message=f"cancelled after the {grace_s:g} s stop grace period",
+            )
+        return result
+
+    def cancel_all(self) -> None:
+        """End every request in flight (the grace period is over)."""
+        for slot in list(self.slots.values()):
+            if slot.scope is not None:
+                slot.scope.cancel()
+
+    def progress(self) -> tuple[list[int], list[int]]:
+        """(tokens so far, requests in flight) per target, counting content chunks of
+        requests still streaming."""
+        tokens = list(self.done_tokens)
+        in_flight = [0] * len(tokens)
+        for slot in self.slots.values():
+            in_flight[slot.target_index] += 1
+            if slot.state is not None:
+                tokens[slot.target_index] += len(slot.state.chunk_ns)
+        return tokens, in_flight

@@ -1,0 +1,277 @@
+"""Capacity in the report: the terminal table, the capacity-vs-model-size chart (with
+capacity per dollar-hour where costs are known) and the "which tier serves N users at
+my SLO cheapest" table, all from summary.json's ``capacity`` and run.json's targets.
+
+Cost per hour of one replica of a target: ``gpu_hourly_usd x gpus`` when both are set,
+else its token prices applied to the tokens/s it served at its capacity (the summary
+group of the last probe at that level: ``aggregate output tok/s x 3600 x USD per M
+output tokens``, which blends in the input price); unknown otherwise. Serving N users
+(closed loop: N concurrent streams; open loop: N requests/s) takes ``ceil(N /
+capacity)`` replicas; the cheapest tier is the one with the lowest replicas x cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from matplotlib.figure import Figure
+
+from tokrate.report.charts import _figure, _plain_log, _with_rc
+from tokrate.report.styles import series_colors
+from tokrate.report.tables import Table
+from tokrate.runfolder.capacity_result import CapacityResult, TargetCapacity
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.summary import Summary
+from tokrate.textfmt import DASH
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "CapacityRow",
+    "capacity_chart",
+    "capacity_rows",
+    "capacity_table",
+    "cheapest_table",
+    "figures",
+    "render_capacity",
+    "with_stored",
+]
+
+#: The user counts the "which tier" table asks about (cut at 4x the largest capacity).
+_USERS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRow:
+    """One target's capacity with what the report needs around it."""
+
+    series: str
+    target: TargetCapacity
+    size_b: float | None
+    usd_per_hour: float | None
+    cost_source: str | None
+    #: "concurrency" or "rate_rps" (the search's level).
+    unit: str = "concurrency"
+    #: What the capacity means, e.g. "e2e ≤ 500 ms for 90% of requests".
+    condition: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.target.model
+
+    @property
+    def per_usd_hour(self) -> float | None:
+        c = self.target.capacity
+        if c is None or not self.usd_per_hour:
+            return None
+        return c / self.usd_per_hour
+
+
+def _usd_per_hour(
+    run: RunInfo, summary: Summary, t: TargetCapacity
+) -> tuple[float | None, str | None]:
+    info = next((x for x in run.targets if x.key == t.key), None)
+    if info is not None and info.gpu_hourly_usd is not None and info.gpus:
+        return info.gpu_hourly_usd * info.gpus, "GPU-hour"
+    at = [p for p in t.probes if p.level == t.capacity and p.verdict == "meets"]
+    for probe in reversed(at):
+        g = summary.group(t.endpoint, t.model, probe.scenario)
+        if (
+            g is not None
+            and g.cost is not None
+            and g.cost.source == "price"
+            and (g.aggregate_output_tps)
+        ):
+            return g.aggregate_output_tps * 3600 * g.cost.usd_per_m_output / 1e6, "tokens"
+    return None, None
+
+
+def capacity_rows(runs: Sequence[tuple[str, RunInfo, Summary]]) -> list[CapacityRow]:
+    """Every target of every run that has a capacity search, in run order."""
+    out = []
+    for key, run, summary in runs:
+        if summary.capacity is None:
+            continue
+        sizes = {x.key: x.size_b for x in run.targets}
+        result = summary.capacity
+        condition = _condition(result)
+        for t in result.targets:
+            usd, source = _usd_per_hour(run, summary, t)
+            row = CapacityRow(key, t, sizes.get(t.key), usd, source, result.unit, condition)
+            out.append(row)
+    return out
+
+
+def _condition(result: CapacityResult) -> str:
+    """The SLOs and goodput a capacity is held to, for a chart that travels alone."""
+    limits = [
+        f"{key.removesuffix('_s').replace('_', ' ')} ≤ {value * 1000:.4g} ms"
+        for key, value in result.slo.items()
+        if value is not None
+    ]
+    return f"{', '.join(limits)} for {result.goodput:.0%} of requests"
+
+
+def _level(value: float | None, unit: str) -> str:
+    if value is None:
+        return DASH
+    return f"{value:g}" if unit == "concurrency" else f"{value:g}/s"
+
+
+def render_capacity(result: CapacityResult, console: Console) -> None:
+    """The terminal table: one line per target, then each target's note."""
+    from rich.table import Table as RichTable
+
+    unit = "c" if result.unit == "concurrency" else "req/s"
+    table = RichTable(
+        title=f"capacity ({unit} per target; ≥ {result.goodput:.0%} of requests meet every SLO)",
+        box=None,
+        title_justify="left",
+    )
+    for name, right in (("model", False), ("capacity", True), ("verdict", False),
+                        ("limit", False), ("probes", True), ("requests", True)):  # fmt: skip
+        table.add_column(name, justify="right" if right else "left")
+    for t in result.targets:
+        table.add_row(
+            t.model, _level(t.capacity, result.unit), t.verdict, t.limiting_slo or DASH,
+            str(len(t.probes)), str(t.requests),
+        )  # fmt: skip
+    console.print(table)
+    for t in result.targets:
+        console.print(f"  {t.model}: {t.note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
+    """Capacity per target with its probes summarised and its price."""
+    header = ("target", "size", "capacity", "verdict", "limiting SLO", "probes", "$ / h",
+              "capacity per $/h")  # fmt: skip
+    body = []
+    for r in rows:
+        t = r.target
+        unit = "concurrency" if any(p.scenario.startswith("c=") for p in t.probes) else "rate"
+        target = f"{r.series}: {t.label}" if multi else t.label
+        body.append(
+            (
+                target, DASH if r.size_b is None else f"{r.size_b:g}B", _level(t.capacity, unit),
+                t.verdict, t.limiting_slo or DASH, str(len(t.probes)),
+                DASH if r.usd_per_hour is None else f"${r.usd_per_hour:,.2f} ({r.cost_source})",
+                DASH if r.per_usd_hour is None else f"{r.per_usd_hour:,.3g}",
+            )
+        )  # fmt: skip
+    note = (
+        "The highest level at which the Wilson interval of the SLO-met fraction lay at or "
+        "above the goodput target; every probe is in capacity.json. $ / h: GPU-hour price × "
+        "GPUs, else token prices at the throughput measured at capacity."
+    )
+    numeric = (False, True, True, False, False, True, True, True)
+    return Table("Capacity", header, tuple(body), note=note, numeric=numeric)
+
+
+def cheapest_table(rows: Sequence[CapacityRow]) -> Table:
+    """Which tier serves N users at the SLO cheapest (replicas = ceil(N / capacity))."""
+    able = [r for r in rows if r.target.capacity]
+    priced = [r for r in able if r.usd_per_hour is not None]
+    top = max((r.target.capacity or 0.0 for r in able), default=0.0)
+    body = []
+    for n in (u for u in _USERS if u <= max(4 * top, 1)):
+        pool = priced or able
+
+        def cost(r: CapacityRow, n: int = n) -> float:
+            replicas = math.ceil(n / (r.target.capacity or 1.0))
+            return replicas * ((r.usd_per_hour or 0.0) if priced else 1.0)
+
+        best = min(pool, key=cost)
+        replicas = math.ceil(n / (best.target.capacity or 1.0))
+        body.append(
+            (
+                str(n), best.target.label, str(replicas),
+                DASH if best.usd_per_hour is None else f"${replicas * best.usd_per_hour:,.2f}",
+            )
+        )  # fmt: skip
+    note = (
+        "Users: concurrent streams (closed loop) or requests/s (open loop) at every SLO. "
+        + ("Cheapest by replicas × $ / h." if priced else
+           "No costs known (set gpu_hourly_usd and gpus, or token prices, in [[model]]): "
+           "the pick is the tier needing the fewest replicas.")
+    )  # fmt: skip
+    return Table(
+        "Which tier serves N users at the SLO cheapest",
+        ("users", "tier", "replicas", "$ / h"),
+        tuple(body),
+        note=note,
+        numeric=(True, False, True, True),
+    )
+
+
+@_with_rc
+def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
+    """Capacity against model size (log-log), and capacity per $/h when any is known."""
+    points = [r for r in rows if r.size_b is not None and r.target.capacity]
+    priced = [r for r in points if r.per_usd_hour is not None]
+    fig, axes = _figure(9.0 if priced else 5.5, 4.0, ncols=2 if priced else 1)
+    colors = series_colors(sorted({r.name for r in points}))
+    per = "streams" if all(r.unit == "concurrency" for r in points) else "requests/s"
+    panels: list[tuple[Any, str, Callable[[CapacityRow], float | None]]] = [
+        (axes[0], f"capacity (concurrent {per} at the SLO)" if per == "streams"
+         else f"capacity ({per} at the SLO)", lambda r: r.target.capacity)
+    ]  # fmt: skip
+    if priced:
+        panels.append((axes[1], f"capacity per $/h ({per})", lambda r: r.per_usd_hour))
+    conditions = {r.condition for r in points}
+    if len(conditions) == 1 and (only := conditions.pop()):
+        fig.suptitle(only, fontsize=9)
+    for ax, label, value in panels:
+        for r in points:
+            v = value(r)
+            if v is None or r.size_b is None:
+                continue
+            lower = r.target.verdict in ("at_max", "client_bound", "budget")
+            # Hollow: a capacity that did not meet again in its verification.
+            face = "none" if r.target.verdict in ("unverified", "non_monotone") else colors[r.name]
+            ax.scatter([r.size_b], [v], edgecolors=colors[r.name], facecolors=face,
+                       marker="^" if lower else "o")  # fmt: skip
+            ax.annotate(r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4),
+                        fontsize=8)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("active parameters (billions)")
+        ax.set_ylabel(label)
+        _plain_log(ax)
+    return fig
+
+
+def with_stored(summary: Summary, stored: Summary | None) -> Summary:
+    """A recomputed summary with the stored one's capacity search (records cannot
+    recompute a search: capacity.json is its own measurement)."""
+    if stored is None or stored.capacity is None:
+        return summary
+    return dataclasses.replace(summary, capacity=stored.capacity)
+
+
+def figures(
+    rows: Sequence[CapacityRow], notes: list[str]
+) -> Iterator[tuple[str, str, str, Callable[[], Any]]]:
+    """The capacity chart for the report (name, title, caption, draw), or a note."""
+    if not rows:
+        return
+    if not any(r.size_b is not None and r.target.capacity for r in rows):
+        notes.append(
+            "capacity vs model size: no target with a capacity has a known size"
+            " (set params_b in [[model]])"
+        )
+        return
+    priced = any(r.per_usd_hour is not None for r in rows)
+    yield (
+        "capacity_vs_size",
+        "Capacity vs model size",
+        "The highest load per target at which every SLO held for the goodput fraction of "
+        "requests (capacity search; triangles: a lower bound — at max_level, client-bound "
+        "or out of budget; hollow: not met again in its verification, or met at twice it too)"
+        + (", and that capacity per dollar-hour of serving." if priced else "."),
+        lambda: capacity_chart(rows),
+    )

@@ -1,0 +1,500 @@
+"""run.json as one frozen type: :class:`RunInfo`, built and validated in one place.
+
+The writer (``tokrate.load.run`` through :class:`tokrate.runfolder.store.RunStore`) builds a RunInfo
+and the store serialises it with :meth:`RunInfo.to_dict`; every reader gets one from
+:func:`tokrate.runfolder.store.load_run`, which calls :meth:`RunInfo.from_dict`. Nothing else
+parses run.json, so a key is spelled, typed and defaulted exactly once.
+
+Layout version 1 (docs/run-folder.md). Keys added after the first
+release are optional for readers (their defaults below); keys this version does not
+know are kept in ``extra`` and written back unchanged, so rewriting a newer file never
+loses data. Times: ``started_at``/``ended_at`` are ISO-8601 UTC strings; sizes are
+billions of parameters; prices USD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+
+from tokrate.errors import RunFolderError
+from tokrate.runfolder.jsonread import JsonReader
+
+__all__ = [
+    "RUN_KIND",
+    "RUN_LAYOUT_HISTORY",
+    "RUN_LAYOUT_VERSION",
+    "ConnectionSetup",
+    "LoopLagInfo",
+    "OutcomeCounts",
+    "RunInfo",
+    "ScenarioInfo",
+    "ScrapeInfo",
+    "SloInfo",
+    "TargetInfo",
+]
+
+RUN_LAYOUT_VERSION: Final = 1
+#: One line per layout version; readers keep loading every version listed here.
+RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
+    1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
+    " server_metrics, calibration)"
+}
+RUN_KIND: Final = "tokrate-run"
+
+#: Load settings outside the scenario list that change what a latency means; two runs
+#: whose values differ are not comparable.
+_LOAD_IDENTITY_KEYS: Final = ("mode", "burstiness", "ignore_eos", "targets", "arrival")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """One endpoint x model as the run resolved it. Sizes in billions of parameters;
+    ``active_params_b`` is the decode-relevant size (== params_b for a dense model)."""
+
+    endpoint: str
+    model: str
+    base_url: str = ""
+    params_b: float | None = None
+    active_params_b: float | None = None
+    bytes_per_param: float | None = None
+    price_in_per_m: float | None = None
+    price_out_per_m: float | None = None
+    gpu_hourly_usd: float | None = None
+    gpus: int | None = None
+    simulated: bool = False
+    family: str | None = None
+    #: The protocol its requests were sent in (chat, completions, responses,
+    #: anthropic); None in runs older than the field.
+    api: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.endpoint, self.model)
+
+    @property
+    def label(self) -> str:
+        return f"{self.endpoint}/{self.model}"
+
+    @property
+    def size_b(self) -> float | None:
+        """Active parameters, else total: what decode speed depends on."""
+        return self.active_params_b if self.active_params_b is not None else self.params_b
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> TargetInfo:
+        r = JsonReader(data, where)
+        params = r.opt_float("params_b")
+        active = r.opt_float("active_params_b")
+        return cls(
+            endpoint=r.str_("endpoint"),
+            model=r.str_("model"),
+            base_url=r.str_("base_url"),
+            params_b=params,
+            active_params_b=active if active is not None else params,
+            bytes_per_param=r.opt_float("bytes_per_param"),
+            price_in_per_m=r.opt_float("price_in_per_m"),
+            price_out_per_m=r.opt_float("price_out_per_m"),
+            gpu_hourly_usd=r.opt_float("gpu_hourly_usd"),
+            gpus=r.opt_int("gpus"),
+            simulated=bool(r.opt_bool("simulated")),
+            family=r.opt_str("family"),
+            api=r.opt_str("api"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioInfo:
+    """One scenario (sweep level, possibly one target): its level per target."""
+
+    name: str
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    arrival: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScenarioInfo:
+        r = JsonReader(data, where)
+        return cls(
+            name=r.str_("name"),
+            concurrency=r.opt_int("concurrency"),
+            rate_rps=r.opt_float("rate_rps"),
+            arrival=r.opt_str("arrival"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def definition(self) -> tuple[int | None, float | None, str | None]:
+        """What must match for two runs' scenarios of this name to be comparable."""
+        return (self.concurrency, self.rate_rps, self.arrival)
+
+
+@dataclass(frozen=True, slots=True)
+class SloInfo:
+    """The SLOs a run judged requests by (seconds; None: not set)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    itl_p99_s: float | None = None
+
+    @property
+    def any_set(self) -> bool:
+        return any(v is not None for v in self.as_mapping().values())
+
+    def as_mapping(self) -> dict[str, float | None]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> SloInfo:
+        r = JsonReader(data, where)
+        return cls(
+            ttft_s=r.opt_float("ttft_s"),
+            tpot_s=r.opt_float("tpot_s"),
+            e2e_s=r.opt_float("e2e_s"),
+            itl_p99_s=r.opt_float("itl_p99_s"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLagInfo:
+    """The measuring event loop's lag over the run (milliseconds)."""
+
+    threshold_ms: float | None = None
+    max_threshold_ms: float | None = None
+    max_ms: float | None = None
+    p99_ms: float | None = None
+    samples: int | None = None
+    exceeded: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> LoopLagInfo:
+        r = JsonReader(data, where)
+        return cls(
+            threshold_ms=r.opt_float("threshold_ms"),
+            max_threshold_ms=r.opt_float("max_threshold_ms"),
+            max_ms=r.opt_float("max_ms"),
+            p99_ms=r.opt_float("p99_ms"),
+            samples=r.opt_int("samples"),
+            exceeded=bool(r.opt_bool("exceeded")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeCounts:
+    """Planned requests by outcome (a retried request counts once, by its last
+    attempt): scheduled == ok + error + cancelled."""
+
+    scheduled: int = 0
+    ok: int = 0
+    error: int = 0
+    cancelled: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> OutcomeCounts:
+        r = JsonReader(data, where)
+        return cls(
+            scheduled=r.opt_int("scheduled") or 0,
+            ok=r.opt_int("ok") or 0,
+            error=r.opt_int("error") or 0,
+            cancelled=r.opt_int("cancelled") or 0,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSetup:
+    """Connections opened before one scenario's window (preconnect) to one endpoint:
+    how many opened and failed, and each one's set-up seconds."""
+
+    scenario: str
+    endpoint: str
+    opened: int = 0
+    failed: int = 0
+    connect_s: tuple[float, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ConnectionSetup:
+        r = JsonReader(data, where)
+        r.used.add("connect_s")
+        raw = data.get("connect_s") or []
+        if not isinstance(raw, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in raw
+        ):
+            raise RunFolderError(f"{where}: connect_s must be a list of numbers")
+        return cls(
+            scenario=r.str_("scenario"),
+            endpoint=r.str_("endpoint"),
+            opened=r.opt_int("opened") or 0,
+            failed=r.opt_int("failed") or 0,
+            connect_s=tuple(float(v) for v in raw),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "endpoint": self.endpoint,
+            "opened": self.opened,
+            "failed": self.failed,
+            "connect_s": list(self.connect_s),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeInfo:
+    """One endpoint's metrics scrape: ``scrapes`` attempted every ``interval_s``
+    seconds, ``failures`` of them (``first_error`` the first), ``samples`` rows in
+    server_metrics.parquet."""
+
+    endpoint: str
+    url: str
+    interval_s: float
+    scrapes: int = 0
+    failures: int = 0
+    samples: int = 0
+    first_error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScrapeInfo:
+        r = JsonReader(data, where)
+        return cls(
+            endpoint=r.str_("endpoint"),
+            url=r.str_("url"),
+            interval_s=r.opt_float("interval_s") or 0.0,
+            scrapes=r.opt_int("scrapes") or 0,
+            failures=r.opt_int("failures") or 0,
+            samples=r.opt_int("samples") or 0,
+            first_error=r.opt_str("first_error"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _frozen_json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """run.json. Frozen; derive a changed copy with :func:`dataclasses.replace`.
+
+    ``config`` is the resolved spec as written (secrets already removed), kept as a
+    JSON document for display; what analysis needs from it is parsed once, here, into
+    :attr:`load_identity`, :attr:`prompts_identity` and :attr:`time_scale`.
+    ``status`` is "running" (or a killed run), "complete" or "interrupted".
+    """
+
+    run_id: str
+    label: str | None = None
+    status: str = "running"
+    started_at: str | None = None
+    ended_at: str | None = None
+    tokrate_version: str = ""
+    python: str = ""
+    platform: str = ""
+    host: str = ""
+    libraries: Mapping[str, str] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    targets: tuple[TargetInfo, ...] = ()
+    scenarios: tuple[ScenarioInfo, ...] = ()
+    slo: SloInfo = SloInfo()
+    hardware: str | None = None
+    backend: str | None = None
+    workers: int | None = None
+    preconnect: bool | None = None
+    connections: tuple[ConnectionSetup, ...] = ()
+    server_metrics: tuple[ScrapeInfo, ...] = ()
+    warnings: tuple[str, ...] = ()
+    loop_lag: LoopLagInfo | None = None
+    counts: OutcomeCounts | None = None
+    layout_version: int = RUN_LAYOUT_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Whether the run stayed inside this machine's calibrated measurement floor
+    #: (tokrate.load.calibrate.judge_run's object); None when not judged (older runs).
+    calibration: Mapping[str, Any] | None = None
+
+    # --- what readers ask ----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """How reports, compare and history name this run: its label, else its id."""
+        return self.label or self.run_id
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def interrupted(self) -> bool:
+        """Anything but "complete" (a killed run still says "running")."""
+        return self.status != "complete"
+
+    @property
+    def started_datetime(self) -> datetime | None:
+        if self.started_at is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+    def target(self, endpoint: str, model: str) -> TargetInfo | None:
+        for t in self.targets:
+            if t.endpoint == endpoint and t.model == model:
+                return t
+        return None
+
+    def scenario(self, name: str) -> ScenarioInfo | None:
+        for s in self.scenarios:
+            if s.name == name:
+                return s
+        return None
+
+    @property
+    def simulated(self) -> bool:
+        return any(t.simulated for t in self.targets)
+
+    @property
+    def time_scale(self) -> float | None:
+        """The embedded simulator's time scale for a simulated run, else None."""
+        if not self.simulated:
+            return None
+        sim = self.config.get("simulator")
+        scale = sim.get("time_scale") if isinstance(sim, Mapping) else None
+        if isinstance(scale, int | float) and not isinstance(scale, bool):
+            return float(scale)
+        return None
+
+    @property
+    def load_identity(self) -> dict[str, Any]:
+        """Run-wide load settings that must match for two runs to be comparable (the
+        simulator's time scale included for simulated runs: it changes every latency)."""
+        load = self.config.get("load")
+        out = (
+            {k: load[k] for k in _LOAD_IDENTITY_KEYS if k in load}
+            if isinstance(load, Mapping)
+            else {}
+        )
+        if self.simulated:
+            out["simulator.time_scale"] = self.time_scale
+        return out
+
+    @property
+    def prompts_identity(self) -> str | None:
+        """The prompts configuration as canonical JSON (None when not recorded)."""
+        prompts = self.config.get("prompts")
+        return _frozen_json(prompts) if isinstance(prompts, Mapping) else None
+
+    # --- serialisation ---------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run.json document (layout version 1), keys in the documented order."""
+        out: dict[str, Any] = {
+            "layout_version": self.layout_version,
+            "kind": RUN_KIND,
+            "run_id": self.run_id,
+            "label": self.label,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "tokrate_version": self.tokrate_version,
+            "python": self.python,
+            "platform": self.platform,
+            "host": self.host,
+            "libraries": dict(self.libraries),
+            "config": dict(self.config),
+            "targets": [t.to_dict() for t in self.targets],
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "slo": self.slo.as_mapping(),
+            "hardware": self.hardware,
+            "backend": self.backend,
+            "workers": self.workers,
+            "preconnect": self.preconnect,
+            "connections": [c.to_dict() for c in self.connections],
+            "server_metrics": [m.to_dict() for m in self.server_metrics],
+            "warnings": list(self.warnings),
+            "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
+            "counts": None if self.counts is None else self.counts.to_dict(),
+        }
+        if self.calibration is not None:
+            out["calibration"] = dict(self.calibration)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "run.json") -> RunInfo:
+        """Validate and build. Raises RunFolderError (one line naming ``where`` and the
+        key) for a foreign document, an unknown layout version or a mistyped key."""
+        if not isinstance(data, Mapping) or data.get("kind", RUN_KIND) != RUN_KIND:
+            raise RunFolderError(f"{where}: not a tokrate run")
+        version = data.get("layout_version")
+        if version not in RUN_LAYOUT_HISTORY:
+            raise RunFolderError(
+                f"{where}: layout_version {version!r} is not supported"
+                f" (known: {sorted(RUN_LAYOUT_HISTORY)}); upgrade tokrate"
+            )
+        r = JsonReader(data, where)
+        r.used.update({"layout_version", "kind"})
+        run_id = r.opt_str("run_id")
+        if not run_id:
+            raise RunFolderError(f"{where}: run_id is missing")
+        libraries = r.mapping("libraries")
+        loop_lag = r.opt_mapping("loop_lag")
+        counts = r.opt_mapping("counts")
+        slo = r.opt_mapping("slo")
+        calibration = r.opt_mapping("calibration")
+        info = cls(
+            run_id=run_id,
+            label=r.opt_str("label"),
+            status=r.str_("status", "running"),
+            started_at=r.opt_str("started_at"),
+            ended_at=r.opt_str("ended_at"),
+            tokrate_version=r.str_("tokrate_version"),
+            python=r.str_("python"),
+            platform=r.str_("platform"),
+            host=r.str_("host"),
+            libraries={str(k): str(v) for k, v in libraries.items()},
+            config=dict(r.mapping("config")),
+            targets=_each(r.items("targets"), TargetInfo.from_dict, f"{where}: targets"),
+            scenarios=_each(r.items("scenarios"), ScenarioInfo.from_dict, f"{where}: scenarios"),
+            slo=SloInfo() if slo is None else SloInfo.from_dict(slo, f"{where}: slo"),
+            hardware=r.opt_str("hardware"),
+            backend=r.opt_str("backend"),
+            workers=r.opt_int("workers"),
+            preconnect=r.opt_bool("preconnect"),
+            connections=_each(
+                r.items("connections"), ConnectionSetup.from_dict, f"{where}: connections"
+            ),
+            server_metrics=_each(
+                r.items("server_metrics"), ScrapeInfo.from_dict, f"{where}: server_metrics"
+            ),
+            warnings=r.strings("warnings"),
+            loop_lag=None
+            if loop_lag is None
+            else LoopLagInfo.from_dict(loop_lag, f"{where}: loop_lag"),
+            counts=None if counts is None else OutcomeCounts.from_dict(counts, f"{where}: counts"),
+            layout_version=int(version),
+            calibration=None if calibration is None else dict(calibration),
+        )
+        return dataclasses.replace(info, extra=r.extra())
+
+
+def _each(items: Sequence[Mapping[str, Any]], build: Any, where: str) -> tuple[Any, ...]:
+    return tuple(build(item, f"{where}[{i}]") for i, item in enumerate(items))

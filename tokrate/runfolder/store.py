@@ -1,0 +1,438 @@
+"""The run folder: the only writer of measurements, and the one reader of them.
+
+Layout version 1 (docs/run-folder.md):
+
+    run.json          :class:`tokrate.runfolder.run_info.RunInfo`; written at start (status
+                      "running"), rewritten at the end
+    records.jsonl     append-only, one RequestRecord.to_dict() JSON object per line
+    records.parquet   written at the end from records.jsonl
+    summary.json      :class:`tokrate.runfolder.summary.Summary` of the records
+    server_metrics.parquet  the endpoints' /metrics samples (tokrate.runfolder.server_metrics),
+                      only when a metrics_url was scraped; written before run.json
+
+Durability: each record is one ``os.write`` of one whole line on an ``O_APPEND`` file
+descriptor, so a SIGKILL can at worst tear the line being written (the reader skips a
+torn last line); the file is fsynced at every scenario end and at finalize. run.json
+is replaced atomically (:func:`tokrate.fileio.write_atomic`), so it is never
+half-written.
+
+Readers: :func:`load_run` (everything) and :func:`load_run_info` (run.json and
+summary.json only, for history over hundreds of runs) are the only code that reads a
+run folder. The ``latest-good`` pointer of nightly baselines lives here too
+(:func:`resolve_latest_good`, :func:`point_latest_good`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from tokrate.errors import OutputError, RunFolderError
+from tokrate.fileio import write_atomic
+from tokrate.runfolder.records import RequestRecord, polars_schema, records_to_frame, upgrade_frame
+from tokrate.runfolder.run_info import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
+from tokrate.runfolder.server_metrics import read_server_metrics
+from tokrate.runfolder.summary import Summary
+
+if TYPE_CHECKING:  # polars loads when records are read, not while a run writes them
+    import polars as pl
+
+__all__ = [
+    "LATEST_GOOD",
+    "MIN_FREE_BYTES",
+    "RUN_KIND",
+    "RUN_LAYOUT_HISTORY",
+    "RUN_LAYOUT_VERSION",
+    "LoadedRun",
+    "RunStore",
+    "iso_now",
+    "load_run",
+    "load_run_info",
+    "load_summary",
+    "new_run_id",
+    "point_latest_good",
+    "read_records_jsonl",
+    "resolve_latest_good",
+    "run_folders",
+]
+
+#: Free space the output folder needs before any load is sent (a 10,000-request run
+#: with 512-token streams is ~60 MB of jsonl + parquet).
+MIN_FREE_BYTES: Final = 64 * 1024 * 1024
+
+#: Name of the pointer file in the reports root. A plain text file holding the run
+#: folder's name, not a symlink: it survives artefact stores, caches, zip files and
+#: Windows checkouts, none of which keep symlinks reliably.
+LATEST_GOOD: Final = "latest-good"
+
+_RUN_JSON = "run.json"
+_JSONL = "records.jsonl"
+_PARQUET = "records.parquet"
+_SUMMARY = "summary.json"
+
+
+def new_run_id(now: _dt.datetime | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-xxxx`` (UTC time, 4 random hex digits): sorts by start time."""
+    now = now or _dt.datetime.now(_dt.UTC)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def iso_now(ts: _dt.datetime | None = None) -> str:
+    """An ISO-8601 UTC timestamp to the second, as run.json writes them."""
+    return (ts or _dt.datetime.now(_dt.UTC)).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _dump(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+class RunStore:
+    """Writer of one run folder.
+
+    Construction checks, *before any load is sent*, that the folder can be created
+    (it must not exist yet: a run folder is never overwritten), written, and has
+    MIN_FREE_BYTES free. Then: :meth:`start` (run.json "running"), :meth:`append` per
+    record, :meth:`end_scenario` (fsync), :meth:`finalize`.
+
+    Raises:
+        OutputError: the folder exists, cannot be created/written, or the disk is full.
+    """
+
+    def __init__(self, path: Path | str, *, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+        self.path = Path(path)
+        self.info = RunInfo(run_id=self.path.name)
+        self.count = 0
+        self._fd: int | None = None
+        try:
+            taken = self.path.exists()
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte
+            raise OutputError(
+                f"{self.path!s:.200}: unusable run folder path ({err!s:.80})"
+            ) from None
+        if taken:
+            raise OutputError(f"{self.path}: run folder already exists; refusing to overwrite it")
+        # The folders this run creates (the run folder and any missing parents), so a
+        # refused start can remove exactly those and nothing the user already had.
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        try:
+            self.path.mkdir(parents=True)
+        except OSError as err:
+            self._remove_created()
+            raise OutputError(
+                f"{self.path}: cannot create the run folder ({err.strerror or err})"
+            ) from None
+        try:
+            self._check_writable(min_free_bytes)
+        except OutputError:
+            self.discard()
+            raise
+
+    def _check_writable(self, min_free_bytes: int) -> None:
+        try:
+            free = shutil.disk_usage(self.path).free
+            if free < min_free_bytes:
+                raise OutputError(
+                    f"{self.path}: only {free // (1024 * 1024)} MiB free,"
+                    f" need {min_free_bytes // (1024 * 1024)} MiB; free some space or use"
+                    " --output-dir"
+                )
+            self._fd = os.open(
+                self.path / _JSONL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644
+            )
+        except OSError as err:
+            raise OutputError(
+                f"{self.path}: output folder is not writable ({err.strerror or err})"
+            ) from None
+
+    @property
+    def jsonl_path(self) -> Path:
+        return self.path / _JSONL
+
+    def start(self, info: RunInfo) -> None:
+        """Write run.json with status "running" (``info`` supplies everything else;
+        ``started_at`` defaults to now)."""
+        self.info = dataclasses.replace(
+            info, status="running", started_at=info.started_at or iso_now(), ended_at=None
+        )
+        self._write_run()
+
+    def update(self, **changes: Any) -> None:
+        """Replace RunInfo fields and rewrite run.json atomically."""
+        self.info = dataclasses.replace(self.info, **changes)
+        self._write_run()
+
+    def _write_run(self) -> None:
+        try:
+            write_atomic(self.path / _RUN_JSON, _dump(self.info.to_dict()))
+        except OSError as err:
+            raise OutputError(f"{self.path / _RUN_JSON}: cannot write ({err})") from None
+
+    def append(self, record: RequestRecord) -> None:
+        """Append one record as one whole line (one write call; the OS appends it whole).
+
+        Raises: OutputError when the write fails (disk full).
+        """
+        if self._fd is None:
+            raise OutputError(f"{self.path}: store is closed")
+        line = orjson.dumps(record.to_dict()) + b"\n"
+        try:
+            written = os.write(self._fd, line)
+            while written < len(line):  # a short write (rare: disk nearly full)
+                written += os.write(self._fd, line[written:])
+        except OSError as err:
+            raise OutputError(f"{self.jsonl_path}: cannot append a record ({err})") from None
+        self.count += 1
+
+    def end_scenario(self) -> None:
+        """Flush records to stable storage (called at each scenario end)."""
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """fsync and close records.jsonl (idempotent)."""
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def discard(self) -> None:
+        """Remove what this store created when no record was written: a config or
+        readiness error before any load leaves no run folder (and no output folder it
+        had to create) behind, so a rerun with the same run id is not refused."""
+        self.close()
+        if self.count:
+            return
+        for name in (_RUN_JSON, _JSONL):
+            with contextlib.suppress(OSError):
+                (self.path / name).unlink()
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        # rmdir, never rmtree: a folder something else wrote into meanwhile stays.
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
+
+    def finalize(
+        self,
+        *,
+        status: str,
+        summarize: Callable[[pl.DataFrame, RunInfo], Summary] | None = None,
+        **changes: Any,
+    ) -> tuple[pl.DataFrame, Summary | None]:
+        """Close the jsonl, write records.parquet, then summary.json
+        (``summarize(frame, info)``, when given) and last run.json with ``status``
+        ("complete" | "interrupted"), ``ended_at`` and the RunInfo field ``changes``.
+
+        run.json is written last, so "complete" is only ever seen next to a complete
+        parquet and summary. Returns (records frame, summary or None).
+        """
+        self.close()
+        frame = read_records_jsonl(self.jsonl_path)
+        self.info = dataclasses.replace(self.info, status=status, ended_at=iso_now(), **changes)
+        summary = None
+        try:
+            frame.write_parquet(self.path / _PARQUET)
+            if summarize is not None:
+                summary = summarize(frame, self.info)
+                self.write_summary(summary)
+        except OSError as err:
+            raise OutputError(f"{self.path}: cannot write the run's files ({err})") from None
+        self._write_run()
+        return frame, summary
+
+    def write_summary(self, summary: Summary) -> None:
+        write_atomic(self.path / _SUMMARY, _dump(summary.to_dict()))
+
+
+def read_records_jsonl(path: Path) -> pl.DataFrame:
+    """Records from a records.jsonl; a torn (unparsable) *last* line is skipped, a bad
+    line elsewhere raises RunFolderError naming the line."""
+    rows: list[dict[str, Any]] = []
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise RunFolderError(f"{path}: cannot read ({err.strerror or err})") from None
+    lines = data.split(b"\n")
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    for number, line in enumerate(lines[: last + 1], start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not an object")
+        except ValueError as err:
+            if number - 1 == last:
+                break  # torn by a crash mid-write: everything before it is intact
+            raise RunFolderError(f"{path}:{number}: not a record ({err})") from None
+        rows.append(row)
+    try:
+        return records_to_frame(rows)
+    except Exception as err:  # a polars type mismatch: a hand-edited or foreign file
+        raise RunFolderError(f"{path}: records do not match the schema ({err})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    """A stored run: ``info`` is run.json, ``records`` has RECORD_POLARS_SCHEMA,
+    ``summary`` is summary.json (None when absent or unreadable by this version, then
+    ``notes`` says why)."""
+
+    path: Path
+    info: RunInfo
+    records: pl.DataFrame
+    summary: Summary | None
+    notes: tuple[str, ...] = ()
+    #: server_metrics.parquet (tokrate.runfolder.server_metrics); None when the run scraped none.
+    server_metrics: pl.DataFrame | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """True unless run.json says "complete" (a killed run still says "running")."""
+        return self.info.interrupted
+
+    @property
+    def name(self) -> str:
+        """The run's label, else its id."""
+        return self.info.name
+
+
+def _read_info(folder: Path) -> RunInfo:
+    run_json = folder / _RUN_JSON
+    try:
+        is_dir = folder.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise RunFolderError(f"{folder!s:.200}: not a usable path ({err!s:.100})") from None
+    if not is_dir:
+        raise RunFolderError(f"{folder}: not a run folder (no such directory)")
+    try:
+        data = orjson.loads(run_json.read_bytes())
+    except FileNotFoundError:
+        raise RunFolderError(f"{folder}: not a run folder (no run.json)") from None
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"{run_json}: unreadable ({err})") from None
+    return RunInfo.from_dict(data, str(run_json))
+
+
+def load_summary(path: Path | str) -> Summary | None:
+    """summary.json of a run folder, None when there is none. Raises RunFolderError
+    (one line naming the file) for an unreadable one or an unknown schema version."""
+    file = Path(path) / _SUMMARY
+    if not file.exists():
+        return None
+    try:
+        data = orjson.loads(file.read_bytes())
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"{file}: unreadable ({err})") from None
+    return Summary.from_dict(data, str(file))
+
+
+def load_run_info(path: Path | str) -> RunInfo:
+    """run.json of a run folder alone (cheap: one small JSON file). Raises
+    RunFolderError (one line naming the file)."""
+    return _read_info(Path(path))
+
+
+def load_run(path: Path | str) -> LoadedRun:
+    """Read a run folder (complete, interrupted or killed).
+
+    Records come from records.parquet when the run completed, else from records.jsonl
+    (every request that finished before the end); records of older schema versions are
+    upgraded (added columns as nulls).
+
+    Raises:
+        RunFolderError: missing folder or run.json, unreadable files, or an unknown
+            layout or schema version (one line naming the file).
+    """
+    folder = Path(path)
+    info = _read_info(folder)
+    parquet = folder / _PARQUET
+    jsonl = folder / _JSONL
+    if parquet.exists() and not info.interrupted:
+        records = _read_parquet(parquet)
+    elif jsonl.exists():
+        records = read_records_jsonl(jsonl)
+    elif parquet.exists():
+        records = _read_parquet(parquet)
+    else:
+        records = records_to_frame([])
+    notes: tuple[str, ...] = ()
+    try:
+        summary = load_summary(folder)
+    except RunFolderError as err:
+        # The records are the truth and every reader recomputes from them; an
+        # unreadable summary (a newer schema) is said, not fatal.
+        summary, notes = None, (str(err),)
+    return LoadedRun(
+        path=folder,
+        info=info,
+        records=records,
+        summary=summary,
+        notes=notes,
+        server_metrics=read_server_metrics(folder),
+    )
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    import polars as pl
+
+    try:
+        records = upgrade_frame(pl.read_parquet(path))
+    except Exception as err:  # polars raises several unrelated types for a bad file
+        raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    missing = [c for c in polars_schema() if c not in records.columns]
+    if missing:
+        raise RunFolderError(f"{path}: missing columns {', '.join(missing[:5])}")
+    return records.select([pl.col(c).cast(t, strict=False) for c, t in polars_schema().items()])
+
+
+def run_folders(root: Path | str) -> list[Path]:
+    """Every run folder (a folder holding run.json) under ``root``, at any depth, sorted."""
+    return sorted(p.parent for p in Path(root).rglob(_RUN_JSON))
+
+
+# --- the latest-good pointer ---------------------------------------------------------
+
+
+def resolve_latest_good(reports_root: Path | str) -> Path | None:
+    """The run folder ``reports_root/latest-good`` names, or None when there is no
+    pointer yet. Raises RunFolderError when it names a folder that is gone."""
+    root = Path(reports_root)
+    pointer = root / LATEST_GOOD
+    if not pointer.is_file():
+        return None
+    name = pointer.read_text(encoding="utf-8").strip()
+    target = root / name
+    if not name or not target.is_dir():
+        raise RunFolderError(
+            f"{pointer}: names run folder {name!r}, which does not exist under {root}"
+        )
+    return target
+
+
+def point_latest_good(reports_root: Path | str, run_dir: Path | str) -> None:
+    """Atomically point ``reports_root/latest-good`` at ``run_dir`` (a path relative to
+    the root when it lies below it, with / separators)."""
+    root = Path(reports_root)
+    try:
+        name = str(Path(run_dir).resolve().relative_to(root.resolve()))
+    except ValueError:
+        name = str(Path(run_dir).resolve())
+    write_atomic(root / LATEST_GOOD, (name.replace(os.sep, "/") + "\n").encode())

@@ -1,0 +1,471 @@
+"""summary.json as frozen types: :class:`Summary` of :class:`Group` s.
+
+:func:`tokrate.analysis.metrics.summarize` builds a Summary from records; the store writes it
+with :meth:`Summary.to_dict` and :func:`tokrate.runfolder.store.load_run` reads it back with
+:meth:`Summary.from_dict`. Every reader (terminal table, report, history) uses these
+attributes, never a re-probed dict.
+
+Units: seconds for ``*_s`` distributions, tokens/s for ``decode_tps`` and
+``aggregate_output_tps``, requests/s for ``requests_per_s``/``goodput_rps``, USD for
+cost. Unknown is None, never 0 (an empty distribution has ``n == 0`` and None
+statistics).
+
+summary.json schema history (bump SUMMARY_SCHEMA_VERSION and add a line per change;
+readers keep loading every version listed):
+
+    1: first version.
+    2: groups carry ``stream`` (buffered-stream verdict: :class:`StreamShape`) and
+       ``server`` (server-reported timings: :class:`ServerTimings`, null without
+       them); ``tpot_s``, ``itl_s`` and ``decode_tps`` leave buffered requests out
+       (in version 1 they counted every ok request). Version-1 files load with
+       ``stream`` and ``server`` None. Also new in 2: a top-level ``capacity`` (a
+       capacity search's result, as capacity.json; absent after a sweep).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tokrate.errors import RunFolderError
+from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.textfmt import level_label
+
+__all__ = [
+    "DIST_KEYS",
+    "DIST_METRICS",
+    "SUMMARY_SCHEMA_HISTORY",
+    "SUMMARY_SCHEMA_VERSION",
+    "Cost",
+    "Distribution",
+    "Group",
+    "GroupCounts",
+    "ServerTimings",
+    "StreamShape",
+    "Summary",
+    "TaskGroup",
+]
+
+SUMMARY_SCHEMA_VERSION: Final = 2
+SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
+    1: "first version",
+    2: "stream (buffered-stream verdict) and server (server timings) per group;"
+    " per-token distributions without buffered requests",
+}
+
+#: Keys of every distribution, in the order summary.json writes them.
+DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max")
+
+#: Per-request metrics summarised as distributions, in summary.json order.
+DIST_METRICS: Final = (
+    "ttft_s",
+    "tpot_s",
+    "itl_s",
+    "e2e_s",
+    "decode_tps",
+    "first_answer_s",
+    "ttft_from_scheduled_s",
+    "send_delay_s",
+)
+#: The distributions kept per task.
+TASK_METRICS: Final = ("ttft_s", "tpot_s", "e2e_s", "decode_tps")
+
+
+def _bad(where: str, what: str) -> RunFolderError:
+    return RunFolderError(f"{where}: {what}")
+
+
+def _num(data: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(where, f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _int(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(where, f"{key} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _obj(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _bad(where, f"{key} must be an object")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """n, mean, p50, p90, p95, p99, min and max of one metric (linear-interpolated
+    percentiles). ``n == 0``: every statistic is None."""
+
+    n: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def stat(self, name: str) -> float | None:
+        """``"p95"``, ``"mean"``, ... by name (KeyError for an unknown one)."""
+        if name not in DIST_KEYS or name == "n":
+            raise KeyError(name)
+        value = getattr(self, name)
+        return None if value is None else float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Distribution:
+        n = _int(data, "n", where)
+        if n == 0:
+            return cls()
+        return cls(n, *(_num(data, k, where) for k in DIST_KEYS[1:]))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCounts:
+    """Requests of a group: warm-up counted apart from the others; a retried request
+    counts once, by its last attempt (``retried_attempts`` counts the superseded)."""
+
+    scheduled: int = 0
+    ok: int = 0
+    error: int = 0
+    cancelled: int = 0
+    warmup: int = 0
+    retried_attempts: int = 0
+
+    @property
+    def failed(self) -> int:
+        """Requests that did not end ok (errors and cancellations)."""
+        return self.error + self.cancelled
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> GroupCounts:
+        return cls(*(_int(data, f.name, where) for f in dataclasses.fields(cls)))
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """USD per million output tokens; ``source`` "price" (list price) or "gpu_hourly"
+    (GPU-hour price x GPUs / measured tokens per hour)."""
+
+    usd_per_m_output: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"usd_per_m_output": self.usd_per_m_output, "source": self.source}
+
+
+def _dists(data: Mapping[str, Any], names: Sequence[str], where: str) -> dict[str, Distribution]:
+    return {m: Distribution.from_dict(_obj(data, m, where), f"{where}: {m}") for m in names}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamShape:
+    """How a group's ok measured requests arrived (docs/report.md "Buffered
+    streams"): ``judged`` requests, ``buffered`` of them delivered in a few reads
+    (left out of ``tpot_s``, ``itl_s`` and ``decode_tps``); medians of reads per
+    token and burst share over the judged and over the buffered ones, and the
+    buffered ones' largest-read share;
+    ``buffered_decode_tps`` is what 1 / TPOT of the buffered ones would have read
+    (kept apart, not a decode speed)."""
+
+    judged: int = 0
+    buffered: int = 0
+    reads_per_token_p50: float | None = None
+    burst_share_p50: float | None = None
+    buffered_reads_per_token_p50: float | None = None
+    buffered_burst_share_p50: float | None = None
+    buffered_first_read_share_p50: float | None = None
+    buffered_decode_tps: Distribution = Distribution()
+
+    @property
+    def buffered_share(self) -> float | None:
+        """Buffered / judged; None when nothing was judged."""
+        return self.buffered / self.judged if self.judged else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"judged": self.judged, "buffered": self.buffered}
+        out["buffered_share"] = self.buffered_share
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        out["buffered_decode_tps"] = self.buffered_decode_tps.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> StreamShape:
+        return cls(
+            judged=_int(data, "judged", where),
+            buffered=_int(data, "buffered", where),
+            **_float_values(cls, data, where),
+            buffered_decode_tps=Distribution.from_dict(
+                _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
+            ),
+        )
+
+
+def _float_fields(cls: Any) -> list[str]:
+    """The optional-number fields of a dataclass (what from_dict reads with _num)."""
+    return [f.name for f in dataclasses.fields(cls) if f.type == "float | None"]
+
+
+def _float_values(cls: Any, data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return {name: _num(data, name, where) for name in _float_fields(cls)}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTimings:
+    """What the server said about a group's ok measured requests (llama.cpp
+    ``timings``; docs/report.md "Client vs server"): ``n`` requests carried timings;
+    ``decode_tps`` = the server's decode speed, ``prompt_s`` its prefill time;
+    ``decode_vs_server_p50`` = median over requests of client decode_tps / server's
+    - 1 (negative: network + client cost speed); ``ttft_minus_prompt_p50_s`` /
+    ``ttft_minus_prompt_min_s`` = client TTFT - server prompt time (>= 0 when honest)."""
+
+    n: int
+    decode_tps: Distribution = Distribution()
+    prompt_s: Distribution = Distribution()
+    decode_vs_server_p50: float | None = None
+    ttft_minus_prompt_p50_s: float | None = None
+    ttft_minus_prompt_min_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.n}
+        out.update({m: getattr(self, m).to_dict() for m in ("decode_tps", "prompt_s")})
+        out.update({name: getattr(self, name) for name in _float_fields(self)})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerTimings:
+        return cls(
+            n=_int(data, "n", where),
+            decode_tps=Distribution.from_dict(_obj(data, "decode_tps", where), where),
+            prompt_s=Distribution.from_dict(_obj(data, "prompt_s", where), where),
+            **_float_values(cls, data, where),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGroup:
+    """One task's part of a group (same counting rules)."""
+
+    task: str
+    counts: GroupCounts
+    ttft_s: Distribution
+    tpot_s: Distribution
+    e2e_s: Distribution
+    decode_tps: Distribution
+    slo_met_fraction: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"task": self.task, "counts": self.counts.to_dict()}
+        for m in TASK_METRICS:
+            out[m] = getattr(self, m).to_dict()
+        out["slo_met_fraction"] = self.slo_met_fraction
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> TaskGroup:
+        return cls(
+            task=str(data.get("task")),
+            counts=GroupCounts.from_dict(_obj(data, "counts", where), where),
+            **_dists(data, TASK_METRICS, where),
+            slo_met_fraction=_num(data, "slo_met_fraction", where),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One endpoint x model x scenario of a run (docs/run-folder.md "summary.json")."""
+
+    endpoint: str
+    model: str
+    scenario: str
+    concurrency: int | None
+    rate_rps: float | None
+    counts: GroupCounts
+    ttft_s: Distribution = Distribution()
+    tpot_s: Distribution = Distribution()
+    itl_s: Distribution = Distribution()
+    e2e_s: Distribution = Distribution()
+    decode_tps: Distribution = Distribution()
+    first_answer_s: Distribution = Distribution()
+    ttft_from_scheduled_s: Distribution = Distribution()
+    send_delay_s: Distribution = Distribution()
+    errors_by_class: Mapping[str, int] = field(default_factory=dict)
+    window_s: float | None = None
+    aggregate_output_tps: float | None = None
+    requests_per_s: float | None = None
+    goodput_rps: float | None = None
+    slo_met_fraction: float | None = None
+    output_tokens_total: int = 0
+    input_tokens_total: int = 0
+    cost: Cost | None = None
+    by_task: tuple[TaskGroup, ...] = ()
+    stream: StreamShape | None = None
+    server: ServerTimings | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.endpoint, self.model, self.scenario)
+
+    @property
+    def level(self) -> str:
+        """The load level as every table writes it ("c=4", "rate=2/s")."""
+        return level_label(self.concurrency, self.rate_rps, self.scenario)
+
+    @property
+    def load_value(self) -> float | None:
+        """Concurrency or rate as a number, for ordering levels."""
+        if self.concurrency is not None:
+            return float(self.concurrency)
+        return self.rate_rps
+
+    def distribution(self, metric: str) -> Distribution:
+        """A distribution by metric name (one of DIST_METRICS)."""
+        if metric not in DIST_METRICS:
+            raise KeyError(metric)
+        value: Distribution = getattr(self, metric)
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "scenario": self.scenario,
+            "concurrency": self.concurrency,
+            "rate_rps": self.rate_rps,
+            "task": None,
+            "counts": self.counts.to_dict(),
+            "errors_by_class": dict(self.errors_by_class),
+        }
+        for m in DIST_METRICS:
+            out[m] = getattr(self, m).to_dict()
+        out.update(
+            {
+                "window_s": self.window_s,
+                "aggregate_output_tps": self.aggregate_output_tps,
+                "requests_per_s": self.requests_per_s,
+                "goodput_rps": self.goodput_rps,
+                "slo_met_fraction": self.slo_met_fraction,
+                "output_tokens_total": self.output_tokens_total,
+                "input_tokens_total": self.input_tokens_total,
+                "cost": None if self.cost is None else self.cost.to_dict(),
+                "by_task": [t.to_dict() for t in self.by_task],
+                "stream": None if self.stream is None else self.stream.to_dict(),
+                "server": None if self.server is None else self.server.to_dict(),
+            }
+        )
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Group:
+        cost = _obj(data, "cost", where)
+        errors = _obj(data, "errors_by_class", where)
+        tasks = data.get("by_task") or []
+        if not isinstance(tasks, list):
+            raise _bad(where, "by_task must be a list")
+        concurrency = _num(data, "concurrency", where)
+        return cls(
+            endpoint=str(data.get("endpoint")),
+            model=str(data.get("model")),
+            scenario=str(data.get("scenario")),
+            concurrency=None if concurrency is None else int(concurrency),
+            rate_rps=_num(data, "rate_rps", where),
+            counts=GroupCounts.from_dict(_obj(data, "counts", where), where),
+            **_dists(data, DIST_METRICS, where),
+            errors_by_class={str(k): int(v) for k, v in errors.items()},
+            window_s=_num(data, "window_s", where),
+            aggregate_output_tps=_num(data, "aggregate_output_tps", where),
+            requests_per_s=_num(data, "requests_per_s", where),
+            goodput_rps=_num(data, "goodput_rps", where),
+            slo_met_fraction=_num(data, "slo_met_fraction", where),
+            output_tokens_total=_int(data, "output_tokens_total", where),
+            input_tokens_total=_int(data, "input_tokens_total", where),
+            cost=Cost(float(cost["usd_per_m_output"]), str(cost.get("source")))
+            if cost.get("usd_per_m_output") is not None
+            else None,
+            by_task=tuple(
+                TaskGroup.from_dict(t, f"{where}: by_task[{i}]") for i, t in enumerate(tasks)
+            ),
+            stream=StreamShape.from_dict(_obj(data, "stream", where), f"{where}: stream")
+            if data.get("stream") is not None
+            else None,
+            server=ServerTimings.from_dict(_obj(data, "server", where), f"{where}: server")
+            if data.get("server") is not None
+            else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """summary.json: every group of one run, in report order (targets as run.json
+    lists them, scenarios in sweep order)."""
+
+    run_id: str | None
+    groups: tuple[Group, ...]
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    #: A capacity search's result (capacity.json); None for a sweep (and old files).
+    capacity: CapacityResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "groups": [g.to_dict() for g in self.groups],
+        }
+        if self.capacity is not None:
+            out["capacity"] = self.capacity.to_dict()
+        return out
+
+    def group(self, endpoint: str, model: str, scenario: str) -> Group | None:
+        for g in self.groups:
+            if g.key == (endpoint, model, scenario):
+                return g
+        return None
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "summary.json") -> Summary:
+        """Raises RunFolderError (one line) for an unknown schema version or a
+        mistyped field."""
+        if not isinstance(data, Mapping):
+            raise _bad(where, "not a JSON object")
+        version = data.get("schema_version")
+        if version not in SUMMARY_SCHEMA_HISTORY:
+            raise _bad(
+                where,
+                f"schema_version {version!r} is not supported"
+                f" (known: {sorted(SUMMARY_SCHEMA_HISTORY)}); upgrade tokrate",
+            )
+        groups = data.get("groups") or []
+        if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+            raise _bad(where, "groups must be a list of objects")
+        run_id = data.get("run_id")
+        return cls(
+            run_id=None if run_id is None else str(run_id),
+            groups=tuple(
+                Group.from_dict(g, f"{where}: groups[{i}]")
+                for i, g in enumerate(groups)
+                if g.get("task") is None
+            ),
+            schema_version=int(version),
+            capacity=(
+                None
+                if data.get("capacity") is None
+                else CapacityResult.from_dict(data["capacity"], f"{where}: capacity")
+            ),
+        )
