@@ -2,7 +2,7 @@
 
 Figures are vendor datasheet numbers for one GPU: HBM/GDDR bandwidth in bytes/s, dense
 (non-sparse) 16-bit tensor throughput in FLOP/s, and memory in bytes. They are the
-ceilings the physics in DESIGN.md divides by; real engines reach a fraction of them
+ceilings the physics in docs/definitions.md divides by; real engines reach a fraction of them
 (the simulator's ``efficiency``).
 """
 

@@ -96,7 +96,7 @@ def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
     # Dense tiers: strictly fewer streams per size step.
     dense = [found[n].capacity or 0 for n in ("sim-1b", "sim-7b", "sim-13b", "sim-34b", "sim-70b")]
     assert dense == sorted(dense, reverse=True) and len(set(dense)) == len(dense), dense
-    # All six by active parameters per GPU (what one decode step reads, DESIGN.md): the
+    # All six by active parameters per GPU (what one decode step reads, docs/definitions.md): the
     # 8x7B MoE (12.9B active over two GPUs) serves about as many as the 7B.
     timings = build_state(SimConfig()).timings
     per_gpu = sorted(found, key=lambda n: timings[n].tier.active_params_b / timings[n].tier.gpus)

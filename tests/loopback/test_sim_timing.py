@@ -111,7 +111,7 @@ def test_tier_timing_model_is_the_design_formula() -> None:
             ),
         )
     seven = TierTiming.place(default_tiers()[1], gpu, 0.8, {})
-    assert 140 < seven.decode_bound_tps < 150  # DESIGN.md: ~142 tok/s at 2.0 TB/s
+    assert 140 < seven.decode_bound_tps < 150  # docs/definitions.md: ~142 tok/s at 2.0 TB/s
     # per-tier efficiency wins over the global one
     assert TierTiming.place(default_tiers()[4], gpu, 0.8, {"sim-70b": 0.64}).efficiency == 0.64
     # KV capacity: the 70B has far less room for sequences than the 7B

@@ -1,4 +1,4 @@
-"""The hardware table and the decode bound of DESIGN.md."""
+"""The hardware table and the decode bound of docs/definitions.md."""
 
 from __future__ import annotations
 

@@ -284,7 +284,7 @@ def t_quantile_975(df: int) -> float:
 class PowerLawFit:
     """``y = coef * x ** exponent`` fitted by least squares in log-log space.
 
-    ``k = -exponent`` is the DESIGN.md reading "tokens/s ~ params^-k".
+    ``k = -exponent`` is the docs/definitions.md reading "tokens/s ~ params^-k".
     ``exponent_ci`` is the 95% t-interval of the slope (None with only 2 points, where
     a line through two points has no residual to estimate spread from).
     """

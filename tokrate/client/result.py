@@ -3,7 +3,7 @@
 :class:`StreamResult` holds only what was observed (``perf_counter_ns`` stamps, counts,
 the server's usage, the failure if any). :func:`build_record` turns it into a
 :class:`~tokrate.runfolder.records.RequestRecord`, computing every derived field exactly as
-docs/run-folder.md and DESIGN.md define it:
+docs/run-folder.md and docs/definitions.md define it:
 
 - ``ttft_s`` = first content-bearing chunk arrival - t0
 - ``first_answer_s`` = first answer (non-reasoning) chunk arrival - t0

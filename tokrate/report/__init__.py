@@ -333,7 +333,7 @@ class _Document:
         if points.height:
             for (series,), part in points.group_by(["series"], maintain_order=True):
                 # Divide out multi-GPU bandwidth so the fit measures size alone
-                # (DESIGN.md: speed ~ bandwidth / active bytes); the line is for one GPU.
+                # (docs/definitions.md: speed ~ bandwidth / active bytes); the line is for one GPU.
                 per_gpu = part["tps_p50"] / part["gpu_scale"]
                 fit = fit_power_law(part["x_params_b"].to_list(), per_gpu.to_list())
                 if fit is not None:

@@ -163,7 +163,7 @@ def size_speed_points(
 
     One row per (series, endpoint, model) at its lowest load level: ``x_params_b``
     (active params, billions), ``total_params_b``, ``is_moe``, decode tok/s p10/p50/p90,
-    TTFT p10/p50/p90 (s), ``n``, and ``bound_tps`` = the hardware bound of DESIGN.md,
+    TTFT p10/p50/p90 (s), ``n``, and ``bound_tps`` = the hardware bound of docs/definitions.md,
     bandwidth (scaled to the target's gpus) / (active params x bytes per param); None
     where bytes_per_param is unknown; ``gpu_scale`` = the target's bandwidth / one
     GPU's (1 for one GPU), which the power-law fit divides out.

@@ -21,7 +21,7 @@ from tokrate.report.tables import Table
 
 __all__ = ["DEFINITIONS", "ChartImage", "Page", "render_html"]
 
-#: What every number means (DESIGN.md "Definitions"), shown at the end of the report.
+#: What every number means (docs/definitions.md), shown at the end of the report.
 DEFINITIONS: Final = (
     ("t0", "a monotonic clock reading (time.perf_counter_ns) taken just before the request is sent."),
     ("TTFT", "t0 → arrival of the first chunk that carries non-empty content (answer text, reasoning text or a tool-call delta). Role-only, empty and usage-only chunks do not count."),

@@ -1,4 +1,4 @@
-"""Synthetic run folders from the DESIGN.md physics, for tests, demos and benchmarks.
+"""Synthetic run folders from the physics of docs/definitions.md, for tests, demos and benchmarks.
 
 ``synthetic_run`` writes a complete run folder (records.parquet + run.json, layout 1)
 whose records follow the bandwidth model: per-stream decode speed = efficiency x

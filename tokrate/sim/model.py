@@ -3,7 +3,7 @@
 Nothing here does I/O or reads a clock. Units are in the names: ``_s`` seconds of
 *model* time (before ``time_scale``), ``_bytes`` bytes, ``_tokens`` token counts.
 
-Physics (DESIGN.md): one decode step reads every active weight once plus the KV cache
+Physics (docs/definitions.md): one decode step reads every active weight once plus the KV cache
 of every sequence in the batch, so it takes
 ``(active weight bytes + KV bytes of the batch) / (bandwidth x efficiency)``; a
 prefill costs ``2 x active_params x input_tokens / (FLOPs x efficiency)``. Memory left

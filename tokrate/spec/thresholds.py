@@ -48,7 +48,7 @@ Direction = Literal["lower_is_better", "higher_is_better"]
 SeriesKey = tuple[str, str, str, str]
 
 #: Per-request series a metric can be built on: name -> (record-derived column, unit,
-#: direction). ``decode_tps`` is 1 / tpot_s per request (DESIGN.md).
+#: direction). ``decode_tps`` is 1 / tpot_s per request (docs/definitions.md).
 SERIES: Final[dict[str, tuple[str, str, Direction]]] = {
     "ttft": ("ttft_s", "s", "lower_is_better"),
     "first_answer": ("first_answer_s", "s", "lower_is_better"),
