@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from helpers.buffering_proxy import buffering_proxy
+from helpers.specs import sim_spec, synthetic_prompts
 from rich.console import Console
 
 from tokrate.analysis.metrics import summarize
@@ -21,16 +22,7 @@ from tokrate.report.text import render_summary
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Group
 from tokrate.sim.model import Tier
-from tokrate.spec import (
-    ClientSpec,
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-)
+from tokrate.spec import ClientSpec
 
 #: 96 tokens, one chunk every 6 ms (~0.6 s of decode); 3 tokens per chunk on "packed"
 #: (32 chunks, 200 ms: a client stall must swallow 8 of them to make one read hold a
@@ -46,16 +38,15 @@ TOKENS = 96
 def _run(
     tmp: Path, run_id: str, base_url: str, model: str, client: str = "fast", concurrency: int = 2
 ) -> LoadedRun:
-    spec = RunSpec(
-        endpoints=(EndpointSpec("ep", base_url),),
-        models=(ModelSpec("ep", model),),
-        load=LoadSpec(concurrency=(concurrency,), requests=6),
-        prompts=PromptsSpec(
-            synthetic=SyntheticSpec(count=6, input_tokens=16, output_tokens=TOKENS),
-            max_tokens=TOKENS,
-        ),
+    spec = sim_spec(
+        base_url,
+        tmp,
+        models=(model,),
+        run_id=run_id,
+        prompts=synthetic_prompts(TOKENS, count=6),
         client=ClientSpec(kind=client),  # type: ignore[arg-type]
-        output=OutputSpec(dir=str(tmp), run_id=run_id, report=False),
+        concurrency=(concurrency,),
+        requests=6,
     )
     result = run_benchmark(spec)
     assert result.exit_code == 0

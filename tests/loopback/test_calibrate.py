@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 from helpers.hostile_server import hostile_server
+from helpers.specs import sim_spec
 
 from tokrate.cli import main
 from tokrate.client.kernel_stamps import kernel_stamps_supported
@@ -22,7 +23,7 @@ from tokrate.load.calibrate import (
 )
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
-from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
+from tokrate.spec import PromptsSpec, RunSpec
 
 #: What this machine's fast client stamps with (kernel on Linux).
 STAMPS = "kernel" if kernel_stamps_supported() is None else "user"
@@ -99,12 +100,14 @@ def test_judge_run_inside_outside_beyond_and_uncalibrated(tmp_path: Path) -> Non
 
 
 def _spec(url: str, out: Path, prompts: Path, run_id: str) -> RunSpec:
-    return RunSpec(
-        endpoints=(EndpointSpec("ep", url),),
-        models=(ModelSpec("ep", "small-7b"),),
-        load=LoadSpec(concurrency=(2,), requests=4),
+    return sim_spec(
+        url,
+        out,
+        models=("small-7b",),
+        run_id=run_id,
         prompts=PromptsSpec(paths=(str(prompts),)),
-        output=OutputSpec(dir=str(out), run_id=run_id, report=True, formats=("svg",)),
+        report=True,
+        formats=("svg",),
     )
 
 

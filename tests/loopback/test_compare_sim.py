@@ -26,19 +26,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.specs import sim_spec
 
 import tokrate.load.run as run_mod
 import tokrate.sim as sim
 from tokrate.runfolder.store import LATEST_GOOD
-from tokrate.spec import (
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-)
+from tokrate.spec import PromptsSpec, SyntheticSpec
 
 #: The simulator's clock runs this many times faster than model time.
 TIME_SCALE = 5.0
@@ -56,16 +49,12 @@ def _run(
         time_scale=TIME_SCALE, seed=seed, tier_efficiency=dict(tier_efficiency or {})
     )
     with sim.running_simulator(config) as url:
-        spec = RunSpec(
-            endpoints=(EndpointSpec(name="sim", base_url=url),),
-            models=tuple(ModelSpec(endpoint="sim", name=m) for m in MODELS),
-            load=LoadSpec(
-                concurrency=(CONCURRENCY,),
-                requests=REQUESTS,
-                targets="parallel",
-                seed=seed,
-                ignore_eos=True,
-            ),
+        spec = sim_spec(
+            url,
+            root,
+            models=MODELS,
+            run_id=run_id,
+            baseline=LATEST_GOOD,
             prompts=PromptsSpec(
                 # Varied lengths, like real prompts: equal lengths would run the closed
                 # loop in lockstep, and a lockstep batch gives a few discrete TPOT modes
@@ -82,8 +71,11 @@ def _run(
                     seed=0,
                 ),
             ),
-            output=OutputSpec(dir=str(root), run_id=run_id, report=False),
-            baseline=LATEST_GOOD,
+            concurrency=(CONCURRENCY,),
+            requests=REQUESTS,
+            targets="parallel",
+            seed=seed,
+            ignore_eos=True,
         )
         result = run_mod.run_benchmark(spec)
     return int(result.exit_code)

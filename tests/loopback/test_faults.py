@@ -15,21 +15,11 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
-from tokrate.spec import (
-    ClientSpec,
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RetrySpec,
-    RunSpec,
-    SyntheticSpec,
-    TimeoutsSpec,
-)
+from tokrate.spec import ClientSpec, PromptsSpec, RetrySpec, SyntheticSpec, TimeoutsSpec
 
 FAULTS = (
     "http_500=0.08,http_429=0.08:retry_after=1,http_503=0.08,html_200=0.08,"
@@ -54,13 +44,15 @@ def test_every_fault_recorded_and_counts_conserved(
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults=FAULTS, truth_log=str(log), seed=3)
-    spec = RunSpec(
-        endpoints=(EndpointSpec("sim", url),),
-        models=(ModelSpec("sim", "sim-1b"), ModelSpec("sim", "sim-7b")),
-        load=LoadSpec(concurrency=(4, 8), requests=30),
+    spec = sim_spec(
+        url,
+        tmp_path,
+        models=("sim-1b", "sim-7b"),
+        run_id="faults",
         prompts=PromptsSpec(synthetic=SyntheticSpec(count=8, input_tokens=32), max_tokens=16),
         client=ClientSpec(timeouts=TimeoutsSpec(first_byte_s=0.5, idle_s=0.5, total_s=10.0)),
-        output=OutputSpec(dir=str(tmp_path), run_id="faults", report=False),
+        concurrency=(4, 8),
+        requests=30,
     )
     result = run_benchmark(spec)
     assert result.exit_code == 0
@@ -106,15 +98,16 @@ def test_retry_policy_records_each_attempt_and_conserves_counts(
     start_sim: Callable[..., str], tmp_path: Path
 ) -> None:
     url = start_sim(faults="http_500=0.3,http_429=0.2:retry_after=0", seed=5)
-    spec = RunSpec(
-        endpoints=(EndpointSpec("sim", url),),
-        models=(ModelSpec("sim", "sim-1b"),),
-        load=LoadSpec(concurrency=(4,), requests=40),
+    spec = sim_spec(
+        url,
+        tmp_path,
+        run_id="retry",
         prompts=PromptsSpec(synthetic=SyntheticSpec(count=4, input_tokens=16), max_tokens=4),
         client=ClientSpec(
             retry=RetrySpec(max_attempts=3, on=("http_5xx", "http_429"), backoff_s=0.01)
         ),
-        output=OutputSpec(dir=str(tmp_path), run_id="retry", report=False),
+        concurrency=(4,),
+        requests=40,
     )
     run = load_run(run_benchmark(spec).run_dir)
     recs = run.records

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers.specs import sim_spec
 
 from tokrate.analysis.stats import fit_power_law
 from tokrate.hardware import get_hardware
@@ -20,26 +21,22 @@ from tokrate.report import build_report
 from tokrate.report import data as rdata
 from tokrate.runfolder.store import load_run
 from tokrate.sim.model import default_tiers
-from tokrate.spec import (
-    LoadSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SimulatorSpec,
-    SyntheticSpec,
-)
+from tokrate.spec import PromptsSpec, SimulatorSpec, SyntheticSpec
 
 
 @pytest.fixture(scope="module")
 def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("simruns")
-    spec = RunSpec(
-        load=LoadSpec(concurrency=(6,), requests=8),
+    spec = sim_spec(
+        None,
+        out,
+        run_id="simrun",
         # 64 tokens: TPOT averages 63 gaps, so a few ms of scheduling delay on a busy
         # machine (sim-1b decodes a token per ~1.2 ms) cannot push a point past the bound.
         prompts=PromptsSpec(synthetic=SyntheticSpec(count=6, input_tokens=64, output_tokens=64)),
         simulator=SimulatorSpec(time_scale=1.0),
-        output=OutputSpec(dir=str(out), run_id="simrun", report=False),
+        concurrency=(6,),
+        requests=8,
     )
     result = run_benchmark(spec)
     assert result.exit_code == 0

@@ -9,12 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 from helpers.hostile_server import HostileServer, hostile_server
+from helpers.specs import sim_spec
 
 from tokrate.cli import main
 from tokrate.errors import EndpointUnreachable, OutputError
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
-from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
+from tokrate.spec import PromptsSpec, RunSpec
 
 CANARY = "sk-canary-7f3e9b1d2c4a6e8f0a1b"
 
@@ -36,12 +37,14 @@ def prompts_file(tmp_path: Path) -> Path:
 
 
 def _spec(url: str, out: Path, prompts: Path, **load: object) -> RunSpec:
-    return RunSpec(
-        endpoints=(EndpointSpec("ep", url),),
-        models=(ModelSpec("ep", "small-7b"), ModelSpec("ep", "large-70b")),
-        load=LoadSpec(**{"concurrency": (1, 2), "requests": 3, **load}),  # type: ignore[arg-type]
+    return sim_spec(
+        url,
+        out,
+        models=("small-7b", "large-70b"),
+        run_id="run1",
+        endpoint="ep",
         prompts=PromptsSpec(paths=(str(prompts),)),
-        output=OutputSpec(dir=str(out), run_id="run1", report=False),
+        **{"concurrency": (1, 2), "requests": 3, **load},
     )
 
 

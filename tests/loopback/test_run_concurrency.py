@@ -14,19 +14,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
 from tokrate.sim import SimConfig, build_state
-from tokrate.spec import (
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-)
 
 TIME_SCALE = 5.0
 MODELS = ("sim-7b", "sim-34b", "sim-70b")
@@ -52,14 +44,15 @@ def test_each_target_gets_its_own_c_slots(
     mode: str, tmp_path: Path, start_sim_process: Callable[..., str]
 ) -> None:
     url = start_sim_process(time_scale=TIME_SCALE)
-    spec = RunSpec(
-        endpoints=(EndpointSpec("sim", url),),
-        models=tuple(ModelSpec("sim", m) for m in MODELS),
-        load=LoadSpec(concurrency=LEVELS, requests=6, targets=mode),  # type: ignore[arg-type]
-        prompts=PromptsSpec(
-            synthetic=SyntheticSpec(count=8, input_tokens=16, output_tokens=32), max_tokens=32
-        ),
-        output=OutputSpec(dir=str(tmp_path), run_id=mode, report=False),
+    spec = sim_spec(
+        url,
+        tmp_path,
+        models=MODELS,
+        run_id=mode,
+        prompts=synthetic_prompts(32),
+        concurrency=LEVELS,
+        requests=6,
+        targets=mode,
     )
     result = run_benchmark(spec)
     assert result.exit_code == 0

@@ -28,21 +28,13 @@ import orjson
 import polars as pl
 import pytest
 import uvicorn
+from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
 from tokrate.sim import SimConfig, Tier, build_state
 from tokrate.sim.app import SimApp
-from tokrate.spec import (
-    ClientSpec,
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-)
+from tokrate.spec import ClientSpec, ModelSpec, RunSpec
 
 #: TTFT 100 ms, ITL 20 ms, 8-24 tokens per answer (real time).
 FIXED = Tier(
@@ -52,15 +44,17 @@ FIXED = Tier(
 
 
 def _spec(url: str, out: Path, run_id: str, *, c: int, per_stream: int, **client: Any) -> RunSpec:
-    return RunSpec(
-        endpoints=(EndpointSpec("sim", url),),
+    return sim_spec(
+        url,
+        out,
         models=(ModelSpec("sim", "fixed", params_b=7.0),),
-        load=LoadSpec(concurrency=(c,), requests=c * per_stream, warmup_s=0.2, seed=1),
-        prompts=PromptsSpec(
-            synthetic=SyntheticSpec(count=16, input_tokens=16, output_tokens=24), max_tokens=24
-        ),
+        run_id=run_id,
+        prompts=synthetic_prompts(24, count=16),
         client=ClientSpec(**client),
-        output=OutputSpec(dir=str(out), run_id=run_id, report=False),
+        concurrency=(c,),
+        requests=c * per_stream,
+        warmup_s=0.2,
+        seed=1,
     )
 
 

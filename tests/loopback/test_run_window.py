@@ -15,19 +15,12 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
+from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
 from tokrate.sim import Tier
-from tokrate.spec import (
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-)
+from tokrate.spec import ModelSpec
 
 ZERO = Tier(
     "zero", 1.0, 1.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0,
@@ -41,14 +34,16 @@ def test_ceiling_run_throughput_matches_the_servers_count(
 ) -> None:
     truth_path = tmp_path / "truth.jsonl"
     url = start_sim_process(tiers=(ZERO,), time_scale=1.0, truth_log=str(truth_path))
-    spec = RunSpec(
-        endpoints=(EndpointSpec("sim", url),),
+    spec = sim_spec(
+        url,
+        tmp_path,
         models=(ModelSpec("sim", "zero", params_b=1.0),),
-        load=LoadSpec(concurrency=(32,), requests=None, duration_s=3.0, ignore_eos=True),
-        prompts=PromptsSpec(
-            synthetic=SyntheticSpec(count=16, input_tokens=16, output_tokens=512), max_tokens=512
-        ),
-        output=OutputSpec(dir=str(tmp_path), run_id="ceiling", report=False),
+        run_id="ceiling",
+        prompts=synthetic_prompts(512, count=16),
+        concurrency=(32,),
+        requests=None,
+        duration_s=3.0,
+        ignore_eos=True,
     )
     if not preconnect:
         from dataclasses import replace

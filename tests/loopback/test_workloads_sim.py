@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import polars as pl
 import pytest
+from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
 from tokrate.physics import count_chat_tokens
@@ -20,10 +21,7 @@ from tokrate.sim.model import token_bytes
 from tokrate.spec import (
     ClientSpec,
     GridSpec,
-    LoadSpec,
-    OutputSpec,
     PromptsSpec,
-    RunSpec,
     SessionsSpec,
     SharedPrefixSpec,
     SimulatorSpec,
@@ -37,17 +35,29 @@ context_tokens = 32768
 """
 
 
-def _run(tmp_path: Path, prompts: PromptsSpec, *, prefix_cache: bool = False,
-         load: LoadSpec | None = None, client: ClientSpec | None = None,
-         name: str = "run", report: bool = False) -> pl.DataFrame:  # fmt: skip
+def _run(
+    tmp_path: Path,
+    prompts: PromptsSpec,
+    *,
+    prefix_cache: bool = False,
+    client: ClientSpec | None = None,
+    name: str = "run",
+    report: bool = False,
+    **load: Any,
+) -> pl.DataFrame:
+    """The records of one run on the embedded simulator serving the long-context tier
+    (``load``: LoadSpec fields, default 2 streams, 2 requests)."""
     tiers = tmp_path / "tiers.toml"
     tiers.write_text(TIERS, encoding="utf-8")
-    spec = RunSpec(
-        load=load or LoadSpec(concurrency=(2,), requests=2),
+    spec = sim_spec(
+        None,
+        tmp_path / "out",
+        run_id=name,
         prompts=prompts,
         simulator=SimulatorSpec(tiers_file=str(tiers), prefix_cache=prefix_cache),
-        client=client or ClientSpec(),
-        output=OutputSpec(dir=str(tmp_path / "out"), run_id=name, report=report, formats=("png",)),
+        client=client,
+        report=report,
+        **{"concurrency": (2,), "requests": 2, **load},
     )
     result = run_benchmark(spec, quiet=True)
     return pl.read_parquet(Path(result.run_dir) / "records.parquet")
@@ -98,9 +108,13 @@ def test_session_turns_send_the_real_answers(tmp_path: Path, kind: str) -> None:
     conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
         {"user": "Tell me about rivers."}, {"user": "And lakes?", "max_tokens": 8}],
         "max_tokens": 16}) + "\n", encoding="utf-8")  # fmt: skip
-    records = _run(tmp_path, PromptsSpec(paths=(str(conv),)),
-                   client=ClientSpec(kind=kind, unique_prompts=False),  # type: ignore[arg-type]
-                   load=LoadSpec(concurrency=(1,), requests=1))  # fmt: skip
+    records = _run(
+        tmp_path,
+        PromptsSpec(paths=(str(conv),)),
+        client=ClientSpec(kind=kind, unique_prompts=False),  # type: ignore[arg-type]
+        concurrency=(1,),
+        requests=1,
+    )
     first, second = records.sort("turn").iter_rows(named=True)
     assert (first["output_tokens"], second["output_tokens"]) == (16, 8)
     assert first["session_id"] == second["session_id"] == "c1#0"
@@ -120,9 +134,14 @@ def test_session_turns_in_the_typed_protocols(tmp_path: Path, api: str) -> None:
     conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
         "Tell me about rivers.", "And lakes?"], "max_tokens": 16}) + "\n",
         encoding="utf-8")  # fmt: skip
-    records = _run(tmp_path, PromptsSpec(paths=(str(conv),)),
-                   client=ClientSpec(api=api, unique_prompts=False),  # type: ignore[arg-type]
-                   load=LoadSpec(concurrency=(1,), requests=1), prefix_cache=True)  # fmt: skip
+    records = _run(
+        tmp_path,
+        PromptsSpec(paths=(str(conv),)),
+        client=ClientSpec(api=api, unique_prompts=False),  # type: ignore[arg-type]
+        prefix_cache=True,
+        concurrency=(1,),
+        requests=1,
+    )
     first, second = records.sort("turn").iter_rows(named=True)
     assert first["status"] == second["status"] == "ok"
     history = [
@@ -138,8 +157,7 @@ def test_session_turns_in_the_typed_protocols(tmp_path: Path, api: str) -> None:
 def test_shared_prefix_is_cached_and_the_unique_control_is_not(tmp_path: Path) -> None:
     prompts = PromptsSpec(shared_prefix=SharedPrefixSpec(prefix_tokens=4096, input_tokens=64,
                                                          output_tokens=8, count=6))  # fmt: skip
-    records = _run(tmp_path, prompts, prefix_cache=True,
-                   load=LoadSpec(concurrency=(1,), requests=12))  # fmt: skip
+    records = _run(tmp_path, prompts, prefix_cache=True, concurrency=(1,), requests=12)
     assert (records["status"] == "ok").all()
     assert (records["input_tokens"] == 4096 + 64 + 5).all()  # + the cache-busting tag
     ttft = records.group_by("task").agg(pl.col("ttft_s").median())
@@ -157,8 +175,13 @@ def _truth_rows(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("unique", [True, False])
 def test_length_grid_is_exact_as_the_server_counts(tmp_path: Path, unique: bool) -> None:
     grid = GridSpec(input_tokens=(128, 1024, 8192), output_tokens=(16, 64), count=1)
-    records = _run(tmp_path, PromptsSpec(grid=grid), client=ClientSpec(unique_prompts=unique),
-                   load=LoadSpec(concurrency=(3,), requests=6))  # fmt: skip
+    records = _run(
+        tmp_path,
+        PromptsSpec(grid=grid),
+        client=ClientSpec(unique_prompts=unique),
+        concurrency=(3,),
+        requests=6,
+    )
     assert (records["status"] == "ok").all() and records.height == 6
     assert records["tokens_source"].to_list() == ["usage"] * 6
     for row in records.iter_rows(named=True):
@@ -184,7 +207,9 @@ def test_trace_imports_keep_their_lengths(tmp_path: Path) -> None:
         tmp_path,
         PromptsSpec(paths=(str(sharegpt), str(batch))),
         client=ClientSpec(unique_prompts=False),
-        load=LoadSpec(concurrency=(1,), requests=2, ignore_eos=True),
+        concurrency=(1,),
+        requests=2,
+        ignore_eos=True,
     )
     got = {r["prompt_id"]: r for r in records.iter_rows(named=True)}
     assert set(got) == {"a", "b1"}

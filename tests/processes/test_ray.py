@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_tasks, truth_ttft
+from helpers.workers import FIXED, SLOW, assert_close_summaries, bench_spec, shard_tasks, truth_ttft
 
 from tokrate.load.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.load.run import run_benchmark

@@ -15,10 +15,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import polars as pl
 import pytest
+from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.errors import ConfigError
 from tokrate.load.run import run_benchmark
@@ -33,16 +35,7 @@ from tokrate.runfolder.server_metrics import (
 from tokrate.runfolder.store import load_run
 from tokrate.sim import running_simulator
 from tokrate.sim.model import default_tiers
-from tokrate.spec import (
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    OutputSpec,
-    PromptsSpec,
-    RunSpec,
-    SyntheticSpec,
-    load_spec,
-)
+from tokrate.spec import EndpointSpec, RunSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,15 +160,15 @@ def test_bad_metrics_settings_are_one_line_config_errors(
 # --- a run against the simulator --------------------------------------------------------
 
 
-def _spec(endpoints: tuple[EndpointSpec, ...], out: Path, model: str, **load: object) -> RunSpec:
-    return RunSpec(
-        endpoints=endpoints,
-        models=tuple(ModelSpec(e.name, model) for e in endpoints),
-        load=LoadSpec(**{"concurrency": (4,), "requests": 12, **load}),  # type: ignore[arg-type]
-        prompts=PromptsSpec(
-            synthetic=SyntheticSpec(count=12, input_tokens=256, output_tokens=96), max_tokens=96
-        ),
-        output=OutputSpec(dir=str(out), run_id="scraped", formats=("png",)),
+def _spec(endpoint: EndpointSpec, out: Path, model: str, **load: Any) -> RunSpec:
+    return sim_spec(
+        endpoint,
+        out,
+        models=(model,),
+        run_id="scraped",
+        prompts=synthetic_prompts(96, count=12, input_tokens=256),
+        report=True,
+        **{"concurrency": (4,), "requests": 12, **load},
     )
 
 
@@ -186,7 +179,7 @@ def scraped_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("runs")
     with simulator_process(SimConfig(time_scale=4.0)) as url:
         ep = EndpointSpec("sim", url, metrics_url=_root(url) + "/metrics", metrics_interval_s=0.1)
-        result = run_benchmark(_spec((ep,), out, "sim-70b"))
+        result = run_benchmark(_spec(ep, out, "sim-70b"))
     assert result.exit_code == 0
     assert all("event-loop lag" in w for w in result.warnings), result.warnings
     yield result.run_dir
@@ -231,7 +224,7 @@ def test_the_report_draws_the_server_load_beside_ttft(scraped_run: Path) -> None
 
 
 def test_a_run_without_metrics_says_so_in_the_report(tmp_path: Path, sim_url: str) -> None:
-    result = run_benchmark(_spec((EndpointSpec("sim", sim_url),), tmp_path, "sim-7b", requests=4))
+    result = run_benchmark(_spec(EndpointSpec("sim", sim_url), tmp_path, "sim-7b", requests=4))
     assert not (result.run_dir / SERVER_METRICS_FILE).exists()
     run = load_run(result.run_dir)
     assert run.server_metrics is None and run.info.server_metrics == ()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from real_servers import harness
+from real_servers.llama import assert_decode_agrees, measured_pairs
 from real_servers.models import GGUF_MAX_TOKENS, GGUF_SHAPES, HF_SHAPES
 from real_servers.servers import LITELLM_MASTER_KEY, Server
-from real_servers.test_llama_cpp import assert_decode_agrees, measured_pairs
 from tokrate.spec import ModelSpec
 
 pytestmark = pytest.mark.real_server
