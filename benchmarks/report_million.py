@@ -21,10 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+# The synthetic run writer is test data (tests/helpers/synthetic.py), not library code.
 _GENERATE = """
 import sys
 from pathlib import Path
-from tokrate.report.synthetic import default_synthetic_tiers, synthetic_run
+sys.path.insert(0, sys.argv[4])
+from helpers.synthetic import default_synthetic_tiers, synthetic_run
 n, tokens, path = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 tiers = default_synthetic_tiers()
 levels = (1, 4, 16)
@@ -33,6 +35,9 @@ synthetic_run(path, run_id="million", tiers=tiers, concurrency=levels,
               requests_per_level=per, output_tokens=tokens, error_rate=0.02,
               slo={"ttft_s": 0.5, "tpot_s": 0.05})
 """
+
+
+_TESTS = str(Path(__file__).resolve().parent.parent / "tests")
 
 
 def _rss_mb() -> float:
@@ -58,7 +63,15 @@ def main() -> int:
         if not (run / "records.parquet").exists():
             t0 = time.perf_counter()
             subprocess.run(
-                [sys.executable, "-c", _GENERATE, str(args.records), str(args.tokens), str(run)],
+                [
+                    sys.executable,
+                    "-c",
+                    _GENERATE,
+                    str(args.records),
+                    str(args.tokens),
+                    str(run),
+                    _TESTS,
+                ],
                 check=True,
             )
             print(f"generated {args.records:,} records in {time.perf_counter() - t0:.1f} s")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.synthetic import synthetic_run
 
 from tokrate.errors import ConfigError
 from tokrate.hardware import (
@@ -18,7 +19,6 @@ from tokrate.hardware import (
     get_hardware,
 )
 from tokrate.report import build_report
-from tokrate.report.synthetic import synthetic_run
 from tokrate.spec import load_spec
 
 NEW = (

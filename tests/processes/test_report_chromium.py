@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 
 from tokrate.report import build_report
-from tokrate.report.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

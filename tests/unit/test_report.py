@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
+from helpers.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 from rich.console import Console
 
 from tokrate.analysis.stats import fit_power_law
@@ -17,7 +18,6 @@ from tokrate.hardware import get_hardware
 from tokrate.redact import REDACTED, Redactor
 from tokrate.report import build_report
 from tokrate.report import data as rdata
-from tokrate.report.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 from tokrate.report.text import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from helpers.synthetic import SyntheticTier, synthetic_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokrate.report import build_report
-from tokrate.report.synthetic import SyntheticTier, synthetic_run
 from tokrate.runfolder.records import RECORD_POLARS_SCHEMA
 
 _VOID = {"meta", "img", "br", "hr", "link", "input", "col", "wbr", "source"}

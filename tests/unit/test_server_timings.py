@@ -10,10 +10,10 @@ import orjson
 import polars as pl
 import pytest
 from helpers.documents import run_info
+from helpers.synthetic import SyntheticTier, synthetic_run
 
 from tokrate.analysis.metrics import derive, summarize
 from tokrate.report import build_report
-from tokrate.report.synthetic import SyntheticTier, synthetic_run
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from matplotlib.figure import Figure
 
-from tokrate.report.charts import _figure, _plain_log, _with_rc
+from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import series_colors
 from tokrate.report.tables import Table
 from tokrate.runfolder.capacity_result import CapacityResult, TargetCapacity
@@ -36,8 +37,9 @@ __all__ = [
     "capacity_chart",
     "capacity_rows",
     "capacity_table",
+    "capacity_charts",
+    "capacity_tables",
     "cheapest_table",
-    "figures",
     "render_capacity",
     "with_stored",
 ]
@@ -133,14 +135,24 @@ def render_capacity(result: CapacityResult, console: Console) -> None:
         box=None,
         title_justify="left",
     )
-    for name, right in (("model", False), ("capacity", True), ("verdict", False),
-                        ("limit", False), ("probes", True), ("requests", True)):  # fmt: skip
+    for name, right in (
+        ("model", False),
+        ("capacity", True),
+        ("verdict", False),
+        ("limit", False),
+        ("probes", True),
+        ("requests", True),
+    ):
         table.add_column(name, justify="right" if right else "left")
     for t in result.targets:
         table.add_row(
-            t.model, _level(t.capacity, result.unit), t.verdict, t.limiting_slo or DASH,
-            str(len(t.probes)), str(t.requests),
-        )  # fmt: skip
+            t.model,
+            _level(t.capacity, result.unit),
+            t.verdict,
+            t.limiting_slo or DASH,
+            str(len(t.probes)),
+            str(t.requests),
+        )
     console.print(table)
     for t in result.targets:
         console.print(f"  {t.model}: {t.note}", markup=False, highlight=False, soft_wrap=True)
@@ -148,8 +160,16 @@ def render_capacity(result: CapacityResult, console: Console) -> None:
 
 def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
     """Capacity per target with its probes summarised and its price."""
-    header = ("target", "size", "capacity", "verdict", "limiting SLO", "probes", "$ / h",
-              "capacity per $/h")  # fmt: skip
+    header = (
+        "target",
+        "size",
+        "capacity",
+        "verdict",
+        "limiting SLO",
+        "probes",
+        "$ / h",
+        "capacity per $/h",
+    )
     body = []
     for r in rows:
         t = r.target
@@ -157,12 +177,16 @@ def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
         target = f"{r.series}: {t.label}" if multi else t.label
         body.append(
             (
-                target, DASH if r.size_b is None else f"{r.size_b:g}B", _level(t.capacity, unit),
-                t.verdict, t.limiting_slo or DASH, str(len(t.probes)),
+                target,
+                DASH if r.size_b is None else f"{r.size_b:g}B",
+                _level(t.capacity, unit),
+                t.verdict,
+                t.limiting_slo or DASH,
+                str(len(t.probes)),
                 DASH if r.usd_per_hour is None else f"${r.usd_per_hour:,.2f} ({r.cost_source})",
                 DASH if r.per_usd_hour is None else f"{r.per_usd_hour:,.3g}",
             )
-        )  # fmt: skip
+        )
     note = (
         "The highest level at which the Wilson interval of the SLO-met fraction lay at or "
         "above the goodput target; every probe is in capacity.json. $ / h: GPU-hour price × "
@@ -189,16 +213,18 @@ def cheapest_table(rows: Sequence[CapacityRow]) -> Table:
         replicas = math.ceil(n / (best.target.capacity or 1.0))
         body.append(
             (
-                str(n), best.target.label, str(replicas),
+                str(n),
+                best.target.label,
+                str(replicas),
                 DASH if best.usd_per_hour is None else f"${replicas * best.usd_per_hour:,.2f}",
             )
-        )  # fmt: skip
-    note = (
-        "Users: concurrent streams (closed loop) or requests/s (open loop) at every SLO. "
-        + ("Cheapest by replicas × $ / h." if priced else
-           "No costs known (set gpu_hourly_usd and gpus, or token prices, in [[model]]): "
-           "the pick is the tier needing the fewest replicas.")
-    )  # fmt: skip
+        )
+    note = "Users: concurrent streams (closed loop) or requests/s (open loop) at every SLO. " + (
+        "Cheapest by replicas × $ / h."
+        if priced
+        else "No costs known (set gpu_hourly_usd and gpus, or token prices, in [[model]]): "
+        "the pick is the tier needing the fewest replicas."
+    )
     return Table(
         "Which tier serves N users at the SLO cheapest",
         ("users", "tier", "replicas", "$ / h"),
@@ -208,18 +234,18 @@ def cheapest_table(rows: Sequence[CapacityRow]) -> Table:
     )
 
 
-@_with_rc
+@house_style
 def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
     """Capacity against model size (log-log), and capacity per $/h when any is known."""
     points = [r for r in rows if r.size_b is not None and r.target.capacity]
     priced = [r for r in points if r.per_usd_hour is not None]
-    fig, axes = _figure(9.0 if priced else 5.5, 4.0, ncols=2 if priced else 1)
+    fig, axes = new_figure(9.0 if priced else 5.5, 4.0, ncols=2 if priced else 1)
     colors = series_colors(sorted({r.name for r in points}))
     per = "streams" if all(r.unit == "concurrency" for r in points) else "requests/s"
+    unit = f"concurrent {per}" if per == "streams" else per
     panels: list[tuple[Any, str, Callable[[CapacityRow], float | None]]] = [
-        (axes[0], f"capacity (concurrent {per} at the SLO)" if per == "streams"
-         else f"capacity ({per} at the SLO)", lambda r: r.target.capacity)
-    ]  # fmt: skip
+        (axes[0], f"capacity ({unit} at the SLO)", lambda r: r.target.capacity)
+    ]
     if priced:
         panels.append((axes[1], f"capacity per $/h ({per})", lambda r: r.per_usd_hour))
     conditions = {r.condition for r in points}
@@ -233,15 +259,21 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
             lower = r.target.verdict in ("at_max", "client_bound", "budget")
             # Hollow: a capacity that did not meet again in its verification.
             face = "none" if r.target.verdict in ("unverified", "non_monotone") else colors[r.name]
-            ax.scatter([r.size_b], [v], edgecolors=colors[r.name], facecolors=face,
-                       marker="^" if lower else "o")  # fmt: skip
-            ax.annotate(r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4),
-                        fontsize=8)  # fmt: skip
+            ax.scatter(
+                [r.size_b],
+                [v],
+                edgecolors=colors[r.name],
+                facecolors=face,
+                marker="^" if lower else "o",
+            )
+            ax.annotate(
+                r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4), fontsize=8
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("active parameters (billions)")
         ax.set_ylabel(label)
-        _plain_log(ax)
+        plain_log_axes(ax)
     return fig
 
 
@@ -253,25 +285,41 @@ def with_stored(summary: Summary, stored: Summary | None) -> Summary:
     return dataclasses.replace(summary, capacity=stored.capacity)
 
 
-def figures(
-    rows: Sequence[CapacityRow], notes: list[str]
-) -> Iterator[tuple[str, str, str, Callable[[], Any]]]:
-    """The capacity chart for the report (name, title, caption, draw), or a note."""
+def capacity_charts(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
+    """The capacity chart (capacity vs model size, and per dollar-hour), or a note; no
+    entry at all for runs without a capacity search."""
+    rows = tuple(_rows_of(inputs))
     if not rows:
         return
     if not any(r.size_b is not None and r.target.capacity for r in rows):
-        notes.append(
+        yield LeftOut(
             "capacity vs model size: no target with a capacity has a known size"
             " (set params_b in [[model]])"
         )
         return
     priced = any(r.per_usd_hour is not None for r in rows)
-    yield (
+    yield Chart(
         "capacity_vs_size",
         "Capacity vs model size",
         "The highest load per target at which every SLO held for the goodput fraction of "
         "requests (capacity search; triangles: a lower bound — at max_level, client-bound "
         "or out of budget; hollow: not met again in its verification, or met at twice it too)"
         + (", and that capacity per dollar-hour of serving." if priced else "."),
-        lambda: capacity_chart(rows),
+        rows,
+        capacity_chart,
+    )
+
+
+def capacity_tables(inputs: ReportInputs) -> Iterator[Table]:
+    """The capacity table and the "which tier serves N users" table, when any run
+    searched for capacity."""
+    rows = _rows_of(inputs)
+    if rows:
+        yield capacity_table(rows, inputs.multi)
+        yield cheapest_table(rows)
+
+
+def _rows_of(inputs: ReportInputs) -> list[CapacityRow]:
+    return capacity_rows(
+        [(k, r.info, s) for (k, r), (_, s) in zip(inputs.runs, inputs.summaries, strict=True)]
     )

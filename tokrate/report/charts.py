@@ -9,25 +9,20 @@ and leave a chart out with a note instead.
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, ParamSpec
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-import matplotlib
-import matplotlib.colors
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import HardwareProfile
+from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.styles import legend_outside, series_colors, series_styles
-
-P = ParamSpec("P")
 
 __all__ = [
     "CHART_NAMES",
@@ -53,60 +48,6 @@ CHART_NAMES: Final = (
 
 
 _BOUND_STYLES: Final = ("--", ":", "-.")
-
-_RC: Final[dict[str, Any]] = {
-    "font.size": 10,
-    "axes.titlesize": 12,
-    "axes.labelsize": 10,
-    "legend.fontsize": 8,
-    "xtick.labelsize": 9,
-    "ytick.labelsize": 9,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "svg.fonttype": "none",  # text stays text in SVG: searchable, small
-    "svg.hashsalt": "tokrate",  # deterministic SVG ids
-}
-
-
-def _with_rc(func: Callable[P, Figure]) -> Callable[P, Figure]:
-    """Build the whole chart under the house style (fonts, grid), leaving global
-    matplotlib settings untouched afterwards."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure:
-        with matplotlib.rc_context(_RC):  # type: ignore[arg-type]
-            return func(*args, **kwargs)
-
-    return wrapper
-
-
-def _figure(
-    width: float, height: float, ncols: int = 1, nrows: int = 1
-) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, [ax for row in axes for ax in row]
-
-
-def _plain(value: float, _pos: object = None) -> str:
-    return f"{value:g}"
-
-
-def _plain_log(ax: Axes, *, x: bool = True, y: bool = True) -> None:
-    """Log axes labelled 0.01, 0.1, 1 ... instead of 10^k, without minor-tick labels —
-    unless the axis spans less than a decade (one model, say): then no power of ten is
-    in view and the minor ticks (2, 3, 5 ...) carry the labels, so the axis is never
-    left without numbers."""
-    for on, axis, limits in ((x, ax.xaxis, ax.get_xlim), (y, ax.yaxis, ax.get_ylim)):
-        if not on:
-            continue
-        axis.set_major_formatter(FuncFormatter(_plain))
-        lo, hi = sorted(limits())
-        within_decade = lo > 0 and math.floor(math.log10(lo)) == math.floor(math.log10(hi))
-        axis.set_minor_formatter(FuncFormatter(_plain) if within_decade else NullFormatter())
 
 
 def _fmt_params(value: float) -> str:
@@ -152,7 +93,7 @@ def _label_repel(
         placed.append(ann.get_window_extent(renderer))
 
 
-@_with_rc
+@house_style
 def size_vs_speed(
     points: pl.DataFrame,
     hardware: HardwareProfile,
@@ -170,7 +111,7 @@ def size_vs_speed(
     divided by each target's GPU bandwidth scale (multi-GPU targets present); the fit
     line is then the one-GPU curve and the legend says so.
     """
-    fig, (ax, ax2) = _figure(12.5, 5.2, ncols=2)
+    fig, (ax, ax2) = new_figure(12.5, 5.2, ncols=2)
     series = points.get_column("series").unique(maintain_order=True).to_list()
     colors = series_colors(series)
     xs_all = points.get_column("x_params_b").to_numpy()
@@ -189,16 +130,30 @@ def size_vs_speed(
         lo = np.clip(y - part.get_column("tps_p10").fill_null(np.nan).to_numpy(), 0, None)
         hi = np.clip(part.get_column("tps_p90").fill_null(np.nan).to_numpy() - y, 0, None)
         ax.errorbar(
-            x, y, yerr=[np.nan_to_num(lo), np.nan_to_num(hi)], fmt="o", ms=6, capsize=3,
-            color=colors[name], label=f"{name} (median, p10–p90)", zorder=3,
-        )  # fmt: skip
+            x,
+            y,
+            yerr=[np.nan_to_num(lo), np.nan_to_num(hi)],
+            fmt="o",
+            ms=6,
+            capsize=3,
+            color=colors[name],
+            label=f"{name} (median, p10–p90)",
+            zorder=3,
+        )
         t = part.get_column("ttft_p50").to_numpy()
         tlo = np.clip(t - part.get_column("ttft_p10").fill_null(np.nan).to_numpy(), 0, None)
         thi = np.clip(part.get_column("ttft_p90").fill_null(np.nan).to_numpy() - t, 0, None)
         ax2.errorbar(
-            x, t, yerr=[np.nan_to_num(tlo), np.nan_to_num(thi)], fmt="s", ms=5, capsize=3,
-            color=colors[name], label=name, zorder=3,
-        )  # fmt: skip
+            x,
+            t,
+            yerr=[np.nan_to_num(tlo), np.nan_to_num(thi)],
+            fmt="s",
+            ms=5,
+            capsize=3,
+            color=colors[name],
+            label=name,
+            zorder=3,
+        )
         fit = fits.get(name)
         if fit is not None:
             grid = np.geomspace(float(x.min()), float(x.max()), 50)
@@ -206,10 +161,15 @@ def size_vs_speed(
             if fit.exponent_ci is not None:
                 ci = f", 95% CI {-fit.exponent_ci[1]:.2f}–{-fit.exponent_ci[0]:.2f}"
             ax.plot(
-                grid, fit.predict(grid), "-", lw=1.2, alpha=0.7, color=colors[name],
+                grid,
+                fit.predict(grid),
+                "-",
+                lw=1.2,
+                alpha=0.7,
+                color=colors[name],
                 label=f"fit {name}{' (1-GPU equivalent)' if per_gpu else ''}: "
                 f"tok/s ∝ params^−k, k = {fit.k:.2f}{ci}",
-            )  # fmt: skip
+            )
         for row in part.iter_rows(named=True):
             text = str(row.get("label") or row["model"])
             if row["is_moe"]:
@@ -245,15 +205,20 @@ def size_vs_speed(
         # CPU profiles are tens of GB/s: "0.09 TB/s" would hide their bandwidth.
         bw_txt = f"{bw / 1e12:.2f} TB/s" if bw >= 1e12 else f"{bw / 1e9:.1f} GB/s"
         ax.plot(
-            grid, bound, style, color="0.35", lw=1.3, zorder=2,
+            grid,
+            bound,
+            style,
+            color="0.35",
+            lw=1.3,
+            zorder=2,
             label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param ({bw_txt} ÷ bytes/token)",
-        )  # fmt: skip
+        )
     for a in (ax, ax2):
         a.set_xscale("log")
         a.set_yscale("log")
         a.set_xlim(x_lo, x_hi)
         a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_params(v)))
-        _plain_log(a, x=False)
+        plain_log_axes(a, x=False)
         a.set_xlabel("active parameters (billions, log scale)")
     ax.set_ylabel("decode speed per stream (tokens/s, log)")
     ax.set_title("Model size vs decode speed")
@@ -271,10 +236,10 @@ def size_vs_speed(
     return fig
 
 
-@_with_rc
+@house_style
 def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     """TTFT empirical CDF per (series, model); x log seconds, y fraction of requests."""
-    fig, (ax,) = _figure(8, 4.8)
+    fig, (ax,) = new_figure(8, 4.8)
     labels = _labels(ecdf)
     styles = series_styles(ecdf)
     parts = list(ecdf.group_by(["series", "model"], maintain_order=True))
@@ -285,11 +250,16 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
         style = styles[(str(key[0]), str(key[1]))]
         n = part.get_column("n").item(0)
         ax.step(
-            part.get_column("x").to_numpy(), part.get_column("p").to_numpy(), where="post",
-            color=style.color, ls=style.linestyle, label=f"{label} (n={n})", lw=1.5,
-        )  # fmt: skip
+            part.get_column("x").to_numpy(),
+            part.get_column("p").to_numpy(),
+            where="post",
+            color=style.color,
+            ls=style.linestyle,
+            label=f"{label} (n={n})",
+            lw=1.5,
+        )
     ax.set_xscale("log")
-    _plain_log(ax, y=False)
+    plain_log_axes(ax, y=False)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("time to first token (s, log scale)")
     ax.set_ylabel("fraction of requests ≤ x")
@@ -328,8 +298,13 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> 
                 "fliers": [],
             }
         )
-    ax.bxp(boxes, showfliers=False, showmeans=True, orientation="horizontal",
-           meanprops={"marker": "D", "markersize": 4, "markerfacecolor": "white"})  # fmt: skip
+    ax.bxp(
+        boxes,
+        showfliers=False,
+        showmeans=True,
+        orientation="horizontal",
+        meanprops={"marker": "D", "markersize": 4, "markerfacecolor": "white"},
+    )
     values = [b[k] for b in boxes for k in ("whislo", "q1", "med", "q3", "whishi", "mean")]
     positive = [v for v in values if v > 0]
     hi = max(values)
@@ -345,13 +320,13 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> 
         # a zero-width log axis.
         ax.set_xlim(min(values) / 1.5, hi * 1.5)
         ax.set_xscale("log")
-        _plain_log(ax, y=False)
+        plain_log_axes(ax, y=False)
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.invert_yaxis()
 
 
-@_with_rc
+@house_style
 def latency_boxes(tpot: pl.DataFrame, itl: pl.DataFrame) -> Figure:
     """TPOT per request and ITL per gap per model: boxes p25-p75, whiskers p10-p90,
     median line, mean diamond (ms, log x). Either frame may be empty (panel omitted)."""
@@ -359,7 +334,7 @@ def latency_boxes(tpot: pl.DataFrame, itl: pl.DataFrame) -> Figure:
         (f, t) for f, t in ((tpot, "TPOT per request"), (itl, "Inter-token gaps (ITL)")) if f.height
     ]
     rows = max(f.height for f, _ in panels)
-    fig, axes = _figure(11, 1.2 + 0.55 * rows, ncols=len(panels))
+    fig, axes = new_figure(11, 1.2 + 0.55 * rows, ncols=len(panels))
     for ax, (frame, title) in zip(axes, panels, strict=True):
         _bxp(
             ax, frame, 1000.0, f"{title}: box p25–p75, whiskers p10–p90", "milliseconds (log scale)"
@@ -367,11 +342,11 @@ def latency_boxes(tpot: pl.DataFrame, itl: pl.DataFrame) -> Figure:
     return fig
 
 
-@_with_rc
+@house_style
 def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     """Sweep curves: aggregate output tok/s (y) vs per-stream decode tok/s (left) and vs
     TTFT p95 (right), one curve per (series, model), points labelled with the level."""
-    fig, (ax, ax2) = _figure(12.5, 5, ncols=2)
+    fig, (ax, ax2) = new_figure(12.5, 5, ncols=2)
     labels = _labels(groups)
     styles = series_styles(groups)
     annotated: set[str] = set()
@@ -390,8 +365,16 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
         y = part.get_column("aggregate_tps").to_numpy()
         for a, xcol in ((ax, "decode_p50"), (ax2, "ttft_p95")):
             x = part.get_column(xcol).to_numpy()
-            a.plot(x, y, marker=style.marker, ls=style.linestyle, color=style.color,
-                   label=label, lw=1.5, ms=5)  # fmt: skip
+            a.plot(
+                x,
+                y,
+                marker=style.marker,
+                ls=style.linestyle,
+                color=style.color,
+                label=label,
+                lw=1.5,
+                ms=5,
+            )
             if not annotate:
                 continue
             for xi, yi, lev in zip(x, y, levels, strict=True):
@@ -408,7 +391,7 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     for a in (ax, ax2):
         a.set_xscale("log")
         a.set_yscale("log")
-        _plain_log(a)
+        plain_log_axes(a)
         a.set_ylabel("aggregate output throughput (tokens/s, log)")
     legend_outside(ax2)
     ax.set_title("Throughput vs per-stream speed")
@@ -416,13 +399,13 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     return fig
 
 
-@_with_rc
+@house_style
 def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
     """Output tokens/s per time bin per (series, model) over the run, and failed
     requests per bin below it (spots throttling and error bursts)."""
     failed = bool(bins.get_column("errors").sum())
     # The failed-requests panel only when something failed: an empty one says nothing.
-    fig, axes = _figure(11, 5.5 if failed else 3.6, nrows=2 if failed else 1)
+    fig, axes = new_figure(11, 5.5 if failed else 3.6, nrows=2 if failed else 1)
     ax, ax2 = axes[0], axes[1] if failed else None
     labels = _labels(bins)
     styles = series_styles(bins)
@@ -437,8 +420,16 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
         gap = np.diff(t, prepend=t[0]) > width_s * 1.5
         t_line = np.insert(t, np.flatnonzero(gap), np.nan)
         y_line = np.insert(tps, np.flatnonzero(gap), np.nan)
-        ax.plot(t_line, y_line, marker=style.marker, ls=style.linestyle, ms=3,
-                color=style.color, label=label, lw=1.4)  # fmt: skip
+        ax.plot(
+            t_line,
+            y_line,
+            marker=style.marker,
+            ls=style.linestyle,
+            ms=3,
+            color=style.color,
+            label=label,
+            lw=1.4,
+        )
         err = part.get_column("errors").to_numpy().astype(np.float64)
         if ax2 is not None and err.any():
             base = np.array([bottoms.get(float(v), 0.0) for v in t])
@@ -459,11 +450,11 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
     return fig
 
 
-@_with_rc
+@house_style
 def cost_vs_speed(groups: pl.DataFrame) -> Figure:
     """USD per million output tokens (y, log) vs per-stream decode tok/s (x), one point
     per (target, level) with a known cost; labelled with model and level."""
-    fig, (ax,) = _figure(8, 5)
+    fig, (ax,) = new_figure(8, 5)
     labels = _labels(groups)
     styles = series_styles(groups)
     xs, ys, texts, cs = [], [], [], []
@@ -483,7 +474,7 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
         cs.append(color)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log(ax)
+    plain_log_axes(ax)
     ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
     ax.set_ylabel("USD per million output tokens (log)")
     ax.set_title("Cost vs speed (● list price, ▲ GPU-hour ÷ measured throughput)")

@@ -13,17 +13,19 @@ left out with a note, never drawn empty.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from tokrate.report.charts import _figure, _plain_log, _with_rc, series_colors
+from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.model import Chart, LeftOut, ReportInputs
+from tokrate.report.styles import series_colors
 from tokrate.runfolder.run_info import RunInfo
 
-__all__ = ["BEFORE", "INSIDE", "connect_chart", "connect_points", "notes"]
+__all__ = ["BEFORE", "INSIDE", "connect_chart", "connect_entry", "connect_points", "notes"]
 
 #: Phase labels of the two sources.
 BEFORE: Final = "opened before the window"
@@ -88,10 +90,26 @@ def notes(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> list[tuple[str, 
     return out
 
 
-@_with_rc
+def connect_entry(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
+    """The connect-time chart, or a note when no run recorded connection set-ups."""
+    points = connect_points([(k, r.info, r.records) for k, r in inputs.runs])
+    if not points.height:
+        yield LeftOut("connect time: no connection set-up recorded in these runs")
+        return
+    yield Chart(
+        "connect_time",
+        "Connect time",
+        "DNS + TCP (+ TLS) set-up of every connection: solid, opened before the "
+        "measured window (preconnect); dashed, opened by a request (inside its TTFT).",
+        points,
+        connect_chart,
+    )
+
+
+@house_style
 def connect_chart(points: pl.DataFrame) -> Figure:
     """Connect time ECDF per (series, phase); x: milliseconds, log scale."""
-    fig, (ax,) = _figure(8, 4.2)
+    fig, (ax,) = new_figure(8, 4.2)
     groups = list(points.group_by(["series", "phase"], maintain_order=True))
     colors = series_colors([str(k[0]) for k, _ in groups])
     for (series, phase), part in sorted(groups, key=lambda kp: (str(kp[0][0]), str(kp[0][1]))):
@@ -99,11 +117,16 @@ def connect_chart(points: pl.DataFrame) -> Figure:
         p = np.arange(1, len(x) + 1) / len(x)
         style = "-" if phase == BEFORE else "--"
         ax.step(
-            x, p, where="post", color=colors[str(series)], ls=style, lw=1.5,
+            x,
+            p,
+            where="post",
+            color=colors[str(series)],
+            ls=style,
+            lw=1.5,
             label=f"{series}, {phase} (n={len(x)}, p50 {np.median(x):.2f} ms)",
-        )  # fmt: skip
+        )
     ax.set_xscale("log")
-    _plain_log(ax, y=False)
+    plain_log_axes(ax, y=False)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("connection set-up: DNS + TCP + TLS (ms, log scale)")
     ax.set_ylabel("fraction of connections ≤ x")

@@ -11,7 +11,7 @@ server; TTFT climbing with an empty queue is somewhere else (network, gateway, c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from tokrate.report.charts import _figure, _with_rc
+from tokrate.report.figures import house_style, new_figure
+from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import Style, legend_outside, series_styles
 from tokrate.report.timeline_data import server_points, ttft_points
 from tokrate.runfolder.run_info import RunInfo
@@ -38,8 +39,6 @@ _PANELS = (
     ("kv_cache", "KV-cache use (%)"),
 )
 
-Chart = tuple[str, str, str, Callable[[], Any]]
-
 
 def _broken(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``t``, ``y`` with NaN inserted where samples are missing (see _GAP_FACTOR)."""
@@ -54,21 +53,27 @@ def _label(series: str, model: str, one_series: bool) -> str:
     return model if one_series else f"{model} · {series}"
 
 
-@_with_rc
+@house_style
 def server_load(ttft: pl.DataFrame, server: pl.DataFrame) -> Figure:
     """TTFT per request over time (top), then one panel per server role present."""
     server = server.with_columns(pl.col("model").fill_null(ALL_MODELS))
     roles = [(r, title) for r, title in _PANELS if (server.get_column("role") == r).any()]
-    fig, axes = _figure(11, 2.3 * (1 + len(roles)) + 0.4, nrows=1 + len(roles))
+    fig, axes = new_figure(11, 2.3 * (1 + len(roles)) + 0.4, nrows=1 + len(roles))
     keys = pl.concat([ttft.select("series", "model"), server.select("series", "model")])
     styles: dict[tuple[str, str], Style] = series_styles(keys)
     one_series = keys.get_column("series").n_unique() == 1
     top = axes[0]
     for (series, model), part in ttft.group_by(["series", "model"], maintain_order=True):
         style = styles[(str(series), str(model))]
-        top.plot(part["t_send_s"].to_numpy(), part["ttft_s"].to_numpy(), style.marker,
-                 ms=3, alpha=0.7, color=style.color,
-                 label=_label(str(series), str(model), one_series))  # fmt: skip
+        top.plot(
+            part["t_send_s"].to_numpy(),
+            part["ttft_s"].to_numpy(),
+            style.marker,
+            ms=3,
+            alpha=0.7,
+            color=style.color,
+            label=_label(str(series), str(model), one_series),
+        )
     top.set_ylabel("TTFT (s)")
     top.set_ylim(bottom=0)
     top.set_title("TTFT at send time, and the server's own load (from its /metrics)")
@@ -88,8 +93,15 @@ def _role_panel(
     for (series, model), line in part.group_by(["series", "model"], maintain_order=True):
         style = styles[(str(series), str(model))]
         t, y = _broken(line["t_s"].to_numpy(), line["value"].to_numpy() * scale)
-        ax.plot(t, y, drawstyle="steps-post", ls=style.linestyle, lw=1.4, color=style.color,
-                label=_label(str(series), str(model), one))  # fmt: skip
+        ax.plot(
+            t,
+            y,
+            drawstyle="steps-post",
+            ls=style.linestyle,
+            lw=1.4,
+            color=style.color,
+            label=_label(str(series), str(model), one),
+        )
     if role == "kv_cache":
         ax.set_ylim(0, 105)
     else:  # request counts: whole numbers, and an idle queue still shows 0..1
@@ -99,28 +111,26 @@ def _role_panel(
     legend_outside(ax)
 
 
-def server_load_chart(
-    runs: Sequence[tuple[str, RunInfo, pl.DataFrame, pl.DataFrame | None]],
-    records: pl.LazyFrame,
-) -> tuple[Chart | None, str | None]:
-    """The report's chart entry (name, title, caption, draw) and/or a note saying why
-    there is none. ``runs``: (run key, run info, records, server metrics or None);
-    ``records``: the report's combined records (tokrate.report.data.combine_runs)."""
+def server_load_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
+    """The "Server load" chart, or a note saying why there is none."""
+    runs = [(k, r.info, r.records, r.server_metrics) for k, r in inputs.runs]
     scraped = [(k, rec, s) for k, _, rec, s in runs if s is not None and s.height]
     if not scraped:
-        return None, (
+        yield LeftOut(
             "server load: no server metrics in these runs (set [[endpoint]] metrics_url to"
             " the Prometheus /metrics of the server)"
         )
+        return
     server = server_points(scraped)
     if not server.height:
         names = sorted({m for _, _, s in scraped for m in s.get_column("metric").unique()})
         shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-        return None, (
+        yield LeftOut(
             f"server load: the scraped metrics ({shown}) include no known running,"
             " waiting or KV-cache metric (vLLM, SGLang, TGI, llama.cpp; docs/self-hosted.md)"
         )
-    ttft = ttft_points(records)
+        return
+    ttft = ttft_points(inputs.records)
     intervals = sorted(
         {f"{i.interval_s:g} s" for _, info, _, _ in runs for i in info.server_metrics}
     )
@@ -131,7 +141,11 @@ def server_load_chart(
         "batch, requests waiting in its queue, KV-cache use. TTFT rising with the waiting "
         "count is queueing inside the server."
     )
-    return ("server_load", "Server load", caption, lambda: server_load(ttft, server)), None
+    yield Chart("server_load", "Server load", caption, (ttft, server), _draw)
+
+
+def _draw(data: tuple[pl.DataFrame, pl.DataFrame]) -> Figure:
+    return server_load(*data)
 
 
 def server_load_meta(runs: Sequence[tuple[str, RunInfo]], multi: bool) -> list[tuple[str, str]]:

@@ -15,13 +15,14 @@ Two parts, both read from the summaries (:class:`~tokrate.runfolder.summary.Stre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from tokrate.report.charts import _figure, _with_rc
+from tokrate.report.figures import house_style, new_figure
+from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.tables import Table
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
@@ -29,10 +30,12 @@ from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
 __all__ = [
     "BUFFERED_WORDS",
     "buffered_warnings",
-    "figures",
+    "client_vs_server",
+    "client_vs_server_chart",
     "server_rows",
     "server_table",
     "stream_table",
+    "stream_tables",
 ]
 
 #: What a report says instead of a fake ITL (also the summary-table cell text).
@@ -74,10 +77,18 @@ def _ratio(value: float | None) -> str:
 def stream_table(summaries: Summaries) -> Table | None:
     """Per group with any buffered request: how its requests arrived."""
     header = (
-        "run", "endpoint", "model", "level", "judged", "buffered", "share",
-        "reads/token p50 all · buffered", "burst share p50 all · buffered",
-        "first read p50 (buffered)", "buffered 1/TPOT p50",
-    )  # fmt: skip
+        "run",
+        "endpoint",
+        "model",
+        "level",
+        "judged",
+        "buffered",
+        "share",
+        "reads/token p50 all · buffered",
+        "burst share p50 all · buffered",
+        "first read p50 (buffered)",
+        "buffered 1/TPOT p50",
+    )
     rows = []
     for key, summary in summaries:
         for g in summary.groups:
@@ -86,14 +97,19 @@ def stream_table(summaries: Summaries) -> Table | None:
                 continue
             rows.append(
                 (
-                    key, g.endpoint, g.model, g.level, str(s.judged), str(s.buffered),
+                    key,
+                    g.endpoint,
+                    g.model,
+                    g.level,
+                    str(s.judged),
+                    str(s.buffered),
                     fmt_pct(s.buffered_share),
                     f"{_ratio(s.reads_per_token_p50)} · {_ratio(s.buffered_reads_per_token_p50)}",
                     f"{fmt_pct(s.burst_share_p50)} · {fmt_pct(s.buffered_burst_share_p50)}",
                     fmt_pct(s.buffered_first_read_share_p50),
                     fmt_tps(s.buffered_decode_tps.p50),
                 )
-            )  # fmt: skip
+            )
     if not rows:
         return None
     note = (
@@ -115,23 +131,39 @@ def server_rows(summaries: Summaries) -> list[tuple[str, Group]]:
 def server_table(summaries: Summaries) -> Table | None:
     """Client vs server decode speed and TTFT vs server prompt time, per group."""
     header = (
-        "run", "endpoint", "model", "level", "with timings", "client decode tok/s p50",
-        "server decode tok/s p50", "client vs server", "TTFT p50", "server prompt p50",
-        "TTFT − prompt p50", "TTFT − prompt min",
-    )  # fmt: skip
+        "run",
+        "endpoint",
+        "model",
+        "level",
+        "with timings",
+        "client decode tok/s p50",
+        "server decode tok/s p50",
+        "client vs server",
+        "TTFT p50",
+        "server prompt p50",
+        "TTFT − prompt p50",
+        "TTFT − prompt min",
+    )
     rows = []
     for key, g in server_rows(summaries):
         t = g.server
         assert t is not None
         rows.append(
             (
-                key, g.endpoint, g.model, g.level, f"{t.n}/{g.counts.ok}",
-                fmt_tps(g.decode_tps.p50), fmt_tps(t.decode_tps.p50),
-                _signed_pct(t.decode_vs_server_p50), fmt_ms(g.ttft_s.p50),
-                fmt_ms(t.prompt_s.p50), fmt_ms(t.ttft_minus_prompt_p50_s),
+                key,
+                g.endpoint,
+                g.model,
+                g.level,
+                f"{t.n}/{g.counts.ok}",
+                fmt_tps(g.decode_tps.p50),
+                fmt_tps(t.decode_tps.p50),
+                _signed_pct(t.decode_vs_server_p50),
+                fmt_ms(g.ttft_s.p50),
+                fmt_ms(t.prompt_s.p50),
+                fmt_ms(t.ttft_minus_prompt_p50_s),
                 fmt_ms(t.ttft_minus_prompt_min_s),
             )
-        )  # fmt: skip
+        )
     if not rows:
         return None
     note = (
@@ -148,32 +180,36 @@ def _signed_pct(fraction: float | None) -> str:
     return DASH if fraction is None else f"{fraction * 100:+.2f}%"
 
 
-Chart = tuple[str, str, str, Callable[[], Figure]]
+def stream_tables(inputs: ReportInputs) -> Iterator[Table]:
+    """The "Buffered streams" and "Client vs server" tables, each where it has rows."""
+    for table in (stream_table(inputs.summaries), server_table(inputs.summaries)):
+        if table is not None:
+            yield table
 
 
-def figures(summaries: Summaries, notes: list[str]) -> Iterator[Chart]:
+def client_vs_server_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
     """The client-vs-server chart, or a note when no request carried server timings."""
-    rows = server_rows(summaries)
+    rows = server_rows(inputs.summaries)
     if not rows:
-        notes.append("client vs server: no request carried server timings (llama.cpp timings)")
+        yield LeftOut("client vs server: no request carried server timings (llama.cpp timings)")
         return
-    multi = len(summaries) > 1
-    yield (
+    yield Chart(
         "client_vs_server",
         "Client vs server",
         "Per model and load level: decode tok/s as tokrate measured it (median, buffered "
         "streams left out) and as the server reported it, labelled with the paired "
         "difference; right: TTFT against the server's prompt (prefill) time.",
-        lambda: client_vs_server([(_name(k, g, multi), g) for k, g in rows]),
+        [(_name(k, g, inputs.multi), g) for k, g in rows],
+        client_vs_server,
     )
 
 
-@_with_rc
+@house_style
 def client_vs_server(rows: Sequence[tuple[str, Group]]) -> Figure:
     """Two panels of paired horizontal bars, one pair per row: decode tok/s (client,
     server) and TTFT vs server prompt time (ms)."""
     height = 1.6 + 0.45 * len(rows)
-    fig, (left, right) = _figure(11, height, ncols=2)
+    fig, (left, right) = new_figure(11, height, ncols=2)
     y = np.arange(len(rows))
     names = [n for n, _ in rows]
     client = [g.decode_tps.p50 or 0.0 for _, g in rows]
@@ -184,9 +220,13 @@ def client_vs_server(rows: Sequence[tuple[str, Group]]) -> Figure:
         diff = g.server.decode_vs_server_p50 if g.server else None
         if diff is not None:
             left.annotate(
-                _signed_pct(diff), (max(client[i], server[i]), i), xytext=(4, 0),
-                textcoords="offset points", va="center", fontsize=8,
-            )  # fmt: skip
+                _signed_pct(diff),
+                (max(client[i], server[i]), i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
     left.set_yticks(y, names)
     left.invert_yaxis()
     left.set_xlabel("decode tokens/s per stream (median)")

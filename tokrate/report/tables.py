@@ -47,10 +47,23 @@ def _cost(g: Group) -> str:
 def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -> Table:
     """One row per group (endpoint, model, scenario) of one run's summary."""
     header = (
-        "endpoint", "model", "level", "ok", "errors", "TTFT p50", "TTFT p95", "TPOT p50",
-        "ITL p99", "E2E p95", "decode tok/s p50", "aggregate tok/s", "req/s", "goodput req/s",
-        "SLO met", "$ / M out",
-    )  # fmt: skip
+        "endpoint",
+        "model",
+        "level",
+        "ok",
+        "errors",
+        "TTFT p50",
+        "TTFT p95",
+        "TPOT p50",
+        "ITL p99",
+        "E2E p95",
+        "decode tok/s p50",
+        "aggregate tok/s",
+        "req/s",
+        "goodput req/s",
+        "SLO met",
+        "$ / M out",
+    )
     rows = []
     buffered = 0
     for g in summary.groups:
@@ -61,14 +74,24 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         per_token = "buffered" if n_buffered and not g.tpot_s.n else None
         rows.append(
             (
-                g.endpoint, g.model, g.level, str(g.counts.ok), str(g.counts.failed),
-                fmt_ms(g.ttft_s.p50), fmt_ms(g.ttft_s.p95), per_token or fmt_ms(g.tpot_s.p50),
-                per_token or fmt_ms(g.itl_s.p99), fmt_ms(g.e2e_s.p95),
+                g.endpoint,
+                g.model,
+                g.level,
+                str(g.counts.ok),
+                str(g.counts.failed),
+                fmt_ms(g.ttft_s.p50),
+                fmt_ms(g.ttft_s.p95),
+                per_token or fmt_ms(g.tpot_s.p50),
+                per_token or fmt_ms(g.itl_s.p99),
+                fmt_ms(g.e2e_s.p95),
                 per_token or fmt_tps(g.decode_tps.p50),
-                fmt_tps(g.aggregate_output_tps), fmt_num(g.requests_per_s, 2),
-                fmt_num(g.goodput_rps, 2), fmt_pct(g.slo_met_fraction), _cost(g),
+                fmt_tps(g.aggregate_output_tps),
+                fmt_num(g.requests_per_s, 2),
+                fmt_num(g.goodput_rps, 2),
+                fmt_pct(g.slo_met_fraction),
+                _cost(g),
             )
-        )  # fmt: skip
+        )
     numeric = (False, False, False) + (True,) * (len(header) - 3)
     note = ""
     if buffered:
@@ -145,10 +168,14 @@ def tier_table(
         passing = ", ".join(r["passing"]) if r["passing"] else "none"
         body.append(
             (
-                str(r["task"]), str(r["level"]), f"{len(r['passing'])}/{r['candidates']}: {passing}",
-                r["fastest"] or DASH, r["cheapest"] or DASH, r["smallest"] or DASH,
+                str(r["task"]),
+                str(r["level"]),
+                f"{len(r['passing'])}/{r['candidates']}: {passing}",
+                r["fastest"] or DASH,
+                r["cheapest"] or DASH,
+                r["smallest"] or DASH,
             )
-        )  # fmt: skip
+        )
     if slo_set:
         limits = ", ".join(
             f"{k.removesuffix('_s')} ≤ {fmt_ms(v)}"
@@ -175,10 +202,13 @@ def errors_table(errors: pl.DataFrame) -> Table:
     for r in errors.iter_rows(named=True):
         rows.append(
             (
-                str(r["series"]), str(r["model"]), str(r["error_class"]),
-                DASH if r["http_status"] is None else str(r["http_status"]), str(r["n"]),
+                str(r["series"]),
+                str(r["model"]),
+                str(r["error_class"]),
+                DASH if r["http_status"] is None else str(r["http_status"]),
+                str(r["n"]),
                 (r["example"] or "")[:300],
             )
-        )  # fmt: skip
+        )
     numeric = (False, False, False, True, True, False)
     return Table("Errors", header, tuple(rows), numeric=numeric)

@@ -15,15 +15,18 @@ p50 side by side (ok, measured requests).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from tokrate.report.charts import _figure, _with_rc, series_colors
+from tokrate.report.figures import house_style, new_figure
+from tokrate.report.model import Chart, ReportInputs
+from tokrate.report.styles import series_colors
 
-__all__ = ["prefix_notes", "turn_chart", "turn_table"]
+__all__ = ["prefix_notes", "turn_chart", "turn_entry", "turn_table"]
 
 #: The tasks of the shared-prefix workload (tokrate.inputs.workloads SHARED_TASK/UNSHARED_TASK).
 _SHARED, _UNSHARED = "shared-prefix", "unique-prefix"
@@ -69,10 +72,25 @@ def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
     return pl.concat(parts, how="vertical_relaxed").sort("series", "turn")
 
 
-@_with_rc
+def turn_entry(inputs: ReportInputs) -> Iterator[Chart[Any]]:
+    """The TTFT-by-turn chart of multi-turn sessions; nothing for runs without them."""
+    turns = turn_table([(k, r.records) for k, r in inputs.runs])
+    if turns.height:
+        yield Chart(
+            "ttft_by_turn",
+            "TTFT by turn",
+            "Multi-turn sessions: TTFT of each turn, which sends the whole history with "
+            "the model's real answers; it grows with the history unless a prefix cache "
+            "serves it.",
+            turns,
+            turn_chart,
+        )
+
+
+@house_style
 def turn_chart(table: pl.DataFrame) -> Figure:
     """TTFT p50 (line) and p10-p90 (band) against the turn, one series per model."""
-    fig, (ax,) = _figure(8, 4.2)
+    fig, (ax,) = new_figure(8, 4.2)
     names = table.get_column("series").unique(maintain_order=True).to_list()
     colors = series_colors(names)
     for name in names:

@@ -1,0 +1,146 @@
+"""The declarations of the report's core charts (drawn by tokrate.report.charts).
+
+Each function takes the report's inputs and yields its chart — data, draw function,
+caption — or a :class:`~tokrate.report.model.LeftOut` note saying why there is none.
+tokrate.report.contents lists them in report order with the charts of the other
+sections (capacity, server load, streams, connections, workloads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from tokrate.hardware import HardwareProfile
+from tokrate.report import charts
+from tokrate.report import data as _data
+from tokrate.report import streams as _streams
+from tokrate.report.model import Chart, LeftOut, ReportInputs, SizeSpeed
+from tokrate.report.size_text import size_caption
+from tokrate.report.timeline_data import timeline_bins
+
+__all__ = [
+    "cost_vs_speed",
+    "latency_boxes",
+    "size_vs_speed",
+    "throughput_vs_latency",
+    "timeline",
+    "ttft_cdf",
+]
+
+Entry = Iterator["Chart[Any] | LeftOut"]
+
+
+def _draw_size(data: tuple[SizeSpeed, HardwareProfile]) -> Figure:
+    size, hardware = data
+    return charts.size_vs_speed(size.points, hardware, size.fits, per_gpu=size.per_gpu)
+
+
+def size_vs_speed(inputs: ReportInputs) -> Entry:
+    """The headline: decode speed and TTFT against model size, with the bound."""
+    size = inputs.size_speed
+    yield from (LeftOut(note) for note in size.notes)
+    if size.points.height:
+        yield Chart(
+            "size_vs_speed",
+            "Model size vs speed",
+            size_caption(size.points, inputs.hardware.description, bool(size.fits)),
+            (size, inputs.hardware),
+            _draw_size,
+        )
+    elif not any("no measurable decode speed" in n for n in size.notes):
+        yield LeftOut("model size vs speed: no target has a known size (set params_b in [[model]])")
+
+
+def ttft_cdf(inputs: ReportInputs) -> Entry:
+    ecdf = _data.ecdf_points(inputs.records, "ttft_s", ["series", "model"])
+    if not ecdf.height:
+        yield LeftOut("TTFT distribution: no ok request has a TTFT")
+        return
+    yield Chart(
+        "ttft_cdf",
+        "TTFT distribution",
+        "Empirical CDF of time to first token per model (ok requests, every load level).",
+        ecdf,
+        charts.ttft_cdf,
+    )
+
+
+def _draw_boxes(data: tuple[pl.DataFrame, pl.DataFrame]) -> Figure:
+    return charts.latency_boxes(*data)
+
+
+def latency_boxes(inputs: ReportInputs) -> Entry:
+    tpot = _data.box_stats(inputs.records, "tpot_s", ["series", "model"])
+    itl = _data.box_stats(inputs.records, "itl_s", ["series", "model"])
+    if tpot.height or itl.height:
+        yield Chart(
+            "latency_boxes",
+            "TPOT and inter-token latency",
+            "Box: p25–p75, line: median, diamond: mean, whiskers: p10–p90 (ms, log scale).",
+            (tpot, itl),
+            _draw_boxes,
+        )
+    elif any(g.stream and g.stream.buffered for _, s in inputs.summaries for g in s.groups):
+        yield LeftOut(f"TPOT / ITL distribution: {_streams.BUFFERED_WORDS}")
+    else:
+        yield LeftOut("TPOT / ITL distribution: no ok request with 2 or more tokens")
+
+
+def throughput_vs_latency(inputs: ReportInputs) -> Entry:
+    sweep = inputs.groups.filter(
+        pl.col("aggregate_tps").is_not_null() & pl.col("decode_p50").is_not_null()
+    )
+    multi_level = sweep.group_by(["series", "model"]).len().filter(pl.col("len") >= 2)
+    sweep = sweep.join(multi_level.select("series", "model"), on=["series", "model"], how="semi")
+    if not sweep.height:
+        yield LeftOut(
+            "throughput vs latency: no sweep (run with --concurrency 1,4,16 or several rates)"
+        )
+        return
+    yield Chart(
+        "throughput_vs_latency",
+        "Throughput vs latency",
+        "One curve per model over the load levels of the sweep (labels: concurrency or rate).",
+        sweep,
+        charts.throughput_vs_latency,
+    )
+
+
+def _draw_timeline(data: tuple[pl.DataFrame, float]) -> Figure:
+    return charts.timeline(*data)
+
+
+def timeline(inputs: ReportInputs) -> Entry:
+    bins, width = timeline_bins(inputs.records)
+    if not bins.height:
+        yield LeftOut("timeline: no measured requests")
+        return
+    yield Chart(
+        "timeline",
+        "Timeline",
+        "Output tokens/s by the time each chunk arrived (and failed requests per bin, "
+        "when any failed), per target.",
+        (bins, width),
+        _draw_timeline,
+    )
+
+
+def cost_vs_speed(inputs: ReportInputs) -> Entry:
+    cost = inputs.groups.filter(
+        pl.col("usd_per_m").is_not_null() & pl.col("decode_p50").is_not_null()
+    )
+    if not cost.height:
+        yield LeftOut("cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)")
+        return
+    yield Chart(
+        "cost_vs_speed",
+        "Cost vs speed",
+        "USD per million output tokens: list price, or GPU-hour price × GPUs ÷ measured "
+        "aggregate tokens per hour.",
+        cost,
+        charts.cost_vs_speed,
+    )

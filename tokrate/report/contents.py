@@ -1,0 +1,296 @@
+"""What a report contains, in order: the declarations the model is built from.
+
+To add a chart, write a :data:`~tokrate.report.model.ChartDeclaration` (a function of
+:class:`~tokrate.report.model.ReportInputs` that yields a
+:class:`~tokrate.report.model.Chart` — name, title, caption, data, draw — or a
+:class:`~tokrate.report.model.LeftOut` note) in the module of its section and list it
+in :data:`CHARTS`; a table section goes into :data:`TABLES`, metadata lines into
+:data:`META`. Nothing else changes: :func:`build_model` calls each declaration once,
+and every renderer (chart files, report.html, summary.md) shows what it yields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from tokrate.analysis.compare import compare_loaded
+from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
+from tokrate.hardware import HardwareProfile
+from tokrate.report import capacity_section as _capacity
+from tokrate.report import chart_entries as _core
+from tokrate.report import connect as _connect
+from tokrate.report import data as _data
+from tokrate.report import server_load as _server_load
+from tokrate.report import size_text as _size_text
+from tokrate.report import streams as _streams
+from tokrate.report import workload_section as _workloads
+from tokrate.report.calibration import describe_verdict
+from tokrate.report.model import (
+    Chart,
+    ChartDeclaration,
+    LeftOut,
+    MetaDeclaration,
+    ReportInputs,
+    ReportModel,
+    SizeSpeed,
+    TableDeclaration,
+)
+from tokrate.report.tables import Table, comparison_table, errors_table, summary_table, tier_table
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.summary import Summary
+
+__all__ = ["CHARTS", "META", "TABLES", "build_model", "gather_inputs"]
+
+
+def gather_inputs(
+    runs: Sequence[tuple[str, LoadedRun]],
+    summaries: Sequence[tuple[str, Summary]],
+    hardware: HardwareProfile,
+) -> ReportInputs:
+    """The report's inputs from its loaded runs and their recomputed summaries (keyed
+    alike, in run order): groups ordered by size, records combined, the size chart's
+    points fitted, later runs compared with the first."""
+    ordered = tuple(
+        (key, _by_size(summary, run.info))
+        for (key, summary), (_, run) in zip(summaries, runs, strict=True)
+    )
+    records = _data.combine_runs([(k, r.records) for k, r in runs])
+    sizes = _data.targets_frame([(k, r.info) for k, r in runs])
+    first = runs[0][1]
+    return ReportInputs(
+        runs=tuple(runs),
+        summaries=ordered,
+        hardware=hardware,
+        records=records,
+        sizes=sizes,
+        groups=_data.group_table(ordered),
+        size_speed=_size_speed(records, sizes, hardware),
+        comparisons={k: compare_loaded(first, r) for k, r in runs[1:]},
+    )
+
+
+def _by_size(summary: Summary, run: RunInfo) -> Summary:
+    """``summary`` with groups ordered by endpoint, model size (active params, unknown
+    last), model name, then the original (sweep) order — how readers scan."""
+    size = {t.key: t.size_b for t in run.targets}
+    indexed = list(enumerate(summary.groups))
+    indexed.sort(
+        key=lambda ig: (
+            ig[1].endpoint,
+            size.get((ig[1].endpoint, ig[1].model)) or float("inf"),
+            ig[1].model,
+            ig[0],
+        )
+    )
+    return dataclasses.replace(summary, groups=tuple(g for _, g in indexed))
+
+
+def _size_speed(records: Any, sizes: Any, hardware: HardwareProfile) -> SizeSpeed:
+    points, notes = _data.size_speed_points(records, sizes, hardware)
+    fits: dict[str, PowerLawFit] = {}
+    for (series,), part in points.group_by(["series"], maintain_order=True):
+        # Divide out multi-GPU bandwidth so the fit measures size alone
+        # (docs/definitions.md: speed ~ bandwidth / active bytes); the line is for one GPU.
+        per_gpu = part["tps_p50"] / part["gpu_scale"]
+        fit = fit_power_law(part["x_params_b"].to_list(), per_gpu.to_list())
+        if fit is not None:
+            fits[str(series)] = fit
+    return SizeSpeed(points, tuple(notes), fits)
+
+
+# --- metadata -------------------------------------------------------------------
+
+
+def run_meta(inputs: ReportInputs) -> Iterator[tuple[str, str]]:
+    """Per run: id, status, times, version, host, targets, levels, request count."""
+    for key, run in inputs.runs:
+        r = run.info
+        targets = ", ".join(t.label for t in r.targets)
+        scenarios = ", ".join(s.name for s in r.scenarios)
+        host = " · ".join(v for v in (r.host, r.platform, r.python and f"Python {r.python}") if v)
+        fields = (
+            ("run", f"{key} ({r.run_id})" if r.label else key),
+            ("status", "interrupted" if run.interrupted else r.status),
+            ("started", r.started_at or "—"),
+            ("ended", r.ended_at or "—"),
+            ("tokrate", r.tokrate_version or "—"),
+            ("host", host or "—"),
+            ("targets", targets or "—"),
+            ("levels", scenarios or "—"),
+            ("requests", str(run.records.height)),
+        )
+        yield from ((f"{inputs.prefix(key)}{k}", v) for k, v in fields)
+
+
+def connection_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
+    return _connect.notes([(k, r.info, r.records) for k, r in inputs.runs])
+
+
+def server_metrics_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
+    return _server_load.server_load_meta([(k, r.info) for k, r in inputs.runs], inputs.multi)
+
+
+def shared_prefix_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
+    return _workloads.prefix_notes([(k, r.records) for k, r in inputs.runs])
+
+
+def calibration_meta(inputs: ReportInputs) -> Iterator[tuple[str, str]]:
+    for key, run in inputs.runs:
+        if run.info.calibration is not None:
+            label = f"{key}: calibration" if inputs.multi else "calibration"
+            yield (label, describe_verdict(run.info.calibration))
+
+
+def hardware_meta(inputs: ReportInputs) -> Iterator[tuple[str, str]]:
+    hw = inputs.hardware
+    yield ("bound hardware", f"{hw.name} ({hw.description})")
+
+
+def fit_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
+    return _size_text.fit_notes(inputs.size_speed.fits)
+
+
+#: Metadata lines under the title, in order.
+META: Final[tuple[MetaDeclaration, ...]] = (
+    run_meta,
+    connection_meta,
+    server_metrics_meta,
+    shared_prefix_meta,
+    calibration_meta,
+    hardware_meta,
+    fit_meta,
+)
+
+
+# --- tables ---------------------------------------------------------------------
+
+
+def comparison_tables(inputs: ReportInputs) -> Iterator[Table]:
+    """Runs side by side (several runs only)."""
+    if inputs.multi:
+        yield comparison_table(inputs.summaries, inputs.comparisons)
+
+
+def summary_tables(inputs: ReportInputs) -> Iterator[Table]:
+    """One summary table per run."""
+    for key, summary in inputs.summaries:
+        yield summary_table(key, summary, title=f"Summary: {key}")
+
+
+#: Table sections after the tier pick, in order.
+TABLES: Final[tuple[TableDeclaration, ...]] = (
+    _capacity.capacity_tables,
+    comparison_tables,
+    summary_tables,
+    _streams.stream_tables,
+)
+
+#: Charts, in report order.
+CHARTS: Final[tuple[ChartDeclaration, ...]] = (
+    _core.size_vs_speed,
+    _capacity.capacity_charts,
+    _core.ttft_cdf,
+    _core.latency_boxes,
+    _core.throughput_vs_latency,
+    _core.timeline,
+    _server_load.server_load_chart,
+    _core.cost_vs_speed,
+    _streams.client_vs_server_chart,
+    _connect.connect_entry,
+    _workloads.turn_entry,
+)
+
+
+# --- the model ------------------------------------------------------------------
+
+
+def build_model(inputs: ReportInputs) -> ReportModel:
+    """The report: every declaration called once, in order.
+
+    A chart declaration that fails (data no chart foresaw) is left out with a note
+    naming its error; the other charts, tables and documents still come."""
+    charts: list[Chart[Any]] = []
+    left_out: list[str] = []
+    for declare in CHARTS:
+        try:
+            items = list(declare(inputs))
+        except Exception as exc:
+            left_out.append(f"{_declared_name(declare)}: left out ({type(exc).__name__}: {exc})")
+            continue
+        for item in items:
+            if isinstance(item, LeftOut):
+                left_out.append(item.note)
+            else:
+                charts.append(item)
+    tables: list[Table] = []
+    for declare_tables in TABLES:
+        for part in declare_tables(inputs):
+            if isinstance(part, LeftOut):
+                left_out.append(part.note)
+            else:
+                tables.append(part)
+    return ReportModel(
+        title=_title(inputs),
+        banners=tuple(_banners(inputs)),
+        meta=tuple(line for declare_meta in META for line in declare_meta(inputs)),
+        warnings=tuple(_warnings(inputs)),
+        tier=_tier(inputs),
+        tables=tuple(tables),
+        charts=tuple(charts),
+        left_out=tuple(left_out),
+        errors=errors_table(_data.error_examples(inputs.records)),
+        configs=tuple((k, r.info.config) for k, r in inputs.runs),
+    )
+
+
+def _declared_name(declare: ChartDeclaration) -> str:
+    return getattr(declare, "__name__", "chart").replace("_", " ")
+
+
+def _title(inputs: ReportInputs) -> str:
+    if inputs.multi:
+        return "tokrate report: " + " vs ".join(k for k, _ in inputs.runs)
+    return f"tokrate report: {inputs.runs[0][0]}"
+
+
+def _banners(inputs: ReportInputs) -> Iterator[str]:
+    for key, run in inputs.runs:
+        if run.interrupted:
+            yield (
+                f"Run {key} was interrupted (status {run.info.status!r}): this report shows "
+                f"the {run.records.height} requests recorded before it stopped."
+            )
+
+
+def _warnings(inputs: ReportInputs) -> list[str]:
+    out: list[str] = []
+    for key, run in inputs.runs:
+        prefix = inputs.prefix(key)
+        out += [f"{prefix}{w}" for w in run.info.warnings]
+        out += [f"{prefix}{n}" for n in run.notes]
+        scale = run.info.time_scale
+        if scale is not None and scale != 1:
+            out.append(
+                f"{prefix}the simulator ran with time_scale={scale:g}: every measured time "
+                f"is 1/{scale:g} of the modelled one, so speeds sit {scale:g}× above the "
+                "hardware bound; run with time_scale 1 for physical numbers"
+            )
+        lag = run.info.loop_lag
+        if lag is not None and lag.exceeded:
+            out.append(
+                f"{prefix}client event-loop lag reached {lag.max_ms} ms (threshold "
+                f"{lag.threshold_ms} ms): latencies may include client delay; "
+                "lower the concurrency or use --workers"
+            )
+    for key, summary in inputs.summaries:
+        out += [f"{inputs.prefix(key)}{w}" for w in stability_warnings(summary.groups)]
+    return out + _streams.buffered_warnings(inputs.summaries)
+
+
+def _tier(inputs: ReportInputs) -> Table:
+    rows, slo_set = _data.tier_picks(inputs.summaries, inputs.sizes)
+    slo = inputs.runs[0][1].info.slo
+    return tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)

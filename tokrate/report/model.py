@@ -1,0 +1,152 @@
+"""The report model: what one report shows, built once and rendered many times.
+
+Three steps, each a pure function of the one before:
+
+1. :class:`ReportInputs` — the loaded runs and everything derived from them that more
+   than one part of the report reads (recomputed summaries, combined records, target
+   sizes, the size-vs-speed points and fits, comparisons), computed
+   once by :func:`tokrate.report.contents.gather_inputs`.
+2. :class:`ReportModel` — the report itself: title, metadata, warnings, tables, the
+   declared charts (each a :class:`Chart`: its data, how to draw it, its caption) and
+   what was left out, built by :func:`tokrate.report.contents.build_model` from the
+   declarations listed in :mod:`tokrate.report.contents`.
+3. Renderers turn the model into bytes: :func:`tokrate.report.drawing.draw_charts`
+   (chart files and the PNGs the page embeds), then
+   :mod:`tokrate.report.document` (report.html, summary.md). Rendering never changes
+   the model, so any renderer may run any number of times, in any order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import polars as pl
+
+from tokrate.analysis.compare import Comparison
+from tokrate.analysis.stats import PowerLawFit
+from tokrate.hardware import HardwareProfile
+from tokrate.report.tables import Table
+from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.summary import Summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "Chart",
+    "ChartDeclaration",
+    "LeftOut",
+    "MetaDeclaration",
+    "ReportInputs",
+    "ReportModel",
+    "SizeSpeed",
+    "TableDeclaration",
+]
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True, slots=True)
+class Chart(Generic[D]):
+    """One chart of the report: ``name`` is its file stem (charts/<name>.png),
+    ``title`` its heading, ``caption`` what it shows, ``data`` what it is drawn from
+    and ``draw`` how (a pure function of ``data`` returning a new figure)."""
+
+    name: str
+    title: str
+    caption: str
+    data: D
+    draw: Callable[[D], Figure]
+
+    def figure(self) -> Figure:
+        """A new figure of this chart (each call draws it again)."""
+        return self.draw(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """Why something is not in the report: one line under "Left out" in both documents
+    (e.g. "cost vs speed: no prices (set price_out_per_m ...)")."""
+
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class SizeSpeed:
+    """The size-vs-speed chart's points (tokrate.report.data.size_speed_points), the
+    notes on targets left out of it, and the power law fitted per series (family)."""
+
+    points: pl.DataFrame
+    notes: tuple[str, ...]
+    fits: Mapping[str, PowerLawFit]
+
+    @property
+    def per_gpu(self) -> bool:
+        """True when some target has several GPUs: the fits are then on speeds
+        divided by each target's bandwidth scale (the one-GPU curve)."""
+        return bool(self.points.height and (self.points["gpu_scale"] > 1).any())
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInputs:
+    """The runs of one report and what is derived from them once, for every part.
+
+    ``runs`` and ``summaries`` are keyed by the run's unique name (label, else id);
+    summaries are recomputed from the records (groups ordered by endpoint, model size,
+    model name, level). ``records`` is the combined, derived records of every run
+    (tokrate.report.data.combine_runs), ``sizes`` the target table, ``groups`` the flat
+    summary-group table; ``comparisons`` maps each later run's key to its comparison
+    against the first (empty for one run).
+    """
+
+    runs: tuple[tuple[str, LoadedRun], ...]
+    summaries: tuple[tuple[str, Summary], ...]
+    hardware: HardwareProfile
+    records: pl.LazyFrame
+    sizes: pl.DataFrame
+    groups: pl.DataFrame
+    size_speed: SizeSpeed
+    comparisons: Mapping[str, Comparison]
+
+    @property
+    def multi(self) -> bool:
+        """True when the report shows several runs side by side."""
+        return len(self.runs) > 1
+
+    def prefix(self, key: str) -> str:
+        """What a run's lines start with: "key: " in a multi-run report, else nothing."""
+        return f"{key}: " if self.multi else ""
+
+
+#: A chart declaration: from the inputs, the charts it contributes (usually one) and
+#: the notes on what it left out. Listed, in report order, in tokrate.report.contents.
+ChartDeclaration = Callable[[ReportInputs], Iterable["Chart[Any] | LeftOut"]]
+#: A table declaration: the tables (and left-out notes) of one report section.
+TableDeclaration = Callable[[ReportInputs], Iterable["Table | LeftOut"]]
+#: A metadata declaration: (key, value) lines under the title.
+MetaDeclaration = Callable[[ReportInputs], Iterable[tuple[str, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportModel:
+    """Everything one report shows, in the order it shows it; renderers only turn
+    it into bytes."""
+
+    title: str
+    #: Interrupted runs: one banner line each.
+    banners: tuple[str, ...]
+    meta: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    tier: Table
+    tables: tuple[Table, ...]
+    charts: tuple[Chart[Any], ...]
+    left_out: tuple[str, ...]
+    errors: Table
+    #: (run key, run.json config) per run; renderers redact secrets.
+    configs: tuple[tuple[str, Any], ...]
+
+    def chart(self, name: str) -> Chart[Any] | None:
+        """The declared chart named ``name``, or None when it was left out."""
+        return next((c for c in self.charts if c.name == name), None)
