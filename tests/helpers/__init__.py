@@ -5,7 +5,9 @@
 - :mod:`helpers.documents`: typed run.json / summary.json from the dicts tests write;
 - :mod:`helpers.specs`: ``sim_spec(url, out, **load)``, the RunSpec of a small run
   against a loopback server or the embedded simulator (use it for every new run test);
-- :mod:`helpers.workers`: what the worker-backend tests share (processes and Ray).
+- :mod:`helpers.workers`: what the worker-backend tests share (processes and Ray);
+- :mod:`helpers.synthetic`: run folders whose records follow the bandwidth physics
+  (``synthetic_run``), for the report's tests and benchmarks/report_million.py.
 
 No test module imports another test module; what two of them share lives here.
 """
