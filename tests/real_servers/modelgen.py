@@ -43,10 +43,10 @@ VOCAB_SIZE = 4096
 
 def _corpus() -> list[str]:
     texts: list[str] = []
-    files = sorted((REPO / "tokrate" / "data" / "prompts").glob("*.jsonl"))
+    files = sorted((REPO / "prompts").glob("*.jsonl"))
     if not files:
         # An empty corpus trains a tokenizer without merges, which llama.cpp refuses.
-        raise SystemExit("modelgen: no bundled prompt sets under tokrate/data/prompts")
+        raise SystemExit("modelgen: no bundled prompt sets under prompts/")
     for path in files:
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():

@@ -20,7 +20,7 @@ from pathlib import Path
 from real_servers.paths import cache_dir, require_python
 
 GENERATOR = Path(__file__).resolve().with_name("modelgen.py")
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "tokrate" / "data" / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
 @dataclass(frozen=True, slots=True)

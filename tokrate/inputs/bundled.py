@@ -1,19 +1,41 @@
-"""The bundled prompt sets, shipped once as package data (tokrate/data/prompts/*.jsonl).
+"""The bundled prompt sets: the ``*.jsonl`` files of the repository's top-level ``prompts/``.
 
-Config validation (which names exist) and prompt loading (their text) both read them
-here, so neither imports the other.
+An installed wheel carries them as ``tokrate/prompts/`` (pyproject.toml maps the folder
+into the package); a source checkout installed in editable mode reads the checkout's
+``prompts/`` directly, so a set added there is usable at once. Config validation (which
+names exist) and prompt loading (their text) both read them here, so neither imports
+the other.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Final
 
-__all__ = ["bundled_set_bytes", "bundled_sets"]
+from tokrate.errors import PromptError
+
+__all__ = ["SHIPPED_SETS", "bundled_set_bytes", "bundled_sets"]
+
+#: The sets tokrate ships, the ones a run with no prompt source of its own uses. A
+#: file someone adds to a checkout's prompts/ is a set too, usable by name, but never
+#: sent unless named.
+SHIPPED_SETS: Final = ("chat", "classification", "code", "extraction", "summarization")
 
 
 def _root() -> Traversable:
-    return importlib.resources.files("tokrate") / "data" / "prompts"
+    installed = importlib.resources.files("tokrate") / "prompts"
+    if installed.is_dir():
+        return installed
+    # An editable install imports tokrate/ from the checkout, beside prompts/.
+    checkout = Path(__file__).resolve().parents[2] / "prompts"
+    if checkout.is_dir():
+        return checkout
+    raise PromptError(
+        "the bundled prompt sets are missing from this installation"
+        f" (looked in {installed} and {checkout}); reinstall tokrate"
+    )
 
 
 def bundled_sets() -> tuple[str, ...]:

@@ -9,10 +9,11 @@ frozen :class:`Prompt`. Sources, in this order:
   one prompt, or the whole file with ``text_split = "file"``), or a folder of them
   (recursively, sorted by path).
 - ``sets``: bundled sets by name (``chat``, ``classification``, ``code``,
-  ``extraction``, ``summarization``), shipped as package data in tokrate/data/prompts/.
+  ``extraction``, ``summarization``): the repository's top-level prompts/ folder,
+  shipped in the wheel (:mod:`tokrate.inputs.bundled`).
 - ``synthetic``: seeded generated text with target input/output lengths.
 
-With no paths, sets or synthetic, every bundled set is used. ``max_tokens`` (when set)
+With no paths, sets or generated prompts, the five shipped sets are used. ``max_tokens`` (when set)
 replaces every prompt's own; ``limit`` keeps the first N prompts.
 
 Token estimate: ``input_tokens_est`` is exactly what the simulator counts for the
@@ -36,7 +37,7 @@ from typing import Final
 
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
-from tokrate.inputs.bundled import bundled_set_bytes, bundled_sets
+from tokrate.inputs.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -357,7 +358,7 @@ def load_prompts(
     sets = spec.sets
     generated = (spec.synthetic, spec.sessions, spec.grid, spec.shared_prefix)
     if not spec.paths and not sets and all(g is None for g in generated):
-        sets = bundled_sets()
+        sets = SHIPPED_SETS
     for name in sets:
         collected.extend(_load_set(name))
     if spec.synthetic is not None:
