@@ -10,7 +10,7 @@ from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
 
 if TYPE_CHECKING:
-    from tokrate.spec import ModelSpec, RunSpec
+    from tokrate.spec import RunFlags, RunSpec
 
 __all__ = ["add_run"]
 
@@ -232,76 +232,28 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
     return o
 
 
-def _chosen_models(spec: RunSpec, names: list[str]) -> list[ModelSpec]:
-    """The ``-m`` models on top of a config: a name the config defines keeps its whole
-    table (extra_body, headers, ignore_eos, prices, ... on every endpoint that has it);
-    a new name goes to the first endpoint (or the simulator) with defaults only."""
-    from tokrate.load.run import SIM_ENDPOINT
-    from tokrate.spec import ModelSpec
+def _run_flags(args: argparse.Namespace) -> RunFlags:
+    """The target and mode flags, attached to the config by load_spec's rules."""
+    from tokrate.spec import RunFlags
 
-    owner = spec.endpoints[0].name if spec.endpoints else SIM_ENDPOINT
-    out: list[ModelSpec] = []
-    for name in names:
-        configured = [m for m in spec.models if m.name == name]
-        out += configured or [ModelSpec(endpoint=owner, name=name)]
-    return out
+    return RunFlags(
+        base_url=args.base_url,
+        metrics_url=args.metrics_url,
+        models=tuple(args.model or ()),
+        api_key_env=args.api_key_env,
+        model_check=args.model_check,
+        capacity=args.capacity,
+    )
 
 
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
-    """The run's spec: the config file (or the embedded default) with every flag on top."""
-    import dataclasses
+    """The run's spec: the config file (or the embedded default) with every flag on
+    top, loaded once."""
+    from tokrate.spec import load_spec
 
-    from tokrate.load.run import EMBEDDED_DEFAULTS
-    from tokrate.spec import EndpointSpec, ModelSpec, load_spec
-
-    overrides = _run_overrides(args)
-    embedded = args.config is None and args.base_url is None
-    if embedded:
-        defaults = dict(EMBEDDED_DEFAULTS)
-        if args.rate:  # an open-loop run has no concurrency sweep
-            defaults.pop("load.concurrency", None)
-        overrides = {**defaults, **overrides}
-    elif args.time_scale is not None and args.base_url is not None:
+    if args.time_scale is not None and args.base_url is not None:
         raise UsageError("tokrate run: --time-scale applies to the simulator only")
-    if args.metrics_url and not args.base_url:
-        raise UsageError(
-            "tokrate run: --metrics-url needs --base-url (else: metrics_url in [[endpoint]])"
-        )
-    if args.base_url:
-        endpoint = EndpointSpec(
-            name="endpoint",
-            base_url=args.base_url,
-            api_key_env=args.api_key_env,
-            model_check=args.model_check or "auto",
-            metrics_url=args.metrics_url,
-        )
-        overrides["endpoints"] = [endpoint]
-        if not args.model:
-            raise UsageError("tokrate run: --base-url needs at least one -m/--model")
-        overrides["models"] = [ModelSpec(endpoint="endpoint", name=m) for m in args.model]
-    spec = load_spec(args.config, overrides)
-    if not args.base_url and (args.model or args.api_key_env or args.model_check):
-        # -m / --api-key-env / --model-check on top of a config file (or the
-        # simulator): attach to the configured endpoints, which only the loaded spec
-        # knows.
-        again = dict(overrides)
-        if args.api_key_env or args.model_check:
-            again["endpoints"] = [
-                dataclasses.replace(
-                    e,
-                    api_key_env=args.api_key_env or e.api_key_env,
-                    model_check=args.model_check or e.model_check,
-                )
-                for e in spec.endpoints
-            ]
-        if args.model:
-            again["models"] = _chosen_models(spec, args.model)
-        spec = load_spec(args.config, again)
-        overrides = again
-    if args.capacity and spec.load.capacity is None:
-        # The config's [load] capacity table (if any) wins; otherwise the defaults.
-        spec = load_spec(args.config, {**overrides, "load.capacity": {}})
-    return spec
+    return load_spec(args.config, _run_overrides(args), _run_flags(args))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -15,13 +15,13 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from tokrate.errors import ConfigError
 from tokrate.inputs.sizes import fill_sizes
 from tokrate.redact import Redactor, is_secret_name, split_url_credentials
 from tokrate.runfolder.run_info import TargetInfo
-from tokrate.spec import EndpointSpec, ModelSpec, RunSpec
+from tokrate.spec import SIM_ENDPOINT, EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
     "SIM_ENDPOINT",
@@ -31,9 +31,6 @@ __all__ = [
     "resolve_targets",
     "run_redactor",
 ]
-
-#: Name of the embedded simulator's endpoint in records and reports.
-SIM_ENDPOINT: Final = "sim"
 
 
 class SizedTier(Protocol):

@@ -40,7 +40,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tokrate.finish.finalize import child_command, finalize_run
 from tokrate.inputs.prompts import Prompt
@@ -72,28 +72,10 @@ if TYPE_CHECKING:
     from tokrate.load.progress import RunProgress
 
 __all__ = [
-    "EMBEDDED_DEFAULTS",
     "SIM_ENDPOINT",
     "RunResult",
     "run_benchmark",
 ]
-
-#: What ``tokrate run`` with no config and no endpoint uses (each a load_spec dotted
-#: override; any flag the user gives wins). Six tiers in parallel on an honest
-#: real-time simulator: a sweep of 1 and 8 streams per tier, 30 requests per target and
-#: level (what a stable p95 needs, so the demo triggers none of the small-sample
-#: warnings), 16 output tokens each (15 decode gaps: TPOT is exact on the simulator),
-#: so the slowest tier (the largest model) bounds the run well under 60 s; and demo
-#: SLOs (TTFT <= 0.5 s, TPOT <= 30 ms: at least ~33 tok/s per stream), so the tier pick
-#: table shows a real decision: the large tiers miss them, the small ones meet them.
-EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
-    "load.concurrency": (1, 8),
-    "load.requests": 30,
-    "load.targets": "parallel",
-    "prompts.max_tokens": 16,
-    "slo.ttft_s": 0.5,
-    "slo.tpot_s": 0.03,
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from tokrate.spec._convert import (
     _unknown,
 )
 from tokrate.spec._paths import resolve_hardware_files, resolve_tokenizers
+from tokrate.spec.command_line import SIM_ENDPOINT, RunFlags
 from tokrate.spec.types import (
     EndpointSpec,
     ModelSpec,
@@ -70,14 +71,20 @@ def _apply_overrides(raw: dict[str, object], overrides: _Mapping[str, object]) -
 
 
 def load_spec(
-    path: str | _Path | None = None, overrides: _Mapping[str, object] | None = None
+    path: str | _Path | None = None,
+    overrides: _Mapping[str, object] | None = None,
+    flags: RunFlags | None = None,
 ) -> RunSpec:
-    """Load a RunSpec from TOML file ``path`` (None: defaults only) with ``overrides``.
+    """Load a RunSpec from TOML file ``path`` (None: defaults only) with ``overrides``
+    and, from the CLI, ``tokrate run``'s ``flags``, in one pass.
 
     ``overrides`` are dotted keys of the TOML layout, already typed by the CLI (lists or
     tuples for sweeps; ``"endpoints"``/``"models"`` take lists of EndpointSpec/ModelSpec
-    or tables); an override always wins over the file. Model sizes missing from the
-    config are inferred from model names when targets are resolved
+    or tables); an override always wins over the file. ``flags`` are ``tokrate run``'s
+    target and mode flags, attached by the rules of :mod:`tokrate.spec.command_line`
+    (the embedded defaults, ``--base-url``, ``-m`` on a config, ...); None (a library
+    call) applies none of them. Model sizes
+    missing from the config are inferred from model names when targets are resolved
     (:func:`tokrate.inputs.sizes.fill_sizes`).
 
     Raises:
@@ -85,10 +92,17 @@ def load_spec(
             for an unreadable file, invalid TOML, an unknown key, a wrong type or value,
             or an inconsistent combination (a model naming an unknown endpoint, open
             loop without rates, ...).
+        UsageError: ``flags`` that need another flag (``--base-url`` without ``-m``).
     """
     source = str(path) if path is not None else None
     raw: dict[str, object] = _read_toml(_Path(path)) if path is not None else {}
-    override_keys = _apply_overrides(raw, overrides or {})
+    overrides = overrides or {}
+    if flags is not None:
+        flags.check()
+        overrides = flags.overrides(path is not None, overrides)
+    override_keys = _apply_overrides(raw, overrides)
+    if flags is not None:
+        override_keys |= flags.attach(raw)
     ctx = _Ctx(source, override_keys)
     for name in raw:
         if name not in _TOP_LEVEL:
@@ -103,6 +117,8 @@ def load_spec(
         _check_endpoint(ep, f"endpoint[{i}]", ctx)  # type: ignore[arg-type]
 
     models = tuple(resolve_tokenizers(_models(raw, names, ctx), ctx))
+    if flags is not None:
+        models = flags.choose_models(models, endpoints)  # type: ignore[arg-type]
     sections: dict[str, object] = {}
     for name, cls in _SECTIONS.items():
         table = raw.get(name, {})
@@ -227,7 +243,7 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
             if len(endpoint_names) == 1:
                 table["endpoint"] = endpoint_names[0]
             elif not endpoint_names:
-                table["endpoint"] = "sim"
+                table["endpoint"] = SIM_ENDPOINT
             else:
                 known = ", ".join(repr(n) for n in endpoint_names)
                 raise ctx.error(
@@ -240,7 +256,7 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
             raise ctx.error(
                 f"{key}.endpoint", f"no [[endpoint]] named {model.endpoint!r} (known: {known})"
             )
-        if not endpoint_names and model.endpoint != "sim":
+        if not endpoint_names and model.endpoint != SIM_ENDPOINT:
             raise ctx.error(
                 f"{key}.endpoint",
                 f"no [[endpoint]] named {model.endpoint!r} (none defined: models then "
