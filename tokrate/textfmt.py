@@ -7,7 +7,6 @@ as 0. Milliseconds and tokens/s keep three significant digits.
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Final
 
@@ -23,11 +22,13 @@ __all__ = [
 
 DASH: Final = "—"
 
-# Characters GitHub markdown gives meaning to inside a table cell (after HTML escaping,
-# which takes care of < > & and quotes).
-_MD_SPECIAL: Final = re.compile(r"([\\`*_\[\]|~])")
+# Characters Markdown gives meaning to inside a line or a table cell: emphasis, code,
+# links, table pipes, strikethrough, and < > & (raw HTML, autolinks, entities). A
+# backslash before ASCII punctuation makes it literal (CommonMark 2.4), so escaped text
+# stays plain Markdown, readable as written: no HTML entities (`compare's`, not
+# `compare&#x27;s`), and `<script>` is shown, never run.
+_MD_SPECIAL: Final = re.compile(r"([\\`*_\[\]|~<>&])")
 _NEWLINES: Final = re.compile(r"[\r\n\u2028\u2029]+")
-_ENTITY: Final = re.compile(r"(&(?:amp|lt|gt|quot|#x27);)")
 
 
 def fmt_ms(seconds: float | None, *, unit: bool = True) -> str:
@@ -78,12 +79,7 @@ def level_label(concurrency: int | None, rate_rps: float | None, fallback: str =
 
 
 def md_escape(text: object) -> str:
-    """``text`` safe inside a GFM table cell: HTML-escaped, markdown punctuation
-    backslash-escaped, newlines folded to spaces."""
-    s = _NEWLINES.sub(" ", str(text))
-    s = html.escape(s, quote=True)
-    # Escape markdown punctuation, but not inside the entities html.escape just made.
-    parts = _ENTITY.split(s)
-    return "".join(
-        p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts
-    )
+    """``text`` safe inside a line or a GFM table cell of plain Markdown: newlines
+    folded to spaces, Markdown punctuation and ``< > &`` backslash-escaped (never HTML
+    entities: summary.md, comparison.md and history.md are read as text too)."""
+    return _MD_SPECIAL.sub(r"\\\1", _NEWLINES.sub(" ", str(text)))

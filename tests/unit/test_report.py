@@ -210,8 +210,9 @@ def test_hostile_strings_are_escaped_in_html_and_markdown(tmp_path: Path) -> Non
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "sk-canary" not in page and "MY_KEY" in page and "&lt;redacted&gt;" in page
     md = (out / "summary.md").read_text()
-    assert "<script" not in md and "<img" not in md and "sk-canary" not in md
-    assert "evil&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;\\|col break" in md
+    # Plain Markdown: every < is backslash-escaped (shown, never raw HTML), no entities.
+    assert re.search(r"(?<!\\)<", md) is None and "&lt;" not in md and "sk-canary" not in md
+    assert 'evil\\<script\\>alert("x")\\</script\\>\\|col break' in md
     assert "\\[click\\](javascript:alert(1))" in md
     # Every table row keeps its column count: no "|" or newline broke a cell.
     for block in md.split("\n\n"):
@@ -222,7 +223,8 @@ def test_hostile_strings_are_escaped_in_html_and_markdown(tmp_path: Path) -> Non
 
 def test_md_escape_and_redaction() -> None:
     assert md_escape("a|b\nc") == "a\\|b c"
-    assert md_escape("<x> & *y*") == "&lt;x&gt; &amp; \\*y\\*"
+    assert md_escape("<x> & *y*") == "\\<x\\> \\& \\*y\\*"
+    assert md_escape('compare\'s "view"') == 'compare\'s "view"'
     cfg = {
         "api_key_env": "K",
         "api_key": "s",
