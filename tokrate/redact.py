@@ -52,7 +52,19 @@ _SECRET_WORDS: Final = frozenset(
     }
 )  # fmt: skip
 _WORD_SPLIT: Final = re.compile(r"[^a-z0-9]+")
-_BEARER: Final = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+_BEARER: Final = re.compile(r"(?i)(bearer\s+)([^\s\"',;]+)")
+#: Words that follow "bearer" in a server's own error text ("Missing bearer token in
+#: header", "Bearer realm=...", "invalid bearer authentication"): the message, not a
+#: credential, so they stay readable. Anything else after "bearer" is taken for one.
+_BEARER_WORDS: Final = frozenset(
+    {
+        "auth", "authentication", "authorization", "credential", "credentials", "error",
+        "format", "header", "is", "key", "missing", "not", "realm", "required", "scheme",
+        "token", "tokens", "type", "value",
+    }
+)  # fmt: skip
+#: The parameters of a ``WWW-Authenticate: Bearer ...`` challenge (RFC 6750).
+_CHALLENGE_PARAMS: Final = frozenset({"realm", "scope", "error", "error_description", "error_uri"})
 _KEYLIKE: Final = re.compile(r"\b(sk-(?:ant-)?)[A-Za-z0-9_\-]{8,}")
 _URL_PASSWORD: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 # C0 controls (but tab, newline), DEL and C1 controls: a server's text must not move
@@ -111,12 +123,21 @@ def _cut_tail(text: str, secret: str) -> str:
     return text
 
 
+def _bearer_value(match: re.Match[str]) -> str:
+    value = match.group(2)
+    if "=" in value:  # WWW-Authenticate's parameters; "token=..." is a credential
+        keep = value.split("=", 1)[0].lower() in _CHALLENGE_PARAMS
+    else:
+        keep = value.rstrip(".:!?").lower() in _BEARER_WORDS
+    return match.group(0) if keep else match.group(1) + REDACTED
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with each known secret, bearer tokens, ``sk-`` keys and URL passwords
     replaced by :data:`REDACTED`."""
     for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
         text = _cut_tail(text.replace(secret, REDACTED), secret)
-    text = _BEARER.sub(rf"\1{REDACTED}", text)
+    text = _BEARER.sub(_bearer_value, text)
     text = _KEYLIKE.sub(rf"\1{REDACTED}", text)
     return redact_url(text)
 

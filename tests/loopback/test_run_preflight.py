@@ -150,3 +150,16 @@ def test_probe_mode_checks_by_request_even_with_a_models_list(
 ) -> None:
     code = _run(tmp_path, sim_url, "sim-1b", extra=("--model-check", "probe"))
     assert code == 0, capsys.readouterr().err
+
+
+def test_401_from_a_keyed_simulator_keeps_its_words(
+    start_sim: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator's 401 says "Missing bearer authentication in header."; the
+    redactor takes a credential's shape after "bearer", never the server's own words."""
+    url = start_sim(api_key="sk-sim-secret-0123456789")
+    assert _run(tmp_path, url, "sim-1b") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "answered HTTP 401 Unauthorized:" in line
+    assert "Missing bearer authentication in header." in line and "<redacted>" not in line
+    assert line.endswith("; it wants an API key (api_key_env); nothing was sent")
