@@ -200,3 +200,36 @@ def test_cli_prints_progress_lines_into_a_log(
     assert any("scenario 2 of 2 (c=2)" in ln for ln in lines)
     assert len(lines) >= 4, err
     assert all(LINE.match(ln) for ln in lines), lines
+    # The seconds between the last request and the summary table say what they do.
+    every = err.splitlines()
+    assert every.index("load done; writing summary.json") > every.index(lines[-1])
+
+
+def test_eta_at_c8_follows_the_streams_not_the_first_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two interleaved targets, 8 streams each, every answer 4 s (a) or 2 s (b): the
+    run ends at 16 s. Old pace rule (elapsed / done): 1 answer done after 4 s read
+    4 s x 31 = 2 min. Checked against that schedule's own end at every answer, never
+    against a wall clock."""
+    now = [0.0]
+    monkeypatch.setattr("tokrate.load.progress.time.monotonic", lambda: now[0])
+    console, _ = _console()
+    plan = (ScenarioInfo("c=8", (32, 32), concurrency=8),)
+    progress = RunProgress(console, ["sim/a", "sim/b"], plan, live=False, interval_s=3600)
+    progress.start_scenario(0)
+    # Closed loop: each target's stream k ends at multiples of its E2E.
+    ends = sorted([(4.0 * (n // 8 + 1), "a", 4.0) for n in range(32)]
+                  + [(2.0 * (n // 8 + 1), "b", 2.0) for n in range(32)])  # fmt: skip
+    run_end = ends[-1][0]
+    for t, model, e2e in ends[:-1]:
+        now[0] = t
+        progress.on_event(_finished(model, "ok", 16, e2e=e2e))
+        eta = progress.overall_eta()
+        if eta is None:  # unknown until each target has one answer at this load
+            assert t < 4.0
+            continue
+        truth = run_end - t
+        # Within one answer's length: the streams end in lockstep here, the worst case
+        # for "requests left / streams x mean E2E".
+        assert abs(eta - truth) <= 4.0, (t, eta, truth)

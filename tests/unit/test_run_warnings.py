@@ -1,4 +1,6 @@
-"""Repeated warnings of one kind collapse to one line with a count (issue 11)."""
+"""Repeated warnings of one kind: one line with a count in run.json (issue 11); on the
+terminal each repeat with its own numbers, at most three of a kind, wrapped at word
+boundaries on an 80-column terminal (issue 24)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def test_terminal_prints_each_kind_once_live_then_the_count(tmp_path: Path) -> N
     assert buf.getvalue().splitlines() == [
         "warning: scenario c=1: event-loop lag",  # live, first of its kind
         "warning: a proxy applies",
-        "warning: scenario c=1: event-loop lag (and 2 more like it)",  # at the end
+        "warning: scenario c=8: event-loop lag",  # at the end: the later ones, each its own
+        "warning: scenario c=16: event-loop lag",
     ]
     assert sink.warnings == [
         "scenario c=1: event-loop lag (and 2 more like it)",
@@ -65,6 +68,52 @@ def test_quiet_prints_the_collapsed_list_once_at_the_end(tmp_path: Path) -> None
         sink(WorkerWarning("w0", f"scenario c={c}: event-loop lag", kind="loop_lag"))
     sink.print_warnings(console, ["target sim/m got 0 ok requests of 4 (http_5xx 4)"])
     assert buf.getvalue().splitlines() == [
-        "warning: scenario c=1: event-loop lag (and 1 more like it)",
+        "warning: scenario c=1: event-loop lag",
+        "warning: scenario c=8: event-loop lag",
         "error: target sim/m got 0 ok requests of 4 (http_5xx 4)",
     ]
+
+
+LAG = (
+    "scenario c={c}, worker w0: event-loop lag p99 {p99} ms, max {mx} ms (threshold p99 5 ms"
+    " / max 50 ms): timestamps may be late by that much; lower the concurrency per process"
+    " or use --workers N"
+)
+
+
+def test_end_of_run_repeats_show_their_own_numbers_wrapped_at_80_columns(
+    tmp_path: Path,
+) -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    progress = RunProgress(console, ["sim/m"], live=False, interval_s=3600)
+    sink = _sink(tmp_path, progress)
+    figures = [(1, 5.5, 35.7), (8, 6.1, 53.4), (16, 7.0, 60.2), (32, 9.9, 80.0), (64, 12.5, 99.1)]
+    for c, p99, mx in figures:
+        sink(WorkerWarning("w0", LAG.format(c=c, p99=p99, mx=mx), kind="loop_lag"))
+    sink.print_warnings(console, [])
+    assert buf.getvalue().splitlines() == [
+        "warning: scenario c=1, worker w0: event-loop lag p99 5.5 ms, max 35.7 ms",
+        "         (threshold p99 5 ms / max 50 ms): timestamps may be late by that much;",
+        "         lower the concurrency per process or use --workers N",
+        "warning: scenario c=8, worker w0: event-loop lag p99 6.1 ms, max 53.4 ms",
+        "         (threshold p99 5 ms / max 50 ms): timestamps may be late by that much;",
+        "         lower the concurrency per process or use --workers N",
+        "warning: scenario c=16, worker w0: event-loop lag p99 7.0 ms, max 60.2 ms",
+        "         (threshold p99 5 ms / max 50 ms): timestamps may be late by that much;",
+        "         lower the concurrency per process or use --workers N",
+        "warning: scenario c=32, worker w0: event-loop lag p99 9.9 ms, max 80.0 ms",
+        "         (threshold p99 5 ms / max 50 ms): timestamps may be late by that much;",
+        "         lower the concurrency per process or use --workers N",
+        "warning: ... and 1 more like these",
+    ]
+    assert sink.warnings == [LAG.format(c=1, p99=5.5, mx=35.7) + " (and 4 more like it)"]
+
+
+def test_a_log_keeps_each_notice_on_one_line(tmp_path: Path) -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=False, color_system=None)
+    sink = _sink(tmp_path, None)
+    sink(WorkerWarning("w0", LAG.format(c=1, p99=5.5, mx=35.7), kind="loop_lag"))
+    sink.print_warnings(console, [])
+    assert buf.getvalue().splitlines() == ["warning: " + LAG.format(c=1, p99=5.5, mx=35.7)]

@@ -10,11 +10,12 @@ scheduled == ok + error + cancelled counts planned requests, once each.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from tokrate.inputs.targets import Target
 from tokrate.load.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
 from tokrate.load.looplag import LagSummary
+from tokrate.load.notices import print_notice
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import RequestRecord
@@ -32,6 +33,7 @@ __all__ = [
     "collapse_warnings",
     "collapsed_warnings",
     "count_outcomes",
+    "warning_groups",
 ]
 
 
@@ -42,18 +44,28 @@ def collapse_warnings(warnings: Sequence[tuple[str, str]]) -> list[str]:
     return [line for line, _n in collapsed_warnings(warnings)]
 
 
-def collapsed_warnings(warnings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+def warning_groups(warnings: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """The distinct messages of each kind, kinds in order of first appearance (a
+    message without a kind is a group of its own)."""
     groups: dict[str, list[str]] = {}
     for kind, message in warnings:
         bucket = groups.setdefault(kind or f"\x00{message}", [])
         if message not in bucket:
             bucket.append(message)
+    return list(groups.values())
+
+
+def collapsed_warnings(warnings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
     out = []
-    for messages in groups.values():
+    for messages in warning_groups(warnings):
         extra = len(messages) - 1
         more = f" (and {extra} more like it)" if extra else ""
         out.append((messages[0] + more, len(messages)))
     return out
+
+
+#: Messages of one kind the end-of-run list prints in full before "and N more".
+SHOWN_PER_KIND: Final = 3
 
 
 class TargetOutcomes:
@@ -151,16 +163,22 @@ class Collector:
 
     def print_warnings(self, console: Console, failed: Sequence[str]) -> None:
         """After the run. With live progress the first warning of each kind was printed
-        as it came, so only kinds that repeated print again, collapsed with their count;
-        without it (``--quiet``) every collapsed warning prints now. Then one error line
-        per target without a single ok request."""
+        as it came, so only the later ones of a kind print now, each with its own
+        numbers (a count alone hid them: "(and 1 more like it)" under the first one's
+        figures); without it (``--quiet``) every kind prints now. At most
+        :data:`SHOWN_PER_KIND` of a kind, then how many more (all are in run.json's
+        count). Then one error line per target without a single ok request."""
         live = self.progress is not None
-        for line, n in collapsed_warnings(self.raw_warnings):
-            if line in failed or (live and n == 1):
-                continue
-            console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+        for messages in warning_groups(self.raw_warnings):
+            fresh = [m for m in (messages[1:] if live else messages) if m not in failed]
+            for message in fresh[:SHOWN_PER_KIND]:
+                print_notice(console, "warning", message)
+            if len(fresh) > SHOWN_PER_KIND:
+                print_notice(
+                    console, "warning", f"... and {len(fresh) - SHOWN_PER_KIND} more like these"
+                )
         for line in failed:
-            console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+            print_notice(console, "error", line)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RequestFinished):

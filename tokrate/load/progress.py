@@ -17,9 +17,9 @@ driver (nothing here enters a measurement).
 Tokens count as chunks arrive: workers report each request's content chunks while
 it streams (StreamProgress, 4 times a second), replaced by the server's usage count
 once it ends. The overall ETA adds the current scenario's remaining time (its
-duration limit, or done/total at the pace so far) and an estimate per later scenario
-(its duration limit, or planned requests / streams x the target's mean E2E so far);
-"?" until that can be known.
+duration limit, or the requests left / streams x the target's mean E2E at this load)
+and an estimate per later scenario (its duration limit, or planned requests / streams
+x the target's mean E2E so far); "?" until that can be known.
 
 Warnings print above the display as they arrive, the first of each kind only
 (repeats are collapsed at the end by ``tokrate.load.run``).
@@ -43,6 +43,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokrate.load.events import RequestFinished, RequestStarted, StreamProgress, WorkerWarning
+from tokrate.load.notices import print_notice
 
 __all__ = [
     "REFRESH_PER_S",
@@ -129,9 +130,12 @@ class RunProgress:
         self.started = self.run_started
         self.stop_seen: float | None = None
         self.warned: set[str] = set()
-        # Mean E2E of ok requests per target over the whole run (for later scenarios).
+        # Mean E2E of ok requests per target over the whole run (for later scenarios)
+        # and in the current scenario (its own load sets its pace).
         self.e2e_sum = [0.0] * len(self.labels)
         self.e2e_n = [0] * len(self.labels)
+        self.level_e2e_sum = [0.0] * len(self.labels)
+        self.level_e2e_n = [0] * len(self.labels)
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -183,6 +187,8 @@ class RunProgress:
         while not self._closed.wait(min(0.25, self.interval_s)):
             stopping = self.stop is not None and self.stop.is_set()
             now = time.monotonic()
+            if self.k < 0 and not stopping:
+                continue  # no scenario yet: start_scenario prints the first line
             if now - last >= self.interval_s or (stopping and not stop_told):
                 stop_told = stop_told or stopping
                 last = now
@@ -205,6 +211,8 @@ class RunProgress:
                 _Row(planned[i] if i < len(planned) else None) for i in range(len(self.labels))
             ]
             self.snapshots = {}
+            self.level_e2e_sum = [0.0] * len(self.labels)
+            self.level_e2e_n = [0] * len(self.labels)
         if self.live is None and self._ticker is not None:
             self._print_line()
 
@@ -221,9 +229,7 @@ class RunProgress:
             key = event.kind or event.message
             if key not in self.warned:
                 self.warned.add(key)
-                self.console.print(
-                    f"warning: {event.message}", markup=False, highlight=False, soft_wrap=True
-                )
+                print_notice(self.console, "warning", event.message)
 
     def _finished(self, event: RequestFinished) -> None:
         rec = event.record
@@ -240,6 +246,8 @@ class RunProgress:
         elif rec.e2e_s is not None:
             self.e2e_sum[i] += rec.e2e_s
             self.e2e_n[i] += 1
+            self.level_e2e_sum[i] += rec.e2e_s
+            self.level_e2e_n[i] += 1
 
     # --- numbers --------------------------------------------------------------------
 
@@ -250,24 +258,35 @@ class RunProgress:
                 tokens[i] += n
         return tokens
 
+    def _mean_e2e(self, i: int) -> float | None:
+        """Target ``i``'s mean E2E in this scenario, else over the run so far."""
+        if self.level_e2e_n[i]:
+            return self.level_e2e_sum[i] / self.level_e2e_n[i]
+        if self.e2e_n[i]:
+            return self.e2e_sum[i] / self.e2e_n[i]
+        return None
+
     def _row_eta(self, row: _Row, elapsed: float, i: int | None = None) -> float | None:
-        """Seconds left for one target: done/total at the pace so far; before its
-        first request ends, its mean E2E from earlier scenarios; else None."""
+        """Seconds left for one target, from its mean E2E at this load (before its
+        first request of the scenario ends, its mean from earlier ones; else None).
+
+        Closed loop: the requests left, ``concurrency`` at a time, each one mean E2E
+        long. Not the pace done / elapsed: at c streams the first answers all end
+        about one E2E in, and 1 done after 4 s at c=8 is not 4 s per request (that
+        read 2m02s for a run that ended at 61 s). Open loop: the arrivals left at the
+        rate, plus one E2E for the last answer."""
         if row.total is None:
             return None
         if row.done >= row.total:
             return 0.0
-        if row.done:
-            return elapsed / row.done * (row.total - row.done)
         info = self.scenarios[self.k] if 0 <= self.k < len(self.scenarios) else None
-        if i is None or info is None or not self.e2e_n[i]:
+        mean = None if i is None else self._mean_e2e(i)
+        if mean is None or info is None:
             return None
-        mean = self.e2e_sum[i] / self.e2e_n[i]
         if info.rate_rps:
-            whole = row.total / info.rate_rps + mean
-        else:
-            whole = math.ceil(row.total / (info.concurrency or 1)) * mean
-        return max(0.0, whole - elapsed)
+            return max(0.0, row.total / info.rate_rps + mean - elapsed)
+        streams = max(1, min(info.concurrency or 1, row.total))
+        return (row.total - row.done) / streams * mean
 
     def _scenario_eta(self, elapsed: float) -> float | None:
         """Seconds left in the current scenario (None: not known yet)."""

@@ -50,6 +50,7 @@ from tokrate.load.collector import Collector
 from tokrate.load.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
 from tokrate.load.events import WorkerWarning
 from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
+from tokrate.load.notices import finishing_line, print_notice
 from tokrate.load.plan import Plan, ScenarioPlan
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
@@ -323,7 +324,7 @@ def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console 
     )
     warnings.append(message)
     if console is not None:
-        console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        print_notice(console, "warning", message)
 
 
 # --- the pipeline -----------------------------------------------------------------------
@@ -385,6 +386,8 @@ def run_benchmark(
         sink.finish_record_warnings()
         if progress is not None:
             progress.close()
+        if console is not None and not quiet:
+            console.print(finishing_line(spec.output.report), markup=False, highlight=False)
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
