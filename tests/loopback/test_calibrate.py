@@ -11,17 +11,17 @@ import pytest
 from helpers.hostile_server import hostile_server
 from helpers.specs import sim_spec
 
+from tokrate.analysis.calibration import judge_run
 from tokrate.cli import main
 from tokrate.client.kernel_stamps import kernel_stamps_supported
 from tokrate.errors import UsageError
-from tokrate.load.calibrate import (
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.calibration import (
     Calibration,
     LevelFloor,
-    judge_run,
     load_calibration,
     save_calibration,
 )
-from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
 from tokrate.spec import PromptsSpec, RunSpec
 
@@ -137,7 +137,7 @@ def test_every_run_records_its_verdict_and_the_report_shows_it(
 def test_the_floor_says_within_and_over_with_the_figure_there() -> None:
     """The last lines read one way: "passes 1 ms: at 1024 streams" (p99 17.8 ms there)
     was read as "meets"."""
-    from tokrate.load.calibrate import render_calibration
+    from tokrate.report.calibration import render_calibration
 
     rising = _calibration(_level(1, 1.0, 0.2), _level(256, 1.0, 0.6), _level(1024, 9.0, 17.8))
     assert render_calibration(rising)[-2:] == [

@@ -1,4 +1,4 @@
-"""``tokrate calibrate``: this machine's measurement floor (tokrate.load.calibrate)."""
+"""``tokrate calibrate``: this machine's measurement floor (tokrate.load.calibrate measures it)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,9 @@ def add_calibrate(sub: Subparsers) -> None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from tokrate.load.calibrate import (
-        calibrate,
-        default_calibration_path,
-        parse_concurrency,
-        render_calibration,
-        save_calibration,
-    )
+    from tokrate.load.calibrate import calibrate, parse_concurrency
+    from tokrate.report.calibration import render_calibration
+    from tokrate.runfolder.calibration import default_calibration_path, save_calibration
 
     try:
         levels = parse_concurrency(args.concurrency)

@@ -95,8 +95,8 @@ def finalize_run(
 def _in_process(
     store: RunStore, status: str, loop_lag_p99_ms: float, summarize: Summarize | None = None
 ) -> Summary | None:
+    from tokrate.analysis.calibration import run_envelope
     from tokrate.analysis.metrics import summarize as summarize_run
-    from tokrate.load.calibrate import run_envelope
 
     frame, summary = store.finalize(status=status, summarize=summarize or summarize_run)
     store.update(calibration=run_envelope(frame, loop_lag_p99_ms))
@@ -104,9 +104,9 @@ def _in_process(
 
 
 def _child(run_dir: Path, status: str, loop_lag_p99_ms: float) -> dict[str, Any]:
+    from tokrate.analysis.calibration import run_envelope
     from tokrate.analysis.metrics import summarize
     from tokrate.fileio import write_atomic
-    from tokrate.load.calibrate import run_envelope
 
     info: RunInfo = dataclasses.replace(load_run_info(run_dir), status=status)
     frame = read_records_jsonl(run_dir / "records.jsonl")

@@ -326,7 +326,7 @@ class RunInfo:
     layout_version: int = RUN_LAYOUT_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: Whether the run stayed inside this machine's calibrated measurement floor
-    #: (tokrate.load.calibrate.judge_run's object); None when not judged (older runs).
+    #: (tokrate.analysis.calibration.judge_run's object); None when not judged (older runs).
     calibration: Mapping[str, Any] | None = None
 
     # --- what readers ask ----------------------------------------------------------

@@ -1,0 +1,133 @@
+"""The machine's calibration file: what ``tokrate calibrate`` measured, one JSON file
+per machine (not per run), versioned (:data:`CALIBRATION_VERSION`).
+
+By default ``$TOKRATE_CALIBRATION``, else ``$XDG_CACHE_HOME/tokrate/calibration.json``
+(else ``~/.cache/tokrate/calibration.json``). :func:`save_calibration` is its one
+writer and :func:`load_calibration` its one reader; every run's ``calibration`` verdict
+in run.json (:func:`tokrate.analysis.calibration.judge_run`) is judged against it.
+Figures are in the units :class:`LevelFloor` names (ms, µs per token).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from tokrate.errors import UsageError
+from tokrate.fileio import write_atomic
+
+__all__ = [
+    "CALIBRATION_VERSION",
+    "Calibration",
+    "LevelFloor",
+    "default_calibration_path",
+    "load_calibration",
+    "save_calibration",
+]
+
+CALIBRATION_VERSION: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFloor:
+    """One concurrency's floor (tokrate.load.calibrate's module doc for every figure)."""
+
+    concurrency: int
+    requests: int
+    errors: int
+    tokens: int
+    #: "kernel", "user", or "mixed" (some requests each way).
+    stamp_source: str
+    lag_mean_ms: float
+    lag_p99_ms: float
+    cpu_us_per_token: float
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    created_at: str
+    host: str
+    tokrate_version: str
+    kernel_stamps: str
+    ttft_ms: float
+    itl_ms: float
+    tokens_per_request: int
+    #: 1-minute load average before and after (the machine is often shared).
+    load_before: float
+    load_after: float
+    levels: tuple[LevelFloor, ...]
+
+    def first_over(self, mark_ms: float) -> LevelFloor | None:
+        """The lowest calibrated level whose p99 stamp lag is over ``mark_ms``."""
+        for level in sorted(self.levels, key=lambda lv: lv.concurrency):
+            if level.lag_p99_ms > mark_ms:
+                return level
+        return None
+
+    def level_for(self, concurrency: int) -> LevelFloor | None:
+        """The smallest calibrated level at or above ``concurrency`` (None: beyond)."""
+        for level in sorted(self.levels, key=lambda lv: lv.concurrency):
+            if level.concurrency >= concurrency:
+                return level
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["version"] = CALIBRATION_VERSION
+        out["levels"] = [asdict(level) for level in self.levels]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Calibration:
+        if data.get("version") != CALIBRATION_VERSION:
+            raise UsageError(
+                f"{where}: calibration version {data.get('version')!r} is not"
+                f" {CALIBRATION_VERSION}; run tokrate calibrate again"
+            )
+        try:
+            levels = tuple(LevelFloor(**level) for level in data["levels"])
+            fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "levels"}
+            return cls(**fields, levels=levels)
+        except (KeyError, TypeError) as err:
+            raise UsageError(f"{where}: not a tokrate calibration ({err})") from None
+
+
+def default_calibration_path() -> Path:
+    env = os.environ.get("TOKRATE_CALIBRATION")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "tokrate" / "calibration.json"
+
+
+def save_calibration(calibration: Calibration, path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, orjson.dumps(calibration.to_dict(), option=orjson.OPT_INDENT_2))
+    except OSError as err:
+        raise UsageError(f"{path}: cannot write the calibration ({err.strerror})") from None
+
+
+def load_calibration(path: Path) -> Calibration | None:
+    """The calibration saved at ``path``; None when there is none. Raises UsageError
+    for a file that is not one."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read the calibration ({err.strerror})") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise UsageError(f"{path}: not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a tokrate calibration (not an object)")
+    return Calibration.from_dict(data, str(path))
