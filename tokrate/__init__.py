@@ -52,7 +52,7 @@ from tokrate.spec import (
 from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
 
 if TYPE_CHECKING:
-    from tokrate.analysis.compare import Comparison, compare_runs
+    from tokrate.analysis.compare import compare_runs
     from tokrate.analysis.history import History, load_history, noise_thresholds
     from tokrate.analysis.metrics import summarize
     from tokrate.finish.baseline import check_baseline
@@ -60,12 +60,13 @@ if TYPE_CHECKING:
     from tokrate.load.plan import build_plan
     from tokrate.report import build_report
     from tokrate.report.history_pages import build_history
+    from tokrate.runfolder.comparison import Comparison
     from tokrate.runfolder.store import LoadedRun, load_run
     from tokrate.sim import SimConfig, running_simulator, simulator_process
 
 #: name -> module of the entry points imported on first attribute access.
 _LAZY: dict[str, str] = {
-    "Comparison": "tokrate.analysis.compare",
+    "Comparison": "tokrate.runfolder.comparison",
     "History": "tokrate.analysis.history",
     "LoadedRun": "tokrate.runfolder.store",
     "SimConfig": "tokrate.sim",

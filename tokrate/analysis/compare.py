@@ -21,19 +21,16 @@ equal summary.json's. Percentiles use linear interpolation. The interval is a ci
 block bootstrap in send order with blocks as long as the number of requests in flight
 together (:func:`tokrate.analysis.stats.block_bootstrap`); error rates use Newcombe's interval.
 
-Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
-
-    1: first version.
-    (later, optional: baseline/current "label", threshold "source")
+The result's types and its JSON document (schema history included) are
+:mod:`tokrate.runfolder.comparison`'s, re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, Literal
 
 import polars as pl
 
@@ -41,11 +38,17 @@ from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.comparability import group_problem, run_problem
 from tokrate.analysis.metrics import analysed
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
+from tokrate.runfolder.comparison import (
+    COMPARISON_SCHEMA_HISTORY,
+    COMPARISON_SCHEMA_VERSION,
+    CompareSettings,
+    Comparison,
+    MetricResult,
+    Verdict,
+)
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     RUN_METRICS,
-    Direction,
-    SeriesKey,
     Threshold,
     ThresholdSet,
     metric_column,
@@ -53,6 +56,7 @@ from tokrate.spec.thresholds import (
 )
 
 __all__ = [
+    "COMPARISON_SCHEMA_HISTORY",
     "COMPARISON_SCHEMA_VERSION",
     "CompareSettings",
     "Comparison",
@@ -61,185 +65,6 @@ __all__ = [
     "compare_loaded",
     "compare_runs",
 ]
-
-COMPARISON_SCHEMA_VERSION: Final = 1
-COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
-
-Verdict = Literal["improved", "unchanged", "regressed", "not_comparable"]
-
-_VERDICTS: Final = ("regressed", "improved", "unchanged", "not_comparable")
-
-
-@dataclass(frozen=True, slots=True)
-class CompareSettings:
-    """Statistics knobs. ``resamples`` bootstrap draws at ``confidence``, seeded by
-    ``seed`` (plus a stable hash of each row's key, so rows are independent but every
-    rerun gives the same interval). ``min_samples``: fewer values on either side make
-    a row not comparable. ``intervals`` False skips the bootstrap where the verdict
-    does not depend on it (a change within its threshold): history does, the verdict
-    is the same."""
-
-    confidence: float = 0.95
-    resamples: int = 2000
-    seed: int = 0
-    min_samples: int = 10
-    intervals: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class MetricResult:
-    """One (target, scenario, metric) verdict.
-
-    ``change`` is relative (current / baseline - 1) for every metric but ``error_rate``,
-    where it is the absolute difference of the rates; ``ci_low``/``ci_high`` bound the
-    same quantity. Values are in ``unit``. Unknown is ``None``. ``label`` names the row
-    ("sim-7b c=4", or "endpoint/model c=4" where a model name is ambiguous).
-    """
-
-    endpoint: str
-    model: str
-    scenario: str
-    metric: str
-    unit: str
-    direction: Direction
-    threshold: Threshold | None
-    verdict: Verdict
-    reason: str
-    baseline: float | None = None
-    current: float | None = None
-    change: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n_baseline: int = 0
-    n_current: int = 0
-    label: str = ""
-
-    @property
-    def key(self) -> SeriesKey:
-        return (self.endpoint, self.model, self.scenario, self.metric)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "scenario": self.scenario,
-            "label": self.label,
-            "metric": self.metric,
-            "unit": self.unit,
-            "direction": self.direction,
-            "baseline": self.baseline,
-            "current": self.current,
-            "change": self.change,
-            "change_kind": "absolute" if self.metric == "error_rate" else "relative",
-            "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
-            "threshold": None if self.threshold is None else self.threshold.describe(),
-            "threshold_source": None if self.threshold is None else self.threshold.source,
-            "n_baseline": self.n_baseline,
-            "n_current": self.n_current,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """Everything a comparison found; render with ``tokrate.report.comparison``."""
-
-    baseline_dir: str
-    current_dir: str
-    baseline_run_id: str
-    current_run_id: str
-    results: tuple[MetricResult, ...]
-    thresholds: ThresholdSet
-    settings: CompareSettings
-    warnings: tuple[str, ...] = ()
-    baseline_label: str | None = None
-    current_label: str | None = None
-
-    @property
-    def baseline_name(self) -> str:
-        return self.baseline_label or self.baseline_run_id
-
-    @property
-    def current_name(self) -> str:
-        return self.current_label or self.current_run_id
-
-    @property
-    def regressed(self) -> bool:
-        return any(r.verdict == "regressed" for r in self.results)
-
-    @property
-    def comparable(self) -> bool:
-        """Whether at least one row could be judged."""
-        return any(r.verdict != "not_comparable" for r in self.results)
-
-    @property
-    def verdict(self) -> str:
-        """``regressed``, ``not_comparable`` (nothing could be compared) or ``ok``."""
-        if self.regressed:
-            return "regressed"
-        if not self.comparable:
-            return "not_comparable"
-        return "ok"
-
-    @property
-    def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(_VERDICTS, 0)
-        for r in self.results:
-            out[r.verdict] += 1
-        return out
-
-    @property
-    def exit_code(self) -> int:
-        """0 no regression, 1 at least one regression, 2 nothing was comparable."""
-        if self.regressed:
-            return 1
-        return 0 if self.comparable else 2
-
-    def result(self, endpoint: str, model: str, scenario: str, metric: str) -> MetricResult | None:
-        for r in self.results:
-            if r.key == (endpoint, model, scenario, metric):
-                return r
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The documented JSON document (docs/regressions.md), schema_version 1."""
-        s = self.settings
-        return {
-            "schema_version": COMPARISON_SCHEMA_VERSION,
-            "kind": "tokrate-comparison",
-            "verdict": self.verdict,
-            "counts": self.counts,
-            "baseline": {
-                "path": self.baseline_dir,
-                "run_id": self.baseline_run_id,
-                "label": self.baseline_label,
-            },
-            "current": {
-                "path": self.current_dir,
-                "run_id": self.current_run_id,
-                "label": self.current_label,
-            },
-            "thresholds": [
-                {
-                    "metric": t.metric,
-                    "limit": t.limit,
-                    "floor": t.floor,
-                    "text": t.describe(),
-                    "source": t.source,
-                }
-                for t in self.thresholds.metrics
-            ],
-            "settings": {
-                "confidence": s.confidence,
-                "resamples": s.resamples,
-                "seed": s.seed,
-                "min_samples": s.min_samples,
-            },
-            "warnings": list(self.warnings),
-            "results": [r.to_dict() for r in self.results],
-        }
-
 
 # --- one row ------------------------------------------------------------------------
 

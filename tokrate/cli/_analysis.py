@@ -141,7 +141,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _compare_exit(comparison: object) -> int:
     """The comparison's exit code; 2 also says why on stderr (nothing comparable)."""
-    from tokrate.analysis.compare import Comparison
+    from tokrate.runfolder.comparison import Comparison
 
     assert isinstance(comparison, Comparison)
     if comparison.exit_code == 2:

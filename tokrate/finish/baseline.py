@@ -20,7 +20,7 @@ from tokrate.analysis.compare import COMPARISON_SCHEMA_VERSION, Comparison, comp
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
 from tokrate.load.baseline_ref import check_baseline_ref
-from tokrate.report.comparison import render_json, render_markdown
+from tokrate.report.comparison import baseline_verdict_line, render_json, render_markdown
 from tokrate.runfolder.store import (
     LATEST_GOOD,
     load_run_info,
@@ -100,21 +100,6 @@ def check_baseline(
     if baseline == LATEST_GOOD and code == 0 and info.complete:
         point_latest_good(reports_root, run_dir)
     return code
-
-
-def baseline_verdict_line(baseline: str, comparison: Comparison | None) -> str:
-    """One line: what the baseline check decided."""
-    if comparison is None:
-        return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
-    n = comparison.counts
-    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
-        comparison.verdict
-    ]
-    return (
-        f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
-        f" {n['improved']} improved, {n['unchanged']} unchanged,"
-        f" {n['not_comparable']} not comparable)"
-    )
 
 
 def run_baseline_check(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:

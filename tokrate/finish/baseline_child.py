@@ -26,7 +26,7 @@ from tokrate import errors
 from tokrate.finish.finalize import CHILD_TIMEOUT_S, child_command
 
 if TYPE_CHECKING:
-    from tokrate.analysis.compare import Comparison
+    from tokrate.runfolder.comparison import Comparison
     from tokrate.spec import RunSpec
 
 __all__ = ["BaselineOutcome", "baseline_check"]

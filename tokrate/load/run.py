@@ -66,11 +66,11 @@ from tokrate.spec import RunSpec, prompts_base_dir
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tokrate.analysis.compare import Comparison
     from tokrate.load.backends import Backend
     from tokrate.load.capacity_search import CapacityRun
     from tokrate.load.events import Emit
     from tokrate.load.progress import RunProgress
+    from tokrate.runfolder.comparison import Comparison
 
 __all__ = [
     "SIM_ENDPOINT",

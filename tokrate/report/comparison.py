@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tokrate.analysis.compare import Comparison, MetricResult
+from tokrate.runfolder.comparison import Comparison, MetricResult
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = [
+    "baseline_verdict_line",
     "describe_change",
     "format_value",
     "headline",
@@ -245,3 +246,18 @@ def render_table(c: Comparison, console: Console) -> None:
     console.print(table)
     for w in c.warnings:
         console.print(Text(f"warning: {w}"))
+
+
+def baseline_verdict_line(baseline: str, comparison: Comparison | None) -> str:
+    """One line: what the baseline check decided."""
+    if comparison is None:
+        return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
+    n = comparison.counts
+    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
+        comparison.verdict
+    ]
+    return (
+        f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
+        f" {n['improved']} improved, {n['unchanged']} unchanged,"
+        f" {n['not_comparable']} not comparable)"
+    )

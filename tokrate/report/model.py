@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 
-from tokrate.analysis.compare import Comparison
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import HardwareProfile
 from tokrate.report.tables import Table
+from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.store import LoadedRun
 from tokrate.runfolder.summary import Summary
 

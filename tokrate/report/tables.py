@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from tokrate.analysis.compare import Comparison
 from tokrate.report.comparison import describe_change
+from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.run_info import SloInfo
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
