@@ -94,10 +94,11 @@ def test_preflight_names_prompts_that_cannot_fit_and_the_run_hints(
     assert code == 1  # no ok request at all
     err = capsys.readouterr().err
     (pre,) = [w for w in run["warnings"] if "cannot fit" in w]
-    assert pre.startswith("target endpoint/sim-7b: ")
+    host = sim_url.split("/")[2]  # --base-url's endpoint is named by its host and port
+    assert pre.startswith(f"target {host}/sim-7b: ")
     assert "prompts cannot fit its 4096-token context (estimated prompt + max_tokens)" in pre
     (hint,) = [w for w in run["warnings"] if "exceed the" in w]
-    assert hint.startswith("target endpoint/sim-7b: 4 prompts (")
+    assert hint.startswith(f"target {host}/sim-7b: 4 prompts (")
     assert "exceed the 4096-token context: use shorter prompts, a smaller max_tokens" in hint
     assert "(context_length 4)" in err and f"warning: {pre}" in err
 

@@ -226,7 +226,19 @@ max_tokens = 4
         (["--client", "openai", "--api", "anthropic"], "openai SDK client cannot send"),
         (["--body", "top_k"], "--body 'top_k': expected KEY=JSON"),
         (["--body", "user=me"], "--body user: the value is not JSON"),
-        (["--body", "stream=false"], "key 'client.body_overrides.stream': reserved"),
+        (
+            ["--body", "stream=false"],
+            "tokrate run: --body stream: reserved key, tokrate always streams",
+        ),
+        # Said before the value is parsed: "x" is not JSON, but that is not the problem.
+        (
+            ["--body", "model=x"],
+            "tokrate run: --body model: reserved key, tokrate sets it from the target (choose models with -m NAME or [[model]] name)",
+        ),
+        (
+            ["--body", "messages=[]"],
+            "--body messages: reserved key, tokrate sets it from the prompts",
+        ),
     ],
 )
 def test_bad_knobs_are_one_line_exit_2(

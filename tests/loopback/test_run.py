@@ -122,7 +122,7 @@ def test_cli_unreachable_exit_2_one_line(
     )
     err = capsys.readouterr().err.strip()
     assert rc == 2
-    assert err.startswith("tokrate: error: endpoint 'endpoint'") and "unreachable" in err
+    assert err.startswith(f"tokrate: error: endpoint '127.0.0.1:{port}'") and "unreachable" in err
     assert "\n" not in err and "Traceback" not in err
 
 

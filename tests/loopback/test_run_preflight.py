@@ -125,13 +125,14 @@ def test_model_check_off_skips_it_and_a_target_with_no_ok_request_exits_1(
     err = capsys.readouterr().err
     assert code == 1, err
     (line,) = [ln for ln in err.splitlines() if ln.startswith("error: target")]
-    assert line.startswith("error: target endpoint/ghost got 0 ok requests of 4 (http_4xx 4)")
+    host = url.split("/")[2]  # --base-url's endpoint is named by its host and port
+    assert line.startswith(f"error: target {host}/ghost got 0 ok requests of 4 (http_4xx 4)")
     assert "HTTP 404" in line and "no such model" in line
     (run_dir,) = tmp_path.iterdir()
     import orjson
 
     run = orjson.loads((run_dir / "run.json").read_bytes())
-    assert any(w.startswith("target endpoint/ghost got 0 ok") for w in run["warnings"])
+    assert any(w.startswith(f"target {host}/ghost got 0 ok") for w in run["warnings"])
 
 
 def test_one_failing_target_among_good_ones_exits_1_and_names_it(
@@ -142,7 +143,8 @@ def test_one_failing_target_among_good_ones_exits_1_and_names_it(
     err = capsys.readouterr().err
     assert code == 1, err
     failed = [ln for ln in err.splitlines() if ln.startswith("error: target")]
-    assert len(failed) == 1 and "endpoint/sim-70b got 0 ok requests of 4 (http_5xx 4)" in failed[0]
+    host = url.split("/")[2]
+    assert len(failed) == 1 and f"{host}/sim-70b got 0 ok requests of 4 (http_5xx 4)" in failed[0]
 
 
 def test_probe_mode_checks_by_request_even_with_a_models_list(
@@ -163,3 +165,16 @@ def test_401_from_a_keyed_simulator_keeps_its_words(
     assert "answered HTTP 401 Unauthorized:" in line
     assert "Missing bearer authentication in header." in line and "<redacted>" not in line
     assert line.endswith("; it wants an API key (api_key_env); nothing was sent")
+
+
+def test_a_base_url_without_v1_gets_a_did_you_mean(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = sim_url.removesuffix("/v1")
+    assert _run(tmp_path, base, "sim-1b") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "a one-token request to model 'sim-1b' failed (HTTP 404 Not Found" in line
+    assert line.endswith(
+        f"; did you mean base_url {base}/v1? (GET {base}/v1/models lists models); nothing was sent"
+    )
+    assert not any(tmp_path.iterdir())

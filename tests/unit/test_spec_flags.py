@@ -159,3 +159,20 @@ def test_errors_name_the_file_or_the_command_line(tmp_path: Path) -> None:
     no_slo.write_text(CONFIG.replace("[slo]\nttft_s = 1.0\n", ""))
     with pytest.raises(ConfigError, match=r"^command line: key 'load\.capacity'"):
         load_spec(no_slo, {}, RunFlags(capacity=True))
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("https://api.openai.com/v1", "api.openai.com"),
+        ("http://127.0.0.1:8080/v1", "127.0.0.1:8080"),
+        ("http://user:secret@gw.internal:4000/v1", "gw.internal:4000"),
+        ("http://[::1]:8000/v1", "[::1]:8000"),
+    ],
+)
+def test_base_url_endpoint_is_named_by_its_host(url: str, name: str) -> None:
+    """Without a config the endpoint was called "endpoint" ("endpoint endpoint" in
+    titles); its host says which server it is, never its credentials."""
+    spec = load_spec(None, {}, RunFlags(base_url=url, models=("m",)))
+    assert [e.name for e in spec.endpoints] == [name]
+    assert [(m.endpoint, m.name) for m in spec.models] == [(name, "m")]

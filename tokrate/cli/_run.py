@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
@@ -135,10 +135,22 @@ def _run_seconds(text: str, flag: str) -> float:
         raise UsageError(f"tokrate run: {flag} {text!r}: expected seconds (30, 30s, 2m)") from None
 
 
+#: Where each reserved body field comes from instead of --body.
+_RESERVED_WHY: Final = {
+    "model": "tokrate sets it from the target (choose models with -m NAME or [[model]] name)",
+    "messages": "tokrate sets it from the prompts (--prompts or [prompts])",
+    "prompt": "tokrate sets it from the prompts (--prompts or [prompts])",
+    "input": "tokrate sets it from the prompts (--prompts or [prompts])",
+    "stream": "tokrate always streams",
+}
+
+
 def _body_pairs(items: list[str]) -> dict[str, object]:
     """``--body KEY=JSON`` values as a table (a later KEY wins); a value that is not
     JSON is refused, naming it (``--body top_k=40``, ``--body stop='["\\n"]'``)."""
     import orjson
+
+    from tokrate.spec import RESERVED_BODY_KEYS
 
     out: dict[str, object] = {}
     for item in items:
@@ -146,6 +158,9 @@ def _body_pairs(items: list[str]) -> dict[str, object]:
         key = key.strip()
         if not eq or not key:
             raise UsageError(f"tokrate run: --body {item!r}: expected KEY=JSON (e.g. top_k=40)")
+        if key in RESERVED_BODY_KEYS:
+            # Said before the value is read: "--body model=x" is not a quoting problem.
+            raise UsageError(f"tokrate run: --body {key}: reserved key, {_RESERVED_WHY[key]}")
         try:
             out[key] = orjson.loads(text)
         except orjson.JSONDecodeError:

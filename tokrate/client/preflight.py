@@ -233,6 +233,23 @@ def _refuse_auth(resp: Any, where: str, key_env: str | None, api_key: str | None
         )
 
 
+def _v1_hint(http: Any, base: str) -> str | None:
+    """ "did you mean BASE/v1" when ``base`` lacks the API's version segment and
+    BASE/v1/models answers with a model list (most OpenAI-compatible servers hang their
+    routes under /v1; a base URL without it 404s every request)."""
+    import httpx
+
+    if base.rstrip("/").rsplit("/", 1)[-1].lower() in ("v1", "v1beta", "openai"):
+        return None
+    try:
+        resp = http.get(f"{base}/v1/models", headers={"Connection": "close"})
+    except httpx.HTTPError:
+        return None
+    if not resp.is_success or served_models(resp.content) is None:
+        return None
+    return f"did you mean base_url {base}/v1? (GET {base}/v1/models lists models)"
+
+
 def _probe(
     http: Any,
     target: Target,
@@ -256,9 +273,10 @@ def _probe(
         return
     _refuse_auth(resp, where, key_env, api_key)
     if resp.status_code == 404:
+        hint = _v1_hint(http, base) or "check the model name and base_url"
         raise ModelNotServed(
             f"{where}: a one-token request to model {model!r} failed ({_reply(resp, api_key)});"
-            " check the model name and base_url; nothing was sent"
+            f" {hint}; nothing was sent"
         )
     raise EndpointUnreachable(
         f"{where}: a one-token request to model {model!r} failed ({_reply(resp, api_key)});"

@@ -28,6 +28,7 @@ from tokrate.errors import ConfigError, PromptError
 from tokrate.inputs.prompts import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.redact import Redactor
+from tokrate.spec import RESERVED_BODY_KEYS
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
@@ -44,8 +45,6 @@ __all__ = [
     "without_stream_options",
 ]
 
-#: Body keys tokrate owns; no extra_body may override them silently.
-_RESERVED_BODY_KEYS = frozenset({"model", "messages", "prompt", "input", "stream"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 #: The ``anthropic-version`` header sent unless a configured header sets another.
 ANTHROPIC_VERSION: Final = "2023-06-01"
@@ -252,7 +251,7 @@ def _merge_knobs(body: dict[str, Any], target: Target, settings: RequestSettings
     )
     for owner, pairs in layers:
         for key, value in pairs:
-            if key in _RESERVED_BODY_KEYS:
+            if key in RESERVED_BODY_KEYS:
                 raise ConfigError(f"{owner}: extra_body may not set {key!r}")
             body[key] = value
 

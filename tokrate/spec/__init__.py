@@ -14,6 +14,7 @@ from __future__ import annotations
 from tokrate.spec._load import load_spec, prompts_base_dir, spec_to_dict
 from tokrate.spec.command_line import EMBEDDED_DEFAULTS, SIM_ENDPOINT, RunFlags
 from tokrate.spec.types import (
+    RESERVED_BODY_KEYS,
     ApiKind,
     ArrivalKind,
     CapacitySpec,
@@ -45,6 +46,7 @@ from tokrate.spec.types import (
 
 __all__ = [
     "EMBEDDED_DEFAULTS",
+    "RESERVED_BODY_KEYS",
     "SIM_ENDPOINT",
     "GridSpec",
     "PromptFormat",

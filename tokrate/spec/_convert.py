@@ -12,6 +12,7 @@ import typing as _typing
 
 from tokrate.errors import ConfigError as _ConfigError
 from tokrate.spec.types import (
+    RESERVED_BODY_KEYS,
     ClientSpec,
     CompareSpec,
     DistributedSpec,
@@ -153,7 +154,7 @@ _OVERRIDE_ALIASES = {"endpoints": "endpoint", "models": "model"}
 _FORMATS = ("png", "svg", "pdf")
 _ENV_NAME = _re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = _re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream", "input")
+_RESERVED_BODY_KEYS = RESERVED_BODY_KEYS
 
 
 class _Bad(Exception):

@@ -9,7 +9,8 @@ over as one :class:`RunFlags` and ``load_spec`` applies them in the same single 
 - no config file and no ``--base-url``: the embedded simulator with
   :data:`EMBEDDED_DEFAULTS` under every flag (an open-loop run, ``--rate``, drops the
   default concurrency sweep);
-- ``--base-url URL -m NAME...``: one endpoint named ``endpoint`` (its
+- ``--base-url URL -m NAME...``: one endpoint named by the URL's host (and port:
+  :func:`endpoint_name`; its
   ``--api-key-env``, ``--model-check`` and ``--metrics-url``) serving the ``-m``
   models; it replaces the config's endpoints and models;
 - ``-m`` on a config (or on the simulator): a name the config defines keeps its whole
@@ -28,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 from tokrate.errors import ConfigError, UsageError
 from tokrate.spec.types import EndpointSpec, ModelCheck, ModelSpec
 
-__all__ = ["EMBEDDED_DEFAULTS", "SIM_ENDPOINT", "RunFlags"]
+__all__ = ["EMBEDDED_DEFAULTS", "SIM_ENDPOINT", "RunFlags", "endpoint_name"]
 
 #: The endpoint name of the embedded simulator: ``[[model]] endpoint = "sim"`` with no
 #: ``[[endpoint]]`` configured names one of its tiers.
@@ -55,8 +57,24 @@ EMBEDDED_DEFAULTS: Final[Mapping[str, object]] = {
     "slo.tpot_s": 0.03,
 }
 
-#: The one endpoint ``--base-url`` defines.
+#: The name of the ``--base-url`` endpoint when its URL has no host to name it by.
 _FLAG_ENDPOINT: Final = "endpoint"
+
+
+def endpoint_name(base_url: str) -> str:
+    """The name of the one endpoint ``--base-url`` defines: the URL's host, with its
+    port when it has one (``api.openai.com``, ``127.0.0.1:8080``), so titles and
+    target labels say which server was measured ("endpoint endpoint" said nothing)."""
+    try:
+        parts = urlsplit(base_url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return _FLAG_ENDPOINT
+    if not host:
+        return _FLAG_ENDPOINT
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return f"{host}:{port}" if port is not None else host
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +109,17 @@ class RunFlags:
                 defaults.pop("load.concurrency")
             out = {**defaults, **out}
         if self.base_url:
+            name = endpoint_name(self.base_url)
             out["endpoints"] = [
                 EndpointSpec(
-                    name=_FLAG_ENDPOINT,
+                    name=name,
                     base_url=self.base_url,
                     api_key_env=self.api_key_env,
                     model_check=self.model_check or "auto",
                     metrics_url=self.metrics_url,
                 )
             ]
-            out["models"] = [ModelSpec(endpoint=_FLAG_ENDPOINT, name=m) for m in self.models]
+            out["models"] = [ModelSpec(endpoint=name, name=m) for m in self.models]
         return out
 
     def attach(self, raw: dict[str, object]) -> set[str]:

@@ -9,9 +9,10 @@ directly in Python. Nothing below the CLI ever sees argv. Validation errors are
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
+    "RESERVED_BODY_KEYS",
     "ApiKind",
     "ArrivalKind",
     "CapacitySpec",
@@ -43,6 +44,10 @@ __all__ = [
     "SyntheticSpec",
     "TimeoutsSpec",
 ]
+
+#: Body fields tokrate sets itself from the target and the prompt: no extra_body and no
+#: ``--body`` may set them.
+RESERVED_BODY_KEYS: Final = ("model", "messages", "prompt", "stream", "input")
 
 ClientKind = Literal["fast", "httpx", "openai"]
 ApiKind = Literal["chat", "completions", "responses", "anthropic"]
