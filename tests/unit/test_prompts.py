@@ -222,3 +222,43 @@ def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
     got = load(tmp_path, "u.jsonl")
     assert [p.prompt for p in got] == ["a\u2028b\x85c", "d"]
     assert got[1].source == "u.jsonl line 2"
+
+
+def test_sources_file_by_file_with_tasks_and_what_limit_cut(tmp_path: Path) -> None:
+    """run.json ``prompts``: one entry per file (a folder counts file by file), set
+    and generator, in load order; ``limit`` cuts from the end and says where."""
+    from tokrate.inputs.prompts import load_prompt_sources
+    from tokrate.load.prompt_use import source_text
+    from tokrate.runfolder.prompt_sources import PromptSourceInfo
+
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(
+        "\n".join(
+            json.dumps({"prompt": f"q{i}", "task": "qa" if i else "triage"}) for i in range(3)
+        ),
+        encoding="utf-8",
+    )
+    (folder / "b.txt").write_text("one\n\ntwo\n", encoding="utf-8")
+    spec = PromptsSpec(paths=("prompts",), sets=("chat",),
+                       synthetic=SyntheticSpec(count=4), limit=25)  # fmt: skip
+    loaded = load_prompt_sources(spec, base_dir=tmp_path)
+    assert loaded.sources == (
+        PromptSourceInfo("file", "prompts/a.jsonl", 3, (("qa", 2), ("triage", 1))),
+        PromptSourceInfo("file", "prompts/b.txt", 2, (("b", 2),)),
+        PromptSourceInfo("set", "chat", 20, (("chat", 20),)),
+        PromptSourceInfo("generated", "synthetic", 0, (), cut_by_limit=4),
+    )
+    assert [loaded.sources[i].name for i in loaded.origin] == (
+        ["prompts/a.jsonl"] * 3 + ["prompts/b.txt"] * 2 + ["chat"] * 20
+    )
+    assert source_text(loaded.sources) == (
+        "file prompts/a.jsonl 3 (tasks qa 2, triage 1); file prompts/b.txt 2; set chat 20;"
+        " synthetic prompts 0 (+4 cut by limit)"
+    )
+    # With no source named, the five shipped sets, each its own entry.
+    default = load_prompt_sources(PromptsSpec())
+    assert [(s.kind, s.name, s.prompts) for s in default.sources] == [
+        ("set", "chat", 20), ("set", "classification", 24), ("set", "code", 20),
+        ("set", "extraction", 20), ("set", "summarization", 16),
+    ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,11 @@ def test_init_writes_a_loadable_example_and_refuses_to_overwrite(
     text = path.read_text(encoding="utf-8")
     assert text.count("\n#") > 40  # commented throughout
     spec = load_spec(path, {})
-    assert spec.uses_simulator and spec.load.concurrency == (1, 4, 16)
+    # Every active line is a default: the file as written asks for nothing a run
+    # without it would not do (no bundled set, no sweep, no SLO the user did not set).
+    assert dataclasses.replace(spec, source=None) == load_spec(None, {})
+    assert spec.uses_simulator and spec.prompts.sets == () and spec.prompts.paths == ()
+    assert 'paths = ["prompts/"]' in text  # where a user's own sets live
 
     path.write_text("# mine\n", encoding="utf-8")
     assert main(["init", str(path)]) == 2

@@ -32,6 +32,7 @@ import json
 import math
 import random
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -59,16 +60,19 @@ from tokrate.inputs.traces import (
     parse_sharegpt,
 )
 from tokrate.inputs.workloads import grid_prompts, session_prompts, shared_prefix_prompts
+from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
 __all__ = [
     "JSONL_SUFFIXES",
     "TEXT_SUFFIXES",
+    "LoadedPrompts",
     "Prompt",
     "Turn",
     "bundled_sets",
     "estimate_input_tokens",
     "estimate_tokens",
+    "load_prompt_sources",
     "load_prompts",
     "parse_jsonl",
     "parse_text",
@@ -259,7 +263,8 @@ def _load_file(path: Path, label: str, spec: PromptsSpec) -> list[Prompt]:
     raise PromptError(f"{label}: unknown prompt file type {suffix or '(none)'!r} (use {known})")
 
 
-def _load_path(raw: str, base_dir: Path, spec: PromptsSpec) -> list[Prompt]:
+def _load_path(raw: str, base_dir: Path, spec: PromptsSpec) -> list[tuple[str, list[Prompt]]]:
+    """(file label, its prompts) for ``raw``: one file, or every file of a folder."""
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = base_dir / path
@@ -267,13 +272,14 @@ def _load_path(raw: str, base_dir: Path, spec: PromptsSpec) -> list[Prompt]:
         files = _files_under(path)
         if not files:
             raise PromptError(f"{raw}: folder has no prompt files (.jsonl, .txt, .md)")
-        out: list[Prompt] = []
+        out: list[tuple[str, list[Prompt]]] = []
         for f in files:
-            out.extend(_load_file(f, str(Path(raw) / f.relative_to(path)), spec))
+            label = str(Path(raw) / f.relative_to(path))
+            out.append((label, _load_file(f, label, spec)))
         return out
     if not path_exists(path):
         raise PromptError(f"{raw}: prompt file not found (looked in {path.parent})")
-    return _load_file(path, raw, spec)
+    return [(raw, _load_file(path, raw, spec))]
 
 
 # --- synthetic ----------------------------------------------------------------------
@@ -335,10 +341,29 @@ def _dedupe(prompts: Iterable[Prompt]) -> Iterator[Prompt]:
         yield p
 
 
+@dataclass(frozen=True, slots=True)
+class LoadedPrompts:
+    """The prompts of a run and where each came from: ``origin[i]`` indexes
+    ``sources`` for ``prompts[i]`` (run.json ``prompts``; ``sent`` is filled in
+    after the run)."""
+
+    prompts: tuple[Prompt, ...]
+    sources: tuple[PromptSourceInfo, ...]
+    origin: tuple[int, ...]
+
+
 def load_prompts(
     spec: PromptsSpec, *, base_dir: Path | str = ".", reserve_tokens: int = 0
 ) -> tuple[Prompt, ...]:
-    """Resolve ``spec`` into prompts (see the module docstring for sources and order).
+    """The prompts of :func:`load_prompt_sources`."""
+    return load_prompt_sources(spec, base_dir=base_dir, reserve_tokens=reserve_tokens).prompts
+
+
+def load_prompt_sources(
+    spec: PromptsSpec, *, base_dir: Path | str = ".", reserve_tokens: int = 0
+) -> LoadedPrompts:
+    """Resolve ``spec`` into prompts, with their sources (see the module docstring for
+    sources and order).
 
     ``base_dir``: where relative paths are read from (``tokrate.spec.prompts_base_dir``
     gives the config file's folder). ``reserve_tokens``: tokens the request adds in
@@ -352,29 +377,29 @@ def load_prompts(
             an unknown bundled set, or duplicate ids.
     """
     base = Path(base_dir)
-    collected: list[Prompt] = []
+    groups: list[tuple[SourceKind, str, list[Prompt]]] = []
     for raw in spec.paths:
-        collected.extend(_load_path(raw, base, spec))
+        groups += [("file", label, found) for label, found in _load_path(raw, base, spec)]
     sets = spec.sets
     generated = (spec.synthetic, spec.sessions, spec.grid, spec.shared_prefix)
     if not spec.paths and not sets and all(g is None for g in generated):
         sets = SHIPPED_SETS
-    for name in sets:
-        collected.extend(_load_set(name))
+    groups += [("set", name, _load_set(name)) for name in sets]
     if spec.synthetic is not None:
-        collected.extend(synthetic_prompts(spec.synthetic))
+        groups.append(("generated", "synthetic", synthetic_prompts(spec.synthetic)))
     if spec.sessions is not None:
-        collected.extend(session_prompts(spec.sessions))
+        groups.append(("generated", "sessions", session_prompts(spec.sessions)))
     if spec.grid is not None:
-        collected.extend(grid_prompts(spec.grid, reserve_tokens=reserve_tokens))
+        grid = grid_prompts(spec.grid, reserve_tokens=reserve_tokens)
+        groups.append(("generated", "grid", grid))
     if spec.shared_prefix is not None:
-        collected.extend(shared_prefix_prompts(spec.shared_prefix))
-    prompts = list(_dedupe(collected))
-    if spec.limit is not None:
-        prompts = prompts[: spec.limit]
+        groups.append(("generated", "shared_prefix", shared_prefix_prompts(spec.shared_prefix)))
+    tagged = [(g, p) for g, (_kind, _name, found) in enumerate(groups) for p in found]
+    prompts = list(_dedupe(p for _g, p in tagged))
+    origin = [g for g, _p in tagged]
+    kept = len(prompts) if spec.limit is None else min(spec.limit, len(prompts))
+    prompts, cut, origin = prompts[:kept], origin[kept:], origin[:kept]
     if spec.max_tokens is not None:
-        from dataclasses import replace
-
         cap = spec.max_tokens
         prompts = [
             replace(p, max_tokens=cap, turns=tuple(replace(t, max_tokens=cap) for t in p.turns))
@@ -385,4 +410,23 @@ def load_prompts(
     for p in prompts:
         if len(p.turns) >= MAX_SESSION_TURNS:
             raise PromptError(f"{p.source}: more than {MAX_SESSION_TURNS} turns in one session")
-    return tuple(prompts)
+    # A source all of whose prompts `limit` cut is still listed: the config named it.
+    sources = tuple(
+        PromptSourceInfo(
+            kind=kind,
+            name=name,
+            prompts=sum(1 for g in origin if g == i),
+            tasks=_tasks(p.task for p, g in zip(prompts, origin, strict=True) if g == i),
+            cut_by_limit=sum(1 for g in cut if g == i),
+        )
+        for i, (kind, name, _found) in enumerate(groups)
+    )
+    return LoadedPrompts(tuple(prompts), sources, tuple(origin))
+
+
+def _tasks(tasks: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """(task, count) pairs, most first, then by name."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task] = counts.get(task, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

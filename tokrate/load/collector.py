@@ -122,6 +122,8 @@ class Collector:
         self.outcomes = {label: TargetOutcomes() for label in self.labels}
         #: Preconnected set-up times per (scenario, endpoint), for run.json.
         self.connections: dict[tuple[str, str], list[float | None]] = {}
+        #: Ids of the prompts some request sent (run.json ``prompts`` ``sent``).
+        self.sent_prompts: set[str] = set()
 
     @property
     def warnings(self) -> list[str]:
@@ -184,6 +186,7 @@ class Collector:
         if isinstance(event, RequestFinished):
             record = event.record
             self.store.append(record)
+            self.sent_prompts.add(record.prompt_id)
             if record.attempt > 1:
                 # A retry replaces its request's previous (failed) attempt in the counts.
                 self.counts["error"] -= 1

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tokrate.finish.finalize import child_command, finalize_run
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompts import LoadedPrompts, Prompt
 from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
 from tokrate.load.collector import Collector
@@ -52,6 +52,7 @@ from tokrate.load.events import WorkerWarning
 from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.load.notices import finishing_line, print_notice
 from tokrate.load.plan import Plan, ScenarioPlan
+from tokrate.load.prompt_use import source_text, unsent_warnings, with_sent
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
 from tokrate.load.signals import SignalStopper, stop_on_signals
@@ -122,6 +123,8 @@ class _Prepared:
     backend: Backend
     store: RunStore
     redactor: Redactor
+    #: The prompts' sources (run.json ``prompts``; what was sent is added at the end).
+    loaded: LoadedPrompts
     #: Pre-flight warnings (prompts that cannot fit a server's context), for run.json.
     notices: tuple[str, ...] = ()
 
@@ -163,7 +166,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
     folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
-    from tokrate.inputs.prompts import load_prompts
+    from tokrate.inputs.prompts import load_prompt_sources
     from tokrate.load.backends.selection import open_backend
     from tokrate.load.plan import build_plan, shard
 
@@ -174,12 +177,13 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         from tokrate.load.baseline_ref import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
-    prompts = load_prompts(
+    loaded = load_prompt_sources(
         spec.prompts,
         base_dir=base_dir or prompts_base_dir(spec),
         # Grid prompts leave room for the cache-busting tag: the server counts exactly.
         reserve_tokens=UNIQUE_TAG_TOKENS if spec.client.unique_prompts else 0,
     )
+    prompts = loaded.prompts
     store = RunStore(Path(spec.output.dir) / run_id)
     stack.callback(store.close)
     try:
@@ -192,12 +196,13 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         stack.callback(backend.close)
         shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
         info = start_info(run_id, spec, targets, plan, backend)
-        store.start(dataclasses.replace(info, config=redactor.value(info.config)))
+        config = redactor.value(info.config)
+        store.start(dataclasses.replace(info, config=config, prompts=loaded.sources))
     except BaseException:
         store.discard()
         raise
     return _Prepared(
-        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, notices
+        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, loaded, notices
     )
 
 
@@ -359,6 +364,9 @@ def run_benchmark(
     stopper = SignalStopper(stop)
     with contextlib.ExitStack() as stack:
         p = _prepare(spec, base_dir, stack)
+        if console is not None and not quiet:
+            # Before any load: a user who named one file sees that nothing else is sent.
+            print_notice(console, "prompts", source_text(p.loaded.sources))
         progress = None
         searching = spec.load.capacity is not None
         if console is not None and not quiet and not searching:
@@ -384,6 +392,11 @@ def run_benchmark(
                 warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
             )
         sink.finish_record_warnings()
+        sources = with_sent(
+            p.loaded, sink.sent_prompts, p.plan, interrupted=interrupted, seed=spec.load.seed
+        )
+        for line in unsent_warnings(sources):
+            sink(WorkerWarning("driver", line, "prompts_unsent"))
         if progress is not None:
             progress.close()
         if console is not None and not quiet:
@@ -408,6 +421,7 @@ def run_benchmark(
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
             server_metrics=scrapes,
+            prompts=sources,
         )
     run_dir = p.store.path
     warnings = list(sink.warnings)

@@ -24,6 +24,7 @@ import orjson
 
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.jsonread import JsonReader
+from tokrate.runfolder.prompt_sources import PromptSourceInfo
 
 __all__ = [
     "RUN_KIND",
@@ -43,7 +44,7 @@ RUN_LAYOUT_VERSION: Final = 1
 #: One line per layout version; readers keep loading every version listed here.
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
-    " server_metrics, calibration)"
+    " server_metrics, calibration, prompts)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -328,6 +329,8 @@ class RunInfo:
     #: Whether the run stayed inside this machine's calibrated measurement floor
     #: (tokrate.analysis.calibration.judge_run's object); None when not judged (older runs).
     calibration: Mapping[str, Any] | None = None
+    #: Where the prompts came from, per source (empty in runs older than the key).
+    prompts: tuple[PromptSourceInfo, ...] = ()
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -422,6 +425,7 @@ class RunInfo:
             "config": dict(self.config),
             "targets": [t.to_dict() for t in self.targets],
             "scenarios": [s.to_dict() for s in self.scenarios],
+            "prompts": [p.to_dict() for p in self.prompts],
             "slo": self.slo.as_mapping(),
             "hardware": self.hardware,
             "backend": self.backend,
@@ -474,6 +478,7 @@ class RunInfo:
             config=dict(r.mapping("config")),
             targets=_each(r.items("targets"), TargetInfo.from_dict, f"{where}: targets"),
             scenarios=_each(r.items("scenarios"), ScenarioInfo.from_dict, f"{where}: scenarios"),
+            prompts=_each(r.items("prompts"), PromptSourceInfo.from_dict, f"{where}: prompts"),
             slo=SloInfo() if slo is None else SloInfo.from_dict(slo, f"{where}: slo"),
             hardware=r.opt_str("hardware"),
             backend=r.opt_str("backend"),

@@ -54,9 +54,10 @@ name = "mixtral-8x7b-instruct"           # MoE: inferred 46.7B total, 12.9B acti
 _TEMPLATE = """\
 # tokrate benchmark config. Run it with:   tokrate run -c {name}
 #
-# Every key is optional; the values below are the defaults unless marked "example".
-# Any command-line flag overrides the file (e.g. --concurrency 1,4,16 --requests 100).
-# Reference of every key: docs/config.md.
+# Every key is optional. Every active line below is the default, so this file as
+# written asks for nothing a run without it would not do; the commented lines are
+# examples to turn on. Any command-line flag overrides the file (e.g. --concurrency
+# 1,4,16 --requests 100). Reference of every key: docs/config.md.
 
 # --- targets ---------------------------------------------------------------------
 # With no [[endpoint]], tokrate starts its built-in simulator on 127.0.0.1 and
@@ -69,7 +70,8 @@ _TEMPLATE = """\
 [load]
 mode = "closed"             # "closed": N streams in flight; "open": arrivals at a rate (default
                             # is "open" when rates is set)
-concurrency = [1, 4, 16]    # closed-loop sweep: one scenario per level, per target (example)
+concurrency = [1]           # closed-loop levels, one scenario each, per target; a sweep:
+                            # concurrency = [1, 4, 16]
 # rates = [1.0, 2.0, 4.0]   # open-loop sweep, requests/s per target
 arrival = "poisson"         # open loop: "constant", "poisson" or "gamma"
 burstiness = 1.0            # gamma only: 1/shape (1 = Poisson, >1 burstier, <1 more regular)
@@ -84,8 +86,14 @@ ignore_eos = false          # ask the server to generate exactly max_tokens (vLL
 workers = 1                 # local worker processes (each its own event loop)
 
 [prompts]
-sets = ["chat", "classification"]  # bundled sets (example); empty with no paths = all of them
-paths = []                  # JSONL/.txt files or folders, relative to this file (example)
+# Where the prompts come from. With no paths, sets or generated prompts, a run sends
+# tokrate's five bundled sets (chat, classification, code, extraction, summarization);
+# with any of them, only what they name. Keep your own prompts in prompts/ beside
+# reports/ (JSONL, .txt or .md files); every run prints and records in run.json which
+# source gave how many prompts and how many were sent.
+paths = []                  # your files or folders, relative to this file, e.g.
+                            # paths = ["prompts/"] or ["prompts/support.jsonl"]
+sets = []                   # bundled sets by name, e.g. sets = ["chat", "code"]
 # max_tokens = 128          # replaces every prompt's own max_tokens
 # limit = 50                # keep only the first N prompts
 text_split = "blocks"       # .txt files: "blocks" (blank-line separated) or "file"
@@ -102,7 +110,7 @@ text_split = "blocks"       # .txt files: "blocks" (blank-line separated) or "fi
 # seed = 0
 
 [slo]                       # per-request objectives in seconds (goodput counts requests meeting all)
-ttft_s = 2.0                # example
+# ttft_s = 2.0
 # tpot_s = 0.1
 # e2e_s = 30.0
 # itl_p99_s = 0.25
