@@ -7,6 +7,7 @@ as 0. Milliseconds and tokens/s keep three significant digits.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Final
 
@@ -18,6 +19,7 @@ __all__ = [
     "fmt_tps",
     "level_label",
     "md_escape",
+    "nice_bin_width",
 ]
 
 DASH: Final = "—"
@@ -76,6 +78,21 @@ def level_label(concurrency: int | None, rate_rps: float | None, fallback: str =
     if rate_rps is not None:
         return f"rate={rate_rps:g}/s"
     return fallback
+
+
+def nice_bin_width(span_s: float, bins: int = 60) -> float:
+    """A round bin width (1, 2 or 5 x 10^k seconds) giving about ``bins`` bins over
+    ``span_s``: how the report's timeline cuts a run, and so the finest wall-clock
+    step a run is drawn at (the run's node-clock check judges offsets against it)."""
+    if not span_s > 0:
+        return 1.0
+    raw = span_s / bins
+    exp = math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 5.0, 10.0):
+        width = m * 10.0**exp
+        if width >= raw:
+            return width
+    return float(10.0 ** (exp + 1))
 
 
 def md_escape(text: object) -> str:

@@ -81,6 +81,14 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     assert sorted(r.request_index for r in recs) == list(range(16))
     assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
     assert {r.node_id for r in recs} == {ray_cluster}  # the Ray node that measured it
+    # One node, on the driver's own kernel clock: its measured offset is noise within
+    # its error bound, so no record's started_at was shifted.
+    (node,) = run.info.nodes
+    assert node.node_id == ray_cluster and node.workers == ("w0", "w1")
+    assert node.address == ray.nodes()[0]["NodeManagerAddress"] and node.clock_round_trips == 8
+    assert node.clock_offset_s is not None and node.clock_uncertainty_s is not None
+    assert abs(node.clock_offset_s) <= node.clock_uncertainty_s + 1e-4
+    assert node.started_at_shift_s == 0.0
     assert all(r.started_at > 0 and r.ttft_s is not None for r in recs)
     # Actors on this host share its CLOCK_MONOTONIC with the simulator: each TTFT the
     # actors measured matches the simulator's own first write within a few ms.

@@ -66,6 +66,9 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     by_worker = {w: sum(r.worker == w for r in recs) for w in ("w0", "w1")}
     assert by_worker == {"w0": 8, "w1": 8}, by_worker  # concurrency 4 -> 2 + 2 streams
     assert all(r.node_id for r in recs)
+    (node,) = run.info.nodes  # this machine, the driver's own clock: nothing measured
+    assert node.node_id == recs[0].node_id and node.workers == ("w0", "w1")
+    assert (node.clock_offset_s, node.started_at_shift_s, node.clock_round_trips) == (0, 0, 0)
     assert {r.concurrency for r in recs} == {4}  # the level, though each worker ran 2
 
     # Each worker process measured with the host's monotonic clock: its TTFT matches

@@ -124,6 +124,17 @@ class Collector:
         self.connections: dict[tuple[str, str], list[float | None]] = {}
         #: Ids of the prompts some request sent (run.json ``prompts`` ``sent``).
         self.sent_prompts: set[str] = set()
+        #: Wall clock (driver's) of the first send and of the last measured end: the
+        #: span the report's timeline cuts into bins.
+        self.first_send_at: float | None = None
+        self.last_end_at: float | None = None
+
+    @property
+    def span_s(self) -> float:
+        """Seconds from the first send to the last measured end (0.0 before any)."""
+        if self.first_send_at is None or self.last_end_at is None:
+            return 0.0
+        return max(0.0, self.last_end_at - self.first_send_at)
 
     @property
     def warnings(self) -> list[str]:
@@ -193,6 +204,12 @@ class Collector:
             else:
                 self.counts["scheduled"] += 1
             self.counts[record.status] += 1
+            if self.first_send_at is None or record.started_at < self.first_send_at:
+                self.first_send_at = record.started_at
+            if not record.warmup:
+                end = record.started_at + (record.e2e_s or 0.0)
+                if self.last_end_at is None or end > self.last_end_at:
+                    self.last_end_at = end
             outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
             if outcome is not None:
                 outcome.add(record)

@@ -46,6 +46,7 @@ from tokrate.finish.finalize import child_command, finalize_run
 from tokrate.inputs.prompts import LoadedPrompts, Prompt
 from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
+from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
 from tokrate.load.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
 from tokrate.load.events import WorkerWarning
@@ -63,6 +64,7 @@ from tokrate.runfolder.server_metrics import MetricsSampler
 from tokrate.runfolder.store import RunStore, new_run_id
 from tokrate.runfolder.summary import Summary
 from tokrate.spec import RunSpec, prompts_base_dir
+from tokrate.textfmt import nice_bin_width
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -397,6 +399,8 @@ def run_benchmark(
         )
         for line in unsent_warnings(sources):
             sink(WorkerWarning("driver", line, "prompts_unsent"))
+        for line in clock_warnings(p.backend.nodes, nice_bin_width(sink.span_s)):
+            sink(WorkerWarning("driver", line, "node_clock"))
         if progress is not None:
             progress.close()
         if console is not None and not quiet:
@@ -422,6 +426,7 @@ def run_benchmark(
             connections=sink.connection_setups(),
             server_metrics=scrapes,
             prompts=sources,
+            nodes=p.backend.nodes,
         )
     run_dir = p.store.path
     warnings = list(sink.warnings)

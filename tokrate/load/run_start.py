@@ -79,5 +79,6 @@ def start_info(
         hardware=spec.simulator.hardware if spec.uses_simulator else spec.output.hardware,
         backend=backend.kind,
         workers=backend.workers,
+        nodes=backend.nodes,
         preconnect=spec.client.preconnect,
     )

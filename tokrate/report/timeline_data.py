@@ -4,28 +4,15 @@ requests, KV-cache use) on the same clock, seconds since the run's first send.""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import polars as pl
 
 from tokrate.analysis.metrics import final_attempts
 from tokrate.runfolder.server_metrics import role_series
+from tokrate.textfmt import nice_bin_width
 
-__all__ = ["nice_bin_width", "server_points", "timeline_bins", "ttft_points"]
-
-
-def nice_bin_width(span_s: float, bins: int = 60) -> float:
-    """A round bin width (1, 2 or 5 x 10^k seconds) giving about ``bins`` bins."""
-    if not span_s > 0:
-        return 1.0
-    raw = span_s / bins
-    exp = math.floor(math.log10(raw))
-    for m in (1.0, 2.0, 5.0, 10.0):
-        width = m * 10.0**exp
-        if width >= raw:
-            return width
-    return float(10.0 ** (exp + 1))
+__all__ = ["server_points", "timeline_bins", "ttft_points"]
 
 
 def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:

@@ -32,6 +32,7 @@ __all__ = [
     "RUN_LAYOUT_VERSION",
     "ConnectionSetup",
     "LoopLagInfo",
+    "NodeInfo",
     "OutcomeCounts",
     "RunInfo",
     "ScenarioInfo",
@@ -44,7 +45,7 @@ RUN_LAYOUT_VERSION: Final = 1
 #: One line per layout version; readers keep loading every version listed here.
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
-    " server_metrics, calibration, prompts)"
+    " server_metrics, calibration, prompts, nodes)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -287,6 +288,63 @@ class ScrapeInfo:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One machine that ran workers, and its wall clock against the driver's.
+
+    ``node_id`` is what the records' ``node_id`` says (the Ray node id; the hostname
+    for local workers); ``address`` the node's IP on a cluster (None for local
+    workers); ``workers`` the worker ids that ran there at any time (a replacement for
+    a lost worker adds its id to the node it landed on).
+
+    ``clock_offset_s`` is the node's wall clock minus the driver's, measured when its
+    first worker started (NTP-style, the round trip of ``clock_round_trips`` with the
+    shortest delay); the true offset lies within ``clock_offset_s`` +/-
+    ``clock_uncertainty_s`` (half that round trip). Local workers share the driver's
+    clock: 0.0 +/- 0.0, ``clock_round_trips`` 0. ``started_at_shift_s`` was subtracted
+    from the ``started_at`` of every record measured there, putting it on the driver's
+    clock: the offset when it exceeds its uncertainty, else 0.0 (the clocks agree as
+    far as can be measured). None: not measured (a worker that never started).
+    """
+
+    node_id: str
+    hostname: str = ""
+    address: str | None = None
+    workers: tuple[str, ...] = ()
+    clock_offset_s: float | None = None
+    clock_uncertainty_s: float | None = None
+    clock_round_trips: int = 0
+    started_at_shift_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """How warnings name the node: its address, else its hostname, with the first
+        12 characters of a Ray node id."""
+        where = self.address or self.hostname or self.node_id
+        if where == self.node_id or not self.node_id:
+            return where
+        return f"{where} ({self.node_id[:12]})"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> NodeInfo:
+        r = JsonReader(data, where)
+        return cls(
+            node_id=r.str_("node_id"),
+            hostname=r.str_("hostname"),
+            address=r.opt_str("address"),
+            workers=r.strings("workers"),
+            clock_offset_s=r.opt_float("clock_offset_s"),
+            clock_uncertainty_s=r.opt_float("clock_uncertainty_s"),
+            clock_round_trips=r.opt_int("clock_round_trips") or 0,
+            started_at_shift_s=r.opt_float("started_at_shift_s") or 0.0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["workers"] = list(self.workers)
+        return out
+
+
 def _frozen_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -320,6 +378,8 @@ class RunInfo:
     workers: int | None = None
     preconnect: bool | None = None
     connections: tuple[ConnectionSetup, ...] = ()
+    #: The machines that ran workers, with their clocks against the driver's.
+    nodes: tuple[NodeInfo, ...] = ()
     server_metrics: tuple[ScrapeInfo, ...] = ()
     warnings: tuple[str, ...] = ()
     loop_lag: LoopLagInfo | None = None
@@ -432,6 +492,7 @@ class RunInfo:
             "workers": self.workers,
             "preconnect": self.preconnect,
             "connections": [c.to_dict() for c in self.connections],
+            "nodes": [n.to_dict() for n in self.nodes],
             "server_metrics": [m.to_dict() for m in self.server_metrics],
             "warnings": list(self.warnings),
             "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
@@ -487,6 +548,7 @@ class RunInfo:
             connections=_each(
                 r.items("connections"), ConnectionSetup.from_dict, f"{where}: connections"
             ),
+            nodes=_each(r.items("nodes"), NodeInfo.from_dict, f"{where}: nodes"),
             server_metrics=_each(
                 r.items("server_metrics"), ScrapeInfo.from_dict, f"{where}: server_metrics"
             ),

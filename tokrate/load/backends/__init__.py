@@ -30,6 +30,7 @@ from tokrate.load.stopping import Stop
 
 if TYPE_CHECKING:
     from tokrate.load.engine import WorkerTask
+    from tokrate.runfolder.run_info import NodeInfo
 
 __all__ = ["Backend", "worker_ids"]
 
@@ -48,6 +49,13 @@ class Backend(Protocol):
 
     @property
     def kind(self) -> str: ...
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]:
+        """The machines that ran workers so far, each with its wall clock against the
+        driver's (run.json ``nodes``; :mod:`tokrate.load.backends.clocks`). Filled by
+        :meth:`start`; a replacement worker on a new node adds one."""
+        ...
 
     def start(self) -> None:
         """Bring every worker up (spawn processes, place actors) and wait until each

@@ -20,11 +20,13 @@ from tokrate.load.backends._ledger import (
     driver_error,
     resolve_worker_fn,
 )
+from tokrate.load.backends.clocks import local_nodes
 from tokrate.load.events import Emit
 from tokrate.load.stopping import Stop
 
 if TYPE_CHECKING:
     from tokrate.load.engine import WorkerTask
+    from tokrate.runfolder.run_info import NodeInfo
 
 __all__ = ["InProcessBackend"]
 
@@ -45,6 +47,11 @@ class InProcessBackend:
     @property
     def kind(self) -> str:
         return "inprocess"
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]:
+        """This machine: the shard shares the driver's clock."""
+        return local_nodes(("w0",))
 
     def start(self) -> None:
         """Nothing to start: shards run in threads created per scenario."""

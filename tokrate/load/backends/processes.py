@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tokrate.load.backends import worker_ids
 from tokrate.load.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
@@ -43,11 +44,13 @@ from tokrate.load.backends._ledger import (
     driver_error,
     resolve_worker_fn,
 )
+from tokrate.load.backends.clocks import local_nodes
 from tokrate.load.events import Emit
 from tokrate.load.stopping import Stop
 
 if TYPE_CHECKING:
     from tokrate.load.engine import WorkerTask
+    from tokrate.runfolder.run_info import NodeInfo
 
 __all__ = ["ProcessBackend"]
 
@@ -203,6 +206,11 @@ class ProcessBackend:
     @property
     def kind(self) -> str:
         return "processes"
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]:
+        """This machine: every worker process shares the driver's clock."""
+        return local_nodes(worker_ids(self._n))
 
     @property
     def pids(self) -> tuple[int, ...]:

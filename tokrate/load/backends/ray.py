@@ -3,8 +3,11 @@
 Each actor runs :func:`tokrate.load.engine.run_worker` for its shard in a thread of its own
 process and measures with that node's monotonic clock; only durations travel, so no
 cross-machine clock offset enters a latency. Every record is stamped with the Ray node
-id of the actor that measured it (``node_id``); ``started_at`` stays the worker's wall
-clock, used only for timelines.
+id of the actor that measured it (``node_id``). When the first actor on a node is
+ready, the driver measures that node's wall clock against its own
+(:mod:`tokrate.load.backends.clocks`); the actors there subtract the offset (when it is
+measurable) from every ``started_at`` before it leaves the node, so records of all
+nodes share the driver's wall clock, which timelines and the aggregate window use.
 
 Records stream back by long polling: the driver keeps one ``poll`` call outstanding per
 actor; the actor answers as soon as it has events (or after ``_POLL_WAIT_S`` with none),
@@ -26,11 +29,13 @@ import math
 import os
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import ConfigError, UsageError
+from tokrate.load.backends import worker_ids
 from tokrate.load.backends._ledger import (
     DEFAULT_WORKER_FN,
     WorkerEnd,
@@ -38,8 +43,10 @@ from tokrate.load.backends._ledger import (
     driver_error,
     resolve_worker_fn,
 )
-from tokrate.load.events import Emit, RequestFinished
+from tokrate.load.backends.clocks import measure_clock
+from tokrate.load.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.stopping import Stop
+from tokrate.runfolder.run_info import NodeInfo
 from tokrate.spec import DistributedSpec
 
 if TYPE_CHECKING:
@@ -81,18 +88,26 @@ class _WorkerActorImpl:
         self._stop = Stop()
         self._thread: threading.Thread | None = None
         self._rewrite_node = False
+        self._shift_s = 0.0
 
     def ready(self) -> dict[str, Any]:
         """Where this actor runs: Ray node id, hostname, pid."""
         return {"node_id": self._node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
 
-    def run(self, task: Any) -> None:
-        """Start the shard in a thread and return at once; results come via poll()."""
+    def clock(self) -> float:
+        """This node's wall clock (one reading for the driver's offset estimate)."""
+        return time.time()
+
+    def run(self, task: Any, shift_s: float = 0.0) -> None:
+        """Start the shard in a thread and return at once; results come via poll().
+        ``shift_s`` is subtracted from every ``started_at`` this shard emits (this
+        node's clock offset against the driver's)."""
         if self._thread is not None:
             # The previous shard's thread pushed its WorkerEnd as its last act; the
             # driver may be here before that thread has fully exited.
             self._thread.join()
         self._stop = Stop()
+        self._shift_s = shift_s
         # Records name the Ray node that measured them (hostnames need not be unique
         # across a cluster); the engine stamps task.node_id, else we rewrite records.
         self._rewrite_node = not _has_field(task, "node_id")
@@ -112,9 +127,16 @@ class _WorkerActorImpl:
             self._push(WorkerEnd(str(task.worker_id)))
 
     def _emit(self, event: Any) -> None:
-        if self._rewrite_node and isinstance(event, RequestFinished):
-            record = dataclasses.replace(event.record, node_id=self._node_id)
+        shift = self._shift_s
+        if isinstance(event, RequestFinished) and (self._rewrite_node or shift):
+            record = event.record
+            if self._rewrite_node:
+                record = dataclasses.replace(record, node_id=self._node_id)
+            if shift:
+                record = dataclasses.replace(record, started_at=record.started_at - shift)
             event = RequestFinished(record=record)
+        elif shift and isinstance(event, RequestStarted):
+            event = dataclasses.replace(event, started_at=event.started_at - shift)
         self._push(event)
 
     def _push(self, event: Any) -> None:
@@ -163,9 +185,10 @@ def _actor_class(ray: Any) -> Any:
 class RayBackend:
     """One actor per worker on a Ray cluster.
 
-    ``actors`` are the live actor handles (index = worker slot), ``nodes`` the Ray node
-    id each runs on. Actors are created on first use, reused across scenarios, and
-    replaced when one dies (Ray places the replacement wherever resources allow).
+    ``actors`` are the live actor handles (index = worker slot), ``worker_nodes`` the
+    Ray node id each runs on, ``nodes`` every node that ran a worker with its clock
+    offset. Actors are created on first use, reused across scenarios, and replaced when
+    one dies (Ray places the replacement wherever resources allow).
     """
 
     def __init__(
@@ -187,6 +210,8 @@ class RayBackend:
         self._owns = owns_connection
         self._actors: list[Any] = [None] * workers
         self._nodes: list[str] = [""] * workers
+        #: Ray node id -> the node and its clock, in the order nodes were first used.
+        self._node_info: dict[str, NodeInfo] = {}
         self._closed = False
 
     @classmethod
@@ -243,8 +268,14 @@ class RayBackend:
         return tuple(self._actors)
 
     @property
-    def nodes(self) -> tuple[str, ...]:
+    def worker_nodes(self) -> tuple[str, ...]:
+        """The Ray node id each worker slot's current actor runs on."""
         return tuple(self._nodes)
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]:
+        """Every node that ran a worker so far, with its clock against the driver's."""
+        return tuple(self._node_info.values())
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -278,6 +309,7 @@ class RayBackend:
                 f"{', resources=' + repr(self._resources) if self._resources else ''});"
                 " lower distributed.workers or num_cpus_per_worker"
             )
+        info_by_slot: dict[int, dict[str, Any]] = {}
         for ref in ready:
             try:
                 info = ray.get(ref)
@@ -288,7 +320,50 @@ class RayBackend:
                     f"distributed: a Ray worker failed to start ({type(exc).__name__}: {first});"
                     f" install the same tokrate on every node ({INSTALL_HINT})"
                 ) from None
+            info_by_slot[refs[ref]] = info
             self._nodes[refs[ref]] = str(info["node_id"])
+        names = worker_ids(self._n)
+        addresses = (
+            self._node_addresses()
+            if any(str(info_by_slot[i]["node_id"]) not in self._node_info for i in fresh)
+            else {}
+        )
+        for i in fresh:
+            info = info_by_slot[i]
+            self._place(i, names[i], {**info, "address": addresses.get(str(info["node_id"]))})
+
+    def _node_addresses(self) -> dict[str, str]:
+        """Ray node id -> the address the node registered with (its raylet's)."""
+        try:
+            nodes = self._ray.nodes()
+        except Exception:  # an address is for people reading run.json; never fatal
+            return {}
+        return {
+            str(n["NodeID"]): str(n["NodeManagerAddress"])
+            for n in nodes
+            if n.get("NodeID") and n.get("NodeManagerAddress")
+        }
+
+    def _place(self, slot: int, worker_id: str, info: dict[str, Any]) -> None:
+        """Book worker ``slot`` on its node; a node seen for the first time gets its
+        clock measured through this actor."""
+        node_id = str(info["node_id"])
+        node = self._node_info.get(node_id)
+        if node is None:
+            actor = self._actors[slot]
+            estimate = measure_clock(lambda: float(self._ray.get(actor.clock.remote())), time.time)
+            node = NodeInfo(
+                node_id=node_id,
+                hostname=str(info.get("hostname") or ""),
+                address=str(info.get("address") or "") or None,
+                clock_offset_s=round(estimate.offset_s, 6),
+                clock_uncertainty_s=round(estimate.uncertainty_s, 6),
+                clock_round_trips=estimate.round_trips,
+                started_at_shift_s=round(estimate.shift_s, 6),
+            )
+        if worker_id not in node.workers:
+            node = dataclasses.replace(node, workers=(*node.workers, worker_id))
+        self._node_info[node_id] = node
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this backend connected it. Idempotent."""
@@ -315,7 +390,7 @@ class RayBackend:
         ledgers = {i: WorkerLedger(t, node_id=self._nodes[i]) for i, t in enumerate(tasks)}
         # run() returns once the shard's thread started; the polls below carry events.
         for i, task in enumerate(tasks):
-            self._actors[i].run.remote(task)
+            self._actors[i].run.remote(task, self._shift(i))
         polls = {self._actors[i].poll.remote(_POLL_WAIT_S): i for i in ledgers}
         active = dict(ledgers)
         first_error: BaseException | None = None
@@ -349,6 +424,10 @@ class RayBackend:
         if first_error is not None:
             raise driver_error(first_error)
 
+    def _shift(self, slot: int) -> float:
+        node = self._node_info.get(self._nodes[slot])
+        return node.started_at_shift_s if node is not None else 0.0
+
     def _forward_stop(
         self, stop: Stop, active: dict[int, WorkerLedger], stop_sent: bool, abort_sent: bool
     ) -> tuple[bool, bool]:
@@ -379,7 +458,8 @@ class RayBackend:
             events = ray.get(ref)
         except _actor_errors(ray) as exc:
             del active[i]
-            reason = _death_reason(exc, self._nodes[i])
+            node = self._node_info.get(self._nodes[i])
+            reason = _death_reason(exc, node.label if node is not None else self._nodes[i][:12])
             for ev in ledger.lost_events(reason, scenario_tasks=tasks):
                 on_event(ev)
             with contextlib.suppress(Exception):
@@ -439,8 +519,8 @@ def _actor_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
 
 
-def _death_reason(exc: BaseException, node_id: str) -> str:
+def _death_reason(exc: BaseException, node: str) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     kind = type(exc).__name__
-    where = f" on node {node_id[:12]}" if node_id else ""
+    where = f" on node {node}" if node else ""
     return f"Ray actor{where} died ({kind}{': ' + first[:160] if first else ''})"
