@@ -7,7 +7,9 @@
   against a loopback server or the embedded simulator (use it for every new run test);
 - :mod:`helpers.workers`: what the worker-backend tests share (processes and Ray);
 - :mod:`helpers.synthetic`: run folders whose records follow the bandwidth physics
-  (``synthetic_run``), for the report's tests and benchmarks/report_million.py.
+  (``synthetic_run``), for the report's tests and benchmarks/report_million.py;
+- :mod:`helpers.netns_cluster`: the multi-node Ray cluster in network namespaces
+  (tests/cluster; ``skewed_clock/`` makes one of its nodes read a wrong wall clock).
 
 No test module imports another test module; what two of them share lives here.
 """
