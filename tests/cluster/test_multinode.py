@@ -20,9 +20,11 @@ from typing import Any
 import orjson
 import pytest
 from helpers.netns_cluster import ADDRESS, HEAD_ADDRESS, N2_CLOCK_SKEW_S, NetnsCluster, wait_for
+from helpers.workers import FIXED, SLOW, assert_close_summaries, schema, truth_ttft
 
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.sim.model import Tier
 
 pytestmark = [
     pytest.mark.cluster,
@@ -30,22 +32,14 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-#: Exact timing: TTFT 40 ms, ITL 4 ms, 12 tokens -> ~84 ms per request.
-#: Slow: TTFT 50 ms, ITL 25 ms, 6 tokens -> ~175 ms per request (a node loss lands
-#: mid-request and mid-scenario).
-TIERS = """\
-[[tier]]
-name = "fixed-7b"
-params_b = 7.0
-fixed_ttft_ms = 40.0
-fixed_itl_ms = 4.0
 
-[[tier]]
-name = "slow-7b"
-params_b = 7.0
-fixed_ttft_ms = 50.0
-fixed_itl_ms = 25.0
-"""
+def tiers_toml(*tiers: Tier) -> str:
+    """A tiers file for ``tokrate sim --tiers`` with the fixed-timing tiers."""
+    return "".join(
+        f'[[tier]]\nname = "{t.name}"\nparams_b = {t.params_b}\n'
+        f"fixed_ttft_ms = {t.fixed_ttft_ms}\nfixed_itl_ms = {t.fixed_itl_ms}\n\n"
+        for t in tiers
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +49,9 @@ def sim(
     """The simulator on n1 (base URL, truth log)."""
     folder = tmp_path_factory.mktemp("sim")
     tiers = folder / "tiers.toml"
-    tiers.write_text(TIERS, encoding="utf-8")
+    # FIXED: ~84 ms per request of 12 tokens; SLOW: ~175 ms per request of 6 tokens,
+    # so a node loss lands mid-request and mid-scenario.
+    tiers.write_text(tiers_toml(FIXED, SLOW), encoding="utf-8")
     truth = folder / "truth.jsonl"
     with cluster.simulator("n1", tiers, truth) as url:
         assert url.startswith(f"http://{ADDRESS['n1']}:")
@@ -124,20 +120,11 @@ def truth_rows(log: Path) -> dict[str, dict[str, Any]]:
     return {row["id"]: row for row in map(orjson.loads, log.read_bytes().splitlines()) if row}
 
 
-def schema(obj: Any) -> Any:
-    """The key structure of a JSON document (values dropped, lists by their first item)."""
-    if isinstance(obj, dict):
-        return {k: schema(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [schema(obj[0])] if obj else []
-    return None
-
-
-def assert_within_truth(recs: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> None:
+def assert_within_truth(recs: list[RequestRecord], truth: dict[str, int]) -> None:
     """Each TTFT the client measured matches the simulator's own first content write:
     one monotonic clock on both sides, whichever namespace each ran in."""
     for r in recs:
-        first_write_ns = truth[r.response_id]["content_write_ns"][0]  # type: ignore[index]
+        first_write_ns = truth[r.response_id]  # type: ignore[index]
         assert r.ttft_s is not None
         lag_s = r.ttft_s - (first_write_ns - r.t0_ns) / 1e9
         assert -0.001 <= lag_s < 0.025, (r.worker, r.node_id[:12], lag_s)
@@ -186,18 +173,14 @@ def test_a_run_over_two_worker_nodes_is_a_local_run_spread_out(
         doc.pop("warnings")  # the clock warning below is the one expected difference
     assert schema(docs[0]) == schema(docs[1])
     assert one.summary is not None and spread.summary is not None
-    assert schema(one.summary.to_dict()) == schema(spread.summary.to_dict())
     assert one.records.schema == spread.records.schema
 
     # As true to the simulator as a local run, and the same numbers within noise.
-    truth = truth_rows(log)
+    truth = truth_ttft(log)
     assert_within_truth(records_of(one), truth)
     assert_within_truth(recs, truth)
+    assert_close_summaries(one.summary, spread.summary, what="--ray over two nodes")
     g1, g2 = one.summary.to_dict()["groups"][0], spread.summary.to_dict()["groups"][0]
-    assert g1["counts"] == g2["counts"] and g1["output_tokens_total"] == g2["output_tokens_total"]
-    for metric in ("ttft_s", "tpot_s", "e2e_s"):
-        a, b = g1[metric]["p50"], g2[metric]["p50"]
-        assert abs(a - b) <= 0.015 + 0.2 * max(a, b), (metric, a, b)
 
     # Clocks. n1 shares the driver's clock: its offset is within its own error bound
     # and nothing was shifted. n2 reads 2.5 s ahead: the estimate holds the truth

@@ -21,6 +21,7 @@ __all__ = [
     "SLOW",
     "assert_close_summaries",
     "bench_spec",
+    "schema",
     "shard_tasks",
     "truth_ttft",
 ]
@@ -81,12 +82,12 @@ def truth_ttft(log: Path) -> dict[str, int]:
     return {row["id"]: row["content_write_ns"][0] for row in rows if row["content_write_ns"]}
 
 
-def _schema(obj: Any) -> Any:
-    """The key structure of a summary (values dropped, lists by their first item)."""
+def schema(obj: Any) -> Any:
+    """The key structure of a JSON document (a summary, run.json) (values dropped, lists by their first item)."""
     if isinstance(obj, dict):
-        return {k: _schema(v) for k, v in obj.items()}
+        return {k: schema(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_schema(obj[0])] if obj else []
+        return [schema(obj[0])] if obj else []
     return None
 
 
@@ -94,7 +95,7 @@ def assert_close_summaries(one: Any, many: Any, *, what: str) -> None:
     """Same schema; per-request latencies agree within noise (both measure the same
     fixed-timing server at a load far below what one process can drive)."""
     one, many = one.to_dict(), many.to_dict()
-    assert _schema(one) == _schema(many), f"{what}: summary schema differs from one process"
+    assert schema(one) == schema(many), f"{what}: summary schema differs from one process"
     g1, g2 = one["groups"][0], many["groups"][0]
     keys = ("endpoint", "model", "scenario", "concurrency", "rate_rps", "counts")
     assert [g1[k] for k in keys] == [g2[k] for k in keys]
