@@ -66,9 +66,14 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert (
         run.info.to_dict()["slo"]["ttft_s"] == 0.5 and run.info.to_dict()["slo"]["tpot_s"] == 0.03
     )
-    assert "4/6: sim-1b, sim-7b, sim-8x7b, sim-13b" in summary_md
+    # No prices in the default: the smallest tier that meets, said in one sentence that
+    # opens summary.md and ends the terminal summary.
+    verdict = "pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in 30/30 requests"
+    assert verdict in summary_md.split("\n- **run**")[0]
+    table, _, said = out.partition("For ")
+    assert verdict in " ".join(said.split()), out
     # Rows by model size: 8x7b (12.9B active) sits between 7b and 13b.
-    rows = [line.split()[0] for line in out.splitlines() if line.startswith("sim-")]
+    rows = [line.split()[0] for line in table.splitlines() if line.startswith("sim-")]
     assert rows == [m for m in ("sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b")
                     for _ in (1, 8)]  # fmt: skip
     assert max(len(line) for line in out.splitlines()) <= 80

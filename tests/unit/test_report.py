@@ -364,3 +364,36 @@ def test_time_scaled_simulator_run_is_flagged(tmp_path: Path) -> None:
     out = build_report([run], tmp_path / "out", formats=("png",))
     assert "simulator ran with time_scale=20" in (out / "report.html").read_text()
     assert "simulator ran with time\\_scale=20" in (out / "summary.md").read_text()
+
+
+LAG = {
+    "threshold_ms": 5.0,
+    "max_threshold_ms": 50.0,
+    "max_ms": 53.419,
+    "p99_ms": 5.4,
+    "samples": 900,
+    "exceeded": True,
+}
+
+
+@pytest.mark.parametrize("worker_said_it", [True, False])
+def test_a_loop_lag_event_is_listed_once_with_one_threshold_story(
+    tmp_path: Path, worker_said_it: bool
+) -> None:
+    """The run's own warning (both thresholds) is the one line; a run recorded before
+    workers warned gets the same words from run.json's loop_lag."""
+    run = synthetic_run(tmp_path / "lag", run_id="lag", requests_per_level=5)
+    run_json = orjson.loads((run / "run.json").read_bytes())
+    run_json["loop_lag"] = LAG
+    if worker_said_it:
+        run_json["warnings"] = [
+            "scenario c1: event-loop lag p99 5.4 ms, max 53.4 ms (threshold p99 5 ms / max 50 "
+            "ms): timestamps may be late by that much; lower the concurrency per process or "
+            "use --workers N"
+        ]
+    (run / "run.json").write_bytes(orjson.dumps(run_json))
+    out = build_report([run], tmp_path / "out", formats=("png",))
+    md = (out / "summary.md").read_text()
+    lag_lines = [line for line in md.splitlines() if "event-loop lag" in line]
+    assert len(lag_lines) == 1, lag_lines
+    assert "p99 5.4 ms, max 53.4 ms (threshold p99 5 ms / max 50 ms)" in lag_lines[0]

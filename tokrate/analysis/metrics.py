@@ -48,6 +48,7 @@ from typing import Any, Final, TypeVar
 import polars as pl
 
 from tokrate.analysis.buffering import buffering_exprs, stream_aggs, stream_entry
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.analysis.server_timings import (
     server_aggs,
     server_entry,
@@ -260,8 +261,9 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
     """The :class:`~tokrate.runfolder.summary.Summary` (summary.json) of one run's records.
 
     ``records`` has RECORD_POLARS_SCHEMA; ``run`` supplies the SLOs, targets (prices)
-    and scenarios (levels, order). Groups are ordered by target in run.json order
-    (then endpoint, model), then scenario in run.json order (sweep order).
+    and scenarios (levels, order). Groups are ordered by model size (active
+    parameters; unknown last), model name, endpoint (tokrate.analysis.ordering), then
+    scenario in run.json order (sweep order).
     """
     lf = records.lazy() if isinstance(records, pl.DataFrame) else records
     met = slo_met_expr(run.slo.as_mapping())
@@ -306,17 +308,16 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         )
         for row in groups_df.iter_rows(named=True)
     ]
-    # Targets in run.json order (the config's, or the simulator's tiers by size), then
-    # scenarios in sweep order; names sort only what run.json does not list.
-    target_order = {t.key: i for i, t in enumerate(run.targets)}
+    # Models by size, then name (tokrate.analysis.ordering: the order of every table),
+    # each model's endpoints by name, then scenarios in sweep order.
+    size = {t.key: t.size_b for t in run.targets}
     order = {s.name: i for i, s in enumerate(run.scenarios)}
     groups.sort(
         key=lambda g: (
-            target_order.get((g.endpoint, g.model), len(target_order)),
-            g.endpoint,
-            g.model,
+            model_key(g.model, size.get((g.endpoint, g.model))),
+            natural_key(g.endpoint),
             order.get(g.scenario, len(order)),
-            g.scenario,
+            natural_key(g.scenario),
         )
     )
     return Summary(run_id=run.run_id, groups=tuple(groups))

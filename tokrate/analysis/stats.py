@@ -22,6 +22,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from tokrate.analysis.proportions import wilson_bounds, wilson_interval
 from tokrate.runfolder.summary import DIST_KEYS, Group
 
 __all__ = [
@@ -223,22 +224,6 @@ def relative_change_ci(
     return float(lo), float(hi)
 
 
-def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return centre - half, centre + half
-
-
-def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n at ``confidence`` (two-sided); it
-    stays inside [0, 1] and is sensible at k = 0 or k = n. Requires n > 0."""
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    lo, hi = _wilson(k, n, z)
-    return max(0.0, lo), min(1.0, hi)
-
-
 def newcombe_interval(
     k_base: int, n_base: int, k_cur: int, n_cur: int, confidence: float = 0.95
 ) -> tuple[float, float]:
@@ -250,8 +235,8 @@ def newcombe_interval(
     """
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     p1, p2 = k_base / n_base, k_cur / n_cur
-    l1, u1 = _wilson(k_base, n_base, z)
-    l2, u2 = _wilson(k_cur, n_cur, z)
+    l1, u1 = wilson_bounds(k_base, n_base, z)
+    l2, u2 = wilson_bounds(k_cur, n_cur, z)
     d = p2 - p1
     return (
         d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),

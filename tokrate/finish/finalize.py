@@ -135,10 +135,10 @@ def print_summary(run_dir: Path, summary: Summary, title: str, *, plain: bool) -
             return
     except (OSError, subprocess.SubprocessError):
         pass
-    _render(summary, title, plain, width)
+    _render(run_dir, summary, title, plain, width)
 
 
-def _render(summary: Summary, title: str, plain: bool, width: int) -> None:
+def _render(run_dir: Path, summary: Summary, title: str, plain: bool, width: int) -> None:
     from rich.console import Console
 
     from tokrate.report.text import render_summary
@@ -153,6 +153,16 @@ def _render(summary: Summary, title: str, plain: bool, width: int) -> None:
 
         out.print()
         render_capacity(summary.capacity, out)
+    # The tier pick in words ends the summary (tokrate.analysis.tier_pick decides,
+    # tokrate.report.tier_text says it).
+    from tokrate.analysis.tier_pick import TierRun, decide_tiers
+    from tokrate.report.tier_text import render_verdict
+
+    info = load_run_info(run_dir)
+    decision = decide_tiers([TierRun(info.name, summary, info)])
+    if decision.cells:
+        out.print()
+        render_verdict(decision, out)
 
 
 def _main(argv: list[str]) -> None:
@@ -160,7 +170,7 @@ def _main(argv: list[str]) -> None:
         summary = load_summary(Path(argv[1]))
         if summary is None:
             raise SystemExit(1)
-        _render(summary, argv[2], argv[3] == "plain", int(argv[4]))
+        _render(Path(argv[1]), summary, argv[2], argv[3] == "plain", int(argv[4]))
         return
     verdict = _child(Path(argv[0]), argv[1], float(argv[2]))
     sys.stdout.buffer.write(orjson.dumps(verdict))

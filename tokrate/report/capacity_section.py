@@ -240,7 +240,7 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
     points = [r for r in rows if r.size_b is not None and r.target.capacity]
     priced = [r for r in points if r.per_usd_hour is not None]
     fig, axes = new_figure(9.0 if priced else 5.5, 4.0, ncols=2 if priced else 1)
-    colors = series_colors(sorted({r.name for r in points}))
+    colors = series_colors([r.name for r in points])
     per = "streams" if all(r.unit == "concurrency" for r in points) else "requests/s"
     unit = f"concurrent {per}" if per == "streams" else per
     panels: list[tuple[Any, str, Callable[[CapacityRow], float | None]]] = [

@@ -56,7 +56,9 @@ def size_vs_speed(inputs: ReportInputs) -> Entry:
 
 
 def ttft_cdf(inputs: ReportInputs) -> Entry:
-    ecdf = _data.ecdf_points(inputs.records, "ttft_s", ["series", "model"])
+    ecdf = _data.size_order(
+        _data.ecdf_points(inputs.records, "ttft_s", ["series", "model"]), inputs.sizes
+    )
     if not ecdf.height:
         yield LeftOut("TTFT distribution: no ok request has a TTFT")
         return
@@ -74,8 +76,9 @@ def _draw_boxes(data: tuple[pl.DataFrame, pl.DataFrame]) -> Figure:
 
 
 def latency_boxes(inputs: ReportInputs) -> Entry:
-    tpot = _data.box_stats(inputs.records, "tpot_s", ["series", "model"])
-    itl = _data.box_stats(inputs.records, "itl_s", ["series", "model"])
+    by = ["series", "model"]
+    tpot = _data.size_order(_data.box_stats(inputs.records, "tpot_s", by), inputs.sizes)
+    itl = _data.size_order(_data.box_stats(inputs.records, "itl_s", by), inputs.sizes)
     if tpot.height or itl.height:
         yield Chart(
             "latency_boxes",
@@ -116,6 +119,7 @@ def _draw_timeline(data: tuple[pl.DataFrame, float]) -> Figure:
 
 def timeline(inputs: ReportInputs) -> Entry:
     bins, width = timeline_bins(inputs.records)
+    bins = _data.size_order(bins, inputs.sizes)
     if not bins.height:
         yield LeftOut("timeline: no measured requests")
         return

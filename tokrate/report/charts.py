@@ -242,10 +242,8 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     fig, (ax,) = new_figure(8, 4.8)
     labels = _labels(ecdf)
     styles = series_styles(ecdf)
-    parts = list(ecdf.group_by(["series", "model"], maintain_order=True))
-    # Legend in order of median TTFT (fastest first), which is how readers scan it.
-    parts.sort(key=lambda kp: _median_x(kp[1]))
-    for key, part in parts:
+    # Legend in the frame's order: models by size (tokrate.report.data.size_order).
+    for key, part in ecdf.group_by(["series", "model"], maintain_order=True):
         label = labels[(str(key[0]), str(key[1]))]
         style = styles[(str(key[0]), str(key[1]))]
         n = part.get_column("n").item(0)
@@ -270,12 +268,6 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     return fig
 
 
-def _median_x(part: pl.DataFrame) -> float:
-    """The x where an ECDF first reaches 0.5 (its median)."""
-    xs = part.filter(pl.col("p") >= 0.5).get_column("x").to_numpy()
-    return float(xs.min()) if xs.size else 0.0
-
-
 def _labels(frame: pl.DataFrame) -> dict[tuple[str, str], str]:
     pairs = frame.select("series", "model").unique(maintain_order=True).rows()
     one_series = len({s for s, _ in pairs}) == 1
@@ -285,7 +277,7 @@ def _labels(frame: pl.DataFrame) -> dict[tuple[str, str], str]:
 def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> None:
     labels = _labels(stats)
     boxes = []
-    for row in stats.sort("p50").iter_rows(named=True):
+    for row in stats.iter_rows(named=True):
         boxes.append(
             {
                 "label": f"{labels[(row['series'], row['model'])]}\n(n={row['n']})",

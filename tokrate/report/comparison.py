@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.runfolder.comparison import Comparison, MetricResult
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
@@ -127,9 +128,19 @@ def _uniform_thresholds(c: Comparison) -> bool:
     return not c.thresholds.per_series
 
 
+def _ordered(c: Comparison) -> list[MetricResult]:
+    """The results with models in the order of every table (tokrate.analysis.ordering:
+    by name read naturally, sim-1b before sim-13b), then endpoint and level; a
+    target's metrics keep their order."""
+    return sorted(
+        c.results,
+        key=lambda r: (model_key(r.model), natural_key(r.endpoint), natural_key(r.scenario)),
+    )
+
+
 def _targets(c: Comparison) -> Iterator[tuple[str, list[MetricResult]]]:
     rows: dict[str, list[MetricResult]] = {}
-    for r in c.results:
+    for r in _ordered(c):
         rows.setdefault(r.label, []).append(r)
     yield from rows.items()
 
@@ -152,7 +163,7 @@ def render_markdown(c: Comparison) -> str:
         f"{md_escape(c.current_name)} vs baseline {md_escape(c.baseline_name)}"
     )
     out = [f"### {_ICON[c.verdict]} {head}", ""]
-    notable = [r for r in c.results if r.verdict in ("regressed", "improved")]
+    notable = [r for r in _ordered(c) if r.verdict in ("regressed", "improved")]
     notable.sort(key=lambda r: r.verdict != "regressed")
     for r in notable:
         out.append(f"- {_md_line(r)}")
@@ -172,7 +183,7 @@ def render_markdown(c: Comparison) -> str:
         out.append("")
     out.append("| target | metric | baseline | current | change [95% CI] | threshold | verdict |")
     out.append("|---|---|---:|---:|---|---:|---|")
-    for r in c.results:
+    for r in _ordered(c):
         th = r.threshold.describe() if r.threshold else DASH
         change = describe_change(r) if r.verdict != "not_comparable" else md_escape(r.reason)
         cells = (

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from tokrate.analysis.ordering import natural_key
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import series_colors
@@ -112,7 +113,9 @@ def connect_chart(points: pl.DataFrame) -> Figure:
     fig, (ax,) = new_figure(8, 4.2)
     groups = list(points.group_by(["series", "phase"], maintain_order=True))
     colors = series_colors([str(k[0]) for k, _ in groups])
-    for (series, phase), part in sorted(groups, key=lambda kp: (str(kp[0][0]), str(kp[0][1]))):
+    for (series, phase), part in sorted(
+        groups, key=lambda kp: (natural_key(str(kp[0][0])), str(kp[0][1]))
+    ):
         x = np.sort(part.get_column("connect_ms").to_numpy())
         p = np.arange(1, len(x) + 1) / len(x)
         style = "-" if phase == BEFORE else "--"

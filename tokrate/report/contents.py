@@ -11,12 +11,12 @@ and every renderer (chart files, report.html, summary.md) shows what it yields.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from tokrate.analysis.compare import compare_loaded
 from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
+from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.hardware import HardwareProfile
 from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
@@ -37,10 +37,18 @@ from tokrate.report.model import (
     SizeSpeed,
     TableDeclaration,
 )
-from tokrate.report.tables import Table, comparison_table, errors_table, summary_table, tier_table
+from tokrate.report.tables import (
+    Table,
+    comparison_table,
+    errors_table,
+    summary_table,
+    tier_tables,
+)
+from tokrate.report.tier_text import verdict_lines
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import LoadedRun
 from tokrate.runfolder.summary import Summary
+from tokrate.textfmt import DASH
 
 __all__ = ["CHARTS", "META", "TABLES", "build_model", "gather_inputs"]
 
@@ -51,12 +59,9 @@ def gather_inputs(
     hardware: HardwareProfile,
 ) -> ReportInputs:
     """The report's inputs from its loaded runs and their recomputed summaries (keyed
-    alike, in run order): groups ordered by size, records combined, the size chart's
-    points fitted, later runs compared with the first."""
-    ordered = tuple(
-        (key, _by_size(summary, run.info))
-        for (key, summary), (_, run) in zip(summaries, runs, strict=True)
-    )
+    alike, in run order; groups in the order summarize gives: models by size): records
+    combined, the size chart's points fitted, later runs compared with the first."""
+    ordered = tuple(summaries)
     records = _data.combine_runs([(k, r.records) for k, r in runs])
     sizes = _data.targets_frame([(k, r.info) for k, r in runs])
     first = runs[0][1]
@@ -70,22 +75,6 @@ def gather_inputs(
         size_speed=_size_speed(records, sizes, hardware),
         comparisons={k: compare_loaded(first, r) for k, r in runs[1:]},
     )
-
-
-def _by_size(summary: Summary, run: RunInfo) -> Summary:
-    """``summary`` with groups ordered by endpoint, model size (active params, unknown
-    last), model name, then the original (sweep) order — how readers scan."""
-    size = {t.key: t.size_b for t in run.targets}
-    indexed = list(enumerate(summary.groups))
-    indexed.sort(
-        key=lambda ig: (
-            ig[1].endpoint,
-            size.get((ig[1].endpoint, ig[1].model)) or float("inf"),
-            ig[1].model,
-            ig[0],
-        )
-    )
-    return dataclasses.replace(summary, groups=tuple(g for _, g in indexed))
 
 
 def _size_speed(records: Any, sizes: Any, hardware: HardwareProfile) -> SizeSpeed:
@@ -232,12 +221,20 @@ def build_model(inputs: ReportInputs) -> ReportModel:
                 left_out.append(part.note)
             else:
                 tables.append(part)
+    decision = decide_tiers(
+        [
+            TierRun(k, s, r.info)
+            for (k, r), (_, s) in zip(inputs.runs, inputs.summaries, strict=True)
+        ]
+    )
     return ReportModel(
         title=_title(inputs),
         banners=tuple(_banners(inputs)),
         meta=tuple(line for declare_meta in META for line in declare_meta(inputs)),
         warnings=tuple(_warnings(inputs)),
-        tier=_tier(inputs),
+        decision=decision,
+        verdict=tuple(verdict_lines(decision)),
+        tier=tier_tables(decision),
         tables=tuple(tables),
         charts=tuple(charts),
         left_out=tuple(left_out),
@@ -278,19 +275,29 @@ def _warnings(inputs: ReportInputs) -> list[str]:
                 f"is 1/{scale:g} of the modelled one, so speeds sit {scale:g}× above the "
                 "hardware bound; run with time_scale 1 for physical numbers"
             )
-        lag = run.info.loop_lag
-        if lag is not None and lag.exceeded:
-            out.append(
-                f"{prefix}client event-loop lag reached {lag.max_ms} ms (threshold "
-                f"{lag.threshold_ms} ms): latencies may include client delay; "
-                "lower the concurrency or use --workers"
-            )
+        lag = _lag_warning(run.info)
+        if lag is not None:
+            out.append(f"{prefix}{lag}")
     for key, summary in inputs.summaries:
         out += [f"{inputs.prefix(key)}{w}" for w in stability_warnings(summary.groups)]
     return out + _streams.buffered_warnings(inputs.summaries)
 
 
-def _tier(inputs: ReportInputs) -> Table:
-    rows, slo_set = _data.tier_picks(inputs.summaries, inputs.sizes)
-    slo = inputs.runs[0][1].info.slo
-    return tier_table(rows, slo_set, slo, _data.SLO_ATTAINMENT)
+def _lag_warning(info: RunInfo) -> str | None:
+    """The loop-lag line, once: the run's own warning says it already (the worker's
+    words, both thresholds) unless the run is older than that warning; then the
+    same story from run.json's loop_lag."""
+    lag = info.loop_lag
+    if lag is None or not lag.exceeded or any("event-loop lag" in w for w in info.warnings):
+        return None
+    p99 = DASH if lag.p99_ms is None else f"{lag.p99_ms:.1f} ms"
+    worst = DASH if lag.max_ms is None else f"{lag.max_ms:.1f} ms"
+    limits = " / ".join(
+        f"{name} {value:g} ms"
+        for name, value in (("p99", lag.threshold_ms), ("max", lag.max_threshold_ms))
+        if value is not None
+    )
+    return (
+        f"event-loop lag p99 {p99}, max {worst} (threshold {limits}): timestamps may be late "
+        "by that much; lower the concurrency per process or use --workers N"
+    )

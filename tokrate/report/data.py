@@ -10,12 +10,13 @@ aggregation is vectorised polars (no per-record Python).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import polars as pl
 
 from tokrate.analysis.metrics import derive, final_attempts, ok_mask
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, HardwareProfile
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary
@@ -23,16 +24,15 @@ from tokrate.runfolder.summary import Summary
 __all__ = [
     "BOX_MAX_VALUES",
     "ECDF_MAX_POINTS",
-    "SLO_ATTAINMENT",
     "box_stats",
     "combine_runs",
     "ecdf_points",
     "error_examples",
     "group_table",
     "lowest_load",
+    "size_order",
     "size_speed_points",
     "targets_frame",
-    "tier_picks",
 ]
 
 #: ECDF curves are drawn from at most this many points per series (quantile grid), so a
@@ -41,10 +41,6 @@ ECDF_MAX_POINTS: Final = 400
 
 #: The ITL box chart draws from at most about this many gaps (see box_stats).
 BOX_MAX_VALUES: Final = 1_000_000
-
-#: A group "meets the SLOs" in the tier pick table when at least this fraction of its
-#: requests met every SLO set (failed requests count as misses).
-SLO_ATTAINMENT: Final = 0.95
 
 #: What chart and table data read; everything else is dropped. (Every reader selects
 #: or aggregates lazily, so chunk offsets are only materialised where the timeline
@@ -137,6 +133,34 @@ def _num(value: float | None) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+def size_order(frame: pl.DataFrame, sizes: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (with ``series`` and ``model`` columns) with its rows ordered by model
+    size, model name, then series (tokrate.analysis.ordering); rows of one (series,
+    model) keep their order. ``sizes`` is :func:`targets_frame`'s output."""
+    if not frame.height:
+        return frame
+    size_of = {
+        (str(s), str(m)): a
+        for s, m, a in sizes.select("series", "model", "active_params_b").iter_rows()
+    }
+    pairs = [(str(s), str(m)) for s, m in frame.select("series", "model").unique().rows()]
+    pairs.sort(key=lambda sm: (model_key(sm[1], size_of.get(sm)), natural_key(sm[0])))
+    rank = pl.DataFrame(
+        {
+            "series": [s for s, _ in pairs],
+            "model": [m for _, m in pairs],
+            "_rank": list(range(len(pairs))),
+        },
+        schema={"series": pl.String, "model": pl.String, "_rank": pl.Int64},
+    )
+    return (
+        frame.with_row_index("_row")
+        .join(rank, on=["series", "model"], how="left")
+        .sort(["_rank", "_row"])
+        .drop("_rank", "_row")
+    )
+
+
 def lowest_load(records: pl.LazyFrame) -> pl.LazyFrame:
     """(series, endpoint, model) -> the scenario with the lowest concurrency/rate.
 
@@ -197,11 +221,11 @@ def size_speed_points(
     notes: list[str] = []
     missing = joined.filter(pl.col("active_params_b").is_null())
     if missing.height:
-        names = ", ".join(sorted(set(missing.get_column("model").to_list())))
+        names = ", ".join(sorted(set(missing.get_column("model").to_list()), key=model_key))
         notes.append(f"left out of the size chart (no params_b in the config): {names}")
     no_speed = joined.filter(pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_null())
     if no_speed.height:
-        names = ", ".join(sorted(set(no_speed.get_column("model").to_list())))
+        names = ", ".join(sorted(set(no_speed.get_column("model").to_list()), key=model_key))
         notes.append(
             "left out of the size chart (no measurable decode speed: fewer than 2 tokens, "
             f"or the stream was buffered: it came in a few reads): {names}"
@@ -349,73 +373,6 @@ def group_table(summaries: Sequence[tuple[str, Summary]]) -> pl.DataFrame:
         "cost_source": pl.String,
     }  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
-
-
-def tier_picks(
-    summaries: Sequence[tuple[str, Summary]],
-    sizes: pl.DataFrame,
-    *,
-    attainment: float = SLO_ATTAINMENT,
-) -> tuple[list[dict[str, Any]], bool]:
-    """The tier pick table: per (task, load level), the models that met every SLO, the
-    fastest (lowest median E2E), the cheapest (lowest cost per M output tokens) and the
-    smallest (fewest active params) among them.
-
-    Returns (rows, slo_set). Without SLOs every model with ok requests passes. Rows:
-    ``task``, ``level``, ``candidates`` (n), ``passing`` (list of labels), ``fastest``,
-    ``cheapest``, ``smallest`` (label or None).
-    """
-    size_of = {(r["series"], r["model"]): r["active_params_b"] for r in sizes.iter_rows(named=True)}
-    multi = len(summaries) > 1
-    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    level_order: dict[str, float] = {}
-    slo_set = False
-    for key, summary in summaries:
-        endpoints = {g.endpoint for g in summary.groups}
-        for g in summary.groups:
-            series = _series_of(key, g.endpoint, endpoints, multi)
-            level = g.level
-            load = g.load_value
-            level_order.setdefault(level, load if load is not None else math.inf)
-            label = g.model if not (multi or len(endpoints) > 1) else f"{g.model} ({series})"
-            cost = None if g.cost is None else g.cost.usd_per_m_output
-            for t in g.by_task:
-                frac = t.slo_met_fraction
-                slo_set = slo_set or frac is not None
-                passed = t.counts.ok > 0 and (frac is None or frac >= attainment)
-                cells.setdefault((t.task, level), []).append(
-                    {
-                        "label": label,
-                        "passed": passed,
-                        "e2e_p50": t.e2e_s.p50,
-                        "cost": cost,
-                        "size": size_of.get((series, g.model)),
-                    }
-                )
-    rows: list[dict[str, Any]] = []
-    for (task, level), entries in sorted(
-        cells.items(), key=lambda kv: (kv[0][0], level_order.get(kv[0][1], math.inf), kv[0][1])
-    ):
-        passing = [e for e in entries if e["passed"]]
-        rows.append(
-            {
-                "task": task,
-                "level": level,
-                "candidates": len(entries),
-                "passing": [e["label"] for e in passing],
-                "fastest": _best(passing, "e2e_p50"),
-                "cheapest": _best(passing, "cost"),
-                "smallest": _best(passing, "size"),
-            }
-        )
-    return rows, slo_set
-
-
-def _best(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
-    known = [e for e in entries if e[key] is not None]
-    if not known:
-        return None
-    return str(min(known, key=lambda e: (e[key], e["label"]))["label"])
 
 
 def error_examples(records: pl.LazyFrame) -> pl.DataFrame:

@@ -25,8 +25,10 @@ def report_html(model: ReportModel, drawn: DrawnCharts) -> str:
             title=model.title,
             meta=model.meta,
             banners=model.banners,
+            verdict=model.verdict,
             warnings=model.warnings,
             tier=model.tier,
+            meta_title="Run",
             tables=model.tables,
             charts=drawn.images,
             notes=_left_out(model, drawn),
@@ -41,7 +43,8 @@ def report_markdown(model: ReportModel, drawn: DrawnCharts) -> str:
     return render_markdown(
         title=model.title,
         meta=[*(("note", b) for b in model.banners), *model.meta],
-        tables=[model.tier, *model.tables, model.errors],
+        verdict=model.verdict,
+        tables=[*model.tier, *model.tables, model.errors],
         notes=_left_out(model, drawn),
         warnings=model.warnings,
     )

@@ -13,11 +13,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 
 from tokrate.analysis.history import DEFAULT_HISTORY_METRICS, NOISE_SIGMAS, History, load_history
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
 from tokrate.report.html import ChartImage, Page, render_html
@@ -57,6 +58,22 @@ def _band_text(history: History) -> str:
     )
 
 
+def _in_model_order(
+    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]],
+) -> list[tuple[tuple[Any, ...], pl.DataFrame]]:
+    """Groups keyed (endpoint, model, scenario, ...) in the order of every table
+    (tokrate.analysis.ordering: models by name read naturally, sim-1b before sim-13b),
+    then endpoint and scenario; otherwise in the order given."""
+    return sorted(
+        groups,
+        key=lambda kg: (
+            model_key(str(kg[0][1])),
+            natural_key(str(kg[0][0])),
+            natural_key(str(kg[0][2])),
+        ),
+    )
+
+
 def _series_label(endpoint: str, model: str, scenario: str, multi_ep: bool) -> str:
     return f"{endpoint}/{model} {scenario}" if multi_ep else f"{model} {scenario}"
 
@@ -69,8 +86,8 @@ def _chart(history: History, metric: str) -> bytes:
     multi_ep = data["endpoint"].n_unique() > 1
     fig = Figure(figsize=(9, 4.6), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    for (endpoint, model, scenario), g in data.group_by(
-        ["endpoint", "model", "scenario"], maintain_order=True
+    for (endpoint, model, scenario), g in _in_model_order(
+        data.group_by(["endpoint", "model", "scenario"], maintain_order=True)
     ):
         g = g.sort("started_at")
         (line,) = ax.plot(
@@ -127,7 +144,7 @@ def _table_rows(history: History) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
     keys = ["endpoint", "model", "scenario", "metric"]
     multi_ep = history.points["endpoint"].n_unique() > 1
-    for key, g in history.points.group_by(keys, maintain_order=True):
+    for key, g in _in_model_order(history.points.group_by(keys, maintain_order=True)):
         endpoint, model, scenario, metric = (str(k) for k in key)
         g = g.sort("started_at")
         last = g.row(-1, named=True)

@@ -65,6 +65,7 @@ h1 { font-size: 1.6em; margin: .2em 0 .4em; overflow-wrap: anywhere; }
 h2 { font-size: 1.25em; border-bottom: 1px solid var(--line); padding-bottom: .2em; margin-top: 1.8em; }
 .meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }
 .meta dt { color: var(--muted); } .meta dd { margin: 0; overflow-wrap: anywhere; }
+.verdict p { font-size: 1.05em; margin: .4em 0; padding: 6px 10px; border-left: 4px solid #1f6feb; background: var(--bg2); }
 .banner { border: 1px solid var(--warn); background: #fff8c5; padding: 8px 12px; border-radius: 6px; margin: 10px 0; }
 .scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; max-width: 100%; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0 4px; }
@@ -98,11 +99,13 @@ def _table_html(table: Table, *, html_id: str) -> str:
         cells = []
         for i, cell in enumerate(row):
             numeric = bool(table.numeric) and table.numeric[i]
-            klass = (
-                ' class="num"'
-                if numeric
-                else (' class="msg"' if table.header[i] == "example message" else "")
-            )
+            wrap = bool(table.wrap) and table.wrap[i]
+            if numeric:
+                klass = ' class="num"'
+            elif table.header[i] == "example message":
+                klass = ' class="msg"'
+            else:
+                klass = ' class="wrap"' if wrap else ""
             cells.append(f"<td{klass}>{_e(cell)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
@@ -120,8 +123,13 @@ class Page:
     title: str
     meta: Sequence[tuple[str, str]]
     banners: Sequence[str] = ()
+    #: The verdict sentences the page opens with (the tier pick in words).
+    verdict: Sequence[str] = ()
     warnings: Sequence[str] = ()
-    tier: Table | None = None
+    #: The decision tables (tier pick, its evidence), right after the verdict.
+    tier: Sequence[Table] = ()
+    #: The heading of the metadata list.
+    meta_title: str = "Details"
     tables: Sequence[Table] = ()
     charts: Sequence[ChartImage] = ()
     notes: Sequence[str] = ()
@@ -132,9 +140,9 @@ class Page:
 def render_html(page: Page) -> str:
     """The whole report as one HTML string (UTF-8, no external references).
 
-    Order: title, banners (interrupted runs), metadata, warnings, the tier pick table
-    (first, it is the decision), summary tables, charts, notes on charts left out,
-    errors, configs (secrets redacted), definitions.
+    Order: title, banners (interrupted runs), the verdict and the tier tables (first:
+    they are the decision), warnings, the run's metadata, summary tables, charts, notes
+    on charts left out, errors, configs (secrets redacted), definitions.
     """
     parts = [
         "<!DOCTYPE html>",
@@ -146,9 +154,13 @@ def render_html(page: Page) -> str:
         f"<header><h1>{_e(page.title)}</h1>",
     ]
     parts += [f'<p class="banner" role="status">{_e(b)}</p>' for b in page.banners]
-    parts.append('<dl class="meta">')
-    parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in page.meta]
-    parts.append("</dl></header>")
+    if page.verdict:
+        parts.append('<section id="verdict" class="verdict">')
+        parts += [f"<p>{_e(line)}</p>" for line in page.verdict]
+        parts.append("</section>")
+    parts.append("</header>")
+    for i, table in enumerate(page.tier):
+        parts.append(_table_html(table, html_id="tier-pick" if i == 0 else f"tier-{i}"))
     if page.warnings:
         parts.append(f'<section id="warnings"><h2>Warnings ({len(page.warnings)})</h2><ul>')
         parts += [f"<li>{_e(w)}</li>" for w in page.warnings[:_SHOWN_WARNINGS]]
@@ -159,8 +171,10 @@ def render_html(page: Page) -> str:
             parts += [f"<li>{_e(w)}</li>" for w in rest]
             parts.append("</ul></details>")
         parts.append("</section>")
-    if page.tier is not None:
-        parts.append(_table_html(page.tier, html_id="tier-pick"))
+    if page.meta:
+        parts.append(f'<section id="meta"><h2>{_e(page.meta_title)}</h2><dl class="meta">')
+        parts += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in page.meta]
+        parts.append("</dl></section>")
     for i, table in enumerate(page.tables):
         parts.append(_table_html(table, html_id=f"summary-{i}"))
     if page.charts:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import polars as pl
 
 from tokrate.analysis.stats import PowerLawFit
+from tokrate.analysis.tier_pick import TierDecision
 from tokrate.hardware import HardwareProfile
 from tokrate.report.tables import Table
 from tokrate.runfolder.comparison import Comparison
@@ -94,8 +95,8 @@ class ReportInputs:
     """The runs of one report and what is derived from them once, for every part.
 
     ``runs`` and ``summaries`` are keyed by the run's unique name (label, else id);
-    summaries are recomputed from the records (groups ordered by endpoint, model size,
-    model name, level). ``records`` is the combined, derived records of every run
+    summaries are recomputed from the records (groups ordered by model size, name,
+    endpoint, level: tokrate.analysis.ordering). ``records`` is the combined, derived records of every run
     (tokrate.report.data.combine_runs), ``sizes`` the target table, ``groups`` the flat
     summary-group table; ``comparisons`` maps each later run's key to its comparison
     against the first (empty for one run).
@@ -139,7 +140,10 @@ class ReportModel:
     banners: tuple[str, ...]
     meta: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
-    tier: Table
+    #: The tier pick: the decision, its verdict sentences and its tables.
+    decision: TierDecision
+    verdict: tuple[str, ...]
+    tier: tuple[Table, ...]
     tables: tuple[Table, ...]
     charts: tuple[Chart[Any], ...]
     left_out: tuple[str, ...]

@@ -13,6 +13,8 @@ import matplotlib.colors
 import polars as pl
 from matplotlib.axes import Axes
 
+from tokrate.analysis.ordering import natural_key
+
 __all__ = ["Style", "distinct_colors", "legend_outside", "series_colors", "series_styles"]
 
 _PALETTE: Final = (
@@ -22,9 +24,10 @@ _PALETTE: Final = (
 
 
 def series_colors(names: Sequence[str]) -> dict[str, str]:
-    """A distinct, stable colour per name (sorted): the palette, then evenly spaced hues
-    when there are more names than it has colours (never two names in one colour)."""
-    ordered = sorted(set(names))
+    """A distinct, stable colour per name (in natural order: sim-1b, sim-7b, sim-13b):
+    the palette, then evenly spaced hues when there are more names than it has colours
+    (never two names in one colour)."""
+    ordered = sorted(set(names), key=natural_key)
     colors = distinct_colors(len(ordered))
     return {n: colors[i] for i, n in enumerate(ordered)}
 

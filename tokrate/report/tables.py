@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
+from tokrate.analysis.tier_pick import Candidate, Judgement, TierDecision
 from tokrate.report.comparison import describe_change
+from tokrate.report.tier_text import candidate_text, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
-from tokrate.runfolder.run_info import SloInfo
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
 
@@ -24,7 +24,7 @@ __all__ = [
     "comparison_table",
     "errors_table",
     "summary_table",
-    "tier_table",
+    "tier_tables",
 ]
 
 
@@ -35,6 +35,8 @@ class Table:
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
     numeric: tuple[bool, ...] = field(default=())
+    #: Columns whose cells may wrap (long text); the others never do.
+    wrap: tuple[bool, ...] = field(default=())
 
 
 def _cost(g: Group) -> str:
@@ -46,10 +48,15 @@ def _cost(g: Group) -> str:
 
 def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -> Table:
     """One row per group (endpoint, model, scenario) of one run's summary."""
+    # The decision columns (SLO met, goodput, cost) first: a reader who scrolls
+    # sideways for the rest has already seen what decides a tier.
     header = (
         "endpoint",
         "model",
         "level",
+        "SLO met",
+        "goodput req/s",
+        "$ / M out",
         "ok",
         "errors",
         "TTFT p50",
@@ -60,9 +67,6 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "decode tok/s p50",
         "aggregate tok/s",
         "req/s",
-        "goodput req/s",
-        "SLO met",
-        "$ / M out",
     )
     rows = []
     buffered = 0
@@ -77,6 +81,9 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
                 g.endpoint,
                 g.model,
                 g.level,
+                fmt_pct(g.slo_met_fraction),
+                fmt_num(g.goodput_rps, 2),
+                _cost(g),
                 str(g.counts.ok),
                 str(g.counts.failed),
                 fmt_ms(g.ttft_s.p50),
@@ -87,9 +94,6 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
                 per_token or fmt_tps(g.decode_tps.p50),
                 fmt_tps(g.aggregate_output_tps),
                 fmt_num(g.requests_per_s, 2),
-                fmt_num(g.goodput_rps, 2),
-                fmt_pct(g.slo_met_fraction),
-                _cost(g),
             )
         )
     numeric = (False, False, False) + (True,) * (len(header) - 3)
@@ -158,40 +162,103 @@ def _metric_value(g: Group | None, metric: str) -> str:
     return fmt_ms(g.ttft_s.p95)
 
 
-def tier_table(
-    rows: Sequence[Mapping[str, Any]], slo_set: bool, slo: SloInfo, attainment: float
-) -> Table:
-    """The tier pick table from tokrate.report.data.tier_picks rows."""
-    header = ("task", "load", "met every SLO", "fastest (E2E p50)", "cheapest", "smallest")
-    body = []
-    for r in rows:
-        passing = ", ".join(r["passing"]) if r["passing"] else "none"
-        body.append(
-            (
-                str(r["task"]),
-                str(r["level"]),
-                f"{len(r['passing'])}/{r['candidates']}: {passing}",
-                r["fastest"] or DASH,
-                r["cheapest"] or DASH,
-                r["smallest"] or DASH,
-            )
-        )
-    if slo_set:
-        limits = ", ".join(
-            f"{k.removesuffix('_s')} ≤ {fmt_ms(v)}"
-            for k, v in slo.as_mapping().items()
-            if v is not None
-        )
-        note = (
-            f"A model meets the bar when ≥ {attainment * 100:.0f}% of its requests met every "
-            f"SLO ({limits}); failed requests count as misses."
+def _fraction(j: Judgement) -> str:
+    """ "47/48 = 98% (89–100%)"."""
+    if not j.n or j.interval is None:
+        return DASH
+    lo, hi = j.interval
+    return f"{j.met}/{j.n} = {j.met / j.n * 100:.0f}% ({lo * 100:.0f}–{hi * 100:.0f}%)"
+
+
+def _tier_note(decision: TierDecision) -> str:
+    bar = f"{decision.attainment * 100:.0f}%"
+    if decision.slo_set:
+        judged = (
+            f"A model meets the bar when ≥ {bar} of its requests met every SLO "
+            f"({slo_text(decision.slo)}); failed requests count as misses."
         )
     else:
-        note = (
+        judged = (
             "No SLOs were set ([slo] in the config), so every model with ok requests passes; "
-            "set ttft_s / tpot_s / e2e_s / itl_p99_s to pick the smallest model that clears the bar."
+            "set ttft_s / tpot_s / e2e_s / itl_p99_s to pick the smallest model that clears "
+            "the bar."
         )
-    return Table("Tier pick", header, tuple(body), note=note)
+    return (
+        f"{judged} A fraction is decided on at least {decision.min_requests} requests (with "
+        f"fewer, one request is more than the {100 - decision.attainment * 100:.0f}% allowed "
+        "to miss); a level where some task has fewer is judged on its tasks pooled. "
+        "In brackets: the Wilson 95% interval. The pick is the cheapest model with a price "
+        "that meets (models without one are named, not ranked), else the smallest that "
+        "meets. Tasks of one level with the same answer share a row, their requests summed."
+    )
+
+
+def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
+    """The tier pick (one row per answer: the pick, its evidence and cost, the others)
+    and the evidence behind it (one row per model per answer)."""
+    picks = []
+    evidence = []
+    for cell in decision.cells:
+        tasks = tasks_text(cell)
+        pick = cell.pick
+        others = [c for c in cell.meeting if c is not pick]
+        picks.append(
+            (
+                cell.level,
+                tasks,
+                pick.label if pick is not None else "none meets",
+                _fraction(pick.judgements[0]) if pick is not None else DASH,
+                _cost_cell(pick) if pick is not None else DASH,
+                ", ".join(f"{c.label} ({_cost_cell(c)})" for c in others) or DASH,
+                "; ".join(f"{c.label}: {candidate_text(c)}" for c in cell.not_meeting) or DASH,
+            )
+        )
+        for c in cell.candidates:
+            evidence.append(
+                (
+                    cell.level,
+                    tasks,
+                    c.label,
+                    DASH if c.size_b is None else f"{c.size_b:g}B",
+                    c.verdict,
+                    *(_fraction(j) for j in c.judgements),
+                    DASH if c.verdict == "meets" else candidate_text(c, fraction=False),
+                    _cost_cell(c),
+                )
+            )
+    pick_table = Table(
+        "Tier pick",
+        (
+            "load",
+            "tasks",
+            "pick",
+            "SLO met (pick)",
+            "$ / M out (pick)",
+            "also meets",
+            "does not meet",
+        ),
+        tuple(picks),
+        note=_tier_note(decision),
+        wrap=(False, True, False, False, False, True, True),
+    )
+    bars = tuple(f"{b} met (95% CI)" if b != "SLOs" else "SLO met (95% CI)" for b in decision.bars)
+    header = ("load", "tasks", "model", "size", "verdict", *bars, "why not", "$ / M out")
+    evidence_table = Table(
+        "Tier evidence",
+        header,
+        tuple(evidence),
+        note="Every model in every answer of the tier pick, with the requests it was judged on.",
+        numeric=tuple(h == "size" or h.endswith("(95% CI)") for h in header),
+        wrap=tuple(h in ("tasks", "why not") for h in header),
+    )
+    return pick_table, evidence_table
+
+
+def _cost_cell(c: Candidate) -> str:
+    if c.usd_per_m is None:
+        return "no price"
+    mark = "" if c.cost_source == "price" else " (GPU-h)"
+    return f"${c.usd_per_m:,.2f}{mark}"
 
 
 def errors_table(errors: pl.DataFrame) -> Table:

@@ -46,9 +46,13 @@ def render_markdown(
     tables: Sequence[Table],
     notes: Sequence[str],
     warnings: Sequence[str],
+    verdict: Sequence[str] = (),
 ) -> str:
-    """summary.md: title, a metadata list, warnings, the tables, then chart notes."""
+    """summary.md: title, the verdict, a metadata list, warnings, the tables, then
+    chart notes."""
     out = [f"## {md_escape(title)}", ""]
+    for line in verdict:
+        out += [f"**{md_escape(line)}**", ""]
     for key, value in meta:
         out.append(f"- **{md_escape(key)}**: {md_escape(value)}")
     out.append("")

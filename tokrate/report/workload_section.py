@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.report.figures import house_style, new_figure
 from tokrate.report.model import Chart, ReportInputs
 from tokrate.report.styles import series_colors
@@ -38,7 +39,8 @@ def _measured() -> pl.Expr:
 
 def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
     """Columns series, turn, n, ttft_p10_ms, ttft_p50_ms, ttft_p90_ms,
-    input_tokens_p50, cached_tokens_p50 (null when unknown); sorted by series, turn.
+    input_tokens_p50, cached_tokens_p50 (null when unknown); sorted by series (names
+    read naturally: sim-1b before sim-13b), then turn.
     ``runs`` is (run key, records)."""
     multi = len(runs) > 1
     parts = []
@@ -69,7 +71,12 @@ def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
                 "input_tokens_p50": pl.Float64, "cached_tokens_p50": pl.Float64,
             }
         )  # fmt: skip
-    return pl.concat(parts, how="vertical_relaxed").sort("series", "turn")
+    table = pl.concat(parts, how="vertical_relaxed")
+    names = sorted(table.get_column("series").unique().to_list(), key=natural_key)
+    rank = pl.col("series").replace_strict(
+        {name: i for i, name in enumerate(names)}, return_dtype=pl.Int64
+    )
+    return table.sort(rank, "turn")
 
 
 def turn_entry(inputs: ReportInputs) -> Iterator[Chart[Any]]:
@@ -130,7 +137,9 @@ def prefix_notes(runs: Sequence[tuple[str, pl.DataFrame]]) -> list[tuple[str, st
         stats = rows.group_by("model", "task").agg(
             (pl.col("ttft_s").median() * 1e3).alias("p50_ms"), pl.len().alias("n")
         )
-        for (model,), part in sorted(stats.group_by(["model"]), key=lambda kp: str(kp[0][0])):
+        for (model,), part in sorted(
+            stats.group_by(["model"]), key=lambda kp: model_key(str(kp[0][0]))
+        ):
             by_task = {str(r["task"]): r for r in part.iter_rows(named=True)}
             shared, unshared = by_task.get(_SHARED), by_task.get(_UNSHARED)
             if shared is None or unshared is None or not shared["p50_ms"] or not unshared["p50_ms"]:

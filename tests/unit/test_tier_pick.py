@@ -1,0 +1,309 @@
+"""The tier pick's rules on crafted summaries (issue 24): n and an interval with every
+decision, too few requests pooled or undecided, only priced models ranked by cost,
+equal answers collapsed, and a verdict sentence a reader can quote."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from tokrate.analysis.tier_pick import (
+    Evidence,
+    Judgement,
+    SloBar,
+    TierRun,
+    decide_tiers,
+    judge_fraction,
+    min_requests,
+)
+from tokrate.report.tables import tier_tables
+from tokrate.report.tier_text import verdict_lines
+from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
+from tokrate.runfolder.summary import Cost, Distribution, Group, GroupCounts, Summary, TaskGroup
+
+SLO = SloInfo(ttft_s=0.5, tpot_s=0.03)
+SIZES = {"sim-1b": 1.0, "sim-7b": 7.0, "sim-13b": 13.0, "sim-70b": 70.0}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One model's requests of one task at one level: ``met`` of ``ok + error``."""
+
+    task: str
+    ok: int
+    met: int
+    error: int = 0
+    ttft_p95: float = 0.1
+    tpot_p95: float = 0.01
+
+
+def _dist(p95: float, n: int) -> Distribution:
+    return Distribution(n=n, mean=p95 / 2, p50=p95 / 2, p90=p95 * 0.9, p95=p95, p99=p95)
+
+
+def _group(
+    model: str, parts: Sequence[Part], *, c: int = 8, usd: float | None = None, gpu: bool = False
+) -> Group:
+    tasks = []
+    for p in parts:
+        n = p.ok + p.error
+        tasks.append(
+            TaskGroup(
+                task=p.task,
+                counts=GroupCounts(scheduled=n, ok=p.ok, error=p.error),
+                ttft_s=_dist(p.ttft_p95, p.ok),
+                tpot_s=_dist(p.tpot_p95, p.ok),
+                e2e_s=_dist(1.0, p.ok),
+                decode_tps=_dist(50.0, p.ok),
+                slo_met_fraction=p.met / n,
+            )
+        )
+    ok = sum(p.ok for p in parts)
+    error = sum(p.error for p in parts)
+    met = sum(p.met for p in parts)
+    cost = None if usd is None else Cost(usd, "gpu_hourly" if gpu else "price")
+    return Group(
+        endpoint="sim",
+        model=model,
+        scenario=f"c={c}",
+        concurrency=c,
+        rate_rps=None,
+        counts=GroupCounts(scheduled=ok + error, ok=ok, error=error),
+        ttft_s=_dist(max(p.ttft_p95 for p in parts), ok),
+        tpot_s=_dist(max(p.tpot_p95 for p in parts), ok),
+        e2e_s=_dist(1.0, ok),
+        slo_met_fraction=met / (ok + error),
+        cost=cost,
+        by_task=tuple(tasks),
+    )
+
+
+def _run(groups: Sequence[Group], slo: SloInfo = SLO, key: str = "r") -> TierRun:
+    models = dict.fromkeys(g.model for g in groups)
+    targets = tuple(TargetInfo("sim", m, params_b=SIZES.get(m)) for m in models)
+    info = RunInfo(run_id=key, targets=targets, slo=slo)
+    return TierRun(key, Summary(run_id=key, groups=tuple(groups)), info)
+
+
+def test_min_requests_is_where_one_request_stops_deciding() -> None:
+    assert min_requests(0.95) == 20
+    assert min_requests(0.9) == 10
+    assert min_requests(0.99) == 100
+    # 19 of 19 met, yet one miss more would be 94.7%: undecided; 19 of 20 meets.
+    assert judge_fraction("SLOs", 19, 19, 0.95).verdict == "undecided"
+    assert judge_fraction("SLOs", 19, 20, 0.95).verdict == "meets"
+    assert judge_fraction("SLOs", 18, 20, 0.95).verdict == "misses"
+    j = judge_fraction("SLOs", 47, 48, 0.95)
+    assert j.interval is not None
+    assert (round(j.interval[0], 3), round(j.interval[1], 3)) == (0.891, 0.996)
+
+
+def test_the_issue_sentence_cheapest_priced_with_n_interval_and_next_tier() -> None:
+    run = _run(
+        [
+            _group("sim-1b", [Part("classification", 48, 30, tpot_p95=0.041)], usd=0.05),
+            _group("sim-7b", [Part("classification", 48, 47)], usd=0.12),
+            _group("sim-13b", [Part("classification", 48, 48)], usd=0.72),
+        ]
+    )
+    decision = decide_tiers([run])
+    (cell,) = decision.cells
+    assert cell.pick is not None and cell.pick.model == "sim-7b" and cell.rule == "cheapest"
+    assert cell.runner_up is not None and cell.runner_up.model == "sim-13b"
+    assert verdict_lines(decision) == [
+        "For classification pick sim-7b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in "
+        "47/48 requests (95% CI 89–100%), $0.12 per 1M output tokens, 6x cheaper than "
+        "sim-13b, the next tier that meets."
+    ]
+    picks, evidence = tier_tables(decision)
+    (row,) = picks.rows
+    assert row[:5] == ("c=8", "classification", "sim-7b", "47/48 = 98% (89–100%)", "$0.12")
+    assert "sim-1b: 30/48 met SLOs (95% CI 48–75%), TPOT p95 41.0 ms vs ≤ 30 ms" in row[6]
+    # The evidence: every model with its n and interval, in size order.
+    assert [r[2] for r in evidence.rows] == ["sim-1b", "sim-7b", "sim-13b"]
+    assert [r[5] for r in evidence.rows] == [
+        "30/48 = 62% (48–75%)",
+        "47/48 = 98% (89–100%)",
+        "48/48 = 100% (93–100%)",
+    ]
+
+
+def test_cheapest_ranks_only_priced_models_and_names_the_unpriced() -> None:
+    """The `tokrate init` example: gpu_hourly_usd on sim-7b alone. sim-1b meets too:
+    it is named, not ranked as free, and never hidden."""
+    run = _run(
+        [
+            _group("sim-1b", [Part("chat", 30, 30)]),
+            _group("sim-7b", [Part("chat", 30, 30)], usd=0.4, gpu=True),
+            _group("sim-13b", [Part("chat", 30, 30)]),
+        ]
+    )
+    decision = decide_tiers([run])
+    (cell,) = decision.cells
+    assert cell.pick is not None and cell.pick.model == "sim-7b"
+    assert [c.model for c in cell.unpriced_meeting] == ["sim-1b", "sim-13b"]
+    (line,) = verdict_lines(decision)
+    assert "(GPU-hour price at the measured throughput), the only priced tier that meets" in line
+    assert line.endswith("sim-1b and sim-13b also meet but have no price, so are not ranked.")
+    picks, _ = tier_tables(decision)
+    assert picks.rows[0][5] == "sim-1b (no price), sim-13b (no price)"
+
+
+def test_without_prices_the_smallest_that_meets_is_picked() -> None:
+    run = _run(
+        [
+            _group("sim-1b", [Part("chat", 30, 20)]),
+            _group("sim-7b", [Part("chat", 30, 29)]),
+            _group("sim-13b", [Part("chat", 30, 30)]),
+        ]
+    )
+    decision = decide_tiers([run])
+    assert decision.cells[0].pick is not None and decision.cells[0].pick.model == "sim-7b"
+    assert decision.cells[0].rule == "smallest"
+    (line,) = verdict_lines(decision)
+    assert "pick sim-7b: meets" in line and "the smallest tier that meets (no price known" in line
+
+
+def test_too_few_requests_per_task_are_pooled_and_said_so() -> None:
+    """The default run's case: 4-11 requests per task; the level is judged on all its
+    tasks together, and every sentence and row says so."""
+    parts = [Part("code", 4, 4), Part("extraction", 4, 4), Part("summarization", 22, 22)]
+    run = _run(
+        [_group("sim-7b", parts, usd=0.1), _group("sim-13b", parts, usd=0.3)],
+    )
+    decision = decide_tiers([run])
+    (cell,) = decision.cells
+    assert cell.pooled and cell.fewest == 4
+    assert cell.tasks == ("code", "extraction", "summarization")
+    assert cell.pick is not None and cell.pick.judgements[0].n == 30
+    (line,) = verdict_lines(decision)
+    assert line.startswith(
+        "For code, extraction and summarization (pooled: as few as 4 requests per task, "
+        "fewer than the 20 a decision needs) pick sim-7b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms"
+        " at c=8 in 30/30 requests (95% CI 89–100%)"
+    )
+    picks, _ = tier_tables(decision)
+    assert picks.rows[0][1] == "code, extraction and summarization (pooled)"
+
+
+def test_a_level_with_too_few_requests_overall_is_undecided() -> None:
+    run = _run([_group("sim-7b", [Part("chat", 8, 8)]), _group("sim-13b", [Part("chat", 8, 8)])])
+    decision = decide_tiers([run])
+    (cell,) = decision.cells
+    assert cell.pick is None and {c.verdict for c in cell.candidates} == {"undecided"}
+    (line,) = verdict_lines(decision)
+    assert line.startswith("For chat there are too few requests at c=8 to decide: sim-7b ")
+    assert "8 requests: a 95% bar needs at least 20" in line
+    assert line.endswith("Run at least 20 requests per target and level.")
+
+
+def test_where_no_tier_meets_each_miss_says_by_how_much() -> None:
+    heavy = [
+        _group("sim-7b", [Part("chat", 40, 10, ttft_p95=0.82)], c=8),
+        _group("sim-13b", [Part("chat", 38, 0, error=2, tpot_p95=0.045)], c=8),
+    ]
+    light = [
+        _group("sim-7b", [Part("chat", 40, 40)], c=1),
+        _group("sim-13b", [Part("chat", 40, 39)], c=1),
+    ]
+    decision = decide_tiers([_run(light + heavy)])
+    assert decision.levels == ("c=1", "c=8")
+    (line,) = verdict_lines(decision)
+    assert line == (
+        "For chat no tier meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8: "
+        "sim-7b 10/40 met SLOs (95% CI 14–40%), TTFT p95 820 ms vs ≤ 500 ms (1.6x the limit); "
+        "sim-13b 0/40 met SLOs (95% CI 0–9%), TPOT p95 45.0 ms vs ≤ 30 ms (1.5x the limit), "
+        "2 failed. At c=1, sim-7b meets (40/40 requests (95% CI 91–100%))."
+    )
+
+
+def test_tasks_with_the_same_answer_collapse_into_one_row() -> None:
+    run = _run(
+        [
+            _group(
+                "sim-7b",
+                [Part("chat", 30, 30), Part("code", 30, 30), Part("math", 30, 10)],
+                usd=0.1,
+            ),
+            _group(
+                "sim-13b",
+                [Part("chat", 30, 30), Part("code", 30, 29), Part("math", 30, 30)],
+                usd=0.3,
+            ),
+        ]
+    )
+    decision = decide_tiers([run])
+    assert [c.tasks for c in decision.cells] == [("chat", "code"), ("math",)]
+    merged = decision.cells[0]
+    assert merged.pick is not None and merged.pick.model == "sim-7b"
+    # The merged row's evidence is the two tasks' requests summed.
+    assert merged.pick.judgements[0].n == 60 and merged.pick.judgements[0].met == 60
+    assert merged.runner_up is not None and merged.runner_up.judgements[0].met == 59
+    assert decision.cells[1].pick is not None and decision.cells[1].pick.model == "sim-13b"
+    lines = verdict_lines(decision)
+    assert lines[0].startswith("For chat and code pick sim-7b: meets")
+    assert "in 60/60 requests" in lines[0] and "3x cheaper than sim-13b" in lines[0]
+    assert lines[1].startswith("For math pick sim-13b: meets")
+
+
+def test_without_slos_every_model_that_answered_passes() -> None:
+    run = _run(
+        [
+            _group("sim-7b", [Part("chat", 30, 30)], usd=0.1),
+            _group("sim-13b", [Part("chat", 30, 30)]),
+        ],
+        slo=SloInfo(),
+    )
+    decision = decide_tiers([run])
+    assert not decision.slo_set
+    (line,) = verdict_lines(decision)
+    assert line.startswith("No SLOs are set, so every tier that answered passes at c=8 for chat")
+    assert "the cheapest is sim-7b ($0.10 per 1M output tokens)" in line
+
+
+@dataclass(frozen=True)
+class _PassRate:
+    """A second bar (what issue 28's pass rate will be): here, only sim-13b passes."""
+
+    attainment: float = 0.9
+    name: str = "pass rate ≥ 90%"
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        n = evidence.counts_n
+        met = n if evidence.group.model == "sim-13b" else n // 2
+        return judge_fraction(self.name, met, n, self.attainment)
+
+
+def test_a_second_bar_plugs_in_and_the_pick_must_meet_both() -> None:
+    run = _run(
+        [
+            _group("sim-7b", [Part("chat", 30, 30)], usd=0.1),
+            _group("sim-13b", [Part("chat", 30, 30)], usd=0.3),
+        ]
+    )
+    decision = decide_tiers([run], bars=[SloBar(), _PassRate()])
+    assert decision.bars == ("SLOs", "pass rate ≥ 90%")
+    (cell,) = decision.cells
+    assert cell.pick is not None and cell.pick.model == "sim-13b"
+    assert [c.verdict for c in cell.candidates] == ["misses", "meets"]
+    (line,) = verdict_lines(decision)
+    assert "pass rate ≥ 90% at c=8 in 30/30 requests" in line
+    _, evidence = tier_tables(decision)
+    assert evidence.header[5:7] == ("SLO met (95% CI)", "pass rate ≥ 90% met (95% CI)")
+
+
+def test_several_runs_are_told_apart_in_labels() -> None:
+    a = _run([_group("sim-7b", [Part("chat", 30, 30)], usd=0.1)], key="night-1")
+    b = _run([_group("sim-7b", [Part("chat", 30, 20)], usd=0.1)], key="night-2")
+    decision = decide_tiers([a, b])
+    (cell,) = decision.cells
+    assert [c.label for c in cell.candidates] == ["sim-7b (night-1)", "sim-7b (night-2)"]
+    assert cell.pick is not None and cell.pick.label == "sim-7b (night-1)"
+
+
+@pytest.mark.parametrize("empty", [[], [_run([])]])
+def test_nothing_to_decide_says_nothing(empty: list[TierRun]) -> None:
+    decision = decide_tiers(empty)
+    assert decision.cells == () and verdict_lines(decision) == []

@@ -1,0 +1,473 @@
+"""The tier pick: for each task and load level, which model to choose, and the
+evidence behind every answer.
+
+A model *meets a bar* when at least ``attainment`` (95%) of its requests met it —
+the bar of the SLOs being "every SLO set held for the request" (failed requests count
+as misses). The fraction is shown with its n and a Wilson 95% interval. A fraction of
+n requests moves in steps of 1/n, so below ``ceil(1 / (1 - attainment))`` requests
+(20 for 95%) a single request decides the answer: such a cell is *undecided* for that
+model, and a level where any task has that few requests is judged on all its tasks
+pooled (the level's whole group, said so).
+
+Among the models that meet every bar the pick is the cheapest one *with a price*
+(USD per million output tokens: list price, or GPU-hour price at the measured
+throughput); models that meet without a price are named, never ranked as free. With
+no price among them the pick is the smallest (fewest active parameters). Cells of one
+level with the same answer collapse into one row, their requests summed.
+
+Bars are pluggable (:class:`Bar`): :class:`SloBar` is the one today; a pass-rate bar
+(answers judged right) is a second :class:`Bar` passed to :func:`decide_tiers`, and a
+pick must then meet both. Pure Python over summaries and run.json (no polars, no
+numpy), so the measuring process can decide and print the verdict itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal, Protocol
+
+from tokrate.analysis.ordering import level_key, model_key
+from tokrate.analysis.proportions import wilson_interval
+from tokrate.runfolder.run_info import RunInfo, SloInfo
+from tokrate.runfolder.summary import Distribution, Group, Summary, TaskGroup
+
+__all__ = [
+    "ATTAINMENT",
+    "Bar",
+    "Candidate",
+    "Cell",
+    "Evidence",
+    "Judgement",
+    "Shortfall",
+    "SloBar",
+    "TierDecision",
+    "TierRun",
+    "decide_tiers",
+    "judge_fraction",
+    "min_requests",
+]
+
+#: The share of requests that must meet a bar for a model to meet it.
+ATTAINMENT: Final = 0.95
+#: Confidence of the interval shown with every met fraction.
+CONFIDENCE: Final = 0.95
+
+Verdict = Literal["meets", "misses", "undecided"]
+
+
+def min_requests(attainment: float) -> int:
+    """The fewest requests on which a bar of ``attainment`` can be decided: below it
+    one request is more than the share allowed to miss (20 for 95%)."""
+    return math.ceil(round(1.0 / (1.0 - attainment), 9))
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A limit a model's requests overran: ``what`` (e.g. "TTFT p95") measured
+    ``value`` against ``limit`` (seconds)."""
+
+    what: str
+    value: float
+    limit: float
+
+    @property
+    def ratio(self) -> float:
+        """How many times the limit the value is (1.64: 64% over)."""
+        return self.value / self.limit if self.limit > 0 else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """One bar applied to one candidate's requests: ``met`` of ``n`` requests met it.
+
+    ``interval`` is the Wilson 95% interval of met / n (None when n is 0). ``verdict``
+    is "meets" (met / n >= target on at least ``min_requests(target)`` requests),
+    "misses", or "undecided" (too few requests; ``reason`` says how few).
+    ``shortfalls`` say by how much a missed bar's limits were overrun, where the
+    summary can tell (a p95 over its limit).
+    """
+
+    bar: str
+    met: int
+    n: int
+    target: float
+    verdict: Verdict
+    interval: tuple[float, float] | None = None
+    shortfalls: tuple[Shortfall, ...] = ()
+    reason: str = ""
+
+    @property
+    def fraction(self) -> float | None:
+        return self.met / self.n if self.n else None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a bar judges: one summary group of a run (a target at a level) and, when
+    the cell is one task, that task's part of it (None: all its tasks, pooled)."""
+
+    run: RunInfo
+    group: Group
+    task: TaskGroup | None = None
+
+    @property
+    def counts_n(self) -> int:
+        """Requests judged: ok + failed (cancelled ones were never answered)."""
+        counts = self.task.counts if self.task is not None else self.group.counts
+        return counts.ok + counts.error
+
+    @property
+    def ok(self) -> int:
+        return (self.task.counts if self.task is not None else self.group.counts).ok
+
+    @property
+    def failed(self) -> int:
+        return (self.task.counts if self.task is not None else self.group.counts).error
+
+
+class Bar(Protocol):
+    """A criterion a model must meet on at least ``attainment`` of its requests."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attainment(self) -> float: ...
+
+    def judge(self, evidence: Evidence) -> Judgement: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SloBar:
+    """The SLOs of the run: a request meets them when it is ok and every limit set
+    holds (summary.json ``slo_met_fraction``). Without SLOs every request that was
+    answered passes."""
+
+    attainment: float = ATTAINMENT
+    name: str = "SLOs"
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        part = evidence.task if evidence.task is not None else evidence.group
+        n = evidence.counts_n
+        fraction = part.slo_met_fraction
+        met = evidence.ok if fraction is None else round(fraction * n)
+        return judge_fraction(
+            self.name,
+            met,
+            n,
+            self.attainment,
+            shortfalls=lambda: _slo_shortfalls(evidence),
+        )
+
+
+def judge_fraction(
+    bar: str,
+    met: int,
+    n: int,
+    target: float,
+    *,
+    shortfalls: Callable[[], Iterable[Shortfall]] | None = None,
+) -> Judgement:
+    """The judgement of ``met`` of ``n`` requests against ``target`` (any bar's rule)."""
+    if n == 0:
+        return Judgement(bar, 0, 0, target, "undecided", reason="no requests")
+    interval = wilson_interval(met, n, CONFIDENCE)
+    needed = min_requests(target)
+    if n < needed:
+        reason = f"{n} requests: a {target:.0%} bar needs at least {needed}"
+        return Judgement(bar, met, n, target, "undecided", interval, reason=reason)
+    if met / n >= target - 1e-12:
+        return Judgement(bar, met, n, target, "meets", interval)
+    over = shortfalls() if shortfalls is not None else ()
+    return Judgement(bar, met, n, target, "misses", interval, tuple(over))
+
+
+#: The SLO limits and the statistic that says by how much each was overrun: above
+#: the p95, more than 5% of requests missed that limit alone.
+_SLO_STATS: Final = (
+    ("ttft_s", "TTFT p95", "ttft_s", "p95"),
+    ("tpot_s", "TPOT p95", "tpot_s", "p95"),
+    ("e2e_s", "E2E p95", "e2e_s", "p95"),
+)
+
+
+def _slo_shortfalls(evidence: Evidence) -> list[Shortfall]:
+    slo = evidence.run.slo
+    part = evidence.task if evidence.task is not None else evidence.group
+    out: list[Shortfall] = []
+    for limit_key, what, metric, stat in _SLO_STATS:
+        limit = getattr(slo, limit_key)
+        dist: Distribution = getattr(part, metric)
+        value = getattr(dist, stat)
+        if limit is not None and value is not None and value > limit:
+            out.append(Shortfall(what, value, limit))
+    # The ITL limit is on each request's own p99; the summary keeps the p99 over all
+    # gaps of the group, the closest figure it has (said so in the name).
+    itl = evidence.group.itl_s.p99
+    if slo.itl_p99_s is not None and itl is not None and itl > slo.itl_p99_s:
+        out.append(Shortfall("ITL p99 (all gaps)", itl, slo.itl_p99_s))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One model (target) judged in one cell."""
+
+    run_key: str
+    endpoint: str
+    model: str
+    #: How tables name it: the model, with its endpoint or run where that is ambiguous.
+    label: str
+    size_b: float | None
+    #: USD per million output tokens (summary ``cost``), None when unpriced.
+    usd_per_m: float | None
+    cost_source: str | None
+    failed: int
+    judgements: tuple[Judgement, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        """ "misses" when any bar is missed, else "undecided" when any bar could not be
+        decided, else "meets"."""
+        verdicts = {j.verdict for j in self.judgements}
+        if "misses" in verdicts:
+            return "misses"
+        return "undecided" if "undecided" in verdicts else "meets"
+
+    @property
+    def priced(self) -> bool:
+        return self.usd_per_m is not None
+
+    def judgement(self, bar: str) -> Judgement | None:
+        return next((j for j in self.judgements if j.bar == bar), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """The answer for some tasks at one load level.
+
+    ``pooled`` says the level was judged on all its tasks together because some
+    model had fewer than ``min_requests`` requests of some task (``fewest``: the
+    fewest any had); a cell of several
+    tasks that is not pooled is several per-task cells with the same answer,
+    their requests summed. ``pick`` follows the module's rule (``rule``: "cheapest"
+    or "smallest"); ``runner_up`` is the next priced model that meets (for "Nx
+    cheaper than"), None when there is none.
+    """
+
+    level: str
+    load: float | None
+    tasks: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    pooled: bool = False
+    fewest: int | None = None
+    pick: Candidate | None = None
+    rule: Literal["cheapest", "smallest", "none"] = "none"
+    runner_up: Candidate | None = None
+
+    @property
+    def meeting(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.verdict == "meets")
+
+    @property
+    def not_meeting(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.verdict != "meets")
+
+    @property
+    def unpriced_meeting(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.meeting if not c.priced)
+
+    def answer(self) -> tuple[object, ...]:
+        """What the cell decided, for collapsing cells that decided alike."""
+        return (
+            None if self.pick is None else self.pick.label,
+            tuple((c.label, c.verdict) for c in self.candidates),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TierRun:
+    """One run of the decision: its key (label, else id), summary and run.json."""
+
+    key: str
+    summary: Summary
+    info: RunInfo
+
+
+@dataclass(frozen=True, slots=True)
+class TierDecision:
+    """Every cell of the tier pick, levels in load order, and what they were judged by.
+
+    ``slo`` is the first run's SLOs (what a verdict quotes), ``slo_set`` whether any
+    run set one. ``cells`` are collapsed: one per distinct answer per level.
+    """
+
+    slo: SloInfo
+    slo_set: bool
+    attainment: float
+    bars: tuple[str, ...]
+    cells: tuple[Cell, ...] = field(default=())
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The load levels, lightest first."""
+        return tuple(dict.fromkeys(c.level for c in self.cells))
+
+    def cells_at(self, level: str) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.level == level)
+
+    @property
+    def min_requests(self) -> int:
+        return min_requests(self.attainment)
+
+
+def decide_tiers(runs: Sequence[TierRun], bars: Sequence[Bar] | None = None) -> TierDecision:
+    """The tier pick over ``runs`` (one, or several side by side), judged by ``bars``
+    (default: the SLOs at 95%)."""
+    use: tuple[Bar, ...] = tuple(bars) if bars else (SloBar(),)
+    attainment = max(b.attainment for b in use)
+    needed = min_requests(attainment)
+    levels: dict[str, float | None] = {}
+    per_level: dict[str, list[tuple[TierRun, Group]]] = {}
+    for run in runs:
+        for g in run.summary.groups:
+            levels.setdefault(g.level, g.load_value)
+            per_level.setdefault(g.level, []).append((run, g))
+    cells: list[Cell] = []
+    for level in sorted(levels, key=lambda lv: level_key(lv, levels[lv])):
+        cells += _level_cells(level, levels[level], per_level[level], runs, use, needed)
+    first = runs[0].info.slo if runs else SloInfo()
+    return TierDecision(
+        slo=first,
+        slo_set=any(r.info.slo.any_set for r in runs),
+        attainment=attainment,
+        bars=tuple(b.name for b in use),
+        cells=tuple(cells),
+    )
+
+
+def _level_cells(
+    level: str,
+    load: float | None,
+    entries: Sequence[tuple[TierRun, Group]],
+    runs: Sequence[TierRun],
+    bars: Sequence[Bar],
+    needed: int,
+) -> list[Cell]:
+    tasks = sorted({t.task for _, g in entries for t in g.by_task}, key=model_key)
+    sizes = [t.counts.ok + t.counts.error for _, g in entries for t in g.by_task]
+    fewest = min(sizes, default=0)
+    if len(tasks) <= 1 or fewest < needed:
+        # One task, or some task too small to judge alone: the level's whole groups.
+        candidates = [_candidate(run, g, None, runs, bars) for run, g in entries]
+        pooled = len(tasks) > 1
+        cell = _decided(level, load, tuple(tasks) or ("all",), candidates)
+        return [replace(cell, pooled=pooled, fewest=fewest if pooled else None)]
+    per_task = [
+        _decided(
+            level,
+            load,
+            (task,),
+            [
+                _candidate(run, g, t, runs, bars)
+                for run, g in entries
+                for t in g.by_task
+                if t.task == task
+            ],
+        )
+        for task in tasks
+    ]
+    return _collapse(per_task)
+
+
+def _label(run: TierRun, g: Group, runs: Sequence[TierRun]) -> str:
+    endpoints = {x.endpoint for x in run.summary.groups}
+    if len(runs) > 1:
+        where = f"{run.key}/{g.endpoint}" if len(endpoints) > 1 else run.key
+        return f"{g.model} ({where})"
+    return f"{g.endpoint}/{g.model}" if len(endpoints) > 1 else g.model
+
+
+def _candidate(
+    run: TierRun, g: Group, task: TaskGroup | None, runs: Sequence[TierRun], bars: Sequence[Bar]
+) -> Candidate:
+    evidence = Evidence(run.info, g, task)
+    size = next((t.size_b for t in run.info.targets if t.key == (g.endpoint, g.model)), None)
+    return Candidate(
+        run_key=run.key,
+        endpoint=g.endpoint,
+        model=g.model,
+        label=_label(run, g, runs),
+        size_b=size,
+        usd_per_m=None if g.cost is None else g.cost.usd_per_m_output,
+        cost_source=None if g.cost is None else g.cost.source,
+        failed=evidence.failed,
+        judgements=tuple(b.judge(evidence) for b in bars),
+    )
+
+
+def _decided(
+    level: str, load: float | None, tasks: tuple[str, ...], candidates: Sequence[Candidate]
+) -> Cell:
+    ordered = tuple(sorted(candidates, key=lambda c: (model_key(c.model, c.size_b), c.label)))
+    meeting = [c for c in ordered if c.verdict == "meets"]
+    priced = sorted(
+        (c for c in meeting if c.usd_per_m is not None),
+        key=lambda c: (c.usd_per_m, model_key(c.model, c.size_b)),
+    )
+    cell = Cell(level, load, tasks, ordered)
+    if priced:
+        runner = priced[1] if len(priced) > 1 else None
+        return replace(cell, pick=priced[0], rule="cheapest", runner_up=runner)
+    if meeting:
+        return replace(cell, pick=meeting[0], rule="smallest")
+    return cell
+
+
+def _collapse(cells: Sequence[Cell]) -> list[Cell]:
+    """Per-task cells of one level with the same answer, merged (tasks joined,
+    each candidate's requests summed), in the order of their first task."""
+    groups: dict[tuple[object, ...], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.answer(), []).append(cell)
+    out = []
+    for same in groups.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        merged = [_merge([c.candidates[i] for c in same]) for i in range(len(same[0].candidates))]
+        tasks = tuple(t for c in same for t in c.tasks)
+        out.append(_decided(same[0].level, same[0].load, tasks, merged))
+    return out
+
+
+def _merge(parts: Sequence[Candidate]) -> Candidate:
+    """One candidate's judgements over several tasks: requests summed, judged again
+    (each part had the same verdict, so the sum has it too), shortfalls the worst."""
+    first = parts[0]
+    judgements = []
+    for i, j in enumerate(first.judgements):
+        met = sum(p.judgements[i].met for p in parts)
+        n = sum(p.judgements[i].n for p in parts)
+        worst: dict[str, Shortfall] = {}
+        for p in parts:
+            for s in p.judgements[i].shortfalls:
+                if s.what not in worst or s.ratio > worst[s.what].ratio:
+                    worst[s.what] = s
+        interval = wilson_interval(met, n, CONFIDENCE) if n else None
+        reasons = sorted({p.judgements[i].reason for p in parts if p.judgements[i].reason})
+        judgements.append(
+            Judgement(
+                j.bar,
+                met,
+                n,
+                j.target,
+                j.verdict,
+                interval,
+                tuple(worst.values()),
+                "; ".join(reasons),
+            )
+        )
+    return replace(first, failed=sum(p.failed for p in parts), judgements=tuple(judgements))
