@@ -51,6 +51,15 @@ def test_one_event_reads_decode_as_byte_by_byte(reads: list[bytes], max_line: in
         assert all(type(e) is SSEEvent for e in whole)
 
 
+def test_crlf_split_around_an_empty_read_is_one_line_end() -> None:
+    """Found by the property above: an empty read between the CR and the LF of one CRLF
+    cleared the held CR, so the LF read as a second (blank) line and dispatched an event
+    that byte-by-byte decoding never sees."""
+    reads = [b"data: \r", b"", b"\n"]
+    assert _decode(reads, max_line_bytes=6, max_event_bytes=9) == []
+    assert _decode([*reads, b"\n"]) == [SSEEvent(b"")]
+
+
 def test_limit_edges_of_the_shortcut() -> None:
     read = b"data: abcd\n\n"  # line of 10 bytes, event data of 4 (+1)
     assert _decode([read], max_line_bytes=10, max_event_bytes=5) == [SSEEvent(b"abcd")]

@@ -96,6 +96,10 @@ class SSEDecoder:
         """
         if self._failed is not None:
             raise SSEProtocolError(self._failed)
+        if not chunk:
+            # An empty read carries nothing, and must not clear a CR held from the read
+            # before (a CRLF split as b"...\r", b"", b"\n" is still one line end).
+            return []
         # Byte membership as ints (13: CR, 10: LF) is one memchr; ``b"\r" in chunk`` is
         # a general substring search, several times slower on the per-token path.
         if (
