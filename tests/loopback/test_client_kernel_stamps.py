@@ -234,6 +234,41 @@ def test_a_clock_step_is_noticed_once_and_stamps_stay_in_the_past() -> None:
     assert len(notices) == 1  # said once
 
 
+def test_a_backward_step_never_puts_a_stamp_before_its_request() -> None:
+    """CLOCK_REALTIME stepped back by 50 ms since the last sample: the kernel's stamps
+    convert to 50 ms earlier than they were. The bound is the connection's last write
+    (no answer arrives before its request), found by re-sampling first."""
+    notices: list[str] = []
+    bridge = ClockBridge(notices)
+    bridge.offset_ns -= 50_000_000
+    written = perf_counter_ns()
+    read = perf_counter_ns()
+    stamp = bridge.to_perf_ns(time_ns(), read, written)
+    assert written <= stamp <= read
+    assert len(notices) == 1 and "stepped by +50" in notices[0], notices
+
+
+@pytest.mark.parametrize("skew_s", [0.5, -0.5])
+def test_a_wrong_wall_clock_keeps_every_record(
+    sim: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, skew_s: float
+) -> None:
+    """Python's wall clock read 0.5 s off the kernel's (as a clock step between two
+    samples does, and as tests/cluster's skewed node showed: the worker died with
+    'chunk_offsets_s must be non-negative' in an ExceptionGroup). Every re-sample gives
+    the same wrong offset, so only the bounds hold the stamps: within [write, read],
+    every record built, offsets from t0 non-negative and in order."""
+    import tokrate.client.kernel_stamps as ks
+
+    skew_ns = int(skew_s * 1e9)
+    monkeypatch.setattr(ks, "time_ns", lambda: time_ns() + skew_ns)
+    results = _stream_all(sim[0], {"on": 3})["on"]
+    for r in results:
+        assert r.ok and r.stamp_source == "kernel", r.error_message
+        rec = record(r)
+        assert rec.chunk_offsets_s is not None and len(rec.chunk_offsets_s) == 12
+        assert rec.chunk_offsets_s[0] >= 0
+
+
 def test_unsupported_platform_falls_back_with_one_notice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     client: Any = open_client("fast", pool_size=1, timeouts=TimeoutsSpec(), kernel_stamps="auto")

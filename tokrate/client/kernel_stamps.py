@@ -13,8 +13,11 @@ Clock: :class:`ClockBridge` holds ``perf_counter_ns() - time_ns()``, sampled at 
 as the narrowest of a few bracketed readings and re-sampled every
 :data:`RESAMPLE_NS`; a change beyond :data:`STEP_BOUND_NS` is a step of the system
 clock (NTP, an admin), noted once in ``notices``. A converted stamp is never later than
-the moment it was read (a step between samples cannot put a stamp in the future) and
+the moment it was read (a step forward between samples cannot put a stamp in the future),
+never earlier than the moment the connection last wrote (a step backward cannot put an
+answer before its request: chunk offsets from the request's t0 stay non-negative) and
 never earlier than the previous stamp of the same connection (stamps stay monotonic).
+A stamp more than :data:`STEP_BOUND_NS` outside those bounds re-samples the offset first.
 
 Invariants: TCP merges segments that wait together in the socket buffer, and the kernel
 then reports the arrival of the LAST of them: bytes read together share one stamp,
@@ -121,18 +124,19 @@ class ClockBridge:
                 " kernel receive stamps were re-based on the monotonic clock"
             )
 
-    def to_perf_ns(self, realtime_ns: int, read_ns: int) -> int:
+    def to_perf_ns(self, realtime_ns: int, read_ns: int, floor_ns: int = 0) -> int:
         """The kernel stamp ``realtime_ns`` on the perf_counter clock, for a read whose
-        user stamp is ``read_ns`` (never later than that)."""
+        user stamp is ``read_ns``: within ``[floor_ns, read_ns]`` (``floor_ns``: the
+        connection's last write or previous stamp, whichever is later)."""
         if read_ns - self.sampled_ns > RESAMPLE_NS:
             self.resample()
         stamp = realtime_ns + self.offset_ns
-        if stamp > read_ns:
-            if stamp - read_ns > STEP_BOUND_NS:
-                self.resample()  # a stamp from the future: the clock stepped forward
-                stamp = realtime_ns + self.offset_ns
-            stamp = min(stamp, read_ns)
-        return stamp
+        if stamp - read_ns > STEP_BOUND_NS or floor_ns - stamp > STEP_BOUND_NS:
+            # From the future (the clock stepped forward) or from before the request was
+            # written (it stepped back) since the last sample: re-sample, then bound.
+            self.resample()
+            stamp = realtime_ns + self.offset_ns
+        return min(max(stamp, floor_ns), read_ns)
 
 
 def _sample_offset() -> tuple[int, int]:
@@ -231,8 +235,8 @@ class KernelTransport(asyncio.Transport):
                 sec, nsec = _unpack_timespec(raw)
                 bridge = self._bridge
                 stamp = sec * 1_000_000_000 + nsec + bridge.offset_ns
-                if stamp > now or now - bridge.sampled_ns > RESAMPLE_NS:
-                    stamp = bridge.to_perf_ns(sec * 1_000_000_000 + nsec, now)
+                if stamp > now or stamp < self._last_ns or now - bridge.sampled_ns > RESAMPLE_NS:
+                    stamp = bridge.to_perf_ns(sec * 1_000_000_000 + nsec, now, self._last_ns)
                 now = stamp
                 kernel = True
         if now < self._last_ns:
@@ -268,6 +272,8 @@ class KernelTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
+        # No answer arrives before its request is written: the floor of the next stamps.
+        self._last_ns = max(self._last_ns, perf_counter_ns())
         if self._tls is not None:
             self._tls.obj.write(bytes(data))
             data = self._tls.outgoing.read()
