@@ -18,7 +18,10 @@ Scenarios: ``ok`` (reasoning deltas, then answer deltas, then usage and the end
 event), ``overloaded`` / ``rate_limited`` (Anthropic ``error`` event mid-stream;
 Responses ``response.failed`` / an ``error`` event), ``reject_max_tokens`` (chat: HTTP
 400 as OpenAI's o-series answers when the body names ``max_tokens``), ``strict`` (HTTP
-422 for any body field outside the protocol's basic set, as transformers serve does).
+422 for any body field outside the protocol's basic set, as transformers serve does),
+``echo_key`` (the ``ok`` events with the caller's key, its ``x-api-key`` or
+``Authorization`` value, echoed as every event's model name and response id and in the
+pre-flight probe's answer).
 Every request is kept in ``server.requests`` (path, query, headers, body) and every
 content-bearing write is stamped with ``time.perf_counter_ns()`` (the client's clock)
 in ``server.truth[response_id]``: tests compare against what was really written.
@@ -126,8 +129,13 @@ class ProtocolServer(HostileServer):
         if method != "POST":
             await self._json(w, 404, b'{"error":{"message":"no such route"}}')
             return
+        headers = self.requests[-1]["headers"]
+        echoed = headers.get("x-api-key") or headers.get("authorization") or ""
         if body.get("stream") is False:
-            await self._json(w, 200, b'{"id":"probe","choices":[]}')
+            probe: dict[str, Any] = {"id": "probe", "choices": []}
+            if scenario == "echo_key":
+                probe.update(id=f"probe {echoed}", model=echoed)
+            await self._json(w, 200, orjson.dumps(probe))
             return
         if scenario == "reject_max_tokens" and "max_tokens" in body:
             await self._json(w, 400, MAX_TOKENS_ERROR)
@@ -147,6 +155,8 @@ class ProtocolServer(HostileServer):
         )
         events = {"chat": _chat, "responses": _responses, "messages": _messages}[route]
         for name, data, kind in events(rid, scenario):
+            if scenario == "echo_key" and isinstance(data, dict):
+                _echo(data, echoed)
             if kind is not None:
                 await asyncio.sleep(self.itl_s)
             frame = (f"event: {name}\n" if name else "").encode()
@@ -163,6 +173,16 @@ class ProtocolServer(HostileServer):
 
 
 Event = tuple[str | None, Any, str | None]  # (SSE event name, data, content kind)
+
+
+def _echo(data: dict[str, Any], echoed: str) -> None:
+    """The ``echo_key`` scenario: ``echoed`` as the model and in the id of the event (chat
+    chunks, Responses' response object, Anthropic's message_start)."""
+    for obj in (data, data.get("response"), data.get("message")):
+        if isinstance(obj, dict):
+            obj["model"] = echoed
+            if "id" in obj and echoed not in str(obj["id"]):  # events repeat one dict
+                obj["id"] = f"{obj['id']} {echoed}"
 
 
 def _chat(rid: str, scenario: str) -> list[Event]:

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 from helpers.hostile_server import hostile_server
+from helpers.protocol_server import ProtocolServer
 
 KEY = "canary-env-key-7f3a9c"
 HEADER = "canary-header-51d2e8"
@@ -82,6 +84,59 @@ warmup_requests = 0
         for control in CONTROLS:
             assert control not in text, f"{control!r} in {name}"
     assert "acme-tenant" in files["run.json"]  # only secrets go, not every header value
+
+
+@pytest.mark.parametrize(
+    ("api", "client"),
+    [("chat", "fast"), ("chat", "httpx"), ("chat", "openai"), ("anthropic", "fast"),
+     ("responses", "httpx")],
+)  # fmt: skip
+def test_a_key_echoed_as_the_model_name_is_redacted(tmp_path: Path, api: str, client: str) -> None:
+    """A server that answers as model '<the caller's key>' (and puts it in the response
+    id): the key is in no record, no file and no terminal line, live warning included."""
+    with ProtocolServer(itl_ms=1) as server:
+        cfg = tmp_path / "bench.toml"
+        cfg.write_text(
+            f"""
+[[endpoint]]
+name = "echo"
+base_url = "{server.url("echo_key")}"
+api_key_env = "ECHO_KEY"
+api = "{api}"
+
+[[model]]
+endpoint = "echo"
+name = "m"
+
+[client]
+kind = "{client}"
+
+[load]
+concurrency = [1]
+requests = 3
+warmup_requests = 0
+""",
+            encoding="utf-8",
+        )
+        env = {**os.environ, "ECHO_KEY": KEY, "COLUMNS": "200"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "--output-dir",
+             str(tmp_path / "out"), "--run-id", "echo"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        sent = [r for r in server.requests if r["body"].get("stream")]
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sent and all(KEY in str(r["headers"]) for r in sent)  # the key did go out
+    records = pl.read_parquet(tmp_path / "out" / "echo" / "records.parquet")
+    assert records.height == 3 and set(records["status"]) == {"ok"}, records
+    # The echoed value is the whole header: "Bearer <key>" or, for anthropic, the key.
+    for column in ("response_model", "response_id"):
+        assert all("<redacted>" in value for value in records[column]), records[column]
+    outputs = {**_texts(tmp_path / "out" / "echo"), "stdout": proc.stdout, "stderr": proc.stderr}
+    for name, text in outputs.items():
+        assert KEY not in text, f"the key in {name}"
+    assert "<redacted>', not the 'm' requested" in " ".join((proc.stdout + proc.stderr).split())
 
 
 def test_sim_api_key_given_as_a_value_is_not_echoed() -> None:

@@ -37,7 +37,7 @@ from tokrate.inputs.tokencount import cached_counter
 from tokrate.load.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.plan import PlannedRequest
 from tokrate.load.settings import WorkerSettings
-from tokrate.redact import strip_control
+from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import RequestRecord
 
 __all__ = ["Sender", "SendSlot"]
@@ -244,11 +244,7 @@ class Sender:
                     token_counter=counter,
                 ),
             )
-            if record.error_message:
-                # A server's words (an HTTP body, an SSE error event) may echo a secret or
-                # carry terminal controls: both go before the record is written anywhere.
-                message = self.settings.redactor.text(strip_control(record.error_message))
-                record = dataclasses.replace(record, error_message=message)
+            record = server_text_redacted(record, self.settings.redactor)
             self.emit(RequestFinished(record=record))
             if record.status == "ok":
                 return result.answer_text
@@ -329,3 +325,46 @@ class Sender:
             if slot.state is not None:
                 tokens[slot.target_index] += len(slot.state.chunk_ns)
         return tokens, in_flight
+
+
+def server_text_redacted(record: RequestRecord, redactor: Redactor) -> RequestRecord:
+    """``record`` with every text a server chose passed through the run's redactor and
+    stripped of terminal controls, before it is written or warned about anywhere: the
+    error message (an HTTP body, an SSE error event), the model name and id the response
+    carried, its finish reason, its server timings and the client's notes (a server
+    that echoes the caller's key as its model name must not put it in records.jsonl or
+    the live "answered as model" warning)."""
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else redactor.text(strip_control(value))
+
+    changes: dict[str, Any] = {}
+    for name in ("error_message", "response_model", "response_id", "finish_reason"):
+        value = getattr(record, name)
+        if value is not None and text(value) != value:
+            changes[name] = text(value)
+    for name in ("server_timings", "extra"):
+        value = getattr(record, name)
+        if value:
+            cleaned = _strings_redacted(value, text)
+            if cleaned != value:
+                changes[name] = cleaned
+    return dataclasses.replace(record, **changes) if changes else record
+
+
+def _strings_redacted(value: Any, text: Callable[[str], str | None]) -> Any:
+    """Every string inside ``value`` (keys too; dicts and lists walked) through ``text``.
+    By value and shape only, not by name: llama.cpp's ``predicted_per_token_ms`` is a
+    number, not a token."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {
+            (text(k) if isinstance(k, str) else k): _strings_redacted(v, text)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_strings_redacted(v, text) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_strings_redacted(v, text) for v in value)
+    return value
