@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -71,6 +72,7 @@ class NetnsCluster:
         }
         #: Nodes cut off or killed by a test, restored before the next one.
         self.lost: set[str] = set()
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     # --- the script ----------------------------------------------------------------
 
@@ -90,8 +92,22 @@ class NetnsCluster:
         return done.stderr
 
     def up(self) -> None:
-        """Remove leftovers of an earlier (killed) run, then bridge, head, n1, n2."""
+        """Remove leftovers of an earlier (killed) run, then bridge, head, n1, n2.
+
+        A watchdog in a session of its own runs ``down`` once this process is gone, so
+        a test session killed by SIGKILL (which runs no teardown) leaves no namespace
+        and no Ray process behind either."""
         self.script("down")
+        if self._watchdog is None:
+            wait = f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 0.5; done"
+            self._watchdog = subprocess.Popen(
+                ["bash", "-c", f"{wait}; exec bash {shlex.quote(str(SCRIPT))} down"],
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=self._env,
+            )
         self.script("net-up")
         self.script("head-up")
         for node in ("n1", "n2"):
@@ -116,6 +132,10 @@ class NetnsCluster:
 
     def down(self) -> None:
         self.script("down")
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
 
     # --- processes inside the namespaces -------------------------------------------
 
