@@ -311,7 +311,11 @@ def test_cli_metrics_url_scrapes_a_base_url_run(tmp_path: Path, sim_url: str) ->
     argv += ["--metrics-url", _root(sim_url) + "/metrics", "--output-dir", str(tmp_path)]
     assert main([*argv, "--run-id", "cli", "--no-report", "--quiet"]) == 0
     (scrape,) = load_run(tmp_path / "cli").info.server_metrics
-    assert scrape.endpoint == _root(sim_url).removeprefix("http://") and scrape.interval_s == 1.0 and scrape.scrapes >= 1
+    assert (
+        scrape.endpoint == _root(sim_url).removeprefix("http://")
+        and scrape.interval_s == 1.0
+        and scrape.scrapes >= 1
+    )
     assert main(["run", "--metrics-url", "http://127.0.0.1:1/metrics"]) == 2  # needs --base-url
 
 
