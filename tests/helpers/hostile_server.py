@@ -16,7 +16,9 @@ Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``), llama (llama-server's shapes:
-/models with ``meta.n_ctx`` (option ``n_ctx``), answers as ``answer_model`` (default a
+/models with ``meta.n_ctx`` (option ``n_ctx``) and, as options, ``meta.n_params``,
+``meta.size``, ``meta.ftype`` (any JSON value), GET /props with ``model_ftype``
+(``props_ftype``), answers as ``answer_model`` (default a
 .gguf path), usage with ``prompt_tokens_details.cached_tokens`` (``cached``) and a
 ``timings`` object in the usage chunk).
 """
@@ -183,8 +185,10 @@ class HostileServer:
                     opts = dict(kv.split("=", 1) for kv in spec.split(","))
                 framing = opts.get("framing", "chunked")
                 out = _Writer(w, framing)
-                if path.endswith("/models") and mode in ("models500", "llama"):
-                    keep = await _models_page(mode, opts, out)
+                if (path.endswith("/models") and mode in ("models500", "llama")) or (
+                    path.endswith("/props") and mode == "llama"
+                ):
+                    keep = await _models_page(mode, opts, out, props=path.endswith("/props"))
                     reset_next = mode == "models500"
                 else:
                     keep = await self._respond(mode, opts, req, path, out, received)
@@ -382,17 +386,39 @@ def _default_model(mode: str, req: dict[str, Any]) -> Any:
     return "/models/rand-3m.gguf" if mode == "llama" else req.get("model")
 
 
-async def _models_page(mode: str, o: dict[str, str], out: _Writer) -> bool:
+def _raw(value: str) -> Any:
+    """An option as JSON when it parses (``n_params=-5``, ``ftype=true``), else text."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+
+
+async def _models_page(mode: str, o: dict[str, str], out: _Writer, *, props: bool) -> bool:
     """GET /models of the ``models500`` and ``llama`` modes (models500: the caller resets
-    the next request on this connection, as transformers serve's dropped one does)."""
+    the next request on this connection, as transformers serve's dropped one does), and
+    the llama mode's GET /props (``props_ftype``: its ``model_ftype``)."""
     if mode == "models500":
         msg = b'{"error": "huggingface_hub.errors.CacheNotFound"}'
         await out.head(500, "application/json", f"Content-Length: {len(msg)}\r\n")
         out.w.write(msg)
         await out.w.drain()
         return True
-    n_ctx = int(o.get("n_ctx", "2048"))
-    model = {"id": "m", "object": "model", "meta": {"n_ctx": n_ctx, "n_vocab": 512}}
+    if props:
+        doc = {"total_slots": 4}
+        if "props_ftype" in o:
+            doc["model_ftype"] = _raw(o["props_ftype"])
+        msg = orjson.dumps(doc)
+        await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
+        out.w.write(msg)
+        await out.w.drain()
+        return True
+    meta: dict[str, Any] = {"n_ctx": int(o.get("n_ctx", "2048")), "n_vocab": 512}
+    # llama-server's own size facts, as options (any JSON value, to send bad ones too).
+    for key in ("n_params", "size", "ftype"):
+        if key in o:
+            meta[key] = _raw(o[key])
+    model = {"id": "m", "object": "model", "meta": meta}
     msg = orjson.dumps({"object": "list", "data": [model]})
     await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
     out.w.write(msg)

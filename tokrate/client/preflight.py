@@ -14,7 +14,9 @@ Per endpoint, by its ``model_check`` (``[[endpoint]] model_check``, ``--model-ch
 
 Context sizes: where the /models list says how long a context each model takes
 (llama.cpp ``data[].meta.n_ctx``, the per-slot share; vLLM and the simulator
-``data[].max_model_len``), :func:`check_targets` returns them per target and
+``data[].max_model_len``), :func:`check_targets` returns them per target (with a
+llama-server's ``meta.n_params``, ``meta.size`` and ``meta.ftype``, or ``GET /props``
+``model_ftype``: :class:`~tokrate.runfolder.served_model.ServedModel`) and
 :func:`unfit_prompts` names the prompts whose estimated tokens plus max_tokens cannot
 fit (one warning line per target, before any load is sent). The estimate is
 ``Prompt.input_tokens_est`` (bytes / 4 plus the chat template): a real tokenizer may
@@ -32,6 +34,7 @@ requests never become records.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -43,8 +46,16 @@ from tokrate.inputs.prompts import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.load.record_warnings import same_model
 from tokrate.redact import redact_text
+from tokrate.runfolder.served_model import ServedModel
 
-__all__ = ["BODY_LINE_CHARS", "check_targets", "context_tokens", "served_models", "unfit_prompts"]
+__all__ = [
+    "BODY_LINE_CHARS",
+    "check_targets",
+    "context_tokens",
+    "served_model",
+    "served_models",
+    "unfit_prompts",
+]
 
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
@@ -75,12 +86,18 @@ def _positive_int(value: Any) -> int | None:
     return None
 
 
-def context_tokens(payload: bytes, model: str) -> int | None:
-    """The context size (tokens) a /models body gives for ``model`` (its entry, or the
-    only entry: llama.cpp lists one model under whatever name), None when it says none."""
+def _entry(payload: bytes, model: str) -> dict[str, Any] | None:
+    """``model``'s /models entry, or the only entry (llama.cpp lists one model under
+    whatever name it was started with)."""
     entries = _model_entries(payload)
     named = [i for i in entries if i.get("id") == model]
-    entry = named[0] if named else (entries[0] if len(entries) == 1 else None)
+    return named[0] if named else (entries[0] if len(entries) == 1 else None)
+
+
+def context_tokens(payload: bytes, model: str) -> int | None:
+    """The context size (tokens) a /models body gives for ``model``, None when it
+    says none."""
+    entry = _entry(payload, model)
     if entry is None:
         return None
     meta = entry.get("meta")
@@ -89,14 +106,56 @@ def context_tokens(payload: bytes, model: str) -> int | None:
     return _positive_int(entry.get("max_model_len"))
 
 
+def served_model(payload: bytes, model: str) -> ServedModel | None:
+    """What a /models body says about ``model``: its context size, and a
+    llama-server's ``meta.n_params``, ``meta.size`` (weight bytes) and ``meta.ftype``;
+    None when it says nothing of them."""
+    entry = _entry(payload, model)
+    if entry is None:
+        return None
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    ftype = meta.get("ftype")
+    served = ServedModel(
+        context_tokens=context_tokens(payload, model),
+        params=_positive_int(meta.get("n_params")),
+        weight_bytes=_positive_int(meta.get("size")),
+        weight_type=ftype.strip()[:40] if isinstance(ftype, str) and ftype.strip() else None,
+        source="GET /models",
+    )
+    return None if served == ServedModel(source="GET /models") else served
+
+
+def _with_props_ftype(http: Any, base: str, served: ServedModel) -> ServedModel:
+    """A llama-server that reports its size but not its weight type in /models names
+    it in ``GET /props`` (``model_ftype``), at the server's root."""
+    if served.params is None or served.weight_type is not None:
+        return served
+    import httpx
+
+    root = base.rstrip("/").removesuffix("/v1")
+    try:
+        resp = http.get(f"{root}/props", headers={"Connection": "close"})
+        doc = orjson.loads(resp.content) if resp.is_success else None
+    except (httpx.HTTPError, orjson.JSONDecodeError):
+        return served
+    ftype = doc.get("model_ftype") if isinstance(doc, dict) else None
+    if not isinstance(ftype, str) or not ftype.strip():
+        return served
+    return dataclasses.replace(
+        served, weight_type=ftype.strip()[:40], source="GET /models, GET /props"
+    )
+
+
 def unfit_prompts(
-    targets: Sequence[Target], contexts: Mapping[str, int], prompts: Sequence[Prompt]
+    targets: Sequence[Target], served: Mapping[str, ServedModel], prompts: Sequence[Prompt]
 ) -> list[str]:
-    """One line per target whose context (``contexts``: tokens by target label) cannot
-    hold some prompts' estimated input tokens plus their max_tokens (1 when unset)."""
+    """One line per target whose context (``served``: by target label) cannot hold
+    some prompts' estimated input tokens plus their max_tokens (1 when unset)."""
     lines = []
     for t in targets:
-        ctx = contexts.get(t.label)
+        facts = served.get(t.label)
+        ctx = None if facts is None else facts.context_tokens
         if ctx is None:
             continue
         ids = [p.id for p in prompts if p.input_tokens_est + (p.max_tokens or 1) > ctx]
@@ -152,10 +211,11 @@ def check_targets(
     *,
     api: str = "chat",
     timeout_s: float = _TIMEOUT_S,
-) -> dict[str, int]:
+) -> dict[str, ServedModel]:
     """Run the pre-flight of every endpoint of ``targets`` (see the module docstring);
-    returns the context size (tokens) of each target whose /models entry gives one, by
-    target label.
+    returns what the /models entry of each target says about its model (context size;
+    a llama-server's parameters and weights), by target label, for targets whose
+    entry says any of it.
 
     ``api`` (the run's ``[client] api``; an endpoint's own ``api`` wins) picks the
     route, body and key header of the tiny probe request.
@@ -167,17 +227,15 @@ def check_targets(
     by_endpoint: dict[str, list[Target]] = {}
     for t in targets:
         by_endpoint.setdefault(t.endpoint.name, []).append(t)
-    contexts: dict[str, int] = {}
+    served: dict[str, ServedModel] = {}
     for group in by_endpoint.values():
-        contexts.update(
-            _check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s)
-        )
-    return contexts
+        served.update(_check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s))
+    return served
 
 
 def _check_endpoint(
     targets: Sequence[Target], api_key: str | None, api: str, timeout_s: float
-) -> dict[str, int]:
+) -> dict[str, ServedModel]:
     import httpx
 
     from tokrate.client.request import auth_headers
@@ -191,15 +249,15 @@ def _check_endpoint(
     try:
         with httpx.Client(timeout=timeout_s, headers=headers) as http:
             served: list[str] | None = None
-            contexts: dict[str, int] = {}
+            contexts: dict[str, ServedModel] = {}
             if endpoint.model_check != "probe":
                 resp = http.get(f"{base}/models", headers={"Connection": "close"})
                 _refuse_auth(resp, where, endpoint.api_key_env, api_key)
                 if resp.is_success:
                     for t in targets:
-                        ctx = context_tokens(resp.content, t.model.name)
-                        if ctx is not None:
-                            contexts[t.label] = ctx
+                        facts = served_model(resp.content, t.model.name)
+                        if facts is not None:
+                            contexts[t.label] = _with_props_ftype(http, base, facts)
                 if endpoint.model_check == "off":
                     return contexts
                 if resp.is_success:

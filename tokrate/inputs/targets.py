@@ -21,6 +21,7 @@ from tokrate.errors import ConfigError
 from tokrate.inputs.sizes import fill_sizes
 from tokrate.redact import Redactor, is_secret_name, split_url_credentials
 from tokrate.runfolder.run_info import TargetInfo
+from tokrate.runfolder.served_model import ServedModel
 from tokrate.spec import SIM_ENDPOINT, EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "api_keys",
     "resolve_targets",
     "run_redactor",
+    "sort_targets",
 ]
 
 
@@ -56,6 +58,12 @@ class Target:
     endpoint: EndpointSpec
     model: ModelSpec
     simulated: bool = False
+    #: Where the model's params_b / bytes_per_param came from: "config", "name",
+    #: "server" (:mod:`tokrate.inputs.served_sizes`), "simulator"; None: unknown.
+    size_source: str | None = None
+    bytes_source: str | None = None
+    #: What the server said about the model in the pre-flight (None: nothing).
+    served: ServedModel | None = None
 
     @property
     def base_url(self) -> str:
@@ -89,10 +97,15 @@ class Target:
             simulated=self.simulated,
             family=m.family,
             api=self.endpoint.api or default_api,
+            size_source=self.size_source,
+            bytes_source=self.bytes_source,
+            served=self.served,
         )
 
 
-def _by_size(targets: Sequence[Target], endpoint_order: Sequence[str]) -> tuple[Target, ...]:
+def sort_targets(targets: Sequence[Target], endpoint_order: Sequence[str]) -> tuple[Target, ...]:
+    """``targets`` in the order of the module doc: endpoint (``endpoint_order``), then
+    size (active, else total; unknown last), then name."""
     rank = {name: i for i, name in enumerate(endpoint_order)}
 
     def key(t: Target) -> tuple[int, float, str]:
@@ -123,7 +136,7 @@ def resolve_targets(
             configured.get(name) or ModelSpec(endpoint=SIM_ENDPOINT, name=name)
             for name in list(configured) or [t.name for t in tier_list]
         ]
-        return _by_size(
+        return sort_targets(
             [_sim_target(endpoint, m, tier_list, where) for m in models], [SIM_ENDPOINT]
         )
     by_name = {e.name: _without_url_credentials(e) for e in spec.endpoints}
@@ -146,8 +159,15 @@ def resolve_targets(
             continue
         params, active, bpp = fill_sizes(m.name, m.params_b, m.active_params_b, m.bytes_per_param)
         sized = dataclasses.replace(m, params_b=params, active_params_b=active, bytes_per_param=bpp)
-        targets.append(Target(endpoint=found, model=sized))
-    return _by_size(targets, [e.name for e in spec.endpoints])
+        targets.append(
+            Target(
+                endpoint=found,
+                model=sized,
+                size_source=_source(m.params_b, params),
+                bytes_source=_source(m.bytes_per_param, bpp),
+            )
+        )
+    return sort_targets(targets, [e.name for e in spec.endpoints])
 
 
 def _sim_endpoint(endpoint: EndpointSpec, url: str, *, metrics: bool) -> EndpointSpec:
@@ -184,7 +204,20 @@ def _sim_target(
         bytes_per_param=tier.bytes_per_param,
         gpus=tier.gpus,
     )
-    return Target(endpoint=endpoint, model=sized, simulated=True)
+    return Target(
+        endpoint=endpoint,
+        model=sized,
+        simulated=True,
+        size_source="simulator",
+        bytes_source="simulator",
+    )
+
+
+def _source(given: float | None, resolved: float | None) -> str | None:
+    """ "config" for a value the user gave, "name" for one inferred, None: unknown."""
+    if given is not None:
+        return "config"
+    return "name" if resolved is not None else None
 
 
 def api_keys(spec: RunSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -129,6 +129,10 @@ class _Prepared:
     loaded: LoadedPrompts
     #: Pre-flight warnings (prompts that cannot fit a server's context), for run.json.
     notices: tuple[str, ...] = ()
+    #: Targets sized from what their server reported (said before the load), and
+    #: configured sizes a server contradicts (warnings).
+    size_notes: tuple[str, ...] = ()
+    size_warnings: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -169,6 +173,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.inputs.prompts import load_prompt_sources
+    from tokrate.inputs.served_sizes import with_served_sizes
     from tokrate.load.backends.selection import open_backend
     from tokrate.load.plan import build_plan, shard
 
@@ -191,8 +196,9 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     try:
         simulator = stack.enter_context(_simulator(spec))
         targets = resolve_targets(spec, simulator)
-        contexts = check_targets(targets, keys, api=spec.client.api)
-        notices = tuple(unfit_prompts(targets, contexts, prompts))
+        served = check_targets(targets, keys, api=spec.client.api)
+        targets, size_notes, size_warnings = with_served_sizes(targets, served)
+        notices = tuple(unfit_prompts(targets, served, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
         stack.callback(backend.close)
@@ -204,8 +210,9 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         store.discard()
         raise
     return _Prepared(
-        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, loaded, notices
-    )
+        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, loaded, notices,
+        tuple(size_notes), tuple(size_warnings),
+    )  # fmt: skip
 
 
 # --- measure ----------------------------------------------------------------------------
@@ -369,6 +376,8 @@ def run_benchmark(
         if console is not None and not quiet:
             # Before any load: a user who named one file sees that nothing else is sent.
             print_notice(console, "prompts", source_text(p.loaded.sources))
+            for line in p.size_notes:
+                print_notice(console, "note", line)
         progress = None
         searching = spec.load.capacity is not None
         if console is not None and not quiet and not searching:
@@ -377,6 +386,8 @@ def run_benchmark(
         sink = Collector(p.store, progress, p.targets, p.redactor, watch)
         for line in p.notices:
             sink(WorkerWarning("driver", line, "context_preflight"))
+        for line in p.size_warnings:
+            sink(WorkerWarning("driver", line))  # one each: they name their targets
         capacity = None
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()

@@ -25,6 +25,7 @@ import orjson
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.jsonread import JsonReader
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
+from tokrate.runfolder.served_model import ServedModel
 
 __all__ = [
     "RUN_KIND",
@@ -45,7 +46,8 @@ RUN_LAYOUT_VERSION: Final = 1
 #: One line per layout version; readers keep loading every version listed here.
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
-    " server_metrics, calibration, prompts, nodes)"
+    " server_metrics, calibration, prompts, nodes,"
+    " targets[].size_source/bytes_source/served)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -74,6 +76,13 @@ class TargetInfo:
     #: The protocol its requests were sent in (chat, completions, responses,
     #: anthropic); None in runs older than the field.
     api: str | None = None
+    #: Where ``params_b`` and ``bytes_per_param`` came from: "config" (the user),
+    #: "server" (what the server reported, ``served``), "name" (inferred from the
+    #: model's name), "simulator" (its tier); None: unknown, or a run older than these.
+    size_source: str | None = None
+    bytes_source: str | None = None
+    #: What the server said about the model before the load (None: nothing).
+    served: ServedModel | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -93,6 +102,7 @@ class TargetInfo:
         r = JsonReader(data, where)
         params = r.opt_float("params_b")
         active = r.opt_float("active_params_b")
+        served = r.opt_mapping("served")
         return cls(
             endpoint=r.str_("endpoint"),
             model=r.str_("model"),
@@ -107,6 +117,9 @@ class TargetInfo:
             simulated=bool(r.opt_bool("simulated")),
             family=r.opt_str("family"),
             api=r.opt_str("api"),
+            size_source=r.opt_str("size_source"),
+            bytes_source=r.opt_str("bytes_source"),
+            served=None if served is None else ServedModel.from_dict(served, f"{where}: served"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""What a server says about a model it serves: run.json ``targets[].served``.
+
+Read before any load by the pre-flight (``tokrate.client.preflight``) from ``GET
+{base_url}/models``: the context size (llama.cpp ``meta.n_ctx``, vLLM and the
+simulator ``max_model_len``) and, from a llama-server, the model itself: ``meta.n_params``
+(parameters), ``meta.size`` (bytes of its weights) and ``meta.ftype`` (their type, e.g.
+``F16``, ``Q4_K_M``; else ``model_ftype`` of its ``GET /props``). Unknown is None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tokrate.runfolder.jsonread import JsonReader
+
+__all__ = ["ServedModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """``context_tokens`` per sequence; ``params`` (a count, not billions) and
+    ``weight_bytes`` of the weights as loaded; ``weight_type`` as the server names it;
+    ``source``: where it said so (``GET /v1/models``, ``GET /props``)."""
+
+    context_tokens: int | None = None
+    params: int | None = None
+    weight_bytes: int | None = None
+    weight_type: str | None = None
+    source: str = ""
+
+    @property
+    def params_b(self) -> float | None:
+        return None if self.params is None else self.params / 1e9
+
+    @property
+    def bytes_per_param(self) -> float | None:
+        """Weight bytes per parameter (2.0 for F16; Q4_K_M about 0.6, its scales
+        included), None unless both are known."""
+        if not self.params or not self.weight_bytes:
+            return None
+        return self.weight_bytes / self.params
+
+    @property
+    def knows_size(self) -> bool:
+        return self.params is not None
+
+    def describe(self) -> str:
+        """``23,468,544 parameters, F16 weights (2.00 bytes per parameter)``."""
+        parts = []
+        if self.params is not None:
+            parts.append(f"{self.params:,} parameters")
+        weights = f"{self.weight_type} weights" if self.weight_type else ""
+        bpp = self.bytes_per_param
+        if bpp is not None:
+            weights = f"{weights} ({bpp:.2f} bytes per parameter)".strip()
+        if weights:
+            parts.append(weights)
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServedModel:
+        r = JsonReader(data, where)
+        return cls(
+            context_tokens=r.opt_int("context_tokens"),
+            params=r.opt_int("params"),
+            weight_bytes=r.opt_int("weight_bytes"),
+            weight_type=r.opt_str("weight_type"),
+            source=r.str_("source"),
+        )
