@@ -59,6 +59,7 @@ from tokrate.load.run_start import start_info
 from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.stopping import Stop
 from tokrate.redact import Redactor
+from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo
 from tokrate.runfolder.server_metrics import MetricsSampler
 from tokrate.runfolder.store import RunStore, new_run_id
@@ -213,6 +214,34 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         run_id, targets, prompts, plan, shards, keys, backend, store, redactor, loaded, notices,
         tuple(size_notes), tuple(size_warnings),
     )  # fmt: skip
+
+
+def _announce(p: _Prepared, console: Console) -> None:
+    """Before any load: where the prompts come from (a user who named one file sees
+    that nothing else is sent), and the targets sized from what their server said."""
+    print_notice(console, "prompts", source_text(p.loaded.sources))
+    for line in p.size_notes:
+        print_notice(console, "note", line)
+
+
+def _preflight_warnings(p: _Prepared, sink: Collector) -> None:
+    for line in p.notices:
+        sink(WorkerWarning("driver", line, "context_preflight"))
+    for line in p.size_warnings:
+        sink(WorkerWarning("driver", line))  # one each: they name their targets
+
+
+def _prompts_sent(
+    spec: RunSpec, p: _Prepared, sink: Collector, interrupted: bool
+) -> tuple[PromptSourceInfo, ...]:
+    """run.json ``prompts`` with what was sent; a warning per prompt file not sent in
+    full (tokrate.load.prompt_use)."""
+    sources = with_sent(
+        p.loaded, sink.sent_prompts, p.plan, interrupted=interrupted, seed=spec.load.seed
+    )
+    for line in unsent_warnings(sources):
+        sink(WorkerWarning("driver", line, "prompts_unsent"))
+    return sources
 
 
 # --- measure ----------------------------------------------------------------------------
@@ -374,20 +403,14 @@ def run_benchmark(
     with contextlib.ExitStack() as stack:
         p = _prepare(spec, base_dir, stack)
         if console is not None and not quiet:
-            # Before any load: a user who named one file sees that nothing else is sent.
-            print_notice(console, "prompts", source_text(p.loaded.sources))
-            for line in p.size_notes:
-                print_notice(console, "note", line)
+            _announce(p, console)
         progress = None
         searching = spec.load.capacity is not None
         if console is not None and not quiet and not searching:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
         sink = Collector(p.store, progress, p.targets, p.redactor, watch)
-        for line in p.notices:
-            sink(WorkerWarning("driver", line, "context_preflight"))
-        for line in p.size_warnings:
-            sink(WorkerWarning("driver", line))  # one each: they name their targets
+        _preflight_warnings(p, sink)
         capacity = None
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()
@@ -405,11 +428,7 @@ def run_benchmark(
                 warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
             )
         sink.finish_record_warnings()
-        sources = with_sent(
-            p.loaded, sink.sent_prompts, p.plan, interrupted=interrupted, seed=spec.load.seed
-        )
-        for line in unsent_warnings(sources):
-            sink(WorkerWarning("driver", line, "prompts_unsent"))
+        sources = _prompts_sent(spec, p, sink, interrupted)
         for line in clock_warnings(p.backend.nodes, nice_bin_width(sink.span_s)):
             sink(WorkerWarning("driver", line, "node_clock"))
         if progress is not None:
