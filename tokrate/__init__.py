@@ -53,8 +53,9 @@ from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet,
 
 if TYPE_CHECKING:
     from tokrate.analysis.compare import compare_runs
-    from tokrate.analysis.history import History, load_history, noise_thresholds
+    from tokrate.analysis.history import History, load_history
     from tokrate.analysis.metrics import summarize
+    from tokrate.analysis.noise import fit_thresholds
     from tokrate.finish.baseline import check_baseline
     from tokrate.inputs.prompts import load_prompts
     from tokrate.load.plan import build_plan
@@ -75,10 +76,10 @@ _LAZY: dict[str, str] = {
     "build_report": "tokrate.report",
     "check_baseline": "tokrate.finish.baseline",
     "compare_runs": "tokrate.analysis.compare",
+    "fit_thresholds": "tokrate.analysis.noise",
     "load_history": "tokrate.analysis.history",
     "load_prompts": "tokrate.inputs.prompts",
     "load_run": "tokrate.runfolder.store",
-    "noise_thresholds": "tokrate.analysis.history",
     "running_simulator": "tokrate.sim",
     "simulator_process": "tokrate.sim",
     "summarize": "tokrate.analysis.metrics",
@@ -144,12 +145,12 @@ __all__ = [
     "build_report",
     "check_baseline",
     "compare_runs",
+    "fit_thresholds",
     "get_hardware",
     "load_history",
     "load_prompts",
     "load_run",
     "load_spec",
-    "noise_thresholds",
     "parse_threshold",
     "run_benchmark",
     "running_simulator",

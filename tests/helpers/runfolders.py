@@ -27,7 +27,7 @@ def make_records(
     *,
     models: Sequence[str] = ("sim-7b", "sim-70b"),
     scenarios: Mapping[str, int] = {"c=4": 4},
-    n: int = 60,
+    n: int = 200,
     seed: int = 0,
     slow: Mapping[str, float] | None = None,
     error_every: Mapping[str, int] | None = None,
@@ -96,7 +96,11 @@ def write_run(
     summary: dict[str, Any] | None = None,
     layout_version: int = 1,
     config: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+    loop_lag: Mapping[str, float] | None = None,
 ) -> Path:
+    """A run folder ``root/run_id``. ``loop_lag``: scenario -> event-loop lag p99 in
+    ms, recorded as exceeded (run.json loop_lag.scenarios)."""
     folder = root / run_id
     folder.mkdir(parents=True)
     records_to_frame(records).write_parquet(folder / "records.parquet")
@@ -118,7 +122,21 @@ def write_run(
             {"name": name, "concurrency": c, "rate_rps": None, "arrival": None}
             for name, c in scenarios.items()
         ],
+        "warnings": list(warnings),
     }
+    if loop_lag:
+        run["loop_lag"] = {
+            "threshold_ms": 5.0,
+            "max_threshold_ms": 50.0,
+            "p99_ms": max(loop_lag.values()),
+            "max_ms": max(loop_lag.values()),
+            "samples": 1000,
+            "exceeded": True,
+            "scenarios": [
+                {"scenario": name, "p99_ms": ms, "max_ms": ms, "samples": 1000, "exceeded": True}
+                for name, ms in loop_lag.items()
+            ],
+        }
     (folder / "run.json").write_text(json.dumps(run))
     if summary is not None:
         (folder / "summary.json").write_text(json.dumps(summary))

@@ -1,4 +1,4 @@
-"""Issue 5 done-when tests on real simulator runs (run_benchmark over 127.0.0.1).
+"""Issue 5 and 23 done-when tests on real simulator runs (run_benchmark over 127.0.0.1).
 
 One simulator per run (seeds differ per run), two tiers in parallel, time-scaled. The
 sequence is the nightly pattern itself: every run is judged by ``--baseline
@@ -18,6 +18,10 @@ below the default thresholds:
   its own seeded order; 64 requests at c=8 average the order effects on the batch.
 - A stall of the machine delays every request in flight at once; compare's block
   bootstrap resamples those together, so one stall is one event, not eight.
+- 64 requests per night are too few for a p95 (it needs 200): those rows are
+  inconclusive every night, the medians carry the verdict. The false-alarm and
+  detection rates of the documented nightly config, p95s included, are a benchmark
+  (benchmarks/false_alarms.py), not this test.
 """
 
 from __future__ import annotations
@@ -101,11 +105,14 @@ def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> N
         doc = _comparison(root, run_id)
         results = doc["results"]
         assert isinstance(results, list)
-        judged += sum(r["verdict"] != "not_comparable" for r in results)
+        judged += sum(r["verdict"] not in ("not_comparable", "inconclusive") for r in results)
+        for r in results:
+            if r["verdict"] == "inconclusive":
+                assert r["metric"].endswith("_p95") and r["reason"].startswith("too few"), r
         # An alarm is a tier called regressed on a night (TPOT and decode tokens/s are
         # one measurement seen two ways, so they count once).
         false_alarms += len({r["model"] for r in results if r["verdict"] == "regressed"})
-    assert judged >= 10 * len(MODELS) * 5  # every row was actually compared
+    assert judged >= 10 * len(MODELS) * 3  # every median and error rate was compared
     assert false_alarms <= 1, false_alarms
     good = (root / LATEST_GOOD).read_text().strip()
 

@@ -72,6 +72,10 @@ def test_run_benchmark_writes_a_complete_folder(
     sizes = {t["model"]: t["params_b"] for t in loaded.info.to_dict()["targets"]}
     assert sizes == {"small-7b": 7.0, "large-70b": 70.0}
     assert loaded.info.to_dict()["loop_lag"]["threshold_ms"] == 5.0
+    # The client's own lag per scenario: what compare's run-health rule reads.
+    lags = loaded.info.loop_lag.scenarios if loaded.info.loop_lag else ()
+    assert [lag.scenario for lag in lags] == ["c=1", "c=2"]
+    assert all(lag.samples >= 0 and lag.max_ms >= lag.p99_ms >= 0 for lag in lags)
     assert (result.run_dir / "records.parquet").exists()
     assert (result.run_dir / "summary.json").exists() and result.summary is not None
     with pytest.raises(OutputError, match="already exists"):

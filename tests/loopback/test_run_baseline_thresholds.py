@@ -29,7 +29,7 @@ def test_thresholds_from_the_command_line_reach_the_comparison(tmp_path: Path) -
         "--threshold", "ttft_p95=+50%",
         "--threshold", "e2e_p95=off",
     )  # fmt: skip
-    assert code in (0, 1)
+    assert code in (0, 1, 3)  # 12 requests: too few for most statistics (inconclusive)
     doc = json.loads((tmp_path / "tonight" / "comparison.json").read_text())
     limits = {t["metric"]: t["limit"] for t in doc["thresholds"]}
     assert limits["ttft_p95"] == 0.5
@@ -55,7 +55,7 @@ def test_run_with_baseline_prints_the_verdicts_and_a_one_line_result(
     assert "tokrate compare" not in out
     code = run("second", "--baseline", "latest-good")
     out, err = capsys.readouterr()
-    assert code in (0, 1)
+    assert code in (0, 1, 3)  # 12 requests: too few for most statistics (inconclusive)
     # The same table as `tokrate compare`, after the summary, on stdout.
     assert "tokrate compare: " in out and "vs baseline first" in out
     assert "verdict" in out and "ttft_p95" in out

@@ -69,8 +69,8 @@ def test_identical_runs_give_no_false_alarm(tmp_path: Path) -> None:
     alarms = 0
     for i in range(10):
         pair = tmp_path / str(i)
-        base = write_run(pair, "a", make_records("a", seed=100 + i, n=40))
-        cur = write_run(pair, "b", make_records("b", seed=200 + i, n=40))
+        base = write_run(pair, "a", make_records("a", seed=100 + i))
+        cur = write_run(pair, "b", make_records("b", seed=200 + i))
         alarms += sum(r.verdict == "regressed" for r in compare_runs(base, cur).results)
     assert alarms <= 1
 
@@ -112,11 +112,22 @@ def test_different_load_and_prompts_are_not_comparable(tmp_path: Path) -> None:
 
 
 def test_too_few_samples(tmp_path: Path) -> None:
+    """Every row needs its statistic's samples (a p95 10 values above it, so 200); a
+    3x slowdown measured on 5 requests is inconclusive, never regressed: exit 3."""
     base = write_run(tmp_path, "base", make_records("base", seed=1, n=5))
     cur = write_run(tmp_path, "cur", make_records("cur", seed=2, n=5, slow={"sim-7b": 3.0}))
     c = compare_runs(base, cur)
-    assert {r.verdict for r in c.results} == {"not_comparable"}
+    assert {r.verdict for r in c.results} == {"inconclusive"}
     assert all(r.reason.startswith("too few samples") for r in c.results)
+    assert (c.verdict, c.exit_code) == ("inconclusive", 3)
+    # 60 requests: the medians are judged, the p95s are not.
+    base = write_run(tmp_path, "b60", make_records("b60", seed=1, n=60))
+    cur = write_run(tmp_path, "c60", make_records("c60", seed=2, n=60, slow={"sim-7b": 3.0}))
+    rows = {(r.model, r.metric): r for r in compare_runs(base, cur).results}
+    assert rows[("sim-7b", "tpot_p50")].verdict == "regressed"
+    p95 = rows[("sim-7b", "ttft_p95")]
+    assert p95.verdict == "inconclusive"
+    assert p95.reason == "too few samples (baseline 60, current 60; a p95 needs 200)"
 
 
 def test_error_rate_regression(tmp_path: Path) -> None:
@@ -124,9 +135,9 @@ def test_error_rate_regression(tmp_path: Path) -> None:
     c = compare_runs(base, cur)
     row = next(r for r in c.results if r.model == "sim-7b" and r.metric == "error_rate")
     assert row.verdict == "regressed"
-    assert row.current == pytest.approx(10 / 60)
-    assert row.change == pytest.approx(10 / 60)
-    assert "sim-7b c=4 error_rate: +16.7pp [" in render_markdown(c)
+    assert row.current == pytest.approx(34 / 200)
+    assert row.change == pytest.approx(34 / 200)
+    assert "sim-7b c=4 error_rate: +17.0pp [" in render_markdown(c)
     assert _verdicts(c)[("sim-70b", "error_rate")] == "unchanged"
 
 
@@ -163,8 +174,12 @@ def test_markdown_verdict_line_first_and_json_schema(tmp_path: Path) -> None:
     assert set(row) == {
         "endpoint", "model", "scenario", "label", "metric", "unit", "direction", "baseline",
         "current", "change", "change_kind", "ci", "threshold", "threshold_source",
-        "n_baseline", "n_current", "verdict", "reason",
+        "n_baseline", "n_current", "verdict", "reason", "confirmation",
     }  # fmt: skip
+    assert doc["unconfirmed"] == [{"endpoint": "sim", "model": "sim-70b", "scenario": "c=4"}]
+    assert doc["confirmed"] is False and doc["noise"] is None
+    assert doc["baseline"]["warnings"] == [] and doc["current"]["warnings"] == []
+    assert doc["settings"]["min_tail_samples"] == 10
 
 
 def test_parse_threshold() -> None:
@@ -248,11 +263,9 @@ def test_check_baseline_latest_good_pointer(tmp_path: Path) -> None:
 
 
 def test_both_conditions_are_needed(tmp_path: Path) -> None:
-    # Past the threshold but a wide interval (12 noisy requests): not significant.
-    base = write_run(tmp_path, "b", make_records("b", seed=1, n=12, noise=0.6))
-    cur = write_run(
-        tmp_path, "c", make_records("c", seed=3, n=12, noise=0.6, slow={"sim-7b": 1.15})
-    )
+    # Past the threshold but a wide interval (very noisy requests): not significant.
+    base = write_run(tmp_path, "b", make_records("b", seed=1, noise=0.8))
+    cur = write_run(tmp_path, "c", make_records("c", seed=2, noise=0.8, slow={"sim-7b": 1.15}))
     row = next(
         r for r in compare_runs(base, cur).results if (r.model, r.metric) == ("sim-7b", "ttft_p95")
     )
@@ -299,13 +312,13 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
 
     from tokrate.report.comparison import render_table
 
-    one = {"models": ("sim-70b",), "n": 20, "noise": 0.0}
+    one = {"models": ("sim-70b",), "n": 200, "noise": 0.0}
     base = write_run(tmp_path, "base", make_records("base", **one))  # type: ignore[arg-type]
     cur = write_run(tmp_path, "cur", make_records("cur", slow={"sim-70b": 1.25}, **one))  # type: ignore[arg-type]
     c = compare_runs(base, cur)
     assert render_markdown(c) == (
-        "### ❌ tokrate compare: REGRESSION (4 regressed, 0 improved, 1 unchanged, 0 not "
-        "comparable) — cur vs baseline base\n"
+        "### ❌ tokrate compare: REGRESSION (4 regressed, 0 improved, 1 unchanged, 0 "
+        "inconclusive, 0 not comparable) — cur vs baseline base\n"
         "\n"
         "- sim-70b c=4 ttft_p95: 1.25x slower [1.25, 1.25], regressed\n"
         "- sim-70b c=4 tpot_p50: 1.25x slower [1.25, 1.25], regressed\n"
@@ -318,7 +331,7 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
         "| sim-70b c=4 | tpot_p50 | 45.0 ms | 56.2 ms | 1.25x slower [1.25, 1.25] | +5% | regressed |\n"
         "| sim-70b c=4 | e2e_p95 | 1,515 ms | 1,894 ms | 1.25x slower [1.25, 1.25] | +10% | regressed |\n"
         "| sim-70b c=4 | decode_tps_p50 | 22.2 tok/s | 17.8 tok/s | 1.25x slower [1.25, 1.25] | -5% | regressed |\n"
-        "| sim-70b c=4 | error_rate | 0.0% | 0.0% | +0.0pp [-16.1, +16.1] | +1pp | unchanged |\n"
+        "| sim-70b c=4 | error_rate | 0.0% | 0.0% | +0.0pp [-1.9, +1.9] | +1pp | unchanged |\n"
         "\n"
         "95% bootstrap intervals (2000 resamples, seed 0); a regression needs the change "
         "past its threshold and an interval excluding 0.\n"
@@ -327,7 +340,7 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
     render_table(c, Console(file=buf, width=80, color_system=None))
     assert buf.getvalue() == (
         "tokrate compare: REGRESSION — cur vs baseline base\n"
-        "4 regressed, 0 improved, 1 unchanged, 0 not comparable\n"
+        "4 regressed, 0 improved, 1 unchanged, 0 inconclusive, 0 not comparable\n"
         "thresholds: ttft_p95 +10%, tpot_p50 +5%, e2e_p95 +10%, decode_tps_p50 -5%, \n"
         "error_rate +1pp\n"
         "target / metric   baseline → current  change [95% CI]            verdict  \n"
@@ -337,7 +350,7 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
         "  tpot_p50            45.0 → 56.2 ms  1.25x slower [1.25, 1.25]  regressed\n"
         "  e2e_p95           1,515 → 1,894 ms  1.25x slower [1.25, 1.25]  regressed\n"
         "  decode_tps_p50   22.2 → 17.8 tok/s  1.25x slower [1.25, 1.25]  regressed\n"
-        "  error_rate             0.0% → 0.0%  +0.0pp [-16.1, +16.1]      unchanged\n"
+        "  error_rate             0.0% → 0.0%  +0.0pp [-1.9, +1.9]        unchanged\n"
     ), buf.getvalue()
 
 

@@ -13,12 +13,13 @@ from helpers.runfolders import make_records, write_run
 from rich.console import Console
 
 from tokrate.analysis.compare import compare_runs
-from tokrate.analysis.history import load_history, noise_thresholds
+from tokrate.analysis.noise import fit_thresholds
 from tokrate.errors import RunFolderError
 from tokrate.finish.baseline import check_baseline
 from tokrate.report.comparison import render_json, render_markdown, render_table
 from tokrate.runfolder.comparison import Comparison, read_comparison
 from tokrate.runfolder.store import LATEST_GOOD
+from tokrate.spec.thresholds import ThresholdSet
 
 
 def _table(c: Comparison) -> str:
@@ -44,11 +45,29 @@ def test_a_regression_and_a_missing_model_read_back_as_written(tmp_path: Path) -
 
 def test_thresholds_fitted_to_noise_read_back_per_series(tmp_path: Path) -> None:
     history = tmp_path / "history"
-    for k in range(4):
-        write_run(history, f"night{k}", make_records(f"night{k}", seed=10 + k))
-    thresholds = noise_thresholds(load_history(history))
-    assert thresholds.per_series
-    _same(compare_runs(history / "night0", history / "night3", thresholds))
+    for k in range(7):
+        recs = make_records(f"night{k}", seed=10 + k, slow={"sim-7b": 1.0 + 0.06 * (k % 3)})
+        write_run(history, f"night{k}", recs, started_at=f"2026-02-0{1 + k}T03:17:00Z")
+    thresholds, noise = fit_thresholds(history, history / "night6", ThresholdSet())
+    assert thresholds.per_series and noise.fitted == len(thresholds.per_series)
+    c = compare_runs(history / "night5", history / "night6", thresholds, noise=noise)
+    _same(c)
+    back = Comparison.from_dict(orjson.loads(render_json(c)))
+    assert back.noise == noise
+
+
+def test_inconclusive_rows_warnings_and_a_confirmation_read_back(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", make_records("base", seed=1), warnings=["base warned"])
+    slow = make_records("cur", seed=2, slow={"sim-70b": 1.3, "sim-7b": 1.3})
+    cur = write_run(tmp_path, "cur", slow, loop_lag={"c=4": 20.0}, warnings=["lagged"])
+    write_run(cur, "confirm", make_records("confirm", seed=3, slow={"sim-70b": 1.3}))
+    c = compare_runs(base, cur)
+    assert c.inconclusive and c.confirmed
+    assert any(r.confirmation is not None for r in c.results)
+    _same(c)
+    back = Comparison.from_dict(orjson.loads(render_json(c)))
+    assert (back.baseline_warnings, back.current_warnings) == (("base warned",), ("lagged",))
+    assert back.results == c.results
 
 
 def test_the_run_folder_file(tmp_path: Path) -> None:

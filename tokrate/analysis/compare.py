@@ -8,11 +8,21 @@ Targets match by endpoint + model name and scenarios by name. For every metric w
 threshold a row reports the baseline value, the current value, the change, a seeded
 95% bootstrap confidence interval of that change, and a verdict:
 
-- ``regressed``: the change is worse than the threshold *and* its interval excludes zero;
+- ``regressed``: the change is worse than the threshold *and* its interval excludes zero
+  (and, where the run was re-measured, the re-measurement regressed too);
 - ``improved``: the change is better than the threshold *and* its interval excludes zero;
 - ``unchanged``: anything else ("not significant" is an answer);
-- ``not_comparable``: the target or scenario is missing on one side, the prompts or the
-  load differ, or one side has fewer than ``min_samples`` values.
+- ``inconclusive``: the row cannot be judged: too few samples for its statistic (a p95
+  needs :data:`MIN_TAIL_SAMPLES` values above it), or a change past its threshold that
+  an overloaded client could have made (:mod:`tokrate.analysis.health`);
+- ``not_comparable``: the target or scenario is missing on one side, or the prompts or
+  the load differ.
+
+A *confirmation*: ``tokrate run --baseline`` re-measures the scenarios with a regressed
+row once, into ``<run>/confirm/`` (a run folder of its own); where that folder exists,
+a regressed row stands only when the re-measurement regressed against the same
+baseline too (``MetricResult.confirmation``), and groups with a regressed row that
+were not re-measured are listed in ``Comparison.unconfirmed``.
 
 Values are computed from the per-request records :func:`tokrate.analysis.metrics.analysed`
 keeps (final attempts of measured requests; status ok for latencies), the same rows
@@ -36,14 +46,20 @@ import polars as pl
 
 from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.comparability import group_problem, run_problem
+from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
+from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
     COMPARISON_SCHEMA_HISTORY,
     COMPARISON_SCHEMA_VERSION,
+    CONFIRM_FOLDER,
+    MIN_TAIL_SAMPLES,
     CompareSettings,
     Comparison,
+    Confirmation,
     MetricResult,
+    NoiseSource,
     Verdict,
 )
 from tokrate.runfolder.store import LoadedRun, load_run
@@ -58,15 +74,31 @@ from tokrate.spec.thresholds import (
 __all__ = [
     "COMPARISON_SCHEMA_HISTORY",
     "COMPARISON_SCHEMA_VERSION",
+    "CONFIRM_FOLDER",
+    "MIN_TAIL_SAMPLES",
     "CompareSettings",
     "Comparison",
+    "Confirmation",
     "MetricResult",
+    "NoiseSource",
     "Verdict",
     "compare_loaded",
     "compare_runs",
+    "load_confirmation",
+    "samples_needed",
 ]
 
-# --- one row ------------------------------------------------------------------------
+
+def samples_needed(metric: str, min_samples: int, min_tail: int = MIN_TAIL_SAMPLES) -> int:
+    """Values each side needs for ``metric`` to be judged (see MIN_TAIL_SAMPLES; a mean
+    or an error rate needs ``min_samples``)."""
+    if metric in ("error_rate", "capacity"):
+        return min_samples
+    _, q = metric_column(metric)
+    if q is None:
+        return min_samples
+    tail = max(q, 1.0 - q)
+    return max(min_samples, math.ceil(min_tail / (1.0 - tail) - 1e-9))
 
 
 def _in_flight(group: pl.DataFrame) -> float | None:
@@ -82,6 +114,18 @@ def _in_flight(group: pl.DataFrame) -> float | None:
     return None
 
 
+def better_limit(t: Threshold) -> float:
+    """How much *better* a change must be to count as an improvement, in the orientation
+    of :func:`judge` (positive is better): the threshold's ratio the other way, so a
+    +10% latency threshold means 1.10x slower or 1.10x faster (-9.1%), and a -5%
+    tokens/s threshold -5% or +5.3%. Error rates (absolute): the same difference."""
+    if t.metric == "error_rate":
+        return t.limit
+    if t.direction == "lower_is_better":
+        return t.limit / (1.0 + t.limit)
+    return math.inf if t.limit >= 1.0 else t.limit / (1.0 - t.limit)
+
+
 def judge(
     change: float, ci: tuple[float, float] | None, abs_change: float, t: Threshold
 ) -> tuple[Verdict, str]:
@@ -92,7 +136,7 @@ def judge(
         if ci[0] > 0:
             return "regressed", f"worse than {t.describe()} and the interval excludes 0"
         return "unchanged", "worse than the threshold but not significant"
-    if -change > t.limit and abs_change > t.floor:
+    if -change > better_limit(t) and abs_change > t.floor:
         assert ci is not None
         if ci[1] < 0:
             return "improved", "better than the threshold and the interval excludes 0"
@@ -100,8 +144,14 @@ def judge(
     return "unchanged", f"within {t.describe()}"
 
 
-def _needs_interval(change: float, abs_change: float, t: Threshold, s: CompareSettings) -> bool:
-    return s.intervals or (abs(change) > t.limit and abs_change > t.floor)
+def _passes(change: float, abs_change: float, t: Threshold) -> bool:
+    """Whether a change (positive is worse) passes its threshold either way."""
+    return abs_change > t.floor and (change > t.limit or -change > better_limit(t))
+
+
+def _decode_gaps(group: pl.DataFrame) -> float | None:
+    tokens = group.filter(pl.col("status") == "ok")["output_tokens"].drop_nulls()
+    return float(tokens.median()) - 1.0 if tokens.len() else None  # type: ignore[arg-type]
 
 
 def compare_metric(
@@ -111,9 +161,11 @@ def compare_metric(
     s: CompareSettings,
     problem: str | None,
     key: str,
+    overloads: tuple[Overload | None, Overload | None] = (None, None),
 ) -> MetricResult:
     """One row from two groups of :func:`tokrate.analysis.metrics.analysed` records
-    (endpoint/model/scenario/label are filled in by the caller)."""
+    (endpoint/model/scenario/label are filled in by the caller). ``overloads``: each
+    run's client overload in this scenario (:func:`tokrate.analysis.health.scenario_overload`)."""
     metric = t.metric
     empty = MetricResult(
         endpoint="",
@@ -143,18 +195,16 @@ def compare_metric(
     )
     if problem is not None:
         return out
-    if min(vb.size, vc.size) < s.min_samples:
-        return replace(
-            out,
-            reason=f"too few samples (baseline {vb.size}, current {vc.size}; need {s.min_samples})",
-        )
+    need = samples_needed(metric, s.min_samples, s.min_tail)
+    if min(vb.size, vc.size) < need:
+        return replace(out, verdict="inconclusive", reason=_too_few(metric, vb.size, vc.size, need))
     assert out.baseline is not None and out.current is not None
     if out.baseline <= 0:
-        return replace(out, reason="baseline value is 0")
+        return replace(out, verdict="inconclusive", reason="baseline value is 0")
     change = out.current / out.baseline - 1.0
     sign = -1.0 if t.direction == "higher_is_better" else 1.0
     abs_change = abs(out.current - out.baseline)
-    if not _needs_interval(change, abs_change, t, s):
+    if not (s.intervals or _passes(sign * change, abs_change, t)):
         verdict, reason = judge(sign * change, None, abs_change, t)
         return replace(out, change=change, verdict=verdict, reason=reason)
     blocks = (
@@ -172,10 +222,22 @@ def compare_metric(
         key=f"{key}|{metric}",
     )
     if math.isnan(lo):
-        return replace(out, change=change, reason="bootstrap interval undefined")
+        return replace(
+            out, change=change, verdict="inconclusive", reason="bootstrap interval undefined"
+        )
     worse_ci = (sign * lo, sign * hi) if sign > 0 else (sign * hi, sign * lo)
     verdict, reason = judge(sign * change, worse_ci, abs_change, t)
+    if verdict in ("regressed", "improved"):
+        overload = overload_reason(metric, out.baseline, out.current, overloads, _decode_gaps(gc))
+        if overload is not None:
+            verdict, reason = "inconclusive", overload
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+
+
+def _too_few(metric: str, n_base: int, n_cur: int, need: int) -> str:
+    stat = metric.rsplit("_", 1)[-1] if metric != "error_rate" else "an error rate"
+    what = f"a {stat}" if stat.startswith("p") else stat if stat != "mean" else "a mean"
+    return f"too few samples (baseline {n_base}, current {n_cur}; {what} needs {need})"
 
 
 def _compare_error_rate(
@@ -206,7 +268,7 @@ def _compare_error_rate(
         return out
     if min(nb, nc) < s.min_samples:
         return replace(
-            out, reason=f"too few samples (baseline {nb}, current {nc}; need {s.min_samples})"
+            out, verdict="inconclusive", reason=_too_few("error_rate", nb, nc, s.min_samples)
         )
     assert out.baseline is not None and out.current is not None
     change = out.current - out.baseline
@@ -230,38 +292,20 @@ def _groups(frame: pl.DataFrame) -> dict[tuple[str, str, str], pl.DataFrame]:
     return {(str(k[0]), str(k[1]), str(k[2])): v for k, v in parts.items()}
 
 
-def compare_loaded(
+def _judge_groups(
     base: LoadedRun,
     cur: LoadedRun,
-    thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
-    *,
-    settings: CompareSettings | None = None,
-    only: set[tuple[str, str, str]] | None = None,
-) -> Comparison:
-    """Compare two loaded runs (see the module doc); ``only`` limits the rows to those
-    (endpoint, model, scenario) groups. Never raises for a missing model, other
-    prompts or other load: those rows are ``not_comparable``."""
-    s = settings or CompareSettings()
-    ths = ThresholdSet.of(thresholds)
-    warnings = [
-        f"{side} run {run.path.name} is {run.info.status}"
-        for side, run in (("baseline", base), ("current", cur))
-        if run.info.interrupted
-    ]
-    problem_all = run_problem(base.info, cur.info)
+    ths: ThresholdSet,
+    s: CompareSettings,
+    keys: Sequence[tuple[str, str, str]],
+    problem_all: str | None,
+    labels: Mapping[tuple[str, str, str], str],
+) -> list[MetricResult]:
+    """Every metric row of ``keys`` (endpoint, model, scenario) groups, base vs cur."""
     groups_b = _groups(analysed(base.records))
     groups_c = _groups(analysed(cur.records))
-    keys = sorted(groups_b.keys() | groups_c.keys())
-    if only is not None:
-        keys = [k for k in keys if k in only]
-    if base.summary and base.summary.capacity and cur.summary and cur.summary.capacity:
-        keys = []  # two searches: the capacities are the result, not their probes
     targets_b = {(e, m) for e, m, _ in groups_b}
     targets_c = {(e, m) for e, m, _ in groups_c}
-    endpoints_of: dict[str, set[str]] = {}
-    for e, m, _ in groups_b.keys() | groups_c.keys():
-        endpoints_of.setdefault(m, set()).add(e)
-    ambiguous = {m for m, eps in endpoints_of.items() if len(eps) > 1}
     empty = analysed(base.records).head(0)
     results: list[MetricResult] = []
     for endpoint, model, scenario in keys:
@@ -270,13 +314,107 @@ def compare_loaded(
         problem = problem_all or group_problem(
             base.info, cur.info, (endpoint, model, scenario), gb, gc, targets_b, targets_c
         )
-        label = _row_label(endpoint, model, scenario, ambiguous)
+        overloads = (
+            scenario_overload(base.info, scenario, gb),
+            scenario_overload(cur.info, scenario, gc),
+        )
+        label = labels[(endpoint, model, scenario)]
         for metric in (t.metric for t in ths.metrics if t.metric not in RUN_METRICS):
             t = ths.for_series(endpoint, model, scenario, metric)
-            row = compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}")
+            row = compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}", overloads)
             results.append(
                 replace(row, endpoint=endpoint, model=model, scenario=scenario, label=label)
             )
+    return results
+
+
+def _confirm(
+    rows: list[MetricResult],
+    base: LoadedRun,
+    confirm: LoadedRun,
+    ths: ThresholdSet,
+    s: CompareSettings,
+    labels: Mapping[tuple[str, str, str], str],
+) -> tuple[list[MetricResult], set[tuple[str, str, str]]]:
+    """Each regressed row judged again with the re-measurement in ``confirm``: it stands
+    when the re-measurement regressed too; otherwise it is ``unchanged`` (not confirmed)
+    or ``inconclusive`` (the re-measurement could not be judged). Returns the rows and
+    the groups the re-measurement did not cover."""
+    flagged = sorted({r.group for r in rows if r.verdict == "regressed"})
+    measured = {
+        (str(e), str(m), str(sc))
+        for e, m, sc in analysed(confirm.records)
+        .select("endpoint", "model", "scenario")
+        .unique()
+        .iter_rows()
+    }
+    covered = [g for g in flagged if g in measured]
+    again = {
+        r.key: r
+        for r in _judge_groups(base, confirm, ths, s, covered, run_problem(base.info, confirm.info), labels)
+    }  # fmt: skip
+    out: list[MetricResult] = []
+    for r in rows:
+        second = again.get(r.key) if r.verdict == "regressed" else None
+        if second is None:
+            out.append(r)
+            continue
+        confirmation = Confirmation(
+            second.current, second.change, second.ci_low, second.ci_high, second.n_current,
+            second.verdict, second.reason,
+        )  # fmt: skip
+        if second.verdict == "regressed":
+            verdict, reason = r.verdict, f"{r.reason}; confirmed by the re-measurement"
+        elif second.verdict == "inconclusive":
+            verdict, reason = "inconclusive", f"re-measurement inconclusive: {second.reason}"
+        else:
+            verdict, reason = "unchanged", f"not confirmed: the re-measurement was {second.verdict}"
+        out.append(replace(r, verdict=verdict, reason=reason, confirmation=confirmation))
+    return out, {g for g in flagged if g not in measured}
+
+
+def compare_loaded(
+    base: LoadedRun,
+    cur: LoadedRun,
+    thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
+    *,
+    settings: CompareSettings | None = None,
+    only: set[tuple[str, str, str]] | None = None,
+    confirm: LoadedRun | None = None,
+    noise: NoiseSource | None = None,
+) -> Comparison:
+    """Compare two loaded runs (see the module doc); ``only`` limits the rows to those
+    (endpoint, model, scenario) groups; ``confirm`` is the current run's confirmation
+    measurement (its ``confirm/`` folder), ``noise`` where fitted thresholds came from.
+    Never raises for a missing model, other prompts or other load: those rows are
+    ``not_comparable``."""
+    s = settings or CompareSettings()
+    ths = ThresholdSet.of(thresholds)
+    warnings = [
+        f"{side} run {run.path.name} is {run.info.status}"
+        for side, run in (("baseline", base), ("current", cur))
+        if run.info.interrupted
+    ]
+    frame_b, frame_c = analysed(base.records), analysed(cur.records)
+    all_keys = {
+        (str(e), str(m), str(sc))
+        for frame in (frame_b, frame_c)
+        for e, m, sc in frame.select("endpoint", "model", "scenario").unique().iter_rows()
+    }
+    keys = sorted(all_keys)
+    if only is not None:
+        keys = [k for k in keys if k in only]
+    if base.summary and base.summary.capacity and cur.summary and cur.summary.capacity:
+        keys = []  # two searches: the capacities are the result, not their probes
+    endpoints_of: dict[str, set[str]] = {}
+    for e, m, _ in all_keys:
+        endpoints_of.setdefault(m, set()).add(e)
+    ambiguous = {m for m, eps in endpoints_of.items() if len(eps) > 1}
+    labels = {k: _row_label(*k, ambiguous) for k in all_keys}
+    results = _judge_groups(base, cur, ths, s, keys, run_problem(base.info, cur.info), labels)
+    unconfirmed = {r.group for r in results if r.verdict == "regressed"}
+    if confirm is not None:
+        results, unconfirmed = _confirm(results, base, confirm, ths, s, labels)
     results += _capacity_rows(base, cur, ths)
     return Comparison(
         baseline_dir=str(base.path),
@@ -289,7 +427,23 @@ def compare_loaded(
         warnings=tuple(warnings),
         baseline_label=base.info.label,
         current_label=cur.info.label,
+        baseline_warnings=base.info.warnings,
+        current_warnings=cur.info.warnings,
+        unconfirmed=tuple(sorted(unconfirmed)),
+        noise=noise,
+        confirmed=confirm is not None,
     )
+
+
+def load_confirmation(run_dir: Path | str) -> LoadedRun | None:
+    """The confirmation measurement inside a run folder (``<run>/confirm/``), or None
+    when there is none or it did not complete (an interrupted re-measurement confirms
+    nothing). Raises RunFolderError when it is there but cannot be read."""
+    folder = Path(run_dir) / CONFIRM_FOLDER
+    if not (path_is_dir(folder) and (folder / "run.json").is_file()):
+        return None
+    run = load_run(folder)
+    return run if run.info.complete else None
 
 
 def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[MetricResult]:
@@ -311,8 +465,10 @@ def compare_runs(
     thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
     *,
     settings: CompareSettings | None = None,
+    noise: NoiseSource | None = None,
 ) -> Comparison:
-    """Compare ``current`` against ``baseline`` (two run folders; reads only).
+    """Compare ``current`` against ``baseline`` (two run folders; reads only), with the
+    current run's confirmation measurement where it has one (``<current>/confirm``).
 
     ``thresholds``: None for DEFAULT_THRESHOLDS; a sequence of Threshold replaces them
     (``merge_thresholds`` starts from the defaults); a mapping of CLI-style texts, e.g.
@@ -321,5 +477,10 @@ def compare_runs(
     Raises RunFolderError (one line) when a folder cannot be read.
     """
     return compare_loaded(
-        load_run(Path(baseline)), load_run(Path(current)), thresholds, settings=settings
+        load_run(Path(baseline)),
+        load_run(Path(current)),
+        thresholds,
+        settings=settings,
+        confirm=load_confirmation(current),
+        noise=noise,
     )

@@ -1,25 +1,37 @@
-"""Run history: every stored run under a folder as trend points, with change markers
-that are compare's verdicts and a noise band fitted to the run-to-run spread.
+"""Run history: every stored run under a folder as trend points, split into segments of
+comparable runs, each point with the band compare judges it by and compare's verdict.
 
-``load_history`` reads every run folder under a directory (any depth) through the
-store (:func:`tokrate.runfolder.store.load_run_info`: run.json and summary.json, one small file
-each, so hundreds of runs load in a few seconds; a run without a readable summary is
-read from its records). Folders it cannot read, and runs that did not complete, are
-skipped with a one-line warning naming the folder; it never measures.
+Reading is :func:`tokrate.analysis.points.read_points` (run.json and summary.json per
+run folder; unreadable or incomplete runs are skipped with a one-line warning).
 
-Per series (endpoint, model, scenario, metric), in time order:
+Per series (endpoint, model, scenario, metric), in time order (run.json ``started_at``):
 
-- ``change`` is the verdict of :func:`tokrate.analysis.compare.compare_loaded` between the run
-  that last had the series and this run — the same functions, thresholds and
-  minimum-sample rule as ``tokrate compare``, so history marks a night exactly when
-  ``tokrate compare previous tonight`` says "regressed" or "improved". (Only pairs whose
-  change passes its threshold are resampled; any other pair is "unchanged" for compare
-  too.)
-- the *noise band* is the median of the previous ``window`` runs ± the larger of the
-  metric's floor and :data:`NOISE_SIGMAS` standard deviations of those runs (at least
-  3 of them): what two runs of an unchanged endpoint scatter over. The same spread,
-  relative, is what :func:`noise_thresholds` turns into per-series thresholds for
-  ``compare --thresholds-from-history`` and ``run --baseline``.
+- **segment**: runs that compare would call not comparable never share a trend line.
+  A run starts a new segment when it is not comparable with the run before it
+  (:func:`tokrate.analysis.comparability.run_problem`: other load settings, prompts or
+  simulator clock) or its scenario of that name is defined otherwise (another
+  concurrency or rate); ``segment`` numbers them from 0 and ``segment_reason`` says
+  why on the first point of each new one.
+- **baseline**: the run compare judges this run against: the baseline its own check
+  recorded in comparison.json (``tokrate run --baseline``), when that is an earlier run
+  of the same segment; otherwise the latest earlier run of the segment this history
+  did not mark regressed (what ``latest-good`` would have been). The first run of a
+  segment has none.
+- **threshold**: the one ``tokrate run --baseline`` judges by at that point: the
+  configured threshold, widened to the noise of the segment's earlier runs
+  (:mod:`tokrate.analysis.noise`, the same function).
+- **band**: the values compare would not call a change against that baseline with
+  that threshold: ``[b / (1 + L), b x (1 + L)]`` for a latency (L the threshold),
+  ``[b x (1 - L), b / (1 - L)]`` for tokens/s, ``b ± L`` for an error rate, at least
+  the threshold's floor either side of b, never below 0.
+- **verdict**: compare's verdict of the row against that baseline
+  (:func:`tokrate.analysis.compare.compare_loaded`, with the run's confirmation
+  re-measurement where it has one), computed for every point outside its band; a
+  point inside its band is ``unchanged`` (compare: "within" its threshold) without
+  resampling.
+- **outside** (``change`` holds its verdict): the points the pages mark, exactly those
+  outside their band: ▼ regressed, ▲ improved, ◆ outside but not a verdict
+  (not significant, inconclusive, or not confirmed by the re-measurement).
 
 Values are in the metric's unit: seconds for latencies, tok/s, rate (0..1).
 The pages (``tokrate.report.history_pages.build_history``) only render a History.
@@ -28,72 +40,64 @@ The pages (``tokrate.report.history_pages.build_history``) only render a History
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
 
-from tokrate.analysis.compare import CompareSettings, compare_loaded
-from tokrate.analysis.metrics import analysed
-from tokrate.analysis.stats import sample_stat
-from tokrate.errors import RunFolderError, UsageError
+from tokrate.analysis.comparability import run_problem
+from tokrate.analysis.compare import (
+    CompareSettings,
+    better_limit,
+    compare_loaded,
+    load_confirmation,
+    samples_needed,
+)
+from tokrate.analysis.noise import NOISE_WINDOW, noise_threshold
+from tokrate.analysis.points import RunEntry, read_points
+from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
-from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import LoadedRun, load_run, load_run_info, load_summary, run_folders
-from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
+from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     DEFAULT_THRESHOLDS,
     METRICS,
     RUN_METRICS,
-    SERIES,
-    SeriesKey,
     Threshold,
     ThresholdSet,
-    metric_column,
 )
 
-__all__ = [
-    "DEFAULT_HISTORY_METRICS",
-    "NOISE_SIGMAS",
-    "History",
-    "load_history",
-    "noise_thresholds",
-]
-
-#: Width of the noise band (and of noise-fitted thresholds), in standard deviations
-#: of the previous runs.
-NOISE_SIGMAS: Final = 3.0
-#: Runs a noise estimate needs (fewer: no band, no fitted threshold).
-MIN_NOISE_RUNS: Final = 3
+__all__ = ["DEFAULT_HISTORY_METRICS", "History", "band", "load_history"]
 
 DEFAULT_HISTORY_METRICS: Final[tuple[str, ...]] = tuple(t.metric for t in DEFAULT_THRESHOLDS)
 
-_POINT_SCHEMA: Final[dict[str, Any]] = {
-    "run_id": pl.String,
-    "run_name": pl.String,
-    "folder": pl.String,
-    "started_at": pl.Datetime("us", "UTC"),
-    "endpoint": pl.String,
-    "model": pl.String,
-    "scenario": pl.String,
-    "metric": pl.String,
-    "value": pl.Float64,
-    "n": pl.Int64,
+_KEYS: Final = ["endpoint", "model", "scenario", "metric"]
+_EXTRA_SCHEMA: Final[dict[str, Any]] = {
+    "segment": pl.Int64,
+    "segment_reason": pl.String,
+    "vs_run": pl.String,
+    "baseline": pl.Float64,
+    "threshold": pl.Float64,
+    "threshold_source": pl.String,
+    "band_low": pl.Float64,
+    "band_high": pl.Float64,
+    "verdict": pl.String,
+    "outside": pl.Boolean,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """Every point of every series, with its noise band and change verdict.
+    """Every point of every series, with its segment, band and verdict (module doc).
 
     ``points`` columns: run_id, run_name (label or id), folder, started_at (UTC
     datetime), endpoint, model, scenario, metric, value, n (samples behind the value),
-    baseline (median of the previous ``window`` runs), band_low/band_high (null until
-    MIN_NOISE_RUNS previous runs), change ("regressed" | "improved" | null: compare's
-    verdict against the series' previous run), vs_run (that run's id).
+    segment, segment_reason, vs_run (the baseline's run id), baseline (its value),
+    threshold (the limit judged by) and threshold_source, band_low/band_high (null for
+    the first run of a segment), verdict (compare's, against vs_run), outside (the
+    value lies outside its band) and change (the verdict of an outside point, else
+    null).
     """
 
     root: str
@@ -105,223 +109,174 @@ class History:
 
     @property
     def changes(self) -> pl.DataFrame:
-        return self.points.filter(pl.col("change").is_not_null())
+        """The marked points: those outside their band."""
+        return self.points.filter(pl.col("outside"))
+
+    @property
+    def segment_starts(self) -> pl.DataFrame:
+        """The first point of every segment after a series' first, with its reason."""
+        return self.points.filter(pl.col("segment_reason").is_not_null())
 
 
-# --- reading -------------------------------------------------------------------------
+def _run_segments(entries: Sequence[RunEntry]) -> tuple[dict[str, int], dict[int, str]]:
+    """Run-level segments in time order: each run's number, and why each segment after
+    the first starts (compare's reason against the run before it)."""
+    number_of: dict[str, int] = {}
+    reasons: dict[int, str] = {}
+    previous: RunEntry | None = None
+    number = 0
+    for e in sorted(entries, key=lambda e: (e.started, e.key)):
+        reason = None if previous is None else run_problem(previous.info, e.info)
+        if reason is not None:
+            number += 1
+            reasons[number] = reason
+        number_of[e.key] = number
+        previous = e
+    return number_of, reasons
 
 
-@dataclass(frozen=True, slots=True)
-class _Run:
-    folder: Path
-    info: RunInfo
-    started: datetime
-
-
-def _error_rate(ok: int, error: int) -> float | None:
-    return error / (ok + error) if ok + error else None
-
-
-def _from_summary(summary: Summary, metrics: Sequence[str]) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
-    for g in summary.groups:
-        for metric in metrics:
-            if metric in RUN_METRICS:
-                continue  # a capacity search is no series of requests
-            if metric == "error_rate":
-                value = _error_rate(g.counts.ok, g.counts.error)
-                n = g.counts.ok + g.counts.error
-            else:
-                series, stat = metric.rsplit("_", 1)
-                dist = g.distribution(SERIES[series][0])
-                value, n = dist.stat(stat), dist.n
-            rows.append((g.endpoint, g.model, g.scenario, metric, value, n))
-    return rows
-
-
-def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...]]:
-    """The same values from the records, computed as compare computes them."""
-    rows: list[tuple[Any, ...]] = []
-    frame = analysed(run.records)
-    if frame.height == 0:
-        return rows
-    for key, g in frame.partition_by(["endpoint", "model", "scenario"], as_dict=True).items():
-        endpoint, model, scenario = (str(k) for k in key)
-        for metric in metrics:
-            if metric in RUN_METRICS:
-                continue  # a capacity search is no series of requests
-            if metric == "error_rate":
-                ok = int((g["status"] == "ok").sum())
-                err = int((g["status"] == "error").sum())
-                rows.append((endpoint, model, scenario, metric, _error_rate(ok, err), ok + err))
-                continue
-            column, q = metric_column(metric)
-            values = g.filter((pl.col("status") == "ok") & pl.col(column).is_not_null())[column]
-            arr = values.to_numpy().astype(float)
-            value = float(sample_stat(arr, q)) if arr.size else None
-            rows.append((endpoint, model, scenario, metric, value, int(arr.size)))
-    return rows
-
-
-def _read_folder(
-    folder: Path, metrics: Sequence[str], warnings: list[str]
-) -> tuple[_Run, list[tuple[Any, ...]]] | None:
-    """(run, rows) of one run folder, or None (with a one-line warning)."""
-    try:
-        info = load_run_info(folder)
-    except RunFolderError as err:
-        warnings.append(f"skipping {folder}: {_reason(err, folder)}")
-        return None
-    if not info.complete:
-        # A partial run's percentiles are not those of the benchmark; as a trend point
-        # it would only draw false markers.
-        warnings.append(f"skipping {folder}: run status is {info.status!r}, not 'complete'")
-        return None
-    started = info.started_datetime
-    if started is None:
-        warnings.append(f"skipping {folder}: run.json has no valid started_at")
-        return None
-    run = _Run(folder, info, started)
-    summary: Summary | None = None
-    try:
-        summary = load_summary(folder)
-    except RunFolderError as err:
-        warnings.append(f"{err}; using records instead")
-    # An older summary.json counted buffered streams in the per-token figures: read
-    # its records instead, so every point follows today's definition (and compare's).
-    if summary is not None and summary.schema_version == SUMMARY_SCHEMA_VERSION:
-        return run, _from_summary(summary, metrics)
-    try:
-        return run, _from_records(load_run(folder), metrics)
-    except RunFolderError as err:
-        if summary is not None:
-            return run, _from_summary(summary, metrics)
-        warnings.append(f"skipping {folder}: {_reason(err, folder)}")
-        return None
-
-
-def _reason(err: RunFolderError, folder: Path) -> str:
-    """The error without the folder it starts with (the warning names the folder)."""
-    text = str(err)
-    prefix = f"{folder}/"
-    return text[len(prefix) :] if text.startswith(prefix) else text
-
-
-# --- noise -----------------------------------------------------------------------------
-
-
-def _with_bands(points: pl.DataFrame, window: int, floors: dict[str, float]) -> pl.DataFrame:
-    """Add baseline (rolling median of the previous ``window`` runs) and the noise band
-    (± max(floor, NOISE_SIGMAS x their standard deviation)), per series."""
-    keys = ["endpoint", "model", "scenario", "metric"]
-    min_periods = min(MIN_NOISE_RUNS, window)
-    previous = pl.col("value").shift(1)
-    out = points.sort([*keys, "started_at", "run_id"]).with_columns(
-        previous.rolling_median(window_size=window, min_samples=min_periods)
-        .over(keys)
-        .alias("baseline"),
-        previous.rolling_std(window_size=window, min_samples=min_periods)
-        .over(keys)
-        .alias("_spread"),
-    )
-    floor = pl.col("metric").replace_strict(floors, default=0.0, return_dtype=pl.Float64)
-    half = pl.max_horizontal(floor, NOISE_SIGMAS * pl.col("_spread").fill_null(0.0))
-    has_band = pl.col("baseline").is_not_null()
-    return out.with_columns(
-        pl.when(has_band).then(pl.col("baseline") - half).alias("band_low"),
-        pl.when(has_band).then(pl.col("baseline") + half).alias("band_high"),
-    ).drop("_spread")
-
-
-def noise_thresholds(history: History, base: Sequence[Threshold] | None = None) -> ThresholdSet:
-    """Per-series thresholds fitted to the run-to-run spread of the newest ``window``
-    runs of each series: limit = NOISE_SIGMAS x their standard deviation, relative to
-    their median (absolute for error_rate), never below the metric's floor; a series
-    with fewer than MIN_NOISE_RUNS runs keeps ``base``'s threshold. Every metric of
-    ``base`` (default: the history's thresholds) is judged."""
-    metrics = tuple(base) if base is not None else history.thresholds
-    by_metric = {t.metric: t for t in metrics}
-    per_series: dict[SeriesKey, Threshold] = {}
-    keys = ["endpoint", "model", "scenario", "metric"]
-    for key, g in history.points.sort("started_at").group_by(keys, maintain_order=True):
-        endpoint, model, scenario, metric = (str(k) for k in key)
-        t = by_metric.get(metric)
-        values = g["value"].drop_nulls().tail(history.window)
-        if t is None or values.len() < MIN_NOISE_RUNS:
-            continue
-        spread = float(values.cast(pl.Float64).std() or 0.0)  # type: ignore[arg-type]
-        centre = float(values.cast(pl.Float64).median() or 0.0)  # type: ignore[arg-type]
-        if metric == "error_rate":
-            limit = NOISE_SIGMAS * spread
-        elif centre > 0:
-            limit = NOISE_SIGMAS * spread / centre
-        else:
-            continue
-        if not math.isfinite(limit):
-            continue
-        per_series[(endpoint, model, scenario, metric)] = replace(t, limit=limit, source="noise")
-    return ThresholdSet(metrics, per_series)
-
-
-# --- change markers ----------------------------------------------------------------------
-
-
-def _passes(prev: float, cur: float, t: Threshold) -> bool:
-    """Whether compare would need more than "within threshold" for this change."""
+def band(base: float, t: Threshold) -> tuple[float, float]:
+    """The values compare would not call a change against ``base`` with ``t`` (module
+    doc): never below 0."""
     if t.metric == "error_rate":
-        change = cur - prev
-    elif prev > 0:
-        change = cur / prev - 1.0
+        low, high = base - t.limit, base + t.limit
+    elif t.direction == "lower_is_better":
+        low, high = base / (1.0 + t.limit), base * (1.0 + t.limit)
     else:
-        return True  # compare decides (baseline value 0)
-    return abs(change) > t.limit and abs(cur - prev) > t.floor
+        better = better_limit(t)
+        low = base * (1.0 - t.limit)
+        high = base * (1.0 + better) if math.isfinite(better) else math.inf
+    return max(0.0, min(low, base - t.floor)), max(high, base + t.floor)
 
 
-def _verdicts(
-    points: pl.DataFrame, runs: dict[str, _Run], ths: ThresholdSet, settings: CompareSettings
+@dataclass(slots=True)
+class _Walk:
+    """One series' state while its points are walked in time order: its segment (the
+    run-level one and the scenario definition), the segment's runs so far with their
+    values, and the ones this walk marked regressed."""
+
+    number: int = -1
+    run_segment: int = -1
+    definition: Any = None
+    runs: list[tuple[RunEntry, float, int]] = field(default_factory=list)
+    regressed: set[str] = field(default_factory=set)
+
+
+class _Judge:
+    """compare_loaded for a (baseline, run, group) with the point's threshold; runs are
+    loaded lazily and a few kept (history reads records only for points outside their
+    band)."""
+
+    def __init__(self, settings: CompareSettings) -> None:
+        self.settings = settings
+        self._runs: dict[str, LoadedRun] = {}
+        self._confirms: dict[str, LoadedRun | None] = {}
+        self._done: dict[tuple[str, str, tuple[str, str, str], Threshold], str] = {}
+
+    def _load(self, e: RunEntry) -> LoadedRun:
+        if e.key not in self._runs:
+            if len(self._runs) > 6:
+                self._runs.clear()
+            self._runs[e.key] = load_run(e.folder)
+        return self._runs[e.key]
+
+    def verdict(
+        self, base: RunEntry, cur: RunEntry, group: tuple[str, str, str], t: Threshold
+    ) -> str:
+        key = (base.key, cur.key, group, t)
+        if key not in self._done:
+            if cur.key not in self._confirms:
+                self._confirms[cur.key] = load_confirmation(cur.folder)
+            comparison = compare_loaded(
+                self._load(base),
+                self._load(cur),
+                ThresholdSet((t,)),
+                settings=self.settings,
+                only={group},
+                confirm=self._confirms[cur.key],
+            )
+            row = comparison.result(*group, t.metric)
+            self._done[key] = row.verdict if row is not None else "not_comparable"
+        return self._done[key]
+
+
+def _baseline(
+    runs: Sequence[tuple[RunEntry, float, int]], regressed: set[str], cur: RunEntry
+) -> tuple[RunEntry, float, int]:
+    """The run ``cur`` is judged against (module doc): its recorded baseline when that
+    is an earlier run of the segment, else the latest one not marked regressed (the
+    first of the segment when all were)."""
+    if cur.checked_against is not None:
+        for found in reversed(runs):
+            if found[0].info.run_id == cur.checked_against:
+                return found
+    for found in reversed(runs):
+        if found[0].key not in regressed:
+            return found
+    return runs[0]
+
+
+def _walk(
+    points: pl.DataFrame,
+    entries: Mapping[str, RunEntry],
+    ths: Mapping[str, Threshold],
+    window: int,
+    settings: CompareSettings,
 ) -> pl.DataFrame:
-    """``change`` and ``vs_run`` per point: compare's verdict against the series'
-    previous run, resampling only the pairs whose change passes its threshold."""
-    keys = ["endpoint", "model", "scenario", "metric"]
-    ordered = points.sort([*keys, "started_at", "run_id"]).with_columns(
-        pl.col("run_id").shift(1).over(keys).alias("vs_run"),
-        pl.col("value").shift(1).over(keys).alias("_prev"),
-        pl.col("n").shift(1).over(keys).alias("_prev_n"),
-    )
-    wanted: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
-    for row in ordered.filter(pl.col("vs_run").is_not_null()).iter_rows(named=True):
-        if row["value"] is None or row["_prev"] is None:
+    """Segment, baseline, threshold, band and verdict of every point (module doc)."""
+    run_segment, segment_reasons = _run_segments(list(entries.values()))
+    judge = _Judge(settings)
+    extra: list[tuple[Any, ...]] = []
+    ordered = points.sort([*_KEYS, "started_at", "folder"])
+    state: dict[tuple[str, str, str, str], _Walk] = {}
+    for row in ordered.iter_rows(named=True):
+        key = (row["endpoint"], row["model"], row["scenario"], row["metric"])
+        ids = (row["folder"], *key)
+        e = entries[row["folder"]]
+        value, n = float(row["value"]), int(row["n"] or 0)
+        walk = state.setdefault(key, _Walk())
+        seg = run_segment[e.key]
+        scenario = e.info.scenario(row["scenario"])
+        definition = None if scenario is None else scenario.definition
+        if not walk.runs or seg != walk.run_segment or definition != walk.definition:
+            reason = None
+            if walk.runs:
+                last = walk.runs[-1][0]
+                reason = (
+                    run_problem(last.info, e.info)
+                    or (segment_reasons.get(seg) if seg != walk.run_segment else None)
+                    or "different load (scenario definition)"
+                )
+            walk.number += 1
+            walk.run_segment, walk.definition = seg, definition
+            walk.runs, walk.regressed = [(e, value, n)], set()
+            extra.append((*ids, walk.number, reason, *(None,) * 7, False))
             continue
-        if min(row["n"], row["_prev_n"]) < settings.min_samples:
-            continue  # compare: too few samples, not comparable
-        t = ths.for_series(row["endpoint"], row["model"], row["scenario"], row["metric"])
-        if _passes(row["_prev"], row["value"], t):
-            pair = (row["vs_run"], row["run_id"])
-            wanted.setdefault(pair, set()).add((row["endpoint"], row["model"], row["scenario"]))
-    marks: list[tuple[str, str, str, str, str, str]] = []
-    cache: dict[str, LoadedRun] = {}
-
-    def loaded(run_id: str) -> LoadedRun:
-        if run_id not in cache:
-            if len(cache) > 4:
-                cache.clear()
-            cache[run_id] = load_run(runs[run_id].folder)
-        return cache[run_id]
-
-    for (prev_id, cur_id), groups in sorted(wanted.items(), key=lambda kv: kv[0][1]):
-        comparison = compare_loaded(
-            loaded(prev_id), loaded(cur_id), ths, settings=settings, only=groups
-        )
-        for r in comparison.results:
-            if r.verdict in ("regressed", "improved"):
-                marks.append((cur_id, r.endpoint, r.model, r.scenario, r.metric, r.verdict))
-    mark_frame = pl.DataFrame(
-        marks,
-        schema={k: pl.String for k in ("run_id", *keys, "change")},
-        orient="row",
-    )
-    return ordered.drop("_prev", "_prev_n").join(
-        mark_frame, on=["run_id", *keys], how="left", nulls_equal=True
+        base_entry, base_value, base_n = _baseline(walk.runs, walk.regressed, e)
+        t = ths.get(row["metric"])
+        if t is None:
+            extra.append((*ids, walk.number, None, base_entry.info.run_id, base_value,
+                          *(None,) * 5, False))  # fmt: skip
+            walk.runs.append((e, value, n))
+            continue
+        earlier = [v for r, v, _ in walk.runs if r.checked != "regressed"][-window:]
+        fitted = noise_threshold(t, earlier)
+        low, high = band(base_value, fitted)
+        outside = not low <= value <= high
+        need = samples_needed(t.metric, settings.min_samples, settings.min_tail)
+        verdict = "unchanged" if min(n, base_n) >= need else "inconclusive"
+        if outside:
+            group = (row["endpoint"], row["model"], row["scenario"])
+            verdict = judge.verdict(base_entry, e, group, fitted)
+        if verdict == "regressed":
+            walk.regressed.add(e.key)
+        extra.append((*ids, walk.number, None, base_entry.info.run_id, base_value,
+                      fitted.limit, fitted.source, low, high, verdict, outside))  # fmt: skip
+        walk.runs.append((e, value, n))
+    schema = {"folder": pl.String, **{k: pl.String for k in _KEYS}, **_EXTRA_SCHEMA}
+    frame = pl.DataFrame(extra, schema=schema, orient="row")
+    return ordered.join(frame, on=["folder", *_KEYS], how="left").with_columns(
+        pl.when(pl.col("outside")).then(pl.col("verdict")).alias("change")
     )
 
 
@@ -330,51 +285,35 @@ def load_history(
     *,
     models: Iterable[str] = (),
     metrics: Iterable[str] = (),
-    window: int = 10,
+    window: int = NOISE_WINDOW,
     thresholds: Sequence[Threshold] = DEFAULT_THRESHOLDS,
     settings: CompareSettings | None = None,
 ) -> History:
-    """Read every run folder under ``root``; add noise bands and change verdicts.
+    """Read every run folder under ``root``: segments, bands and verdicts (module doc).
 
     ``models`` keeps only those model names (all when empty); ``metrics`` defaults to
-    DEFAULT_HISTORY_METRICS. A metric without a threshold gets a line and a band but
-    no verdict. Raises UsageError for a missing root, an unknown metric or
-    ``window < 1``.
+    DEFAULT_HISTORY_METRICS; ``window``: the earlier runs a noise fit uses (newest).
+    A metric without a threshold gets a line but no band and no verdict. Raises
+    UsageError for a missing root, an unknown metric or ``window < 2``.
     """
     root = Path(root)
     if not path_is_dir(root):
         raise UsageError(f"{root}: no such directory")
     metric_list = tuple(metrics) or DEFAULT_HISTORY_METRICS
     for m in metric_list:
-        if m not in METRICS:
-            raise UsageError(f"--metric {m!r}: unknown metric (known: {', '.join(METRICS)})")
-    if window < 1:
-        raise UsageError(f"--window must be >= 1, got {window}")
-    warnings: list[str] = []
-    rows: list[tuple[Any, ...]] = []
-    runs: dict[str, _Run] = {}
-    for folder in run_folders(root):
-        got = _read_folder(folder, metric_list, warnings)
-        if got is None:
-            continue
-        run, run_rows = got
-        runs[run.info.run_id] = run
-        rows.extend(
-            (run.info.run_id, run.info.name, str(folder), run.started, *r) for r in run_rows
-        )
-    points = pl.DataFrame(rows, schema=_POINT_SCHEMA, orient="row").drop_nulls("value")
-    model_set = set(models)
-    if model_set:
-        points = points.filter(pl.col("model").is_in(sorted(model_set)))
-    judged = tuple(t for t in thresholds if t.metric in metric_list)
-    floors = {t.metric: t.floor for t in thresholds}
-    points = _with_bands(points, window, floors)
+        if m not in METRICS or m in RUN_METRICS:
+            known = ", ".join(x for x in METRICS if x not in RUN_METRICS)
+            raise UsageError(f"--metric {m!r}: unknown metric (known: {known})")
+    if window < 2:
+        raise UsageError(f"--window must be >= 2, got {window}")
+    points, entries, warnings = read_points(root, metric_list, models)
+    judged = {t.metric: t for t in thresholds if t.metric in metric_list}
     s = replace(settings or CompareSettings(), intervals=False)
-    points = _verdicts(points, runs, ThresholdSet(judged), s)
+    points = _walk(points, entries, judged, window, s)
     return History(
         root=str(root),
-        points=points.sort(["started_at", "run_id", "endpoint", "model", "scenario", "metric"]),
-        runs=len(runs),
+        points=points.sort(["started_at", "folder", *_KEYS]),
+        runs=len(entries),
         warnings=tuple(warnings),
         window=window,
         thresholds=tuple(thresholds),

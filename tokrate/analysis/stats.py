@@ -42,6 +42,7 @@ __all__ = [
     "fit_power_law",
     "row_to_distribution",
     "stability_warnings",
+    "t_quantile",
     "t_quantile_975",
 ]
 
@@ -254,15 +255,33 @@ _T975: Final = (
 )  # fmt: skip
 
 
-def t_quantile_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (df >= 1)."""
+# The same for the 99.9% quantile t(0.999, df), df = 1..30 (one-sided 0.1%: the noise
+# thresholds of tokrate.analysis.noise).
+_T999: Final = (
+    318.309, 22.327, 10.215, 7.173, 5.893, 5.208, 4.785, 4.501, 4.297, 4.144,
+    4.025, 3.930, 3.852, 3.787, 3.733, 3.686, 3.646, 3.610, 3.579, 3.552,
+    3.527, 3.505, 3.485, 3.467, 3.450, 3.435, 3.421, 3.408, 3.396, 3.385,
+)  # fmt: skip
+_TABLES: Final = {0.975: (_T975, 1.959964), 0.999: (_T999, 3.090232)}
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile (0.975 or 0.999) of Student's t with ``df`` >= 1 degrees of
+    freedom: tabled to df 30, a Cornish-Fisher expansion beyond (error < 0.1%)."""
     if df < 1:
         raise ValueError("df must be >= 1")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964
+    if p not in _TABLES:
+        raise ValueError(f"t_quantile knows p in {sorted(_TABLES)}, got {p}")
+    table, z = _TABLES[p]
+    if df <= len(table):
+        return table[df - 1]
     # Cornish-Fisher expansion of t in terms of the normal quantile.
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (df >= 1)."""
+    return t_quantile(0.975, df)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tokrate.cli._common import Subparsers, parse_thresholds
 from tokrate.errors import UsageError
@@ -49,7 +50,6 @@ def add_report(sub: Subparsers) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from tokrate.report import build_report
 
@@ -85,9 +85,10 @@ def add_compare(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--thresholds-from-history",
-        metavar="DIR",
-        help="fit each series' thresholds to the run-to-run noise of the runs under DIR"
-        " (3 standard deviations, never below the metric's floor; docs/regressions.md)",
+        metavar="DIR|off",
+        help="widen each series' threshold to the run-to-run noise of the runs under DIR"
+        " that started before CURRENT (default: BASELINE's folder when it holds a"
+        " latest-good pointer; off: no fit; docs/regressions.md)",
     )
     p.add_argument(
         "--format", choices=("md", "json", "table"), default="table", help="default: table"
@@ -97,7 +98,6 @@ def add_compare(sub: Subparsers) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from tokrate.analysis.compare import compare_runs
     from tokrate.errors import OutputError
@@ -105,12 +105,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tokrate.spec.thresholds import ThresholdSet
 
     thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))
-    if args.thresholds_from_history:
-        from tokrate.analysis.history import load_history, noise_thresholds
+    history = _history_folder(args.thresholds_from_history, Path(args.baseline))
+    noise = None
+    if history is not None:
+        from tokrate.analysis.noise import fit_thresholds
 
-        history = load_history(Path(args.thresholds_from_history), thresholds=thresholds.metrics)
-        thresholds = noise_thresholds(history, thresholds.metrics)
-    comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds)
+        thresholds, noise = fit_thresholds(history, Path(args.current), thresholds)
+    comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds, noise=noise)
     if args.format == "md":
         text = render_markdown(comparison)
     elif args.format == "json":
@@ -139,6 +140,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return _compare_exit(comparison)
 
 
+def _history_folder(flag: str | None, baseline: Path) -> Path | None:
+    """Where compare fits noise thresholds: the flag's folder (None for "off"), else
+    the baseline's folder when a nightly keeps its runs there (a latest-good pointer)."""
+    from tokrate.fileio import path_is_dir
+    from tokrate.runfolder.store import LATEST_GOOD
+
+    if flag == "off":
+        return None
+    if flag is not None:
+        if not path_is_dir(Path(flag)):
+            raise UsageError(f"--thresholds-from-history {flag!s:.200}: no such directory")
+        return Path(flag)
+    parent = baseline.resolve().parent
+    return parent if (parent / LATEST_GOOD).is_file() else None
+
+
 def _compare_exit(comparison: object) -> int:
     """The comparison's exit code; 2 also says why on stderr (nothing comparable)."""
     from tokrate.runfolder.comparison import Comparison
@@ -160,7 +177,9 @@ def add_history(sub: Subparsers) -> None:
     p.add_argument(
         "--metric", action="append", default=[], metavar="METRIC", help="e.g. ttft_p95; repeatable"
     )
-    p.add_argument("--window", type=int, default=10, help="runs in the rolling baseline")
+    p.add_argument(
+        "--window", type=int, default=20, help="earlier runs a noise threshold is fitted to (20)"
+    )
     p.add_argument(
         "--threshold", action="append", default=[], metavar="METRIC=+N%", help="as for compare"
     )
@@ -169,7 +188,6 @@ def add_history(sub: Subparsers) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from tokrate.report.history_pages import build_history
 
@@ -185,7 +203,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     for warning in history.warnings:
         print(f"tokrate: warning: {warning}", file=sys.stderr)
     print(
-        f"history: {history.runs} runs, {history.changes.height} change(s) detected "
-        f"-> {out / 'history.html'}"
+        f"history: {history.runs} runs, {history.changes.height} point(s) outside their band"
+        f" -> {out / 'history.html'}"
     )
     return 0

@@ -77,9 +77,10 @@ def add_run(sub: Subparsers) -> None:
     )
     a(
         "--thresholds-from-history",
-        metavar="DIR",
-        help="with --baseline: fit each series' thresholds to the run-to-run noise of the"
-        " runs under DIR (see docs/regressions.md)",
+        metavar="DIR|off",
+        help="with --baseline: widen each series' threshold to the run-to-run noise of the"
+        " earlier runs under DIR (default: the output folder; off: no fit;"
+        " docs/regressions.md)",
     )
     a("--label", metavar="TEXT", help="a name for the run, shown instead of its id")
     a(
@@ -243,7 +244,10 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
     if args.threshold:
         o["compare.thresholds"] = tuple(args.threshold)
     if args.thresholds_from_history is not None:
-        o["compare.thresholds_from_history"] = os.path.abspath(args.thresholds_from_history)
+        folder = args.thresholds_from_history
+        o["compare.thresholds_from_history"] = (
+            folder if folder == "off" else os.path.abspath(folder)
+        )
     return o
 
 

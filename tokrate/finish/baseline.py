@@ -2,10 +2,20 @@
 
 REF is a run folder or ``latest-good`` (the pointer file in the reports root, see
 :func:`tokrate.runfolder.store.resolve_latest_good`). The verdicts are
-:func:`tokrate.analysis.compare.compare_runs`'s; ``comparison.md`` and ``comparison.json`` are
-written into the run folder; the ``latest-good`` pointer moves to this run only when it
-completed and has no regression. With ``latest-good`` and no pointer yet, the run
-passes and becomes latest-good.
+:func:`tokrate.analysis.compare.compare_runs`'s, with thresholds widened to the
+run-to-run noise of the earlier runs in the reports folder (:mod:`tokrate.analysis.noise`;
+``[compare] thresholds_from_history``); ``comparison.md`` and ``comparison.json`` are
+written into the run folder. The ``latest-good`` pointer moves to this run when it
+completed and
+
+- there was no pointer yet (the first night), or the run is not comparable with the
+  one it names at all (other load settings or prompts: the run starts a new
+  baseline, exit 0); or
+- its verdict is ``ok`` and no regression was left unconfirmed by a re-measurement
+  (a night whose first measurement of a scenario was off passes, but does not
+  become the baseline).
+
+It stays where it was on a regression (exit 1) and on an inconclusive verdict (exit 3).
 """
 
 from __future__ import annotations
@@ -16,11 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tokrate.analysis.compare import COMPARISON_SCHEMA_VERSION, Comparison, compare_runs
+from tokrate.analysis.comparability import run_problem
+from tokrate.analysis.compare import (
+    COMPARISON_SCHEMA_VERSION,
+    Comparison,
+    NoiseSource,
+    compare_runs,
+)
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
 from tokrate.load.baseline_ref import check_baseline_ref
 from tokrate.report.comparison import baseline_verdict_line, render_json, render_markdown
+from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import (
     LATEST_GOOD,
     load_run_info,
@@ -28,6 +45,7 @@ from tokrate.runfolder.store import (
     resolve_latest_good,
 )
 from tokrate.spec.thresholds import Threshold, ThresholdSet
+from tokrate.textfmt import md_escape
 
 if TYPE_CHECKING:
     from tokrate.spec import RunSpec
@@ -47,75 +65,109 @@ def _write(path: Path, text: str) -> None:
         raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
+def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:
+    """comparison.md/json for a run with nothing to be compared with: no pointer yet,
+    or (``why``) a pointer to a run of another load or prompts."""
+    head = "no baseline yet" if why is None else f"not comparable with {LATEST_GOOD} ({why})"
+    if info.complete:
+        text = f"### ✅ tokrate compare: {head} — {md_escape(info.name)} becomes {LATEST_GOOD}\n"
+    else:
+        text = (
+            f"### ⚠️ tokrate compare: {head}; {md_escape(info.name)} is {info.status},"
+            f" so it does not become {LATEST_GOOD}\n"
+        )
+    doc: dict[str, Any] = {
+        "schema_version": COMPARISON_SCHEMA_VERSION,
+        "kind": "tokrate-comparison",
+        "verdict": "no_baseline",
+        "reason": why,
+        "counts": {},
+        "baseline": None,
+        "current": {
+            "path": str(run_dir),
+            "run_id": info.run_id,
+            "label": info.label,
+            "warnings": list(info.warnings),
+        },
+        "thresholds": [],
+        "settings": {},
+        "warnings": [],
+        "results": [],
+    }
+    _write(run_dir / "comparison.md", text)
+    _write(run_dir / "comparison.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+
+
+def moves_pointer(comparison: Comparison) -> bool:
+    """Whether a judged run becomes ``latest-good`` (module doc)."""
+    if comparison.verdict != "ok":
+        return False
+    return not any(
+        r.confirmation is not None and r.confirmation.verdict != "regressed"
+        for r in comparison.results
+    )
+
+
 def check_baseline(
     run_dir: Path,
     baseline: str,
     reports_root: Path,
     thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
     on_comparison: Callable[[Comparison], None] | None = None,
+    noise: NoiseSource | None = None,
 ) -> int:
-    """Compare a finished run against ``baseline`` and return the exit code (0 / 1 /
-    2 when nothing at all was comparable).
+    """Compare a finished run against ``baseline`` and return the exit code: 0, 1
+    regression, 2 nothing at all comparable, 3 no regression but a row inconclusive.
 
     ``on_comparison`` receives the Comparison when there was a baseline to compare
-    with (``tokrate run --baseline`` prints its table). Raises RunFolderError for an
-    unreadable folder or a dangling pointer, OutputError when the files cannot be
-    written.
+    with (``tokrate run --baseline`` prints its table); ``noise`` says where fitted
+    thresholds came from. Raises RunFolderError for an unreadable folder or a
+    dangling pointer, OutputError when the files cannot be written.
     """
     run_dir = Path(run_dir)
     reports_root = Path(reports_root)
-    base_dir = resolve_latest_good(reports_root) if baseline == LATEST_GOOD else Path(baseline)
+    pointer = baseline == LATEST_GOOD
+    base_dir = resolve_latest_good(reports_root) if pointer else Path(baseline)
     info = load_run_info(run_dir)
-    if base_dir is None:
-        if info.complete:
-            text = f"### ✅ tokrate compare: no baseline yet — {info.name} becomes {LATEST_GOOD}\n"
-        else:
-            text = (
-                f"### ⚠️ tokrate compare: no baseline yet; {info.name} is {info.status},"
-                f" so it does not become {LATEST_GOOD}\n"
-            )
-        doc: dict[str, Any] = {
-            "schema_version": COMPARISON_SCHEMA_VERSION,
-            "kind": "tokrate-comparison",
-            "verdict": "no_baseline",
-            "counts": {},
-            "baseline": None,
-            "current": {"path": str(run_dir), "run_id": info.run_id, "label": info.label},
-            "thresholds": [],
-            "settings": {},
-            "warnings": [],
-            "results": [],
-        }
-        _write(run_dir / "comparison.md", text)
-        _write(run_dir / "comparison.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    why = None
+    if base_dir is not None and pointer:
+        why = run_problem(load_run_info(base_dir), info)
+    if base_dir is None or why is not None:
+        _no_baseline(run_dir, info, why)
         if info.complete:
             point_latest_good(reports_root, run_dir)
         return 0
-    comparison = compare_runs(base_dir, run_dir, thresholds)
+    comparison = compare_runs(base_dir, run_dir, thresholds, noise=noise)
     if on_comparison is not None:
         on_comparison(comparison)
     _write(run_dir / "comparison.md", render_markdown(comparison))
     _write(run_dir / "comparison.json", render_json(comparison))
-    code = comparison.exit_code
-    if baseline == LATEST_GOOD and code == 0 and info.complete:
+    if pointer and info.complete and moves_pointer(comparison):
         point_latest_good(reports_root, run_dir)
-    return code
+    return comparison.exit_code
 
 
 def run_baseline_check(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:
     """The baseline verdict (exit code, comparison) with the configured thresholds,
-    fitted to history's noise when ``compare.thresholds_from_history`` is set."""
+    widened to the run-to-run noise of the earlier runs in the output folder (or
+    ``compare.thresholds_from_history``; ``"off"``: not widened)."""
     from tokrate.spec.thresholds import merge_thresholds, parse_threshold
 
     thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds))
-    if spec.compare.thresholds_from_history:
-        from tokrate.analysis.history import load_history, noise_thresholds
+    noise = None
+    history = spec.compare.thresholds_from_history
+    if history != "off":
+        from tokrate.analysis.noise import fit_thresholds
 
-        history = load_history(spec.compare.thresholds_from_history, thresholds=thresholds.metrics)
-        thresholds = noise_thresholds(history, thresholds.metrics)
+        thresholds, noise = fit_thresholds(history or spec.output.dir, run_dir, thresholds)
     found: list[Comparison] = []
     assert spec.baseline is not None
     code = check_baseline(
-        run_dir, spec.baseline, Path(spec.output.dir), thresholds, on_comparison=found.append
+        run_dir,
+        spec.baseline,
+        Path(spec.output.dir),
+        thresholds,
+        on_comparison=found.append,
+        noise=noise,
     )
     return code, (found[0] if found else None)

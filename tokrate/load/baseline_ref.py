@@ -17,7 +17,7 @@ def check_baseline_ref(baseline: str, reports_root: Path | str, history: str | N
     """Refuse, before the run, a baseline (or ``thresholds_from_history`` folder) that
     cannot be read, rather than after the run was measured. ``latest-good`` without a
     pointer yet is fine (the run becomes it). Raises RunFolderError or UsageError."""
-    if history and not path_is_dir(Path(history)):
+    if history and history != "off" and not path_is_dir(Path(history)):
         raise UsageError(f"--thresholds-from-history {history!s:.200}: no such directory")
     if baseline == LATEST_GOOD:
         resolve_latest_good(reports_root)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 from tokrate.inputs.targets import Target
 from tokrate.load.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
-from tokrate.load.looplag import LagSummary
+from tokrate.load.looplag import LagSummary, merge
 from tokrate.load.notices import print_notice
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.redact import Redactor, strip_control
@@ -117,6 +117,9 @@ class Collector:
         # records themselves live on disk only).
         self.counts = {"scheduled": 0, "ok": 0, "error": 0, "cancelled": 0}
         self.lags: list[LagSummary] = []
+        #: The same per scenario (worst worker) and whether any of its workers exceeded
+        #: the threshold: run.json loop_lag.scenarios, which compare gates verdicts on.
+        self.scenario_lags: dict[str, tuple[LagSummary, bool]] = {}
         self.raw_warnings: list[tuple[str, str]] = []
         self.labels = [t.label for t in targets]
         self.outcomes = {label: TargetOutcomes() for label in self.labels}
@@ -217,7 +220,11 @@ class Collector:
                 for kind, message in self.record_warnings.add(record):
                     self(WorkerWarning("driver", message, kind))
         elif isinstance(event, LoopLag):
-            self.lags.append(LagSummary(event.max_ms, event.p99_ms, event.samples))
+            lag = LagSummary(event.max_ms, event.p99_ms, event.samples)
+            self.lags.append(lag)
+            seen, exceeded = self.scenario_lags.get(event.scenario, (None, False))
+            worst = lag if seen is None else merge([seen, lag])
+            self.scenario_lags[event.scenario] = (worst, exceeded or event.exceeded)
         elif isinstance(event, WorkerWarning):
             self.warn(event.message, event.kind)
         elif isinstance(event, Preconnected):

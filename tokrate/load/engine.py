@@ -210,7 +210,7 @@ class _Worker:
         for notice in client.notices:
             self.emit(WorkerWarning(worker, f"scenario {name}: {notice}", kind="client"))
         lag = monitor.summary()
-        self.emit(LoopLag(worker, lag.max_ms, lag.p99_ms, lag.samples, lag.exceeded))
+        self.emit(LoopLag(worker, lag.max_ms, lag.p99_ms, lag.samples, lag.exceeded, name))
         if lag.exceeded:
             where = f"scenario {name}, worker {worker}"
             self.emit(WorkerWarning(worker, f"{where}: {lag.message()}", kind="loop_lag"))

@@ -88,7 +88,7 @@ class Preconnected:
 
 @dataclass(frozen=True, slots=True)
 class LoopLag:
-    """Event-loop lag of one worker over a scenario: overshoot of a periodic sleep, in
+    """Event-loop lag of one worker over ``scenario``: overshoot of a periodic sleep, in
     milliseconds, over ``samples`` samples. ``exceeded`` is True when the documented
     threshold (tokrate.load.looplag) was crossed."""
 
@@ -97,6 +97,7 @@ class LoopLag:
     p99_ms: float
     samples: int
     exceeded: bool = False
+    scenario: str = ""
 
 
 @dataclass(frozen=True, slots=True)

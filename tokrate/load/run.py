@@ -60,7 +60,7 @@ from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.stopping import Stop
 from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
-from tokrate.runfolder.run_info import LoopLagInfo
+from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.server_metrics import MetricsSampler
 from tokrate.runfolder.store import RunStore, new_run_id
 from tokrate.runfolder.summary import Summary
@@ -86,8 +86,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression or a target
-    that got no ok request; 2 nothing comparable with the baseline; 128 + signal when
-    a signal stopped it (130 Ctrl-C, 143 SIGTERM).
+    that got no ok request; 2 nothing comparable with the baseline; 3 no regression,
+    but a verdict was inconclusive (client overloaded, too few samples); 128 + signal
+    when a signal stopped it (130 Ctrl-C, 143 SIGTERM).
 
     ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
     the lines naming every target with no ok request (its error classes with counts);
@@ -340,6 +341,10 @@ def _loop_lag(sink: Collector) -> LoopLagInfo:
         samples=lag.samples,
         # Judged per worker and scenario (each against its own sample count).
         exceeded=any(part.exceeded for part in sink.lags),
+        scenarios=tuple(
+            ScenarioLag(name, round(s.max_ms, 3), round(s.p99_ms, 3), s.samples, exceeded)
+            for name, (s, exceeded) in sink.scenario_lags.items()
+        ),
     )
 
 
@@ -470,12 +475,13 @@ def run_benchmark(
     comparison_table = None
     if spec.baseline and not interrupted:
         from tokrate.finish.baseline_child import baseline_check
+        from tokrate.runfolder.comparison import combined_exit
 
         checked = baseline_check(
             spec, run_dir, in_child=baseline_table is not None,
             plain=baseline_table != "tty", width=shutil.get_terminal_size().columns,
         )  # fmt: skip
-        exit_code = max(exit_code, checked.code)
+        exit_code = combined_exit(exit_code, checked.code)
         comparison, baseline_result = checked.comparison, checked.line
         comparison_table = checked.table
     return RunResult(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Final
 
 import orjson
@@ -23,9 +24,11 @@ from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = [
     "baseline_verdict_line",
+    "confirmation_text",
     "describe_change",
     "format_value",
     "headline",
+    "noise_line",
     "render_json",
     "render_markdown",
     "render_table",
@@ -35,13 +38,15 @@ __all__ = [
 _WORD: Final = {
     "regressed": "REGRESSION",
     "ok": "no regression",
+    "inconclusive": "INCONCLUSIVE",
     "not_comparable": "NOT COMPARABLE",
 }
-_ICON: Final = {"regressed": "❌", "ok": "✅", "not_comparable": "⚠️"}
+_ICON: Final = {"regressed": "❌", "ok": "✅", "inconclusive": "⚠️", "not_comparable": "⚠️"}
 _STYLE: Final = {
     "regressed": "bold red",
     "improved": "green",
     "unchanged": "",
+    "inconclusive": "yellow",
     "not_comparable": "yellow",
 }
 
@@ -100,7 +105,33 @@ def _count_text(c: Comparison) -> str:
     n = c.counts
     return (
         f"{n['regressed']} regressed, {n['improved']} improved, {n['unchanged']} unchanged, "
-        f"{n['not_comparable']} not comparable"
+        f"{n['inconclusive']} inconclusive, {n['not_comparable']} not comparable"
+    )
+
+
+def confirmation_text(r: MetricResult) -> str | None:
+    """What the re-measurement of a regressed row found, in a few words; None when the
+    row was not re-measured."""
+    c = r.confirmation
+    if c is None:
+        return None
+    again = replace(r, current=c.current, change=c.change, ci_low=c.ci_low, ci_high=c.ci_high)
+    word = "confirmed" if c.verdict == "regressed" else "not confirmed"
+    return f"{word}: re-measured {describe_change(again)}, {c.verdict}"
+
+
+def noise_line(c: Comparison) -> str | None:
+    """Where fitted thresholds came from, in one line (None when none were fitted)."""
+    if c.noise is None:
+        return None
+    lo, hi = c.noise.runs_min, c.noise.runs_max
+    runs = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    # The count the fit made (a comparison read back rebuilds per_series from the rows
+    # it shows, which can be fewer series than the history held).
+    fitted = c.noise.fitted
+    return (
+        f"run-to-run noise: {runs} earlier comparable runs in {c.noise.folder};"
+        f" {fitted} threshold(s) widened to it; {c.noise.fallback}"
     )
 
 
@@ -118,8 +149,9 @@ def threshold_line(c: Comparison) -> str:
     # Capacity is judged only where both runs searched: named only then.
     judged = [t for t in c.thresholds.metrics if t.metric != "capacity" or searched]
     parts = ", ".join(f"{t.metric} {t.describe()}" for t in judged)
-    if c.thresholds.per_series:
-        parts += f"; {len(c.thresholds.per_series)} fitted to history's run-to-run noise"
+    widened = c.noise.fitted if c.noise is not None else len(c.thresholds.per_series)
+    if widened:
+        parts += f"; {widened} widened to the run-to-run noise"
     return f"thresholds: {parts}"
 
 
@@ -151,7 +183,11 @@ def _md_line(r: MetricResult) -> str:
     label = md_escape(r.label)
     if r.verdict == "not_comparable":
         return f"{label} {r.metric}: not comparable ({md_escape(r.reason)})"
-    return f"{label} {r.metric}: {describe_change(r)}, {r.verdict}"
+    line = f"{label} {r.metric}: {describe_change(r)}, {r.verdict}"
+    if r.verdict == "inconclusive":
+        line += f" ({md_escape(r.reason)})"
+    again = confirmation_text(r)
+    return line if again is None else f"{line} ({again})"
 
 
 def render_markdown(c: Comparison) -> str:
@@ -163,8 +199,9 @@ def render_markdown(c: Comparison) -> str:
         f"{md_escape(c.current_name)} vs baseline {md_escape(c.baseline_name)}"
     )
     out = [f"### {_ICON[c.verdict]} {head}", ""]
-    notable = [r for r in _ordered(c) if r.verdict in ("regressed", "improved")]
-    notable.sort(key=lambda r: r.verdict != "regressed")
+    order = {"regressed": 0, "inconclusive": 1, "improved": 2}
+    notable = [r for r in _ordered(c) if r.verdict in order or r.confirmation is not None]
+    notable.sort(key=lambda r: order.get(r.verdict, 3))
     for r in notable:
         out.append(f"- {_md_line(r)}")
     # One line per target when all its metrics share the reason (a missing model),
@@ -179,6 +216,8 @@ def render_markdown(c: Comparison) -> str:
             out += [f"- {_md_line(r)}" for r in missing]
     for w in c.warnings:
         out.append(f"- warning: {md_escape(w)}")
+    for side, warnings in (("baseline", c.baseline_warnings), ("current", c.current_warnings)):
+        out += [f"- {side} run warned: {md_escape(w)}" for w in warnings]
     if len(out) > 2:
         out.append("")
     out.append("| target | metric | baseline | current | change [95% CI] | threshold | verdict |")
@@ -200,8 +239,12 @@ def render_markdown(c: Comparison) -> str:
     out.append("")
     out.append(
         f"{s.confidence:.0%} bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
-        "a regression needs the change past its threshold and an interval excluding 0."
+        "a regression needs the change past its threshold and an interval excluding 0"
+        + (", and a re-measurement that regressed too." if c.confirmed else ".")
     )
+    noise = noise_line(c)
+    if noise is not None:
+        out += ["", md_escape(noise)]
     return "\n".join(out) + "\n"
 
 
@@ -227,6 +270,9 @@ def render_table(c: Comparison, console: Console) -> None:
     )
     console.print(Text(_count_text(c)))
     console.print(Text(threshold_line(c)))
+    noise = noise_line(c)
+    if noise is not None:
+        console.print(Text(noise))
     per_series = not _uniform_thresholds(c)
     table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     table.add_column("target / metric", overflow="fold", ratio=1, min_width=14)
@@ -252,11 +298,21 @@ def render_table(c: Comparison, console: Console) -> None:
             cells = [Text(f"  {r.metric}"), Text(_values(r)), Text(change)]
             if per_series:
                 cells.append(Text(r.threshold.describe() if r.threshold else DASH))
-            cells.append(Text("n/c" if r.verdict == "not_comparable" else r.verdict))
+            short = {"not_comparable": "n/c", "inconclusive": "inconcl."}
+            cells.append(Text(short.get(r.verdict, r.verdict)))
             table.add_row(*cells, style=_STYLE[r.verdict] or None)
     console.print(table)
+    for r in _ordered(c):
+        again = confirmation_text(r)
+        if r.verdict == "inconclusive":
+            console.print(Text(f"{r.label} {r.metric}: inconclusive ({r.reason})"))
+        if again is not None:
+            console.print(Text(f"{r.label} {r.metric}: {again}"))
     for w in c.warnings:
         console.print(Text(f"warning: {w}"))
+    for side, warnings in (("baseline", c.baseline_warnings), ("current", c.current_warnings)):
+        for w in warnings:
+            console.print(Text(f"{side} run warned: {w}"))
 
 
 def baseline_verdict_line(baseline: str, comparison: Comparison | None) -> str:
@@ -264,11 +320,14 @@ def baseline_verdict_line(baseline: str, comparison: Comparison | None) -> str:
     if comparison is None:
         return f"baseline {baseline}: no baseline run yet; this run becomes {baseline}"
     n = comparison.counts
-    word = {"regressed": "REGRESSION", "ok": "no regression", "not_comparable": "not comparable"}[
-        comparison.verdict
-    ]
+    word = {
+        "regressed": "REGRESSION",
+        "ok": "no regression",
+        "inconclusive": "INCONCLUSIVE",
+        "not_comparable": "not comparable",
+    }[comparison.verdict]
     return (
         f"baseline {comparison.baseline_name}: {word} ({n['regressed']} regressed,"
         f" {n['improved']} improved, {n['unchanged']} unchanged,"
-        f" {n['not_comparable']} not comparable)"
+        f" {n['inconclusive']} inconclusive, {n['not_comparable']} not comparable)"
     )

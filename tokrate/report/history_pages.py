@@ -1,11 +1,14 @@
 """``tokrate history``'s pages: history.html, history.md, history.csv and one chart per
-metric, from a :class:`tokrate.analysis.history.History` (renderers only; every verdict and band
-was computed there).
+metric, from a :class:`tokrate.analysis.history.History` (renderers only; every segment,
+band and verdict was computed there).
 
 history.html goes through the run report's renderer (:mod:`tokrate.report.html`): one
 style, one escaping path, the same no-script CSP. Charts: a line per series over time,
-the noise band shaded, ▼ where compare's verdict against the previous run is
-"regressed", ▲ "improved".
+broken where a new segment starts (a dotted vertical line, numbered, its reason in
+the table below), the band compare judged each run by shaded around it, and a mark on
+every point outside its band, by compare's verdict: ▼ regressed, ▲ improved, ◆ outside
+but not a verdict (not significant, inconclusive, not confirmed). history.md is plain
+Markdown.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any, Final
 
 import polars as pl
 
-from tokrate.analysis.history import DEFAULT_HISTORY_METRICS, NOISE_SIGMAS, History, load_history
+from tokrate.analysis.history import DEFAULT_HISTORY_METRICS, History, load_history
+from tokrate.analysis.noise import MIN_NOISE_RUNS, NOISE_WINDOW
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
@@ -28,7 +32,17 @@ from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = ["build_history", "write_history"]
 
-_MARKS: Final = (("regressed", "v", "#c0392b"), ("improved", "^", "#1e8449"))
+#: verdict -> (matplotlib marker, colour, symbol in tables); any other verdict of a
+#: point outside its band gets the last entry.
+_MARKS: Final = {
+    "regressed": ("v", "#c0392b", "▼"),
+    "improved": ("^", "#1e8449", "▲"),
+    "other": ("D", "#9a6700", "◆"),
+}
+
+
+def _mark(verdict: str) -> tuple[str, str, str]:
+    return _MARKS.get(verdict, _MARKS["other"])
 
 
 def _unit(metric: str) -> tuple[str, float]:
@@ -52,9 +66,13 @@ def _fmt(value: float | None, metric: str) -> str:
 
 def _band_text(history: History) -> str:
     return (
-        f"band: run-to-run noise, median of the previous {history.window} runs ± "
-        f"{NOISE_SIGMAS:g}σ of them; ▼ regressed, ▲ improved (compare's verdict against "
-        "the series' previous run)"
+        "band: what compare would not call a change against the run each point was judged"
+        " against (its recorded baseline, else the latest earlier run of its segment that"
+        " did not regress), with the threshold it judged by (the configured one, widened"
+        f" to the run-to-run noise of the segment's earlier runs once there are"
+        f" {MIN_NOISE_RUNS}, newest {history.window}); marks on exactly the points outside"
+        " their band, by compare's verdict: ▼ regressed, ▲ improved, ◆ not a verdict"
+        " (not significant, inconclusive, not confirmed)"
     )
 
 
@@ -90,38 +108,60 @@ def _chart(history: History, metric: str) -> bytes:
         data.group_by(["endpoint", "model", "scenario"], maintain_order=True)
     ):
         g = g.sort("started_at")
-        (line,) = ax.plot(
-            g["started_at"].to_list(),
-            (g["value"] * factor).to_list(),
-            marker=".",
-            markersize=3,
-            linewidth=1.2,
-            label=_series_label(str(endpoint), str(model), str(scenario), multi_ep),
-        )
-        band = g.filter(pl.col("band_low").is_not_null())
-        if band.height:
-            ax.fill_between(
-                band["started_at"].to_list(),
-                (band["band_low"] * factor).to_list(),
-                (band["band_high"] * factor).to_list(),
-                color=line.get_color(),
-                alpha=0.15,
-                linewidth=0,
-                step="mid",
+        color = None
+        label = _series_label(str(endpoint), str(model), str(scenario), multi_ep)
+        # One line per segment: runs compare would not compare never share a line.
+        for _, seg in g.group_by("segment", maintain_order=True):
+            (line,) = ax.plot(
+                seg["started_at"].to_list(),
+                (seg["value"] * factor).to_list(),
+                marker=".",
+                markersize=3,
+                linewidth=1.2,
+                color=color,
+                label=label,
             )
-        for change, marker, color in _MARKS:
-            hit = g.filter(pl.col("change") == change)
-            if hit.height:
-                ax.scatter(
-                    hit["started_at"].to_list(),
-                    (hit["value"] * factor).to_list(),
-                    marker=marker,
-                    s=60,
+            color, label = line.get_color(), "_nolegend_"
+            # A band with no upper end (tokens/s with a threshold of -100%) is drawn to
+            # four times the line's top, so it cannot flatten the chart.
+            band = seg.filter(pl.col("band_low").is_not_null()).with_columns(
+                pl.min_horizontal("band_high", pl.col("value").max() * 4).alias("band_high")
+            )
+            if band.height:
+                ax.fill_between(
+                    band["started_at"].to_list(),
+                    (band["band_low"] * factor).to_list(),
+                    (band["band_high"] * factor).to_list(),
                     color=color,
-                    zorder=5,
-                    edgecolors="black",
-                    linewidths=0.5,
+                    alpha=0.15,
+                    linewidth=0,
+                    step="mid",
                 )
+        for start in g.filter(pl.col("segment_reason").is_not_null()).iter_rows(named=True):
+            ax.axvline(start["started_at"], color=color, linestyle=":", linewidth=1)
+            ax.annotate(
+                f"segment {start['segment']}",
+                (start["started_at"], 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                rotation=90,
+                va="top",
+                ha="right",
+                color=color,
+            )
+        outside = g.filter(pl.col("outside"))
+        for row in outside.iter_rows(named=True):
+            marker, mark_color, _ = _mark(str(row["verdict"]))
+            ax.scatter(
+                [row["started_at"]],
+                [row["value"] * factor],
+                marker=marker,
+                s=60,
+                color=mark_color,
+                zorder=5,
+                edgecolors="black",
+                linewidths=0.5,
+            )
     # Zero-based axis: a trend chart that starts at the data minimum makes noise look
     # like a cliff.
     ax.set_ylim(bottom=0)
@@ -131,16 +171,16 @@ def _chart(history: History, metric: str) -> bytes:
     if data.height:
         # Outside the data: a trend legend over the lines hides the newest nights.
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    for label in ax.get_xticklabels():
-        label.set_rotation(30)
-        label.set_horizontalalignment("right")
+    for tick in ax.get_xticklabels():
+        tick.set_rotation(30)
+        tick.set_horizontalalignment("right")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
 
 
 def _table_rows(history: History) -> list[dict[str, str]]:
-    """One row per series: runs, latest value, its noise band, verdict, markers."""
+    """One row per series: runs, the latest value and band, its verdict, the marks."""
     rows: list[dict[str, str]] = []
     keys = ["endpoint", "model", "scenario", "metric"]
     multi_ep = history.points["endpoint"].n_unique() > 1
@@ -148,71 +188,120 @@ def _table_rows(history: History) -> list[dict[str, str]]:
         endpoint, model, scenario, metric = (str(k) for k in key)
         g = g.sort("started_at")
         last = g.row(-1, named=True)
-        flagged = g.filter(pl.col("change").is_not_null())
         band = DASH
         if last["band_low"] is not None:
             band = f"{_fmt(last['band_low'], metric)} – {_fmt(last['band_high'], metric)}"
+        marked = [
+            f"{_mark(str(r['verdict']))[2]} {r['run_name']} ({r['verdict']})"
+            for r in g.filter(pl.col("outside")).iter_rows(named=True)
+        ]
+        segments = int(last["segment"]) + 1
         rows.append(
             {
                 "target": _series_label(endpoint, model, scenario, multi_ep),
                 "metric": metric,
-                "runs": str(g.height),
+                "runs": str(g.height) + (f" in {segments} segments" if segments > 1 else ""),
                 "latest": _fmt(last["value"], metric),
-                "noise band": band,
-                "latest vs previous": last["change"] or ("unchanged" if last["vs_run"] else DASH),
-                "changes": ", ".join(
-                    f"{r['run_name']} ({r['change']})" for r in flagged.iter_rows(named=True)
-                )
-                or DASH,
+                "band": band,
+                "latest vs its baseline": (
+                    f"{last['verdict']} (vs {last['vs_run']})" if last["verdict"] else DASH
+                ),
+                "outside the band": ", ".join(marked) or DASH,
             }
         )
     return rows
 
 
-def _markdown(history: History, rows: list[dict[str, str]]) -> str:
+def _segment_rows(history: History) -> list[dict[str, str]]:
+    """Where each new segment starts, and why."""
+    starts = history.segment_starts.unique(
+        ["folder", "endpoint", "model", "scenario", "segment"], maintain_order=True
+    )
+    multi_ep = history.points["endpoint"].n_unique() > 1
+    seen: dict[tuple[str, int, str], list[str]] = {}
+    for r in starts.iter_rows(named=True):
+        target = _series_label(r["endpoint"], r["model"], r["scenario"], multi_ep)
+        seen.setdefault((r["run_name"], int(r["segment"]), r["segment_reason"]), []).append(target)
+    return [
+        {
+            "from run": run,
+            "segment": str(number),
+            "why": reason,
+            "series": ", ".join(sorted(set(targets))),
+        }
+        for (run, number, reason), targets in seen.items()
+    ]
+
+
+def _md_table(rows: Sequence[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    cols = list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(md_escape(r[c]) for c in cols) + " |" for r in rows]
+    return out
+
+
+def _markdown(history: History, rows: list[dict[str, str]], segments: list[dict[str, str]]) -> str:
+    """Plain Markdown: our own words as written, names and paths escaped."""
     out = [
         f"# tokrate history: {history.runs} runs under {md_escape(history.root)}",
         "",
-        f"{history.changes.height} change(s) detected ({md_escape(_band_text(history))}).",
+        f"{history.changes.height} point(s) outside their band. {_band_text(history)}.",
         "",
+        *_md_table(rows),
     ]
-    if rows:
-        cols = list(rows[0])
-        out.append("| " + " | ".join(cols) + " |")
-        out.append("|" + "---|" * len(cols))
-        for r in rows:
-            out.append("| " + " | ".join(md_escape(r[c]) for c in cols) + " |")
-    for w in history.warnings:
-        out.append(f"\n- warning: {md_escape(w)}")
+    if segments:
+        out += ["", "## Segments", "", "Runs compare would not compare never share a line:", ""]
+        out += _md_table(segments)
+    if history.warnings:
+        out += ["", *(f"- warning: {md_escape(w)}" for w in history.warnings)]
     return "\n".join(out) + "\n"
 
 
-def _html(history: History, rows: list[dict[str, str]], charts: dict[str, bytes]) -> str:
-    header = tuple(rows[0]) if rows else ()
+def _html(
+    history: History,
+    rows: list[dict[str, str]],
+    segments: list[dict[str, str]],
+    charts: dict[str, bytes],
+) -> str:
     band = _band_text(history)
-    table = Table(
-        title="Series",
-        header=header,
-        rows=tuple(tuple(r.values()) for r in rows),
-        note=f"{history.changes.height} change(s) detected; {band}.",
-        numeric=tuple(h in ("runs", "latest", "noise band") for h in header),
-    )
+    tables = [
+        Table(
+            title="Series",
+            header=tuple(rows[0]) if rows else (),
+            rows=tuple(tuple(r.values()) for r in rows),
+            note=f"{history.changes.height} point(s) outside their band; {band}.",
+            numeric=tuple(h in ("latest", "band") for h in (rows[0] if rows else ())),
+        )
+    ]
+    if segments:
+        tables.append(
+            Table(
+                title="Segments",
+                header=tuple(segments[0]),
+                rows=tuple(tuple(r.values()) for r in segments),
+                note="Runs compare would not compare never share a line: each segment is"
+                " drawn apart, with its own band.",
+            )
+        )
     images = [
         ChartImage(name=m, title=f"{m} over time", caption=band, png=png)
         for m, png in charts.items()
     ]
+    meta: list[tuple[str, Any]] = [
+        ("folder", history.root),
+        ("runs", str(history.runs)),
+        ("points outside their band", str(history.changes.height)),
+        ("noise window", f"newest {history.window} earlier runs of a segment"),
+        ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
+    ]
     return render_html(
         Page(
             title=f"tokrate history: {history.runs} runs under {history.root}",
-            meta=(
-                ("folder", history.root),
-                ("runs", str(history.runs)),
-                ("changes detected", str(history.changes.height)),
-                ("noise window", f"{history.window} runs"),
-                ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
-            ),
+            meta=meta,
             warnings=history.warnings,
-            tables=(table,),
+            tables=tables,
             charts=images,
         )
     )
@@ -224,12 +313,14 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
     try:
         (out / "charts").mkdir(parents=True, exist_ok=True)
         rows = _table_rows(history)
+        segments = _segment_rows(history)
         charts: dict[str, bytes] = {}
         for metric in metrics:
             charts[metric] = _chart(history, metric)
             write_atomic(out / "charts" / f"{metric}.png", charts[metric])
-        write_atomic(out / "history.md", _markdown(history, rows).encode("utf-8"))
-        write_atomic(out / "history.html", _html(history, rows, charts).encode("utf-8"))
+        write_atomic(out / "history.md", _markdown(history, rows, segments).encode("utf-8"))
+        page = _html(history, rows, segments, charts)
+        write_atomic(out / "history.html", page.encode("utf-8"))
         csv = io.BytesIO()
         history.points.with_columns(pl.col("started_at").dt.to_string("iso")).write_csv(csv)
         write_atomic(out / "history.csv", csv.getvalue())
@@ -243,7 +334,7 @@ def build_history(
     *,
     models: Iterable[str] = (),
     metrics: Iterable[str] = (),
-    window: int = 10,
+    window: int = NOISE_WINDOW,
     thresholds: Sequence[Threshold] = DEFAULT_THRESHOLDS,
 ) -> tuple[Path, History]:
     """Load the history under ``root`` and write it to ``out_dir`` (default

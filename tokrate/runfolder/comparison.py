@@ -14,6 +14,10 @@ Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
 
     1: first version.
     (later, optional: baseline/current "label", threshold "source")
+    2: verdict "inconclusive" (row and document), exit code 3; baseline/current
+       "warnings" (each run's run.json warnings); row "confirmation"; "confirmed",
+       "unconfirmed"; "noise" (where fitted thresholds came from); settings
+       "min_tail_samples" and "intervals".
 """
 
 from __future__ import annotations
@@ -39,22 +43,38 @@ __all__ = [
     "COMPARISON_FILE",
     "COMPARISON_SCHEMA_HISTORY",
     "COMPARISON_SCHEMA_VERSION",
+    "CONFIRM_FOLDER",
+    "MIN_TAIL_SAMPLES",
     "CompareSettings",
     "Comparison",
+    "Confirmation",
     "MetricResult",
+    "NoiseSource",
     "Verdict",
+    "combined_exit",
     "read_comparison",
 ]
 
 #: The file a baseline check writes into the run it judged (and comparison.md beside).
 COMPARISON_FILE: Final = "comparison.json"
 
-COMPARISON_SCHEMA_VERSION: Final = 1
-COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {1: "first version"}
+COMPARISON_SCHEMA_VERSION: Final = 2
+COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {
+    1: "first version",
+    2: "inconclusive verdicts, both runs' warnings, confirmation, unconfirmed, noise",
+}
 
-Verdict = Literal["improved", "unchanged", "regressed", "not_comparable"]
+Verdict = Literal["improved", "unchanged", "regressed", "inconclusive", "not_comparable"]
 
-_VERDICTS: Final = ("regressed", "improved", "unchanged", "not_comparable")
+_VERDICTS: Final = ("regressed", "improved", "unchanged", "inconclusive", "not_comparable")
+
+#: A percentile q is judged only with at least this many values beyond it on each side
+#: (so n >= MIN_TAIL_SAMPLES / (1 - q): 20 for p50, 100 for p90, 200 for p95, 1,000
+#: for p99): below that it rests on a handful of requests, and one slow one moves it.
+MIN_TAIL_SAMPLES: Final = 10
+#: The folder, inside a run folder, that holds its confirmation measurement (a run
+#: folder of its own; tokrate.load.confirm).
+CONFIRM_FOLDER: Final = "confirm"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +82,109 @@ class CompareSettings:
     """Statistics knobs. ``resamples`` bootstrap draws at ``confidence``, seeded by
     ``seed`` (plus a stable hash of each row's key, so rows are independent but every
     rerun gives the same interval). ``min_samples``: fewer values on either side make
-    a row not comparable. ``intervals`` False skips the bootstrap where the verdict
-    does not depend on it (a change within its threshold): history does, the verdict
-    is the same."""
+    a row inconclusive; a percentile also needs ``min_tail`` values beyond it
+    (:func:`tokrate.analysis.compare.samples_needed`). ``intervals`` False skips the
+    bootstrap where the verdict does not depend on it (a change within its threshold):
+    history does, the verdict is the same."""
 
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
     min_samples: int = 10
     intervals: bool = True
+    min_tail: int = MIN_TAIL_SAMPLES
+
+
+def _ci_of(data: Mapping[str, Any], where: str) -> tuple[float, float] | None:
+    ci = data.get("ci")
+    if ci is None:
+        return None
+    if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci)):
+        raise RunFolderError(f"{where}: ci must be [low, high] or null, got {ci!r}")
+    return float(ci[0]), float(ci[1])
+
+
+def _verdict_of(r: JsonReader, where: str) -> Verdict:
+    verdict = r.str_("verdict")
+    if verdict not in _VERDICTS:
+        raise RunFolderError(f"{where}: unknown verdict {verdict!r}")
+    return verdict  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A regressed row's re-measurement (``<run>/confirm/``) judged against the same
+    baseline with the same threshold: its value, change, interval and verdict."""
+
+    current: float | None
+    change: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_current: int
+    verdict: Verdict
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "current": self.current,
+            "change": self.change,
+            "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
+            "n_current": self.n_current,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Confirmation:
+        r = JsonReader(data, where)
+        ci = _ci_of(data, where)
+        return cls(
+            current=r.opt_float("current"),
+            change=r.opt_float("change"),
+            ci_low=None if ci is None else ci[0],
+            ci_high=None if ci is None else ci[1],
+            n_current=r.opt_int("n_current") or 0,
+            verdict=_verdict_of(r, where),
+            reason=r.str_("reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseSource:
+    """Where a comparison's fitted thresholds came from (tokrate.analysis.noise): the
+    history ``folder``, the fewest and the most earlier comparable runs a series had
+    (``runs_min``, ``runs_max``), how many series got a threshold fitted above their
+    configured one (``fitted``), and ``fallback``: what judged series with too few."""
+
+    folder: str
+    runs_min: int
+    runs_max: int
+    fallback: str
+    fitted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "runs": [self.runs_min, self.runs_max],
+            "fitted": self.fitted,
+            "fallback": self.fallback,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> NoiseSource:
+        r = JsonReader(data, where)
+        runs = data.get("runs")
+        if not (
+            isinstance(runs, list) and len(runs) == 2 and all(isinstance(v, int) for v in runs)
+        ):
+            raise RunFolderError(f"{where}: runs must be [fewest, most], got {runs!r}")
+        return cls(
+            folder=r.str_("folder"),
+            runs_min=int(runs[0]),
+            runs_max=int(runs[1]),
+            fallback=r.str_("fallback"),
+            fitted=r.opt_int("fitted") or 0,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +214,15 @@ class MetricResult:
     n_baseline: int = 0
     n_current: int = 0
     label: str = ""
+    confirmation: Confirmation | None = None
 
     @property
     def key(self) -> SeriesKey:
         return (self.endpoint, self.model, self.scenario, self.metric)
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        return (self.endpoint, self.model, self.scenario)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +244,7 @@ class MetricResult:
             "n_current": self.n_current,
             "verdict": self.verdict,
             "reason": self.reason,
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
         }
 
     @classmethod
@@ -136,14 +256,8 @@ class MetricResult:
         Raises RunFolderError naming ``where``."""
         r = JsonReader(data, where)
         metric = r.str_("metric")
-        ci = data.get("ci")
-        if ci is not None and not (
-            isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci)
-        ):
-            raise RunFolderError(f"{where}: ci must be [low, high] or null, got {ci!r}")
-        verdict = r.str_("verdict")
-        if verdict not in _VERDICTS:
-            raise RunFolderError(f"{where}: unknown verdict {verdict!r}")
+        ci = _ci_of(data, where)
+        again = r.opt_mapping("confirmation")
         return cls(
             endpoint=r.str_("endpoint"),
             model=r.str_("model"),
@@ -154,16 +268,19 @@ class MetricResult:
             threshold=_row_threshold(
                 metric, r.opt_str("threshold"), r.opt_str("threshold_source"), thresholds, where
             ),
-            verdict=verdict,  # type: ignore[arg-type]
+            verdict=_verdict_of(r, where),
             reason=r.str_("reason"),
             baseline=r.opt_float("baseline"),
             current=r.opt_float("current"),
             change=r.opt_float("change"),
-            ci_low=None if ci is None else float(ci[0]),
-            ci_high=None if ci is None else float(ci[1]),
+            ci_low=None if ci is None else ci[0],
+            ci_high=None if ci is None else ci[1],
             n_baseline=r.opt_int("n_baseline") or 0,
             n_current=r.opt_int("n_current") or 0,
             label=r.str_("label"),
+            confirmation=None
+            if again is None
+            else Confirmation.from_dict(again, f"{where}: confirmation"),
         )
 
 
@@ -211,6 +328,16 @@ class Comparison:
     warnings: tuple[str, ...] = ()
     baseline_label: str | None = None
     current_label: str | None = None
+    #: Each run's own warnings (run.json), as they were printed when it was measured.
+    baseline_warnings: tuple[str, ...] = ()
+    current_warnings: tuple[str, ...] = ()
+    #: (endpoint, model, scenario) groups with a regressed row that no confirmation
+    #: measurement covered (tokrate run --baseline re-measures them once).
+    unconfirmed: tuple[tuple[str, str, str], ...] = ()
+    #: Where fitted thresholds came from; None when none were fitted.
+    noise: NoiseSource | None = None
+    #: Whether a confirmation measurement (``<current>/confirm``) was read.
+    confirmed: bool = False
 
     @property
     def baseline_name(self) -> str:
@@ -230,12 +357,19 @@ class Comparison:
         return any(r.verdict != "not_comparable" for r in self.results)
 
     @property
+    def inconclusive(self) -> bool:
+        return any(r.verdict == "inconclusive" for r in self.results)
+
+    @property
     def verdict(self) -> str:
-        """``regressed``, ``not_comparable`` (nothing could be compared) or ``ok``."""
+        """``regressed``; ``not_comparable`` (nothing could be compared);
+        ``inconclusive`` (no regression, but a row could not be judged); or ``ok``."""
         if self.regressed:
             return "regressed"
         if not self.comparable:
             return "not_comparable"
+        if self.inconclusive:
+            return "inconclusive"
         return "ok"
 
     @property
@@ -247,10 +381,9 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        """0 no regression, 1 at least one regression, 2 nothing was comparable."""
-        if self.regressed:
-            return 1
-        return 0 if self.comparable else 2
+        """0 no regression, 1 at least one regression, 2 nothing was comparable, 3 no
+        regression but at least one row inconclusive."""
+        return {"regressed": 1, "not_comparable": 2, "inconclusive": 3}.get(self.verdict, 0)
 
     def result(self, endpoint: str, model: str, scenario: str, metric: str) -> MetricResult | None:
         for r in self.results:
@@ -259,7 +392,7 @@ class Comparison:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """The documented JSON document (docs/regressions.md), schema_version 1."""
+        """The documented JSON document (docs/regressions.md), schema_version 2."""
         s = self.settings
         return {
             "schema_version": COMPARISON_SCHEMA_VERSION,
@@ -270,11 +403,13 @@ class Comparison:
                 "path": self.baseline_dir,
                 "run_id": self.baseline_run_id,
                 "label": self.baseline_label,
+                "warnings": list(self.baseline_warnings),
             },
             "current": {
                 "path": self.current_dir,
                 "run_id": self.current_run_id,
                 "label": self.current_label,
+                "warnings": list(self.current_warnings),
             },
             "thresholds": [
                 {
@@ -291,8 +426,15 @@ class Comparison:
                 "resamples": s.resamples,
                 "seed": s.seed,
                 "min_samples": s.min_samples,
+                "min_tail_samples": s.min_tail,
+                "intervals": s.intervals,
             },
             "warnings": list(self.warnings),
+            "confirmed": self.confirmed,
+            "unconfirmed": [
+                {"endpoint": e, "model": m, "scenario": sc} for e, m, sc in self.unconfirmed
+            ],
+            "noise": None if self.noise is None else self.noise.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -327,7 +469,11 @@ class Comparison:
             resamples=st.opt_int("resamples") or defaults.resamples,
             seed=st.opt_int("seed") or defaults.seed,
             min_samples=st.opt_int("min_samples") or defaults.min_samples,
+            intervals=st.opt_bool("intervals") is not False,
+            # Schema 1 judged a percentile on min_samples alone.
+            min_tail=st.opt_int("min_tail_samples") or (defaults.min_tail if version >= 2 else 0),
         )
+        noise = r.opt_mapping("noise")
         results = tuple(
             MetricResult.from_dict(row, f"{where}: results[{i}]", metrics)
             for i, row in enumerate(r.items("results"))
@@ -352,6 +498,17 @@ class Comparison:
             warnings=r.strings("warnings"),
             baseline_label=base.opt_str("label"),
             current_label=cur.opt_str("label"),
+            baseline_warnings=base.strings("warnings"),
+            current_warnings=cur.strings("warnings"),
+            unconfirmed=tuple(
+                (g.str_("endpoint"), g.str_("model"), g.str_("scenario"))
+                for g in (
+                    JsonReader(u, f"{where}: unconfirmed[{i}]")
+                    for i, u in enumerate(r.items("unconfirmed"))
+                )
+            ),
+            noise=None if noise is None else NoiseSource.from_dict(noise, f"{where}: noise"),
+            confirmed=bool(r.opt_bool("confirmed")),
         )
 
 
@@ -371,3 +528,11 @@ def read_comparison(run_dir: Path | str) -> Comparison | None:
     if data.get("verdict") == "no_baseline":
         return None
     return Comparison.from_dict(data, str(path))
+
+
+def combined_exit(run_code: int, check_code: int) -> int:
+    """A run's exit code with its baseline check's: 1 (a regression, or a target
+    without an ok request) wins over 2 (nothing comparable) and 3 (inconclusive)."""
+    if 1 in (run_code, check_code):
+        return 1
+    return max(run_code, check_code)

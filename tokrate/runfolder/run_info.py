@@ -37,6 +37,7 @@ __all__ = [
     "OutcomeCounts",
     "RunInfo",
     "ScenarioInfo",
+    "ScenarioLag",
     "ScrapeInfo",
     "SloInfo",
     "TargetInfo",
@@ -47,7 +48,7 @@ RUN_LAYOUT_VERSION: Final = 1
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
     " server_metrics, calibration, prompts, nodes,"
-    " targets[].size_source/bytes_source/served)"
+    " targets[].size_source/bytes_source/served, loop_lag.scenarios)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -182,8 +183,32 @@ class SloInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ScenarioLag:
+    """The measuring event loop's lag over one scenario (milliseconds; the worst worker
+    of that scenario): the client's own lateness while it measured that scenario."""
+
+    scenario: str
+    max_ms: float
+    p99_ms: float
+    samples: int = 0
+    exceeded: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScenarioLag:
+        r = JsonReader(data, where)
+        return cls(
+            scenario=r.str_("scenario"),
+            max_ms=r.opt_float("max_ms") or 0.0,
+            p99_ms=r.opt_float("p99_ms") or 0.0,
+            samples=r.opt_int("samples") or 0,
+            exceeded=bool(r.opt_bool("exceeded")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LoopLagInfo:
-    """The measuring event loop's lag over the run (milliseconds)."""
+    """The measuring event loop's lag over the run (milliseconds), and per scenario
+    (``scenarios``; empty in runs older than the field)."""
 
     threshold_ms: float | None = None
     max_threshold_ms: float | None = None
@@ -191,6 +216,10 @@ class LoopLagInfo:
     p99_ms: float | None = None
     samples: int | None = None
     exceeded: bool = False
+    scenarios: tuple[ScenarioLag, ...] = ()
+
+    def scenario(self, name: str) -> ScenarioLag | None:
+        return next((s for s in self.scenarios if s.scenario == name), None)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> LoopLagInfo:
@@ -202,10 +231,13 @@ class LoopLagInfo:
             p99_ms=r.opt_float("p99_ms"),
             samples=r.opt_int("samples"),
             exceeded=bool(r.opt_bool("exceeded")),
+            scenarios=_each(r.items("scenarios"), ScenarioLag.from_dict, f"{where}: scenarios"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["scenarios"] = list(out["scenarios"])
+        return out
 
 
 @dataclass(frozen=True, slots=True)

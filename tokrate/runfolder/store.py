@@ -404,8 +404,11 @@ def _read_parquet(path: Path) -> pl.DataFrame:
 
 
 def run_folders(root: Path | str) -> list[Path]:
-    """Every run folder (a folder holding run.json) under ``root``, at any depth, sorted."""
-    return sorted(p.parent for p in Path(root).rglob(_RUN_JSON))
+    """Every run folder (a folder holding run.json) under ``root``, at any depth, sorted;
+    never one inside another run folder (a run's ``confirm/`` re-measurement is part of
+    that run, not a run of its own)."""
+    folders = {p.parent for p in Path(root).rglob(_RUN_JSON)}
+    return sorted(f for f in folders if not any(parent in folders for parent in f.parents))
 
 
 # --- the latest-good pointer ---------------------------------------------------------

@@ -380,8 +380,9 @@ class CompareSpec:
     """Regression thresholds for ``baseline`` comparisons, as ``tokrate compare
     --threshold`` strings (``"ttft_p95=+10%"``, ``"decode_tps_p50=-5%"``,
     ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults.
-    ``thresholds_from_history``: a folder of earlier runs whose run-to-run noise sets
-    each series' threshold (``tokrate.analysis.history.noise_thresholds``); None: off."""
+    ``thresholds_from_history``: the folder of earlier runs whose run-to-run noise
+    widens each series' threshold (``tokrate.analysis.noise``); None: the output folder
+    (where ``latest-good`` lives); ``"off"``: no fit."""
 
     thresholds: tuple[str, ...] = ()
     thresholds_from_history: str | None = None

@@ -1,0 +1,271 @@
+"""The verdict rules of issue 23 on synthetic run folders: samples per statistic, the
+band compare decides by, run health, the confirmation re-measurement, thresholds
+fitted to the run-to-run noise, and what moves latest-good.
+
+Folders are seeded lognormal records (tests/helpers/runfolders.py); every planted
+change, spread, lag and re-measurement is known exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.runfolders import make_records, write_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokrate.analysis.compare import (
+    compare_runs,
+    judge,
+    samples_needed,
+)
+from tokrate.analysis.health import OVERLOAD_FACTOR, Overload, overload_reason
+from tokrate.analysis.history import band
+from tokrate.analysis.noise import MIN_NOISE_RUNS, fit_thresholds, noise_limit
+from tokrate.finish.baseline import check_baseline
+from tokrate.report.comparison import render_markdown
+from tokrate.runfolder.store import LATEST_GOOD, run_folders
+from tokrate.spec.thresholds import Threshold, ThresholdSet
+
+
+def _row(c: object, model: str, metric: str) -> object:
+    return next(r for r in c.results if (r.model, r.metric) == (model, metric))  # type: ignore[attr-defined]
+
+
+# --- samples per statistic -------------------------------------------------------------
+
+
+def test_samples_needed_per_statistic() -> None:
+    """A percentile needs 10 values beyond it on each side: a p95 from a handful of
+    requests rests on its top one or two."""
+    need = {m: samples_needed(m, 10) for m in ("ttft_p50", "ttft_p90", "e2e_p95", "tpot_p99")}
+    assert need == {"ttft_p50": 20, "ttft_p90": 100, "e2e_p95": 200, "tpot_p99": 1000}
+    assert samples_needed("ttft_mean", 10) == 10
+    assert samples_needed("error_rate", 10) == 10
+
+
+# --- the band compare decides by ------------------------------------------------------------
+
+_THRESHOLDS = st.builds(
+    Threshold,
+    st.sampled_from(["ttft_p95", "tpot_p50", "decode_tps_p50", "e2e_p99", "error_rate"]),
+    st.floats(0.001, 0.95),
+    st.sampled_from([0.0, 0.0001, 0.001]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    t=_THRESHOLDS,
+    base=st.floats(0.0005, 500.0),
+    ratio=st.floats(0.01, 100.0),
+)
+def test_band_is_exactly_where_compare_sees_no_change(
+    t: Threshold, base: float, ratio: float
+) -> None:
+    """history's band and compare's threshold are one rule: a value lies outside the band
+    exactly when compare's change passes the threshold (either way); the band never goes
+    below zero."""
+    if t.metric == "error_rate":
+        base, value = min(base / 500.0, 1.0), min(base / 500.0 * ratio, 1.0)
+    else:
+        value = base * ratio
+    low, high = band(base, t)
+    assert 0.0 <= low <= base <= high
+    if t.metric == "error_rate":
+        change = value - base
+    else:
+        change = value / base - 1.0
+        if t.direction == "higher_is_better":
+            change = -change
+    _, reason = judge(change, (-1.0, 1.0), abs(value - base), t)
+    within = reason == f"within {t.describe()}"
+    outside = not low <= value <= high
+    # Exactly on a boundary floating point may round either way; away from it, never.
+    near = min(abs(value - low), abs(value - high)) <= 1e-9 * max(1.0, abs(base))
+    assert near or outside == (not within)
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=_THRESHOLDS, base=st.floats(0.0005, 500.0))
+def test_improvement_is_the_threshold_ratio_the_other_way(t: Threshold, base: float) -> None:
+    """Bands are symmetric in log space for latencies and tokens/s: a +10% latency
+    threshold flags 1.10x slower and 1.10x faster alike, so the lower end stays above
+    zero however wide a noise-fitted threshold grows."""
+    if t.metric == "error_rate":
+        return
+    low, high = band(base, t)
+    if t.floor == 0.0 and math.isfinite(high):
+        assert high / base == pytest.approx(base / low, rel=1e-9)
+    # Only a floor as large as the value itself (nothing below it is a change) reaches 0.
+    assert low > 0 or t.floor >= base
+
+
+# --- run health ----------------------------------------------------------------------------
+
+
+def test_overload_explains_small_changes_not_big_ones() -> None:
+    """The client lagged 8 ms: a 7.6 ms rise of a p95 TTFT is within what it (and a server
+    on the same machine) could have added; a 390 ms one is not; a 3 ms-per-token TPOT
+    rise is not either (the lag spreads over the answer's 15 decode gaps)."""
+    lagged = (None, Overload(0.008, "event-loop lag p99 8.0 ms"))
+    reason = overload_reason("ttft_p95", 0.0178, 0.0254, lagged, None)
+    assert reason is not None and reason.startswith("client overloaded (current run: event-loop")
+    assert f"within {OVERLOAD_FACTOR:g}x that lateness" in reason
+    assert overload_reason("ttft_p95", 0.39, 0.78, lagged, None) is None
+    assert overload_reason("tpot_p50", 0.012, 0.015, lagged, 15.0) is None
+    assert overload_reason("tpot_p50", 0.012, 0.013, lagged, 15.0) is not None
+    assert overload_reason("decode_tps_p50", 83.0, 66.0, lagged, 15.0) is None
+    assert overload_reason("ttft_p95", 0.0178, 0.0254, (None, None), None) is None
+    assert overload_reason("error_rate", 0.0, 0.5, lagged, None) is None
+
+
+def test_a_change_an_overloaded_client_could_make_is_inconclusive(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "b", make_records("b", seed=1, models=("sim-7b",)))
+    slower = make_records("c", seed=2, models=("sim-7b",), slow={"sim-7b": 1.3})
+    warn = "scenario c=4, worker w0: event-loop lag p99 20.0 ms, max 60.0 ms"
+    cur = write_run(tmp_path, "c", slower, loop_lag={"c=4": 20.0}, warnings=[warn])
+    c = compare_runs(base, cur)
+    ttft = _row(c, "sim-7b", "ttft_p95")
+    # A 30% slower TTFT p95 (about +12 ms) is within 2 x 20 ms: inconclusive.
+    assert ttft.verdict == "inconclusive"  # type: ignore[attr-defined]
+    assert ttft.reason.startswith("client overloaded (current run: event-loop lag p99 20.0 ms)")  # type: ignore[attr-defined]
+    # TPOT rose 2.4 ms per token, more than 40 ms spread over 31 gaps: still a regression.
+    assert _row(c, "sim-7b", "tpot_p50").verdict == "regressed"  # type: ignore[attr-defined]
+    doc = c.to_dict()
+    assert doc["current"]["warnings"] == [warn] and doc["baseline"]["warnings"] == []
+    md = render_markdown(c)
+    assert f"- current run warned: {warn}" in md
+    assert "inconclusive (client overloaded" in md
+    # Without the regression, only the inconclusive row: exit 3.
+    same = write_run(tmp_path, "s", make_records("s", seed=3, models=("sim-7b",),
+                     slow={"sim-7b": 1.3}), loop_lag={"c=4": 400.0})  # fmt: skip
+    only = compare_runs(base, same)
+    assert (only.verdict, only.exit_code) == ("inconclusive", 3)
+
+
+# --- the confirmation re-measurement ----------------------------------------------------
+
+
+def test_a_regression_stands_only_when_the_re_measurement_regressed_too(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", make_records("base", seed=1))
+    slow = make_records("cur", seed=2, slow={"sim-70b": 1.25})
+    cur = write_run(tmp_path, "cur", slow)
+    first = compare_runs(base, cur)
+    assert first.regressed and first.unconfirmed == (("sim", "sim-70b", "c=4"),)
+    # Re-measured, and slow again: confirmed.
+    write_run(cur, "confirm", make_records("confirm", seed=3, slow={"sim-70b": 1.25}))
+    c = compare_runs(base, cur)
+    tpot = _row(c, "sim-70b", "tpot_p50")
+    assert tpot.verdict == "regressed" and tpot.confirmation.verdict == "regressed"  # type: ignore[attr-defined]
+    assert tpot.reason.endswith("confirmed by the re-measurement")  # type: ignore[attr-defined]
+    assert c.unconfirmed == () and c.confirmed and c.exit_code == 1
+    assert "(confirmed: re-measured 1.2" in render_markdown(c)
+    # Re-measured, and back to normal: the first measurement was off.
+    other = write_run(tmp_path, "other", slow)
+    write_run(other, "confirm", make_records("confirm", seed=4))
+    c = compare_runs(base, other)
+    tpot = _row(c, "sim-70b", "tpot_p50")
+    assert tpot.verdict == "unchanged"  # type: ignore[attr-defined]
+    assert tpot.reason == "not confirmed: the re-measurement was unchanged"  # type: ignore[attr-defined]
+    assert tpot.confirmation.current < tpot.current  # type: ignore[attr-defined]
+    assert c.exit_code == 0
+    # An interrupted re-measurement confirms nothing.
+    third = write_run(tmp_path, "third", slow)
+    write_run(third, "confirm", make_records("confirm", seed=5), status="interrupted")
+    c = compare_runs(base, third)
+    assert c.regressed and not c.confirmed and c.unconfirmed
+
+
+# --- noise-fitted thresholds --------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    spread=st.floats(0.001, 0.5),
+    runs=st.integers(MIN_NOISE_RUNS, 30),
+    seed=st.integers(0, 2**31),
+)
+def test_noise_limit_grows_with_the_spread_and_shrinks_with_runs(
+    spread: float, runs: int, seed: int
+) -> None:
+    values = np.exp(np.random.default_rng(seed).normal(0.0, spread, runs)) * 0.05
+    limit = noise_limit(values.tolist(), "ttft_p95")
+    assert limit is not None and limit > 0
+    wider = noise_limit((values**2 / 0.05).tolist(), "ttft_p95")  # twice the log spread
+    assert wider is not None and wider > limit
+    tps = noise_limit((1.0 / values).tolist(), "decode_tps_p50")
+    assert tps is not None and 0 < tps < 1
+    assert noise_limit(values[: MIN_NOISE_RUNS - 1].tolist(), "ttft_p95") is None
+
+
+def _night(root: Path, i: int, factor: float, **kw: object) -> Path:
+    recs = make_records(f"n{i:02d}", seed=i, slow={"sim-7b": factor, "sim-70b": factor})
+    return write_run(root, f"n{i:02d}", recs, started_at=f"2026-02-{1 + i:02d}T03:17:00Z", **kw)  # type: ignore[arg-type]
+
+
+def test_thresholds_widen_to_the_spread_of_earlier_comparable_runs(tmp_path: Path) -> None:
+    """Ten earlier nights that scatter by about 8% from one to the next: a 10% change
+    tonight is noise, and the fitted threshold says so; a night of other prompts and a
+    night that regressed in its own check do not count."""
+    rng = np.random.default_rng(3)
+    for i in range(10):
+        _night(tmp_path, i, float(np.exp(rng.normal(0, 0.08))))
+    odd = _night(tmp_path, 10, 3.0)  # regressed in its own check: not noise
+    (odd / "comparison.json").write_text(
+        json.dumps(
+            {"kind": "tokrate-comparison", "verdict": "regressed", "baseline": {"run_id": "n09"}}
+        )
+    )
+    tonight = _night(tmp_path, 11, 1.10)
+    fitted, noise = fit_thresholds(tmp_path, tonight, ThresholdSet())
+    t = fitted.for_series("sim", "sim-7b", "c=4", "tpot_p50")
+    assert t.source == "noise" and t.limit > 0.10
+    assert (noise.runs_min, noise.runs_max) == (10, 10)
+    c = compare_runs(tmp_path / "n09", tonight, fitted, noise=noise)
+    assert not c.regressed
+    assert "earlier comparable runs" in render_markdown(c)
+    # Other prompts from night 12 on: a new segment, nothing to fit yet.
+    cfg = {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["code"]}}
+    other = _night(tmp_path, 12, 1.0, config=cfg)
+    fitted, noise = fit_thresholds(tmp_path, other, ThresholdSet())
+    assert not fitted.per_series and noise.runs_max == 0
+
+
+# --- what moves latest-good ------------------------------------------------------------
+
+
+def test_latest_good_moves_only_on_a_clean_pass(tmp_path: Path) -> None:
+    root = tmp_path / "reports"
+    pointer = root / LATEST_GOOD
+    first = write_run(root, "r1", make_records("r1", seed=1))
+    assert check_baseline(first, LATEST_GOOD, root) == 0 and pointer.read_text() == "r1\n"
+    # Inconclusive (the client was overloaded): exit 3, the pointer stays.
+    lagged = write_run(root, "r2", make_records("r2", seed=2, slow={"sim-7b": 1.3}),
+                       loop_lag={"c=4": 400.0})  # fmt: skip
+    assert check_baseline(lagged, LATEST_GOOD, root) == 3 and pointer.read_text() == "r1\n"
+    # A regression the re-measurement did not confirm: exit 0, but not the new baseline.
+    offnight = write_run(root, "r3", make_records("r3", seed=3, slow={"sim-70b": 1.3}))
+    write_run(offnight, "confirm", make_records("confirm", seed=4))
+    assert check_baseline(offnight, LATEST_GOOD, root) == 0 and pointer.read_text() == "r1\n"
+    # Other prompts: nothing to compare with, the run starts a new baseline.
+    cfg = {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["code"]}}
+    new = write_run(root, "r4", make_records("r4", seed=5), config=cfg)
+    assert check_baseline(new, LATEST_GOOD, root) == 0 and pointer.read_text() == "r4\n"
+    md = (new / "comparison.md").read_text()
+    assert md.startswith(
+        "### ✅ tokrate compare: not comparable with latest-good (different prompts"
+    )
+    doc = json.loads((new / "comparison.json").read_text())
+    assert doc["verdict"] == "no_baseline" and doc["reason"].startswith("different prompts")
+
+
+def test_run_folders_skip_a_runs_own_confirmation(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "a", make_records("a", n=5))
+    write_run(run, "confirm", make_records("c", n=5))
+    write_run(tmp_path, "b", make_records("b", n=5))
+    assert run_folders(tmp_path) == [tmp_path / "a", tmp_path / "b"]

@@ -1,0 +1,183 @@
+"""Thresholds fitted to the run-to-run spread a history recorded: the part of a verdict
+that sees the noise *between* runs (batch composition, machine load, provider drift),
+which the interval of one pair of runs cannot see.
+
+The runs that count for a run R (``tokrate run --baseline`` and ``tokrate compare``
+fit in the folder ``latest-good`` lives in; ``tokrate history`` at every point) are the
+earlier runs of R's *segment*: walking back from R, the complete runs that started
+before it, up to the first one that compare would call not comparable with it
+(:func:`tokrate.analysis.comparability.run_problem`: other load settings, prompts or
+simulator clock), leaving out those whose own check recorded ``regressed`` (a
+regression is not noise). Per series (endpoint, model, scenario, metric), the newest
+:data:`NOISE_WINDOW` of them with a value give the spread: the standard deviation s
+of the log values (of the plain values for ``error_rate``).
+
+The noise limit is the change that two runs of an unchanged endpoint exceed about
+once in a thousand: with m runs, t(0.999, m - 1) x sqrt(2) x s (Student's t, so a
+spread estimated from few runs gives a wider limit): ``exp(..) - 1`` for a latency,
+``1 - exp(-..)`` for tokens/s, the plain value for an error rate. The threshold a row
+is judged by is the larger of that and its configured threshold (the default or
+``--threshold``): the configured one says what change matters, the noise limit what
+change can be told apart from noise. A series with fewer than
+:data:`MIN_NOISE_RUNS` runs keeps its configured threshold: that is the fallback, with
+a confirmation re-measurement (``tokrate run --baseline``) against one-off noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from tokrate.analysis.comparability import run_problem
+from tokrate.analysis.compare import NoiseSource
+from tokrate.analysis.points import RunEntry, read_points
+from tokrate.analysis.stats import t_quantile
+from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.store import load_run_info
+from tokrate.spec.thresholds import RUN_METRICS, SeriesKey, Threshold, ThresholdSet
+
+__all__ = [
+    "MIN_NOISE_RUNS",
+    "NOISE_QUANTILE",
+    "NOISE_WINDOW",
+    "FALLBACK",
+    "fit_thresholds",
+    "noise_limit",
+    "noise_threshold",
+    "segment_before",
+]
+
+#: Earlier runs of a series that a spread is fitted to (the newest this many).
+NOISE_WINDOW: Final = 20
+#: Fewer earlier runs: no fit, the configured threshold (the fallback).
+MIN_NOISE_RUNS: Final = 5
+#: One-sided quantile of the change between two runs of an unchanged endpoint that the
+#: noise limit sits at.
+NOISE_QUANTILE: Final = 0.999
+#: How a comparison says what judged the series without enough history.
+FALLBACK: Final = (
+    f"series with fewer than {MIN_NOISE_RUNS} earlier comparable runs: the configured"
+    " threshold, and a confirmation re-measurement of a regression"
+)
+
+
+def noise_limit(values: Sequence[float], metric: str) -> float | None:
+    """The noise limit (module doc) of ``metric`` from the values of its earlier runs
+    (in the metric's unit), or None with fewer than MIN_NOISE_RUNS usable values."""
+    arr = np.asarray(values, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    if metric != "error_rate":
+        arr = arr[arr > 0]
+    if arr.size < MIN_NOISE_RUNS:
+        return None
+    spread = float(np.std(arr if metric == "error_rate" else np.log(arr), ddof=1))
+    width = t_quantile(NOISE_QUANTILE, int(arr.size) - 1) * math.sqrt(2.0) * spread
+    if metric == "error_rate":
+        return width
+    if metric.startswith("decode_tps"):
+        return 1.0 - math.exp(-width)
+    return math.expm1(width)
+
+
+def noise_threshold(base: Threshold, values: Sequence[float]) -> Threshold:
+    """``base`` widened to the noise limit of ``values`` when that is larger (source
+    ``"noise"``); ``base`` itself otherwise or without enough values."""
+    limit = noise_limit(values, base.metric)
+    if limit is None or not math.isfinite(limit) or limit <= base.limit:
+        return base
+    return replace(base, limit=limit, source="noise")
+
+
+def segment_before(entries: Sequence[RunEntry], current: RunInfo, folder: Path) -> list[RunEntry]:
+    """The earlier runs of ``current``'s segment (module doc), oldest first, without the
+    ones whose own check regressed. ``entries`` in any order; ``folder`` is the
+    current run's, left out with everything inside it."""
+    started = current.started_datetime
+    here = folder.resolve()
+    earlier = sorted(
+        (
+            e
+            for e in entries
+            if (started is None or e.started < started)
+            and e.folder.resolve() != here
+            and here not in e.folder.resolve().parents
+        ),
+        key=lambda e: (e.started, e.key),
+    )
+    segment: list[RunEntry] = []
+    for e in reversed(earlier):
+        if run_problem(e.info, current) is not None:
+            break
+        segment.append(e)
+    return [e for e in reversed(segment) if e.checked != "regressed"]
+
+
+def _values(points: pl.DataFrame, runs: Sequence[RunEntry]) -> dict[SeriesKey, list[float]]:
+    """Per series, the values of ``runs`` (oldest first), newest NOISE_WINDOW kept."""
+    order = {e.key: i for i, e in enumerate(runs)}
+    if not order:
+        return {}
+    keep = points.filter(pl.col("folder").is_in(list(order)))
+    keep = keep.with_columns(
+        pl.col("folder").replace_strict(order, return_dtype=pl.Int64).alias("_order")
+    ).sort("_order")
+    out: dict[SeriesKey, list[float]] = {}
+    for key, g in keep.group_by(["endpoint", "model", "scenario", "metric"], maintain_order=True):
+        series = (str(key[0]), str(key[1]), str(key[2]), str(key[3]))
+        out[series] = [float(v) for v in g["value"].tail(NOISE_WINDOW)]
+    return out
+
+
+def fitted_set(
+    base: ThresholdSet,
+    values: Mapping[SeriesKey, Sequence[float]],
+    scenarios_ok: Mapping[str, bool] | None = None,
+) -> tuple[ThresholdSet, tuple[int, int], int]:
+    """``base`` with a per-series threshold for every series whose earlier values give
+    a noise limit above its threshold; also (fewest, most) runs over the series and
+    how many series were widened."""
+    per_series = dict(base.per_series)
+    counts: list[int] = []
+    widened_count = 0
+    for key, vals in values.items():
+        if scenarios_ok is not None and not scenarios_ok.get(key[2], True):
+            continue
+        metric = key[3]
+        if metric in RUN_METRICS or not any(t.metric == metric for t in base.metrics):
+            continue
+        counts.append(len(vals))
+        t = base.for_series(*key)
+        widened = noise_threshold(t, vals)
+        if widened is not t:
+            per_series[key] = widened
+            widened_count += 1
+    runs = (min(counts), max(counts)) if counts else (0, 0)
+    return ThresholdSet(base.metrics, per_series), runs, widened_count
+
+
+def fit_thresholds(
+    history: Path | str, current_dir: Path | str, base: ThresholdSet
+) -> tuple[ThresholdSet, NoiseSource]:
+    """``base`` fitted to the noise recorded under ``history`` for the run in
+    ``current_dir`` (module doc). Reads run.json, summary.json and comparison.json of
+    every run folder there (records only where a summary is missing). Raises
+    RunFolderError when ``current_dir`` is not a readable run folder."""
+    root = Path(history)
+    current = load_run_info(current_dir)
+    metrics = [t.metric for t in base.metrics if t.metric not in RUN_METRICS]
+    points, entries, _ = read_points(root, metrics)
+    runs = segment_before(list(entries.values()), current, Path(current_dir))
+    # A scenario whose definition changed (another concurrency under the same name)
+    # is a new series: its earlier values do not count.
+    def_ok: dict[str, bool] = {}
+    for s in current.scenarios:
+        earlier = (e.info.scenario(s.name) for e in runs)
+        def_ok[s.name] = all(x is None or x.definition == s.definition for x in earlier)
+    fitted, (lo, hi), widened = fitted_set(base, _values(points, runs), def_ok)
+    return fitted, NoiseSource(str(root), lo, hi, FALLBACK, widened)
