@@ -2,8 +2,8 @@
 
 ``tokrate run`` (the CLI, in-process backend, fast client, report and terminal table
 on) in its own process against ``tokrate sim`` in another (fixed TTFT 50 ms, ITL 20 ms,
-64 tokens); its own peak RSS (``getrusage(RUSAGE_SELF)``: the children that build
-parquet, summary, report and table are not in it) and whether polars / numpy /
+64 tokens); its own peak RSS (``getrusage(RUSAGE_SELF)``: the child that builds
+parquet, summary, report and the baseline check is not in it) and whether polars / numpy /
 matplotlib were ever imported into it. "per stream" = (peak at N - peak at 1) / (N - 1).
 
     python benchmarks/lean_memory.py [--streams 1,256,1000] [--requests-per-stream 2]
@@ -11,7 +11,7 @@ matplotlib were ever imported into it. "per stream" = (peak at N - peak at 1) / 
 
 ``--baseline``: every run passes ``--baseline latest-good`` and each level runs twice
 in one output folder, so the second run's row is a run whose comparison against the
-first (in a child, tokrate.finish.baseline_child) is part of it.
+first (in the child after the load, python -m tokrate.finish) is part of it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from tokrate._version import __version__
 from tokrate.errors import (
     ConfigError,
     EndpointUnreachable,
+    FinishError,
     ModelNotServed,
     OutputError,
     PromptError,
@@ -105,6 +106,7 @@ __all__ = [
     "DistributedSpec",
     "EndpointSpec",
     "EndpointUnreachable",
+    "FinishError",
     "GridSpec",
     "Group",
     "HARDWARE_PROFILES",

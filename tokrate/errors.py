@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "EndpointUnreachable",
+    "FinishError",
     "ModelNotServed",
     "OutputError",
     "PromptError",
@@ -70,6 +71,17 @@ class RunFolderError(TokrateError):
     """A run folder is missing, unreadable, or of an unsupported schema version."""
 
     exit_code = 2
+
+
+class FinishError(TokrateError):
+    """A step after the load failed in the finishing process (tokrate.finish): the
+    run's files could not be finished, or the baseline check could not run. The
+    message is that step's one line; ``exit_code`` is its error's (the child reports
+    it, the class it had stays in that process). The records are saved either way."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class SimulatorError(TokrateError):

@@ -18,7 +18,7 @@ from rich.console import Console
 from tokrate.analysis.metrics import summarize
 from tokrate.load.run import run_benchmark
 from tokrate.report import build_report
-from tokrate.report.text import render_summary
+from tokrate.report.terminal import render_summary
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Group
 from tokrate.sim.model import Tier

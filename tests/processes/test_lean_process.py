@@ -1,6 +1,7 @@
 """The process that measures a run never imports the analysis stack (polars, numpy,
-matplotlib): parquet, summary, report and the terminal table come from children
-(tokrate.finish.finalize), and the results are the same as before."""
+matplotlib): parquet, summary, report and the baseline check come from one child
+(python -m tokrate.finish), the tables are drawn here from what it wrote, and the
+results are the same as in one process."""
 
 from __future__ import annotations
 
@@ -58,13 +59,19 @@ def _run(base: str, out: Path, run_id: str, *extra: str) -> subprocess.Completed
     )  # fmt: skip
 
 
-def test_a_baseline_check_runs_in_a_child_with_the_same_verdict_and_table(
+#: Thresholds no busy machine crosses between two runs of one fixed-latency tier (a
+#: 1 ms ITL on 2 shared cores moved tpot_p50 by +7% between back-to-back runs): this
+#: test is about where the verdict is computed, not about the verdict.
+_THRESHOLDS = ("ttft_p95=+900%", "tpot_p50=+900%", "e2e_p95=+900%", "decode_tps_p50=-90%")
+_LOOSE = tuple(arg for text in _THRESHOLDS for arg in ("--threshold", text))
+
+
+def test_a_baseline_check_runs_in_the_child_with_the_same_verdict_and_table(
     tmp_path: Path,
 ) -> None:
     with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
         first = _run(base, tmp_path, "a", "--baseline", "latest-good")
-        second = _run(base, tmp_path, "b", "--baseline", "latest-good",
-                      "--threshold", "ttft_p95=+900%")  # fmt: skip
+        second = _run(base, tmp_path, "b", "--baseline", "latest-good", *_LOOSE)
         bad = _run(base, tmp_path, "c", "--baseline", str(tmp_path / "a"),
                    "--threshold", "ttft_p95=+900%", "--thresholds-from-history",
                    str(tmp_path / "nowhere"))  # fmt: skip
@@ -75,9 +82,10 @@ def test_a_baseline_check_runs_in_a_child_with_the_same_verdict_and_table(
     assert "HEAVY=\n" in second.stderr, second.stderr
     # The verdict line and table are what the comparison in this process gives.
     from tokrate.analysis.compare import compare_runs
-    from tokrate.finish.baseline import baseline_verdict_line
+    from tokrate.report.comparison import baseline_verdict_line
 
-    comparison = compare_runs(tmp_path / "a", tmp_path / "b", {"ttft_p95": "+900%"})
+    loose = dict(text.split("=") for text in _THRESHOLDS)
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", loose)
     assert baseline_verdict_line("latest-good", comparison) in second.stderr
     assert second.returncode == comparison.exit_code
     assert "tokrate compare:" in second.stdout and "ttft_p95" in second.stdout

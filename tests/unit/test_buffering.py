@@ -16,7 +16,7 @@ from rich.console import Console
 from tokrate.analysis.buffering import buffering_exprs
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
-from tokrate.report.text import render_summary
+from tokrate.report.terminal import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 from tokrate.runfolder.summary import Summary

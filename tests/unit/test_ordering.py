@@ -15,7 +15,7 @@ from tokrate.analysis.ordering import level_key, model_key, natural_key
 from tokrate.report import build_report
 from tokrate.report.comparison import render_markdown, render_table
 from tokrate.report.history_pages import build_history
-from tokrate.report.text import render_summary
+from tokrate.report.terminal import render_summary
 from tokrate.runfolder.records import records_to_frame
 from tokrate.runfolder.run_info import RunInfo, TargetInfo
 

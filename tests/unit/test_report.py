@@ -18,7 +18,7 @@ from tokrate.hardware import get_hardware
 from tokrate.redact import REDACTED, Redactor
 from tokrate.report import build_report
 from tokrate.report import data as rdata
-from tokrate.report.text import render_summary
+from tokrate.report.terminal import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 from tokrate.textfmt import md_escape

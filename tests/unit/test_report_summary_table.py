@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tokrate.report.text import render_summary
+from tokrate.report.terminal import render_summary
 from tokrate.runfolder.summary import Summary
 
 

@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import orjson
-import polars as pl
 import pytest
 
-from tokrate.analysis.metrics import summarize
 from tokrate.errors import OutputError, RunFolderError
+from tokrate.finish.finalize import finalize_run_folder
 from tokrate.runfolder.records import RECORD_POLARS_SCHEMA, RequestRecord
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import (
@@ -57,20 +56,15 @@ def test_full_cycle(tmp_path: Path) -> None:
         store.append(_rec(i))
     store.append(_rec(3, "error"))
     store.end_scenario()
-    seen: list[RunInfo] = []
-
-    def summarize_it(frame: pl.DataFrame, info: RunInfo) -> Summary:
-        seen.append(info)
-        return summarize(frame, info)
-
-    frame, summary = store.finalize(status="complete", summarize=summarize_it)
-    assert frame.height == 4 and summary is not None
-    assert seen[0].status == "complete" and summary.groups[0].counts.ok == 3
+    store.close()
+    # What the finishing process does after the load (tokrate.finish.finalize).
+    summary = finalize_run_folder(tmp_path / "run1", "complete")
+    assert summary.groups[0].counts.ok == 3
     loaded = load_run(tmp_path / "run1")
     assert not loaded.interrupted and loaded.name == "nightly"
     assert loaded.records.schema == RECORD_POLARS_SCHEMA
     assert loaded.records["request_index"].to_list() == [0, 1, 2, 3]
-    assert loaded.summary == summary
+    assert loaded.summary == summary and loaded.info.status == "complete"
     assert loaded.info.ended_at is not None
     # run.json round-trips exactly through its type.
     assert RunInfo.from_dict(orjson.loads((tmp_path / "run1" / "run.json").read_bytes())) == (

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokrate.load.run import RunResult
     from tokrate.spec import RunFlags, RunSpec
 
 __all__ = ["add_run"]
@@ -283,31 +286,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     spec = _spec_from_args(args)
     err = Console(stderr=True)
-    # The baseline check runs in a child that draws its table (for this terminal, or
-    # plain for a pipe): the comparison would load polars into the measuring process.
-    table: Literal["plain", "tty"] = "plain" if args.json or not sys.stdout.isatty() else "tty"
-    result = run_benchmark(spec, console=err, quiet=args.quiet or args.json, baseline_table=table)
+    result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
     if args.json:
         document = None if result.summary is None else result.summary.to_dict()
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
         # The tables fit 80 columns; a pipe or file gets plain text at that width.
-        plain = not sys.stdout.isatty()
-        name = result.label or result.run_dir.name
-        if result.summary is not None:
-            from tokrate.finish.finalize import print_summary
-
-            # Drawn by a child: the report package would load matplotlib here.
-            print_summary(result.run_dir, result.summary, f"tokrate run {name}", plain=plain)
-        if result.comparison_table is not None:
-            # Exactly what `tokrate compare` prints, drawn by the baseline child.
-            sys.stdout.write("\n" + result.comparison_table)
-        elif result.comparison is not None:
-            out = Console(width=80, color_system=None) if plain else Console()
-            from tokrate.report.comparison import render_table
-
-            out.print()
-            render_table(result.comparison, out)
+        out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
+        _print_tables(result, out)
     state = "interrupted" if result.interrupted else "complete"
     label = f" ({result.label})" if result.label else ""
     err.print(
@@ -316,3 +302,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if result.baseline_result is not None:
         err.print(result.baseline_result, markup=False, highlight=False, soft_wrap=True)
     return result.exit_code
+
+
+def _print_tables(result: RunResult, out: Console) -> None:
+    """The summary table (a capacity search's table under it) and the baseline
+    comparison, as ``tokrate compare`` draws it. This process measured the run: these
+    renderers import nothing heavy (tokrate.report.terminal)."""
+    from tokrate.analysis.tier_pick import TierRun, decide_tiers
+    from tokrate.report.comparison import render_table
+    from tokrate.report.terminal import render_capacity, render_summary
+    from tokrate.report.tier_text import render_verdict
+    from tokrate.runfolder.store import load_run_info
+
+    if result.summary is not None:
+        name = result.label or result.run_dir.name
+        render_summary(result.summary, out, title=f"tokrate run {name}")
+        if result.summary.capacity is not None:
+            out.print()
+            render_capacity(result.summary.capacity, out)
+        # The tier pick in words ends the summary (analysis.tier_pick decides over the
+        # summary and run.json, report.tier_text says it).
+        info = load_run_info(result.run_dir)
+        decision = decide_tiers([TierRun(info.name, result.summary, info)])
+        if decision.cells:
+            out.print()
+            render_verdict(decision, out)
+    if result.comparison is not None:
+        out.print()
+        render_table(result.comparison, out)

@@ -5,8 +5,8 @@ REF is a run folder or ``latest-good`` (the pointer file in the reports root, se
 :func:`tokrate.analysis.compare.compare_runs`'s, with thresholds widened to the
 run-to-run noise of the earlier runs in the reports folder (:mod:`tokrate.analysis.noise`;
 ``[compare] thresholds_from_history``); ``comparison.md`` and ``comparison.json`` are
-written into the run folder. The ``latest-good`` pointer moves to this run when it
-completed and
+written into the run folder through the store. The ``latest-good`` pointer moves to
+this run when it completed and
 
 - there was no pointer yet (the first night), or the run is not comparable with the
   one it names at all (other load settings or prompts: the run starts a new
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -33,36 +33,20 @@ from tokrate.analysis.compare import (
     NoiseSource,
     compare_runs,
 )
-from tokrate.errors import OutputError
-from tokrate.fileio import write_atomic
-from tokrate.load.baseline_ref import check_baseline_ref
-from tokrate.report.comparison import baseline_verdict_line, render_json, render_markdown
+from tokrate.finish.baseline_ref import check_baseline_ref
+from tokrate.report.comparison import render_json, render_markdown
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import (
     LATEST_GOOD,
     load_run_info,
     point_latest_good,
     resolve_latest_good,
+    write_comparison,
 )
 from tokrate.spec.thresholds import Threshold, ThresholdSet
 from tokrate.textfmt import md_escape
 
-if TYPE_CHECKING:
-    from tokrate.spec import RunSpec
-
-__all__ = [
-    "baseline_verdict_line",
-    "check_baseline",
-    "check_baseline_ref",
-    "run_baseline_check",
-]
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        write_atomic(path, text.encode("utf-8"))
-    except OSError as err:
-        raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
+__all__ = ["baseline_thresholds", "check_baseline", "check_baseline_ref", "moves_pointer"]
 
 
 def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:
@@ -94,8 +78,7 @@ def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:
         "warnings": [],
         "results": [],
     }
-    _write(run_dir / "comparison.md", text)
-    _write(run_dir / "comparison.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    write_comparison(run_dir, orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode(), text)
 
 
 def moves_pointer(comparison: Comparison) -> bool:
@@ -140,34 +123,24 @@ def check_baseline(
     comparison = compare_runs(base_dir, run_dir, thresholds, noise=noise)
     if on_comparison is not None:
         on_comparison(comparison)
-    _write(run_dir / "comparison.md", render_markdown(comparison))
-    _write(run_dir / "comparison.json", render_json(comparison))
+    write_comparison(run_dir, render_json(comparison), render_markdown(comparison))
     if pointer and info.complete and moves_pointer(comparison):
         point_latest_good(reports_root, run_dir)
     return comparison.exit_code
 
 
-def run_baseline_check(spec: RunSpec, run_dir: Path) -> tuple[int, Comparison | None]:
-    """The baseline verdict (exit code, comparison) with the configured thresholds,
-    widened to the run-to-run noise of the earlier runs in the output folder (or
-    ``compare.thresholds_from_history``; ``"off"``: not widened)."""
+def baseline_thresholds(
+    run_dir: Path, reports_root: Path, texts: Sequence[str], from_history: str | None
+) -> tuple[ThresholdSet, NoiseSource | None]:
+    """The thresholds of ``tokrate run --baseline`` (what ``[compare] thresholds`` /
+    ``--threshold`` set) widened to the run-to-run noise of the earlier runs in
+    ``reports_root``, or in ``from_history`` when given (``"off"``: not widened), and
+    where that noise came from."""
     from tokrate.spec.thresholds import merge_thresholds, parse_threshold
 
-    thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in spec.compare.thresholds))
-    noise = None
-    history = spec.compare.thresholds_from_history
-    if history != "off":
-        from tokrate.analysis.noise import fit_thresholds
+    thresholds = ThresholdSet(merge_thresholds(parse_threshold(t) for t in texts))
+    if from_history == "off":
+        return thresholds, None
+    from tokrate.analysis.noise import fit_thresholds
 
-        thresholds, noise = fit_thresholds(history or spec.output.dir, run_dir, thresholds)
-    found: list[Comparison] = []
-    assert spec.baseline is not None
-    code = check_baseline(
-        run_dir,
-        spec.baseline,
-        Path(spec.output.dir),
-        thresholds,
-        on_comparison=found.append,
-        noise=noise,
-    )
-    return code, (found[0] if found else None)
+    return fit_thresholds(from_history or reports_root, run_dir, thresholds)

@@ -34,13 +34,8 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import orjson
-import polars as pl
-
-from tokrate.fileio import write_atomic
 from tokrate.inputs.targets import Target
 from tokrate.load.capacity_probe import ProbeJudge
 from tokrate.load.events import Emit, Event
@@ -52,15 +47,13 @@ from tokrate.runfolder.capacity_result import (
     ProbePhase,
     TargetCapacity,
 )
-from tokrate.runfolder.run_info import RunInfo, ScenarioInfo
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.run_info import ScenarioInfo
 from tokrate.spec import CapacitySpec, LoadMode, RunSpec
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "CAPACITY_JSON",
     "CapacityRun",
     "ProbeFn",
     "SearchOutcome",
@@ -68,9 +61,6 @@ __all__ = [
     "search",
     "verify_capacity",
 ]
-
-#: The search's result in the run folder (tokrate.runfolder.capacity_result.CapacityResult).
-CAPACITY_JSON: Final = "capacity.json"
 
 #: Probe verdicts that end a target's search at once.
 _STOPPING: Final = ("client_bound", "interrupted")
@@ -83,7 +73,6 @@ _OPEN_HALVINGS: Final = 6
 ProbeFn = Callable[[float, ProbePhase], CapacityProbe]
 #: ``run_scenario(scenario, on_event, stop)``: the run machinery's one scenario.
 RunScenario = Callable[[ScenarioPlan, Emit, Stop], None]
-Summarize = Callable[[pl.DataFrame | pl.LazyFrame, RunInfo], Summary]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,23 +240,13 @@ def _queue_hint(o: SearchOutcome, spec: RunSpec) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CapacityRun:
-    """A finished capacity search: the result, the scenarios its probes ran (for
-    run.json, in order) and whether a stop ended it."""
+    """A finished capacity search: the result (capacity.json, written through the
+    store), the scenarios its probes ran (for run.json, in order) and whether a stop
+    ended it."""
 
     result: CapacityResult
     scenarios: tuple[ScenarioInfo, ...]
     interrupted: bool
-
-    def summarizer(self, run_dir: Path, summarize: Summarize) -> Summarize:
-        """``summarize`` plus this search: writes capacity.json (before summary.json,
-        so a complete run.json always has both) and fills summary.json's capacity."""
-
-        def both(frame: pl.DataFrame | pl.LazyFrame, info: RunInfo) -> Summary:
-            document = orjson.dumps(self.result.to_dict(), option=orjson.OPT_INDENT_2)
-            write_atomic(run_dir / CAPACITY_JSON, document)
-            return dataclasses.replace(summarize(frame, info), capacity=self.result)
-
-        return both
 
 
 class _Prober:

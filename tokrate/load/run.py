@@ -19,10 +19,14 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   one warning, never a failed run).
   With ``[load] capacity`` the scenarios are the capacity search's probes instead
   (:mod:`tokrate.load.capacity_search`), each run through the same backend.
-- **finish** (:func:`_finish`): records.parquet, summary.json (capacity.json first
-  after a search), run.json; the report;
-  the baseline check. A target that got no ok request at all makes the exit code 1,
-  with one line per such target naming its error classes and counts.
+- **finish** (:func:`_finish`): run.json gets what the load learned (counts, warnings,
+  loop lag, connections, scrapes; capacity.json after a search), then one child
+  process (:mod:`tokrate.finish.child`: ``python -m tokrate.finish``) writes
+  records.parquet, summary.json and the final run.json, builds the report and runs the
+  baseline check; this process reads summary.json and comparison.json back with their
+  readers. It never imports polars, numpy or matplotlib for any of it. A target that
+  got no ok request at all makes the exit code 1, with one line per such target naming
+  its error classes and counts.
 
 Ctrl-C, SIGTERM (what ``timeout`` and CI schedulers send) and SIGHUP all stop the run
 the same way: workers stop scheduling, in-flight requests get the grace period, the
@@ -36,13 +40,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from tokrate.finish.finalize import child_command, finalize_run
+from tokrate.errors import FinishError
+from tokrate.finish.child import FinishOutcome, FinishRequest, run_finish
 from tokrate.inputs.prompts import LoadedPrompts, Prompt
 from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
@@ -62,7 +66,7 @@ from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.server_metrics import MetricsSampler
-from tokrate.runfolder.store import RunStore, new_run_id
+from tokrate.runfolder.store import RunStore, load_summary, new_run_id, write_capacity
 from tokrate.runfolder.summary import Summary
 from tokrate.spec import RunSpec, prompts_base_dir
 from tokrate.textfmt import nice_bin_width
@@ -92,10 +96,9 @@ class RunResult:
 
     ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
     the lines naming every target with no ok request (its error classes with counts);
-    ``comparison`` the Comparison of a ``baseline`` check (None without one, when
-    there was no baseline yet, or when the check ran in a child: ``baseline_table``);
-    ``baseline_result`` a one-line verdict of that check; ``comparison_table`` its
-    table as ``tokrate compare`` draws it.
+    ``comparison`` the Comparison of a ``baseline`` check, as comparison.json holds it
+    (None without one, or when there was no baseline yet); ``baseline_result`` a
+    one-line verdict of that check.
     """
 
     run_dir: Path
@@ -107,7 +110,6 @@ class RunResult:
     label: str | None = None
     comparison: Comparison | None = None
     baseline_result: str | None = None
-    comparison_table: str | None = None
 
 
 # --- run.json ---------------------------------------------------------------------------
@@ -183,7 +185,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     keys = api_keys(spec)
     redactor = run_redactor(spec, keys)
     if spec.baseline is not None:
-        from tokrate.load.baseline_ref import check_baseline_ref
+        from tokrate.finish.baseline_ref import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
     loaded = load_prompt_sources(
@@ -348,31 +350,46 @@ def _loop_lag(sink: Collector) -> LoopLagInfo:
     )
 
 
-def _report(run_dir: Path, spec: RunSpec, warnings: list[str], console: Console | None) -> None:
-    """Build the report in a child process (``tokrate report``), so the measuring
-    process never loads matplotlib (tokrate.finish.finalize); the measurements are already
-    safe on disk, so a failing report becomes a warning that says how to rebuild it,
-    not a lost run."""
-    import subprocess
+def _finish_request(spec: RunSpec, run_dir: Path, interrupted: bool) -> FinishRequest:
+    """What the finishing process does after this load (no baseline check after a
+    stop: an interrupted run is judged by nobody)."""
+    baseline = None if interrupted else spec.baseline
+    return FinishRequest(
+        run_dir=run_dir,
+        status="interrupted" if interrupted else "complete",
+        report_formats=tuple(spec.output.formats) if spec.output.report else (),
+        baseline=baseline,
+        reports_root=Path(spec.output.dir),
+        thresholds=tuple(spec.compare.thresholds),
+        thresholds_from_history=spec.compare.thresholds_from_history,
+    )
 
-    formats = ",".join(spec.output.formats)
-    argv, env = child_command("-m", "tokrate", "report", str(run_dir), "--format", formats)
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-        failed = done.returncode != 0
-        first = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    except (OSError, subprocess.SubprocessError) as err:
-        failed, first = True, f"{type(err).__name__}: {err}"
-    if not failed:
-        return
-    first = first.removeprefix("tokrate: error: ")
-    message = (
-        f"report not built ({first or 'the report process failed'});"
+
+def _raise_problems(outcome: FinishOutcome, run_dir: Path) -> None:
+    """A failed finalize or baseline check is this run's error (the records are saved
+    in records.jsonl either way); a failed report is only a warning (_report_warning)."""
+    finalize = outcome.problem("finalize")
+    if finalize is not None:
+        raise FinishError(
+            f"{run_dir}: the run's files were not finished ({finalize.error}); every record"
+            " is in records.jsonl",
+            finalize.exit_code,
+        )
+    baseline = outcome.problem("baseline")
+    if baseline is not None:
+        raise FinishError(baseline.error, baseline.exit_code)
+
+
+def _report_warning(outcome: FinishOutcome, run_dir: Path) -> str | None:
+    """The warning of a report that was not built: the measurements are safe on disk,
+    so it says how to rebuild it."""
+    problem = outcome.problem("report")
+    if problem is None:
+        return None
+    return (
+        f"report not built ({problem.error or 'the report process failed'});"
         f" the run is saved, rebuild with: tokrate report {run_dir}"
     )
-    warnings.append(message)
-    if console is not None:
-        print_notice(console, "warning", message)
 
 
 # --- the pipeline -----------------------------------------------------------------------
@@ -385,7 +402,6 @@ def run_benchmark(
     quiet: bool = False,
     stop: Stop | None = None,
     base_dir: Path | None = None,
-    baseline_table: Literal["plain", "tty"] | None = None,
 ) -> RunResult:
     """Run the benchmark ``spec`` describes and write its run folder (module doc).
 
@@ -394,14 +410,14 @@ def run_benchmark(
     ``spec.output.progress_interval_s``); ``quiet`` suppresses the progress but not
     warnings or the lines naming failed targets. ``stop`` (set it from another thread)
     stops the run as a signal would. ``base_dir`` resolves relative prompt paths
-    (default: the config file's folder, else the cwd). ``baseline_table``: run the
-    ``baseline`` check in a child (so this process never loads polars; the CLI does)
-    and draw its table for a pipe (``"plain"``) or this terminal (``"tty"``); None
-    checks in this process and keeps the Comparison.
+    (default: the config file's folder, else the cwd). Everything after the load runs
+    in one child process (module doc); nothing here draws a table.
 
     Raises: ConfigError (ModelNotServed among them), PromptError, OutputError,
     RunFolderError, EndpointUnreachable (all before any load is sent, leaving no run
-    folder); SimulatorError when the embedded simulator cannot start.
+    folder); SimulatorError when the embedded simulator cannot start; FinishError when
+    the run's files could not be finished or the baseline check failed (the records
+    are saved either way).
     """
     stop = stop or Stop()
     stopper = SignalStopper(stop)
@@ -443,50 +459,44 @@ def run_benchmark(
         failed = [] if interrupted else sink.failed_targets()
         for line in failed:
             sink.warn(line, "no_ok_requests")
-        loop_lag = _loop_lag(sink)
-        extra: dict[str, Any] = {}
-        if capacity is not None:  # capacity.json, summary.json's capacity, the probes
-            from tokrate.analysis.metrics import summarize
-
-            extra["summarize"] = capacity.summarizer(p.store.path, summarize)
-            extra["scenarios"] = capacity.scenarios
-        summary = finalize_run(
-            p.store,
-            status="interrupted" if interrupted else "complete",
-            loop_lag_p99_ms=loop_lag.p99_ms or 0.0,
-            **extra,
+        changes: dict[str, Any] = {}
+        if capacity is not None:  # the probes it ran, and capacity.json before the summary
+            changes["scenarios"] = capacity.scenarios
+            write_capacity(p.store.path, capacity.result)
+        p.store.update(
             warnings=tuple(sink.warnings),
-            loop_lag=loop_lag,
+            loop_lag=_loop_lag(sink),
             counts=sink.outcome_counts(),
             connections=sink.connection_setups(),
             server_metrics=scrapes,
             prompts=sources,
             nodes=p.backend.nodes,
+            **changes,
         )
     run_dir = p.store.path
+    outcome = run_finish(_finish_request(spec, run_dir, interrupted))
     warnings = list(sink.warnings)
     if console is not None:
         sink.print_warnings(console, failed)
-    if spec.output.report:
-        _report(run_dir, spec, warnings, console)
+    report_warning = _report_warning(outcome, run_dir)
+    if report_warning is not None:
+        warnings.append(report_warning)
+        if console is not None:
+            print_notice(console, "warning", report_warning)
+    _raise_problems(outcome, run_dir)
     exit_code = stopper.exit_code if interrupted else (1 if failed else 0)
     comparison = None
     baseline_result = None
-    comparison_table = None
     if spec.baseline and not interrupted:
-        from tokrate.finish.baseline_child import baseline_check
-        from tokrate.runfolder.comparison import combined_exit
+        from tokrate.report.comparison import baseline_verdict_line
+        from tokrate.runfolder.comparison import combined_exit, read_comparison
 
-        checked = baseline_check(
-            spec, run_dir, in_child=baseline_table is not None,
-            plain=baseline_table != "tty", width=shutil.get_terminal_size().columns,
-        )  # fmt: skip
-        exit_code = combined_exit(exit_code, checked.code)
-        comparison, baseline_result = checked.comparison, checked.line
-        comparison_table = checked.table
+        comparison = read_comparison(run_dir)
+        exit_code = combined_exit(exit_code, 0 if comparison is None else comparison.exit_code)
+        baseline_result = baseline_verdict_line(spec.baseline, comparison)
     return RunResult(
         run_dir=run_dir,
-        summary=summary,
+        summary=load_summary(run_dir),
         exit_code=exit_code,
         interrupted=interrupted,
         warnings=tuple(warnings),
@@ -494,5 +504,4 @@ def run_benchmark(
         label=spec.output.label,
         comparison=comparison,
         baseline_result=baseline_result,
-        comparison_table=comparison_table,
     )

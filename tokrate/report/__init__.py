@@ -1,116 +1,37 @@
-"""The report: charts, report.html and summary.md from one or more stored runs.
+"""The report: numbers to bytes (charts, report.html, summary.md, the terminal tables).
 
-``build_report`` reads run folders only (never the network), recomputes every metric
-from the records with :func:`tokrate.analysis.metrics.summarize`, and writes into the output
-folder::
-
-    report.html              self-contained (embedded PNGs, inline CSS, no scripts)
-    summary.md               GitHub-flavoured markdown (CI step summaries, PR comments)
-    charts/<name>.png|svg    every chart drawn, in the requested formats
-    summary.json             only for a single run folder that has none yet
-
-A chart whose data is missing (no sweep, no prices, no sizes) is left out with a
-one-line note in both documents, never drawn empty.
+``build_report`` (:mod:`tokrate.report.build`) turns stored runs into report.html,
+summary.md and charts/; :mod:`tokrate.report.terminal` and
+:mod:`tokrate.report.comparison` draw the tables ``tokrate run`` and ``tokrate compare``
+print. Importing this package loads nothing heavy: the process that measured a run
+draws its tables from here without polars, numpy or matplotlib; ``build_report`` and
+what it needs load on first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Final
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from tokrate.analysis.metrics import summarize
-from tokrate.errors import OutputError, UsageError
-from tokrate.fileio import write_atomic
-from tokrate.hardware import get_hardware
-from tokrate.report import capacity_section as _capacity
-from tokrate.report.contents import build_model, gather_inputs
-from tokrate.report.document import report_html, report_markdown
-from tokrate.report.drawing import FORMATS, draw_charts
-from tokrate.report.text import render_summary
-from tokrate.runfolder.store import LoadedRun, load_run
+if TYPE_CHECKING:
+    from tokrate.report.build import DEFAULT_HARDWARE, FORMATS, build_report
+    from tokrate.report.terminal import render_summary
 
 __all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report", "render_summary"]
 
-DEFAULT_HARDWARE: Final = "a100-80g"
+#: name -> module of what this package re-exports, imported on first attribute access.
+_LAZY: dict[str, str] = {
+    "DEFAULT_HARDWARE": "tokrate.report.build",
+    "FORMATS": "tokrate.report.build",
+    "build_report": "tokrate.report.build",
+    "render_summary": "tokrate.report.terminal",
+}
 
 
-def build_report(
-    run_dirs: Sequence[Path],
-    out_dir: Path | None = None,
-    *,
-    hardware: str | None = None,
-    formats: Sequence[str] = FORMATS,
-) -> Path:
-    """Build report.html, summary.md and charts/ for ``run_dirs``; returns the folder.
-
-    One run and ``out_dir`` None: the run folder itself. Several runs and ``out_dir``
-    None: ``<parent of the first run>/compare-<id>-<id>...``. ``hardware`` names the
-    profile of the bound line (default: the first run's run.json "hardware", else
-    a100-80g). Raises UsageError (no runs, unknown format), ConfigError (unknown
-    hardware), RunFolderError (unreadable run), OutputError (cannot write).
-    """
-    if not run_dirs:
-        raise UsageError("report: give at least one run folder")
-    bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise UsageError(f"report: unknown format {bad[0]!r} (known: png, svg)")
-    runs = _unique_keys([load_run(Path(p)) for p in run_dirs])
-    profile = get_hardware(hardware or runs[0][1].info.hardware or DEFAULT_HARDWARE)
-    if out_dir is None:
-        first = runs[0][1].path
-        compare = first.parent / ("compare-" + "-".join(k for k, _ in runs))
-        out = first if len(runs) == 1 else compare
-    else:
-        out = Path(out_dir)
-    _prepare(out)
-    summaries = [
-        (key, _capacity.with_stored(summarize(run.records, run.info), run.summary))
-        for key, run in runs
-    ]
-    if len(runs) == 1 and not (out / "summary.json").exists() and out == runs[0][1].path:
-        _write(
-            out / "summary.json",
-            orjson.dumps(summaries[0][1].to_dict(), option=orjson.OPT_INDENT_2),
-        )
-    model = build_model(gather_inputs(runs, summaries, profile))
-
-    def save(name: str, fmt: str, data: bytes) -> None:
-        _write(out / "charts" / f"{name}.{fmt}", data)
-
-    drawn = draw_charts(model.charts, formats, save)
-    _write(out / "report.html", report_html(model, drawn).encode("utf-8"))
-    _write(out / "summary.md", report_markdown(model, drawn).encode("utf-8"))
-    return out
-
-
-def _unique_keys(runs: list[LoadedRun]) -> list[tuple[str, LoadedRun]]:
-    """Each run's name (label, else id), made unique with #2, #3 where two share one."""
-    seen: dict[str, int] = {}
-    out = []
-    for run in runs:
-        key = run.name
-        if key in seen:
-            seen[key] += 1
-            key = f"{key}#{seen[key]}"
-        else:
-            seen[key] = 1
-        out.append((key, run))
-    return out
-
-
-def _prepare(out: Path) -> None:
-    try:
-        (out / "charts").mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"{out}: cannot create the report folder ({err.strerror})") from None
-
-
-def _write(path: Path, payload: bytes) -> None:
-    """Write atomically, so a crash never leaves half a file."""
-    try:
-        write_atomic(path, payload)
-    except OSError as err:
-        raise OutputError(f"{path}: cannot write ({err.strerror})") from None
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tokrate.report' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

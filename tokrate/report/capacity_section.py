@@ -24,13 +24,14 @@ from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import series_colors
 from tokrate.report.tables import Table
+from tokrate.report.terminal import capacity_level
 from tokrate.runfolder.capacity_result import CapacityResult, TargetCapacity
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary
 from tokrate.textfmt import DASH
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 __all__ = [
     "CapacityRow",
@@ -40,7 +41,6 @@ __all__ = [
     "capacity_charts",
     "capacity_tables",
     "cheapest_table",
-    "render_capacity",
     "with_stored",
 ]
 
@@ -119,45 +119,6 @@ def _condition(result: CapacityResult) -> str:
     return f"{', '.join(limits)} for {result.goodput:.0%} of requests"
 
 
-def _level(value: float | None, unit: str) -> str:
-    if value is None:
-        return DASH
-    return f"{value:g}" if unit == "concurrency" else f"{value:g}/s"
-
-
-def render_capacity(result: CapacityResult, console: Console) -> None:
-    """The terminal table: one line per target, then each target's note."""
-    from rich.table import Table as RichTable
-
-    unit = "c" if result.unit == "concurrency" else "req/s"
-    table = RichTable(
-        title=f"capacity ({unit} per target; ≥ {result.goodput:.0%} of requests meet every SLO)",
-        box=None,
-        title_justify="left",
-    )
-    for name, right in (
-        ("model", False),
-        ("capacity", True),
-        ("verdict", False),
-        ("limit", False),
-        ("probes", True),
-        ("requests", True),
-    ):
-        table.add_column(name, justify="right" if right else "left")
-    for t in result.targets:
-        table.add_row(
-            t.model,
-            _level(t.capacity, result.unit),
-            t.verdict,
-            t.limiting_slo or DASH,
-            str(len(t.probes)),
-            str(t.requests),
-        )
-    console.print(table)
-    for t in result.targets:
-        console.print(f"  {t.model}: {t.note}", markup=False, highlight=False, soft_wrap=True)
-
-
 def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
     """Capacity per target with its probes summarised and its price."""
     header = (
@@ -179,7 +140,7 @@ def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
             (
                 target,
                 DASH if r.size_b is None else f"{r.size_b:g}B",
-                _level(t.capacity, unit),
+                capacity_level(t.capacity, unit),
                 t.verdict,
                 t.limiting_slo or DASH,
                 str(len(t.probes)),

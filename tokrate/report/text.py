@@ -1,4 +1,5 @@
-"""summary.md (GitHub-flavoured markdown) and the terminal summary table.
+"""summary.md (GitHub-flavoured markdown); the terminal tables are
+:mod:`tokrate.report.terminal`'s.
 
 Every cell is escaped with :func:`md_escape`: model names, task names and error bodies
 come from users and servers, and a "|" or newline would break the table, HTML would
@@ -7,19 +8,12 @@ render in a PR comment, and "[x](url)" would become a link.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Final
-
-from rich import box
-from rich.console import Console
-from rich.table import Table as RichTable
-from rich.text import Text
+from collections.abc import Sequence
 
 from tokrate.report.tables import Table
-from tokrate.runfolder.summary import Group, Summary
-from tokrate.textfmt import fmt_ms, fmt_num, fmt_tps, md_escape
+from tokrate.textfmt import md_escape
 
-__all__ = ["render_markdown", "render_summary", "table_markdown"]
+__all__ = ["render_markdown", "table_markdown"]
 
 
 def table_markdown(table: Table) -> str:
@@ -69,159 +63,3 @@ def render_markdown(
         out += [f"- {md_escape(n)}" for n in notes]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
-
-
-#: Terminal table columns: (key, header, justify right). Units live in the headers,
-#: so cells are bare numbers and the table fits 80 columns.
-_TERMINAL_COLUMNS: Final = (
-    ("endpoint", "endpoint", False),
-    ("model", "model", False),
-    ("load", "load", False),
-    ("ok", "ok", True),
-    ("err", "err", True),
-    ("ttft_p50", "TTFT\np50 ms", True),
-    ("ttft_p95", "TTFT\np95 ms", True),
-    ("tpot_p50", "TPOT\np50 ms", True),
-    ("decode", "tok/s\nstream", True),
-    ("agg", "tok/s\ntotal", True),
-    ("goodput", "goodput\nreq/s", True),
-)
-
-
-#: Columns holding names (may fold); the narrowest a name column gets.
-_NAMES: Final = ("endpoint", "model")
-_NAME_MIN_WIDTH: Final = 8
-
-
-#: Marks a TPOT / stream tok/s cell that leaves buffered requests out.
-BUFFERED_MARK: Final = "*"
-
-
-def _per_token(g: Group, text: str) -> str:
-    """A TPOT or stream tok/s cell: "buf" when every request was buffered, the value
-    marked with :data:`BUFFERED_MARK` when some were (both explained under the table)."""
-    if g.stream is None or not g.stream.buffered:
-        return text
-    return "buf" if not g.tpot_s.n else text + BUFFERED_MARK
-
-
-def _buffered_line(groups: Sequence[Group]) -> str | None:
-    """The one line under the table that explains the buffered marks."""
-    hit = [g for g in groups if g.stream is not None and g.stream.buffered]
-    if not hit:
-        return None
-    where = ", ".join(
-        f"{g.model} {g.level} {g.stream.buffered}/{g.stream.judged}" for g in hit[:3] if g.stream
-    )
-    if len(hit) > 3:
-        where += f" and {len(hit) - 3} more"
-    return (
-        f"{BUFFERED_MARK}/buf: stream held back (proxy or server): ITL/TPOT not meaningful "
-        f"({where} requests came in a few reads; left out of TPOT and tok/s stream)"
-    )
-
-
-def _cells(g: Group) -> dict[str, str]:
-    return {
-        "endpoint": g.endpoint,
-        "model": g.model,
-        "load": g.level,
-        "ok": str(g.counts.ok),
-        "err": str(g.counts.failed),
-        "ttft_p50": fmt_ms(g.ttft_s.p50, unit=False),
-        "ttft_p95": fmt_ms(g.ttft_s.p95, unit=False),
-        "tpot_p50": _per_token(g, fmt_ms(g.tpot_s.p50, unit=False)),
-        "decode": _per_token(g, fmt_tps(g.decode_tps.p50)),
-        "agg": fmt_tps(g.aggregate_output_tps),
-        "goodput": fmt_num(g.goodput_rps, 2),
-    }
-
-
-def render_summary(summary: Summary, console: Console, *, title: str | None = None) -> None:
-    """Print the terminal summary table (one row per model x load level) to ``console``.
-
-    Fits 80 columns with every number whole: units sit in the headers, there are no
-    vertical rules, and columns that say nothing are left out: the endpoint and the
-    load level when every row has the same one, the error count when it is 0
-    everywhere (each moves into the title), goodput when no SLO is set. When the
-    names would have to fold, endpoint and model share one ``target`` column
-    (endpoint/model).
-    Only names ever wrap. A title line comes first: ``title`` (default ``tokrate run
-    <run_id>``) plus what the dropped columns held. A group with buffered streams has
-    its TPOT / stream tok/s cells marked (``*`` some, ``buf`` all) and one line under
-    the table says what that means. Cells are rich ``Text``
-    objects, so "[" in a model name is never read as markup.
-    """
-    groups = summary.groups
-    if not groups:
-        console.print(Text("no requests recorded"))
-        return
-    rows = [_cells(g) for g in groups]
-    heading = title or f"tokrate run {summary.run_id or ''}".strip()
-    shown: list[tuple[str, str, bool]] = []
-    for key, header, right in _TERMINAL_COLUMNS:
-        values = {r[key] for r in rows}
-        if key in ("endpoint", "load") and len(values) == 1:
-            value = next(iter(values))
-            heading += f" · endpoint {value}" if key == "endpoint" else f" · {value}"
-            continue
-        if key == "err" and values == {"0"}:
-            heading += " · no errors"
-            continue
-        if key == "goodput" and all(g.goodput_rps is None for g in groups):
-            continue
-        shown.append((key, header, right))
-    needed = _table_width(shown, rows, names_whole=True)
-    if needed > console.width and {"endpoint", "model"} <= {k for k, *_ in shown}:
-        for r in rows:
-            r["model"] = f"{r['endpoint']}/{r['model']}"
-        shown = [
-            ("model", "target", False) if key == "model" else (key, header, right)
-            for key, header, right in shown
-            if key != "endpoint"
-        ]
-    table = RichTable(
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for key, header, right in shown:
-        if key in _NAMES:
-            # Names fold onto more lines when space runs short; numbers never do.
-            table.add_column(header, overflow="fold", min_width=_width(key, header, rows), ratio=1)
-        else:
-            table.add_column(
-                header,
-                justify="right" if right else "left",
-                no_wrap=True,
-                min_width=_width(key, header, rows),
-            )
-    for r in rows:
-        table.add_row(*(Text(r[key]) for key, _h, _r in shown))
-    console.print(Text(heading))
-    console.print(table)
-    line = _buffered_line(groups)
-    if line is not None:
-        console.print(Text(line))
-
-
-def _width(key: str, header: str, rows: Sequence[Mapping[str, str]], *, whole: bool = False) -> int:
-    """The narrowest a column may be: its widest cell (a name: at most _NAME_MIN_WIDTH
-    unless ``whole``) and the longest line of its header."""
-    widest = max(len(r[key]) for r in rows)
-    if key in _NAMES and not whole:
-        return min(widest, _NAME_MIN_WIDTH)
-    return max(widest, *(len(line) for line in header.split("\n")))
-
-
-def _table_width(
-    shown: Sequence[tuple[str, str, bool]],
-    rows: Sequence[Mapping[str, str]],
-    *,
-    names_whole: bool = False,
-) -> int:
-    """Characters the table needs: columns plus the two between neighbours (names
-    unfolded with ``names_whole``, else at their narrowest)."""
-    widths = [_width(key, header, rows, whole=names_whole) for key, header, _r in shown]
-    return sum(widths) + 2 * (len(shown) - 1)

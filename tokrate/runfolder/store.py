@@ -7,14 +7,24 @@ Layout version 1 (docs/run-folder.md):
     records.jsonl     append-only, one RequestRecord.to_dict() JSON object per line
     records.parquet   written at the end from records.jsonl
     summary.json      :class:`tokrate.runfolder.summary.Summary` of the records
+    capacity.json     :class:`tokrate.runfolder.capacity_result.CapacityResult` of a
+                      capacity search (before summary.json, which carries it too)
+    comparison.json   :class:`tokrate.runfolder.comparison.Comparison` of a baseline
+    comparison.md     check, and its markdown
     server_metrics.parquet  the endpoints' /metrics samples (tokrate.runfolder.server_metrics),
                       only when a metrics_url was scraped; written before run.json
 
 Durability: each record is one ``os.write`` of one whole line on an ``O_APPEND`` file
 descriptor, so a SIGKILL can at worst tear the line being written (the reader skips a
-torn last line); the file is fsynced at every scenario end and at finalize. run.json
+torn last line); the file is fsynced at every scenario end and when the store closes. run.json
 is replaced atomically (:func:`tokrate.fileio.write_atomic`), so it is never
 half-written.
+
+Writers: :class:`RunStore` while the run measures (run.json, records.jsonl); after the
+load, the finishing process (tokrate.finish) writes the rest with the functions here,
+one per file: :func:`write_run_info`, :func:`write_records_parquet`,
+:func:`write_summary`, :func:`write_capacity`, :func:`write_comparison`. Nothing else
+writes a run folder's files.
 
 Readers: :func:`load_run` (everything) and :func:`load_run_info` (run.json and
 summary.json only, for history over hundreds of runs) are the only code that reads a
@@ -30,7 +40,6 @@ import datetime as _dt
 import os
 import secrets
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -39,6 +48,8 @@ import orjson
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic
+from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.comparison import COMPARISON_FILE
 from tokrate.runfolder.records import RequestRecord, polars_schema, records_to_frame, upgrade_frame
 from tokrate.runfolder.run_info import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
 from tokrate.runfolder.server_metrics import read_server_metrics
@@ -61,9 +72,15 @@ __all__ = [
     "load_summary",
     "new_run_id",
     "point_latest_good",
+    "read_capacity",
     "read_records_jsonl",
     "resolve_latest_good",
     "run_folders",
+    "write_capacity",
+    "write_comparison",
+    "write_records_parquet",
+    "write_run_info",
+    "write_summary",
 ]
 
 #: Free space the output folder needs before any load is sent (a 10,000-request run
@@ -79,6 +96,8 @@ _RUN_JSON = "run.json"
 _JSONL = "records.jsonl"
 _PARQUET = "records.parquet"
 _SUMMARY = "summary.json"
+_CAPACITY = "capacity.json"
+_COMPARISON_MD = "comparison.md"
 
 
 def new_run_id(now: _dt.datetime | None = None) -> str:
@@ -102,7 +121,9 @@ class RunStore:
     Construction checks, *before any load is sent*, that the folder can be created
     (it must not exist yet: a run folder is never overwritten), written, and has
     MIN_FREE_BYTES free. Then: :meth:`start` (run.json "running"), :meth:`append` per
-    record, :meth:`end_scenario` (fsync), :meth:`finalize`.
+    record, :meth:`end_scenario` (fsync), :meth:`update` (run.json's end-of-run fields)
+    and :meth:`close`; the files after the load are written by the finishing process
+    (module doc).
 
     Raises:
         OutputError: the folder exists, cannot be created/written, or the disk is full.
@@ -172,10 +193,7 @@ class RunStore:
         self._write_run()
 
     def _write_run(self) -> None:
-        try:
-            write_atomic(self.path / _RUN_JSON, _dump(self.info.to_dict()))
-        except OSError as err:
-            raise OutputError(f"{self.path / _RUN_JSON}: cannot write ({err})") from None
+        write_run_info(self.path, self.info)
 
     def append(self, record: RequestRecord) -> None:
         """Append one record as one whole line (one write call; the OS appends it whole).
@@ -227,36 +245,65 @@ class RunStore:
             except OSError:
                 return
 
-    def finalize(
-        self,
-        *,
-        status: str,
-        summarize: Callable[[pl.DataFrame, RunInfo], Summary] | None = None,
-        **changes: Any,
-    ) -> tuple[pl.DataFrame, Summary | None]:
-        """Close the jsonl, write records.parquet, then summary.json
-        (``summarize(frame, info)``, when given) and last run.json with ``status``
-        ("complete" | "interrupted"), ``ended_at`` and the RunInfo field ``changes``.
 
-        run.json is written last, so "complete" is only ever seen next to a complete
-        parquet and summary. Returns (records frame, summary or None).
-        """
-        self.close()
-        frame = read_records_jsonl(self.jsonl_path)
-        self.info = dataclasses.replace(self.info, status=status, ended_at=iso_now(), **changes)
-        summary = None
-        try:
-            frame.write_parquet(self.path / _PARQUET)
-            if summarize is not None:
-                summary = summarize(frame, self.info)
-                self.write_summary(summary)
-        except OSError as err:
-            raise OutputError(f"{self.path}: cannot write the run's files ({err})") from None
-        self._write_run()
-        return frame, summary
+# --- the files written after the load ---------------------------------------------------
 
-    def write_summary(self, summary: Summary) -> None:
-        write_atomic(self.path / _SUMMARY, _dump(summary.to_dict()))
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        write_atomic(path, data)
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
+def write_run_info(run_dir: Path | str, info: RunInfo) -> None:
+    """Replace run.json with ``info`` (atomically). Raises OutputError."""
+    _write(Path(run_dir) / _RUN_JSON, _dump(info.to_dict()))
+
+
+def write_records_parquet(run_dir: Path | str, frame: pl.DataFrame) -> None:
+    """records.parquet from the records frame (RECORD_POLARS_SCHEMA), written to a
+    temporary name and renamed, like every file here. Raises OutputError."""
+    path = Path(run_dir) / _PARQUET
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
+def write_summary(run_dir: Path | str, summary: Summary) -> None:
+    """summary.json. Raises OutputError."""
+    _write(Path(run_dir) / _SUMMARY, _dump(summary.to_dict()))
+
+
+def write_capacity(run_dir: Path | str, result: CapacityResult) -> None:
+    """capacity.json, a capacity search's result. Raises OutputError."""
+    _write(Path(run_dir) / _CAPACITY, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2))
+
+
+def read_capacity(run_dir: Path | str) -> CapacityResult | None:
+    """capacity.json of a run folder, None after a sweep. Raises RunFolderError (one
+    line naming the file)."""
+    file = Path(run_dir) / _CAPACITY
+    try:
+        data = orjson.loads(file.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"{file}: unreadable ({err})") from None
+    return CapacityResult.from_dict(data, str(file))
+
+
+def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
+    """comparison.json (``document``, the JSON text of a Comparison or of "no
+    baseline yet") and comparison.md beside it. Raises OutputError."""
+    folder = Path(run_dir)
+    _write(folder / COMPARISON_FILE, document.encode("utf-8"))
+    _write(folder / _COMPARISON_MD, markdown.encode("utf-8"))
 
 
 def read_records_jsonl(path: Path) -> pl.DataFrame:
