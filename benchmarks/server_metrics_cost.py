@@ -16,7 +16,7 @@ import statistics
 import time
 
 from tokrate.hardware import get_hardware
-from tokrate.runfolder.server_metrics import parse_metrics_text
+from tokrate.load.scrape import parse_metrics_text
 from tokrate.sim.model import TierTiming, default_tiers
 from tokrate.sim.prometheus_page import render_metrics
 

@@ -22,7 +22,7 @@ from helpers.requests import KINDS, record, req_for, stream_one
 
 from tokrate.cli import main
 from tokrate.client.failures import is_context_overflow
-from tokrate.load.record_warnings import context_size
+from tokrate.client.model_names import context_size
 
 LLAMA_400 = (
     b'{"error": {"code": 400, "type": "exceed_context_size_error", "message": "request (3010'

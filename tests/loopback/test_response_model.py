@@ -19,7 +19,8 @@ from helpers.requests import KINDS, record, req_for, stream_one
 
 from tokrate.cli import main
 from tokrate.client.chunks import MAX_TIMING_KEYS, parse_timings
-from tokrate.load.record_warnings import RecordWarnings, model_key, same_model
+from tokrate.client.model_names import comparable_name, same_model
+from tokrate.load.record_warnings import RecordWarnings
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 
 
@@ -45,7 +46,7 @@ def hostile() -> Iterator[HostileServer]:
 )
 def test_model_names_compare_after_normalising(requested: str, answered: str, same: bool) -> None:
     assert same_model(requested, answered) is same
-    assert model_key("/a/b/x.gguf@main") == "x"
+    assert comparable_name("/a/b/x.gguf@main") == "x"
 
 
 def test_timings_keep_only_bounded_finite_numbers() -> None:

@@ -20,9 +20,9 @@ from real_servers import harness
 from real_servers import models as model_files
 from real_servers.paths import ServerMissing, cache_dir, missing
 from real_servers.servers import Server, llama_server
+from tokrate.analysis.server_roles import role_series
 from tokrate.load.run import run_benchmark
 from tokrate.report import build_report
-from tokrate.runfolder.server_metrics import role_series
 from tokrate.runfolder.store import load_run
 from tokrate.spec import (
     ClientSpec,

@@ -41,10 +41,10 @@ from typing import Any, Final
 
 import orjson
 
+from tokrate.client.model_names import same_model
 from tokrate.errors import EndpointUnreachable, ModelNotServed
 from tokrate.inputs.prompts import Prompt
 from tokrate.inputs.targets import Target
-from tokrate.load.record_warnings import same_model
 from tokrate.redact import redact_text
 from tokrate.runfolder.served_model import ServedModel
 

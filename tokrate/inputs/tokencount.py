@@ -25,21 +25,26 @@ import inspect
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tokrate.errors import ConfigError
+from tokrate.spec.types import TIKTOKEN_PREFIX
+
+if TYPE_CHECKING:
+    from tokrate.spec.types import ModelSpec
 
 __all__ = [
     "TIKTOKEN_PREFIX",
     "TokenCounter",
     "cached_counter",
+    "check_tokenizers",
     "load_counter",
     "tiktoken_cache_dir",
 ]
 
-TIKTOKEN_PREFIX = "tiktoken:"
 _INSTALL_HINT = "pip install 'tokrate[tokenizer]'"
 
 
@@ -166,6 +171,15 @@ def load_counter(
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     return _load_hf(path, where)
+
+
+def check_tokenizers(models: Sequence[ModelSpec], where: str) -> None:
+    """Load every model's ``tokenizer`` once, so a missing file or library is a
+    ConfigError naming ``where`` and the model's key before any load (the spec made
+    the paths absolute; workers load the same files again by those paths)."""
+    for i, model in enumerate(models):
+        if model.tokenizer is not None:
+            load_counter(model.tokenizer, where=f"{where}: key 'model[{i}].tokenizer'")
 
 
 @functools.lru_cache(maxsize=32)

@@ -163,10 +163,6 @@ class _Worker:
             rate_rps=None if sc.rate_rps is None else sc.rate_rps * sc.shard_count,
         )
         self.sender = Sender(
-            run_id=task.run_id,
-            worker_id=task.worker_id,
-            node_id=self.context.node_id,
-            scenario=sc.name,
             settings=task.settings,
             targets=task.targets,
             prompts=task.prompts,

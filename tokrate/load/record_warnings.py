@@ -5,10 +5,10 @@ Each is one line naming the target (``endpoint/model``) and ends with what to do
 several targets into "... (and N more like it)":
 
 - ``response_model``: a response carried a model name other than the one requested
-  (a swapped backend otherwise goes unnoticed). Compared after :func:`model_key`
-  (transformers' ``<folder>@main``, llama.cpp's path to the ``.gguf`` and OpenAI's
-  dated snapshots are the same model); records keep the raw name. Once per target, at
-  the first such record.
+  (a swapped backend otherwise goes unnoticed). Compared by
+  :func:`tokrate.client.model_names.same_model` (transformers' ``<folder>@main``,
+  llama.cpp's path to the ``.gguf`` and OpenAI's dated snapshots are the same model);
+  records keep the raw name. Once per target, at the first such record.
 - ``short_length``: an ok answer with finish_reason ``length`` but fewer output tokens
   than the max_tokens it asked for, by the server's own usage count: the server stopped
   at its context slot (llama.cpp does this without an error when prompt + max_tokens
@@ -24,49 +24,19 @@ Pure bookkeeping over records; no clock, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from tokrate.client.model_names import context_size, same_model
 from tokrate.runfolder.records import RequestRecord
 
-__all__ = ["CACHED_SHARE_WARN", "RecordWarnings", "context_size", "model_key", "same_model"]
+__all__ = ["CACHED_SHARE_WARN", "RecordWarnings"]
 
 #: Share of prompt tokens served from a prompt cache that makes a run warn.
 CACHED_SHARE_WARN: Final = 0.5
 #: Prompt ids a context_length line names before "and N more".
 _IDS_SHOWN: Final = 5
-
-_REVISION = re.compile(r"@[\w.\-]+$")
-_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
-_CONTEXT_SIZE = re.compile(
-    r"context (?:size|length|window)\D{0,24}?(\d{2,9})\s*tokens", re.IGNORECASE
-)
-
-
-def model_key(name: str) -> str:
-    """The comparable form of a model name: no ``@revision`` (transformers serve), no
-    folders (a path to a checkpoint or .gguf), no ``.gguf`` suffix, lower case."""
-    key = _REVISION.sub("", name.strip())
-    key = re.split(r"[/\\]", key)[-1]
-    if key.lower().endswith(".gguf"):
-        key = key[: -len(".gguf")]
-    return key.lower()
-
-
-def same_model(requested: str, answered: str) -> bool:
-    """Whether ``answered`` (a response's ``model``) names the ``requested`` model: equal
-    after :func:`model_key`, or ``requested`` plus a dated snapshot suffix
-    (``gpt-4o`` answered as ``gpt-4o-2024-08-06``)."""
-    want, got = model_key(requested), model_key(answered)
-    return got == want or _SNAPSHOT.sub("", got) == want
-
-
-def context_size(message: str | None) -> int | None:
-    """The context size (tokens) a context-overflow message names, None when none."""
-    found = _CONTEXT_SIZE.search(message or "")
-    return int(found.group(1)) if found else None
 
 
 def _list_ids(ids: list[str]) -> str:

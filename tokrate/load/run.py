@@ -14,7 +14,7 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
 - **measure** (:func:`_measure`): scenario after scenario, the backend runs the
   workers' shards and every event goes to the :class:`~tokrate.load.collector.Collector`
   (the store first, then live progress). Meanwhile a
-  :class:`~tokrate.runfolder.server_metrics.MetricsSampler` scrapes every endpoint's
+  :class:`~tokrate.load.scrape.MetricsSampler` scrapes every endpoint's
   ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
   one warning, never a failed run).
   With ``[load] capacity`` the scenarios are the capacity search's probes instead
@@ -60,12 +60,12 @@ from tokrate.load.plan import Plan, ScenarioPlan
 from tokrate.load.prompt_use import source_text, unsent_warnings, with_sent
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
+from tokrate.load.scrape import MetricsSampler
 from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.stopping import Stop
 from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
-from tokrate.runfolder.server_metrics import MetricsSampler
 from tokrate.runfolder.store import RunStore, load_summary, new_run_id, write_capacity
 from tokrate.runfolder.summary import Summary
 from tokrate.spec import RunSpec, prompts_base_dir
@@ -178,6 +178,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.inputs.prompts import load_prompt_sources
     from tokrate.inputs.served_sizes import with_served_sizes
+    from tokrate.inputs.tokencount import check_tokenizers
     from tokrate.load.backends.selection import open_backend
     from tokrate.load.plan import build_plan, shard
 
@@ -188,6 +189,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         from tokrate.finish.baseline_ref import check_baseline_ref
 
         check_baseline_ref(spec.baseline, spec.output.dir, spec.compare.thresholds_from_history)
+    check_tokenizers(spec.models, spec.source or "command line")
     loaded = load_prompt_sources(
         spec.prompts,
         base_dir=base_dir or prompts_base_dir(spec),

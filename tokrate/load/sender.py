@@ -73,20 +73,12 @@ class Sender:
     def __init__(
         self,
         *,
-        run_id: str,
-        worker_id: str,
-        node_id: str,
-        scenario: str,
         settings: WorkerSettings,
         targets: tuple[Target, ...],
         prompts: tuple[Prompt, ...],
         api_keys: dict[str, str],
         emit: Emit,
     ) -> None:
-        self.context = RecordContext(
-            run_id=run_id, scenario=scenario, prompt_id="", task="", request_index=0,
-            worker=worker_id, node_id=node_id,
-        )  # fmt: skip
         self.settings = settings
         self.targets = targets
         self.prompts = prompts

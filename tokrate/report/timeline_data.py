@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tokrate.analysis.metrics import final_attempts
-from tokrate.runfolder.server_metrics import role_series
+from tokrate.analysis.server_roles import role_series
 from tokrate.textfmt import nice_bin_width
 
 __all__ = ["server_points", "timeline_bins", "ttft_points"]

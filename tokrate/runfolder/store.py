@@ -12,7 +12,8 @@ Layout version 1 (docs/run-folder.md):
     comparison.json   :class:`tokrate.runfolder.comparison.Comparison` of a baseline
     comparison.md     check, and its markdown
     server_metrics.parquet  the endpoints' /metrics samples (tokrate.runfolder.server_metrics),
-                      only when a metrics_url was scraped; written before run.json
+                      only when a metrics_url was scraped (tokrate.load.scrape);
+                      written before run.json
 
 Durability: each record is one ``os.write`` of one whole line on an ``O_APPEND`` file
 descriptor, so a SIGKILL can at worst tear the line being written (the reader skips a
@@ -23,8 +24,10 @@ half-written.
 Writers: :class:`RunStore` while the run measures (run.json, records.jsonl); after the
 load, the finishing process (tokrate.finish) writes the rest with the functions here,
 one per file: :func:`write_run_info`, :func:`write_records_parquet`,
-:func:`write_summary`, :func:`write_capacity`, :func:`write_comparison`. Nothing else
-writes a run folder's files.
+:func:`write_summary`, :func:`write_capacity`, :func:`write_comparison`; the scraper
+writes server_metrics.parquet with
+:func:`tokrate.runfolder.server_metrics.write_server_metrics` and the report its own
+files (report.html, summary.md, charts/). Nothing else writes a run folder's files.
 
 Readers: :func:`load_run` (everything) and :func:`load_run_info` (run.json and
 summary.json only, for history over hundreds of runs) are the only code that reads a

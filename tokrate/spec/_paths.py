@@ -11,29 +11,24 @@ from collections.abc import Iterator as _Iterator
 from pathlib import Path as _Path
 
 from tokrate.spec._convert import _Ctx
-from tokrate.spec.types import ModelSpec, OutputSpec, SimulatorSpec
+from tokrate.spec.types import TIKTOKEN_PREFIX, ModelSpec, OutputSpec, SimulatorSpec
 
 __all__ = ["resolve_hardware_files", "resolve_tokenizers"]
 
 
 def resolve_tokenizers(models: _Iterable[ModelSpec], ctx: _Ctx) -> _Iterator[ModelSpec]:
     """Each model with a relative ``tokenizer`` path made absolute from the config
-    file's folder (the current directory for a command-line value) and checked to
-    load, so a missing file or library is a ConfigError before any load; workers
-    load the same file again by its absolute path."""
-    from tokrate.inputs.tokencount import TIKTOKEN_PREFIX, load_counter
-
+    file's folder (the current directory for a command-line value); workers load the
+    file by that path. Whether it loads is checked before the load, by
+    :func:`tokrate.inputs.tokencount.check_tokenizers` (the spec loads no tokenizer
+    library)."""
     for i, model in enumerate(models):
         value = model.tokenizer
-        if value is None:
+        if value is None or value.startswith(TIKTOKEN_PREFIX) or _Path(value).is_absolute():
             yield model
             continue
-        key = f"model[{i}].tokenizer"
-        if not value.startswith(TIKTOKEN_PREFIX) and not _Path(value).is_absolute():
-            value = str(_base(ctx, key) / _Path(value).expanduser())
-            model = _dc.replace(model, tokenizer=value)
-        load_counter(value, where=ctx.where(key) + f": key '{key}'")
-        yield model
+        base = _base(ctx, f"model[{i}].tokenizer")
+        yield _dc.replace(model, tokenizer=str(base / _Path(value).expanduser()))
 
 
 def resolve_hardware_files(sections: dict[str, object], ctx: _Ctx) -> None:

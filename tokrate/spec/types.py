@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 
 __all__ = [
     "RESERVED_BODY_KEYS",
+    "TIKTOKEN_PREFIX",
     "ApiKind",
     "ArrivalKind",
     "CapacitySpec",
@@ -48,6 +49,9 @@ __all__ = [
 #: Body fields tokrate sets itself from the target and the prompt: no extra_body and no
 #: ``--body`` may set them.
 RESERVED_BODY_KEYS: Final = ("model", "messages", "prompt", "stream", "input")
+#: A model's ``tokenizer`` that names a tiktoken encoding (the rest of the value), not a
+#: path to a tokenizer.json.
+TIKTOKEN_PREFIX: Final = "tiktoken:"
 
 ClientKind = Literal["fast", "httpx", "openai"]
 ApiKind = Literal["chat", "completions", "responses", "anthropic"]
