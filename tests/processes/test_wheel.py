@@ -38,7 +38,7 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
     probe = (
         "import json, tokrate\n"
         "from tokrate.inputs.prompts import load_prompts\n"
-        "from tokrate.inputs.bundled import bundled_sets\n"
+        "from tokrate.spec.bundled import bundled_sets\n"
         "from tokrate.spec import PromptsSpec\n"
         "prompts = load_prompts(PromptsSpec())\n"
         "print(json.dumps({'file': tokrate.__file__, 'sets': bundled_sets(),"

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tokrate import __version__
+from tokrate._version import __version__
 from tokrate.cli._analysis import add_compare, add_history, add_init, add_report
 from tokrate.cli._calibrate import add_calibrate
 from tokrate.cli._common import Parser

@@ -10,7 +10,7 @@ frozen :class:`Prompt`. Sources, in this order:
   (recursively, sorted by path).
 - ``sets``: bundled sets by name (``chat``, ``classification``, ``code``,
   ``extraction``, ``summarization``): the repository's top-level prompts/ folder,
-  shipped in the wheel (:mod:`tokrate.inputs.bundled`).
+  shipped in the wheel (:mod:`tokrate.spec.bundled`).
 - ``synthetic``: seeded generated text with target input/output lengths.
 
 With no paths, sets or generated prompts, the five shipped sets are used. ``max_tokens`` (when set)
@@ -38,7 +38,6 @@ from typing import Final
 
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
-from tokrate.inputs.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -62,6 +61,7 @@ from tokrate.inputs.traces import (
 from tokrate.inputs.workloads import grid_prompts, session_prompts, shared_prefix_prompts
 from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
+from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
 
 __all__ = [
     "JSONL_SUFFIXES",

@@ -46,7 +46,7 @@ def _libraries() -> dict[str, str]:
 
 
 def _version() -> str:
-    from tokrate import __version__
+    from tokrate._version import __version__
 
     return __version__
 

@@ -27,6 +27,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+# The error classes are the vocabulary of a record's error_class and of the config's
+# [client.retry] on: defined with the settings, which the record format sits above.
+from tokrate.spec.types import ERROR_CLASSES
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -71,24 +75,6 @@ Status = Literal["ok", "error", "cancelled"]
 STATUSES: Final = ("ok", "error", "cancelled")
 TOKENS_SOURCES: Final = ("usage", "chunks", "tokenizer")
 STAMP_SOURCES: Final = ("user", "kernel")
-
-#: Every error class a record may carry, with what it means. The README's "Failure
-#: handling" section is generated from the same wording.
-ERROR_CLASSES: Final[dict[str, str]] = {
-    "connect": "TCP/TLS connection could not be opened (refused, DNS failure, connect timeout)",
-    "timeout": "a first-byte, idle-gap or total timeout expired",
-    "http_4xx": "the server answered 4xx (other than 429 and context overflow)",
-    "context_length": "the prompt (plus max_tokens) does not fit the model's context "
-    "window (the server said so)",
-    "http_429": "the server answered 429 Too Many Requests (rate limited)",
-    "http_5xx": "the server answered 5xx",
-    "protocol": "the response was not a valid OpenAI stream (HTML page, bad JSON, bad framing)",
-    "truncated": "the stream ended before [DONE] or a finish_reason",
-    "response_limit": "the response passed [client] max_response_chunks or max_response_bytes "
-    "(a stream without end), and was dropped",
-    "cancelled": "the request was cancelled (Ctrl-C grace period or run shutdown)",
-    "worker_lost": "the worker process or node running the request died",
-}
 
 
 @dataclass(frozen=True, slots=True)

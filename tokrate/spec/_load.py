@@ -394,7 +394,7 @@ def _check_capacity(spec: RunSpec, ctx: _Ctx) -> None:
 def _check_names(spec: RunSpec, ctx: _Ctx) -> None:
     """Names that must be one of a known set: hardware, formats, error classes, sets."""
     from tokrate.hardware import get_hardware
-    from tokrate.runfolder.records import ERROR_CLASSES
+    from tokrate.spec.types import ERROR_CLASSES
 
     for key, name in (
         ("output.hardware", spec.output.hardware),
@@ -413,7 +413,7 @@ def _check_names(spec: RunSpec, ctx: _Ctx) -> None:
             known = ", ".join(sorted(ERROR_CLASSES))
             raise ctx.error("client.retry.on", f"unknown error class {cls!r} (known: {known})")
     if spec.prompts.sets:
-        from tokrate.inputs.bundled import bundled_sets
+        from tokrate.spec.bundled import bundled_sets
 
         available = bundled_sets()
         for name in spec.prompts.sets:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 __all__ = [
+    "ERROR_CLASSES",
     "RESERVED_BODY_KEYS",
     "TIKTOKEN_PREFIX",
     "ApiKind",
@@ -48,6 +49,24 @@ __all__ = [
 
 #: Body fields tokrate sets itself from the target and the prompt: no extra_body and no
 #: ``--body`` may set them.
+#: Every error class a record may carry (tokrate.runfolder.records: ``error_class``),
+#: with what it means; ``[client.retry] on`` names some of them. The README's "Failure
+#: handling" section is generated from the same wording.
+ERROR_CLASSES: Final[dict[str, str]] = {
+    "connect": "TCP/TLS connection could not be opened (refused, DNS failure, connect timeout)",
+    "timeout": "a first-byte, idle-gap or total timeout expired",
+    "http_4xx": "the server answered 4xx (other than 429 and context overflow)",
+    "context_length": "the prompt (plus max_tokens) does not fit the model's context "
+    "window (the server said so)",
+    "http_429": "the server answered 429 Too Many Requests (rate limited)",
+    "http_5xx": "the server answered 5xx",
+    "protocol": "the response was not a valid OpenAI stream (HTML page, bad JSON, bad framing)",
+    "truncated": "the stream ended before [DONE] or a finish_reason",
+    "response_limit": "the response passed [client] max_response_chunks or max_response_bytes "
+    "(a stream without end), and was dropped",
+    "cancelled": "the request was cancelled (Ctrl-C grace period or run shutdown)",
+    "worker_lost": "the worker process or node running the request died",
+}
 RESERVED_BODY_KEYS: Final = ("model", "messages", "prompt", "stream", "input")
 #: A model's ``tokenizer`` that names a tiktoken encoding (the rest of the value), not a
 #: path to a tokenizer.json.
