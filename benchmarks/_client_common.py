@@ -38,9 +38,14 @@ class Sim:
         self.dir = Path(tempfile.mkdtemp(prefix="tokrate-bench-"))
         self.truth_path = self.dir / "truth.jsonl"
         tier = Tier(
-            "fixed", 7.0, 7.0, fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms,
-            output_tokens_min=tokens, output_tokens_max=tokens,
-        )  # fmt: skip
+            "fixed",
+            7.0,
+            7.0,
+            fixed_ttft_ms=ttft_ms,
+            fixed_itl_ms=itl_ms,
+            output_tokens_min=tokens,
+            output_tokens_max=tokens,
+        )
         self._stack = contextlib.ExitStack()
         config = SimConfig(tiers=(tier,), truth_log=str(self.truth_path))
         self.base_url, self.pid = self._stack.enter_context(spawn_simulator(config))
@@ -148,9 +153,21 @@ async def _load(kind: str, base_url: str, streams: int, per_stream: int, tokens:
             tokens_total += len(r["chunk_ns"])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lag = monitor.summary()
-    return LoadResult(kind, streams, wall, cpu, tokens_total, errors, peak,
-                      (rss_max - rss0) / streams, stamps, ttft,
-                      lag.p99_ms, lag.max_ms, lag.exceeded)  # fmt: skip
+    return LoadResult(
+        kind,
+        streams,
+        wall,
+        cpu,
+        tokens_total,
+        errors,
+        peak,
+        (rss_max - rss0) / streams,
+        stamps,
+        ttft,
+        lag.p99_ms,
+        lag.max_ms,
+        lag.exceeded,
+    )
 
 
 def run_load(kind: str, base_url: str, streams: int, per_stream: int, tokens: int) -> LoadResult:

@@ -124,10 +124,16 @@ def _table(run_dir: Path, w: Workload, scale: float) -> None:
         # compare (a replay answer beyond it prints as "≥").
         top = min(MAX_LEVEL, 2 * int(t.capacity or 0) + 8)
         answers = [
-            closed_loop_capacity(timings[t.model], input_tokens, w.output_tokens, slo,
-                                 max_level=top, staggered=staggered)
+            closed_loop_capacity(
+                timings[t.model],
+                input_tokens,
+                w.output_tokens,
+                slo,
+                max_level=top,
+                staggered=staggered,
+            )
             for staggered in (False, True)
-        ]  # fmt: skip
+        ]
         lock, stag = (f"≥{a}" if a == top else str(a) for a in answers)
         verify = " / ".join(f"{p.level:g} {p.verdict}" for p in t.probes if p.phase == "verify")
         found = "—" if t.capacity is None else f"{t.capacity:g}"

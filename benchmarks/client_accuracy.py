@@ -25,8 +25,10 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--per-stream", type=int, default=1)
     a = ap.parse_args()
-    print("| client | streams | ok/total | mean TTFT ms | first-token lag ms mean/p50/p99 "
-          "| last-token lag ms mean/p50/p99 | loop lag p99/max ms |")  # fmt: skip
+    print(
+        "| client | streams | ok/total | mean TTFT ms | first-token lag ms mean/p50/p99 "
+        "| last-token lag ms mean/p50/p99 | loop lag p99/max ms |"
+    )
     print("|---|---|---|---|---|---|---|")
     for streams in (int(s) for s in a.streams.split(",")):
         for kind in a.kinds.split(","):
@@ -38,9 +40,12 @@ def main() -> None:
                 sim.close()
             total = streams * a.per_stream
             ttft = statistics.fmean(load.ttft_s) * 1e3 if load.ttft_s else float("nan")
-            print(f"| {kind} | {streams} | {total - load.errors}/{total} | {ttft:.1f} | "
-                  f"{stats(first)} | {stats(last)} | {load.lag_p99_ms:.1f}/{load.lag_max_ms:.0f}"
-                  f"{' WARNED' if load.lag_warned else ''} |", flush=True)  # fmt: skip
+            print(
+                f"| {kind} | {streams} | {total - load.errors}/{total} | {ttft:.1f} | "
+                f"{stats(first)} | {stats(last)} | {load.lag_p99_ms:.1f}/{load.lag_max_ms:.0f}"
+                f"{' WARNED' if load.lag_warned else ''} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

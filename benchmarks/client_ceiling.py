@@ -37,10 +37,13 @@ def main() -> None:
             sim.close()
         # Client-bound: tokens per CPU-second of the client alone (the ceiling if the
         # server were infinitely fast and the client had a core to itself).
-        print(f"| {kind} | {a.streams} | {load.tokens} | {load.wall_s:.2f} | "
-              f"{load.tokens / load.wall_s:,.0f} | {load.cpu_s:.2f} | "
-              f"{load.tokens / max(load.cpu_s, 1e-9):,.0f} | {load.lag_p99_ms:.1f}/{load.lag_max_ms:.0f}"
-              f"{' WARNED' if load.lag_warned else ''} |", flush=True)  # fmt: skip
+        print(
+            f"| {kind} | {a.streams} | {load.tokens} | {load.wall_s:.2f} | "
+            f"{load.tokens / load.wall_s:,.0f} | {load.cpu_s:.2f} | "
+            f"{load.tokens / max(load.cpu_s, 1e-9):,.0f} | {load.lag_p99_ms:.1f}/{load.lag_max_ms:.0f}"
+            f"{' WARNED' if load.lag_warned else ''} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--cases", default="64:5,512:5,256:20,64:0")
     a = ap.parse_args()
-    print("| client | streams | ITL ms | tokens | errors | CPU s / 100k tokens | µs / token "
-          "| peak RSS MB | RSS KB / in-flight stream |")  # fmt: skip
+    print(
+        "| client | streams | ITL ms | tokens | errors | CPU s / 100k tokens | µs / token "
+        "| peak RSS MB | RSS KB / in-flight stream |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for case in a.cases.split(","):
         streams, itl = (float(x) for x in case.split(":"))
@@ -37,9 +39,12 @@ def main() -> None:
             finally:
                 sim.close()
             us = load.cpu_s / max(1, load.tokens) * 1e6
-            print(f"| {kind} | {int(streams)} | {itl:g} | {load.tokens} | {load.errors} | "
-                  f"{us / 10:.2f} | {us:.1f} | {load.peak_rss_mb:.0f} | "
-                  f"{load.rss_per_stream_kb:.1f} |", flush=True)  # fmt: skip
+            print(
+                f"| {kind} | {int(streams)} | {itl:g} | {load.tokens} | {load.errors} | "
+                f"{us / 10:.2f} | {us:.1f} | {load.peak_rss_mb:.0f} | "
+                f"{load.rss_per_stream_kb:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

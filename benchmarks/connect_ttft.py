@@ -46,9 +46,14 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
     )
 
     tier = Tier(
-        "fixed", 7.0, 7.0, fixed_ttft_ms=100.0, fixed_itl_ms=20.0,
-        output_tokens_min=8, output_tokens_max=24,
-    )  # fmt: skip
+        "fixed",
+        7.0,
+        7.0,
+        fixed_ttft_ms=100.0,
+        fixed_itl_ms=20.0,
+        output_tokens_min=8,
+        output_tokens_max=24,
+    )
     with tempfile.TemporaryDirectory(prefix="tokrate-connect-") as tmp:
         truth_path = Path(tmp) / "truth.jsonl"
         with simulator_process(SimConfig(tiers=(tier,), truth_log=str(truth_path))) as url:

@@ -52,8 +52,10 @@ def _cpu() -> float:
 async def _mixed(base_url: str, streams: int, tokens: int, modes: tuple[str, ...]) -> Any:
     req = request(base_url, tokens)
     share = {m: (streams + len(modes) - 1 - i) // len(modes) for i, m in enumerate(modes)}
-    clients = {m: open_client("fast", pool_size=max(1, n), timeouts=TIMEOUTS, kernel_stamps=m)
-               for m, n in share.items()}  # fmt: skip
+    clients = {
+        m: open_client("fast", pool_size=max(1, n), timeouts=TIMEOUTS, kernel_stamps=m)
+        for m, n in share.items()
+    }
     for m, n in share.items():
         await clients[m].preconnect(f"{base_url}/models", n)
     out: dict[str, list[Any]] = {m: [] for m in modes}
@@ -97,9 +99,11 @@ def accuracy(streams: int, tokens: int) -> None:
         ok = sum(r.ok for r in results)
         sources = sorted({r.stamp_source for r in results})
         first, last = lags_ms(_stamps(results), truth)
-        print(f"| {streams} | {name} ({'/'.join(sources)}) | {ok}/{len(results)} | "
-              f"{stats(first)} | {stats(last)} | {lag.p99_ms:.1f} / {lag.max_ms:.0f} |",
-              flush=True)  # fmt: skip
+        print(
+            f"| {streams} | {name} ({'/'.join(sources)}) | {ok}/{len(results)} | "
+            f"{stats(first)} | {stats(last)} | {lag.p99_ms:.1f} / {lag.max_ms:.0f} |",
+            flush=True,
+        )
 
 
 def _cpu_run(mode: str, streams: int, tokens: int) -> tuple[float, int, int, float]:
@@ -128,10 +132,13 @@ def cpu_per_token(streams: int, tokens: int, repeat: int = 1) -> None:
         cpu1, got1, reads1, lag1 = _least(mode, streams, tokens, repeat)
         cpu2, got2, reads2, lag2 = _least(mode, streams, 4 * tokens, repeat)
         marginal = (cpu2 - cpu1) / max(1, got2 - got1) * 1e6
-        print(f"| {name} | {streams} | 20 | {got1} / {got2} | "
-              f"{got1 / max(1, reads1):.2f} / {got2 / max(1, reads2):.2f} | "
-              f"{cpu1 / max(1, got1) * 1e6:.1f} / {cpu2 / max(1, got2) * 1e6:.1f} | "
-              f"{marginal:.1f} | {lag1:.1f} / {lag2:.1f} |", flush=True)  # fmt: skip
+        print(
+            f"| {name} | {streams} | 20 | {got1} / {got2} | "
+            f"{got1 / max(1, reads1):.2f} / {got2 / max(1, reads2):.2f} | "
+            f"{cpu1 / max(1, got1) * 1e6:.1f} / {cpu2 / max(1, got2) * 1e6:.1f} | "
+            f"{marginal:.1f} | {lag1:.1f} / {lag2:.1f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -139,22 +146,33 @@ def main() -> None:
     ap.add_argument("--streams", default="256,1000")
     ap.add_argument("--cpu-streams", type=int, default=256)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--cpu-repeat", type=int, default=1,
-                    help="CPU runs per mode and size; the least CPU per token is kept")  # fmt: skip
+    ap.add_argument(
+        "--cpu-repeat",
+        type=int,
+        default=1,
+        help="CPU runs per mode and size; the least CPU per token is kept",
+    )
     a = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()  # fmt: skip
-    print(f"commit {commit}, load average {os.getloadavg()[0]:.2f} at start,"
-          f" {time.strftime('%Y-%m-%d %H:%M')}")  # fmt: skip
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"commit {commit}, load average {os.getloadavg()[0]:.2f} at start,"
+        f" {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     print()
-    print("| streams | stamps | ok | first-token lag ms mean/p50/p99 "
-          "| last-token lag ms mean/p50/p99 | loop lag p99/max ms |")  # fmt: skip
+    print(
+        "| streams | stamps | ok | first-token lag ms mean/p50/p99 "
+        "| last-token lag ms mean/p50/p99 | loop lag p99/max ms |"
+    )
     print("|---|---|---|---|---|---|")
     for n in (int(s) for s in a.streams.split(",")):
         accuracy(n, a.tokens)
     print()
-    print("| stamps | streams | ITL ms | tokens | tokens per read | CPU µs / token "
-          "| marginal µs / token | loop lag p99 ms |")  # fmt: skip
+    print(
+        "| stamps | streams | ITL ms | tokens | tokens per read | CPU µs / token "
+        "| marginal µs / token | loop lag p99 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     cpu_per_token(a.cpu_streams, a.tokens, a.cpu_repeat)
     print(f"\nload average {os.getloadavg()[0]:.2f} at end")

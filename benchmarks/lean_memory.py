@@ -41,8 +41,15 @@ def main() -> None:
     ap.add_argument("--requests-per-stream", type=int, default=2)
     ap.add_argument("--baseline", action="store_true", help="add a --baseline run per level")
     a = ap.parse_args()
-    tier = Tier("fixed", 7.0, 7.0, fixed_ttft_ms=50, fixed_itl_ms=20,
-                output_tokens_min=64, output_tokens_max=64)  # fmt: skip
+    tier = Tier(
+        "fixed",
+        7.0,
+        7.0,
+        fixed_ttft_ms=50,
+        fixed_itl_ms=20,
+        output_tokens_min=64,
+        output_tokens_max=64,
+    )
     print(f"load average {os.getloadavg()[0]:.2f} at start")
     print("| streams | requests | exit | peak RSS MB | per stream KiB | imported into it |")
     print("|---|---|---|---|---|---|")
@@ -54,11 +61,30 @@ def main() -> None:
             for compared in (False, True) if a.baseline else (False,):
                 extra = ["--baseline", "latest-good"] if a.baseline else []
                 done = subprocess.run(
-                    [sys.executable, "-c", _PROBE, "run", "--base-url", url, "-m", "fixed",
-                     "--concurrency", str(n), "--requests", str(requests), "--max-tokens", "64",
-                     "--output-dir", out, "--model-check", "off", *extra],
-                    capture_output=True, text=True,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-c",
+                        _PROBE,
+                        "run",
+                        "--base-url",
+                        url,
+                        "-m",
+                        "fixed",
+                        "--concurrency",
+                        str(n),
+                        "--requests",
+                        str(requests),
+                        "--max-tokens",
+                        "64",
+                        "--output-dir",
+                        out,
+                        "--model-check",
+                        "off",
+                        *extra,
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 line = next((x for x in done.stderr.splitlines() if x.startswith("PEAK")), "")
                 parts = line.split()
                 peak = float(parts[1]) if parts else float("nan")
@@ -67,8 +93,11 @@ def main() -> None:
                     base_peak = peak
                 per = (peak - base_peak) * 1024 / (n - 1) if n > 1 else float("nan")
                 label = f"{n} (compared with --baseline)" if compared else str(n)
-                print(f"| {label} | {requests} | {done.returncode} | {peak:.1f} | {per:.1f} |"
-                      f" {heavy} |", flush=True)  # fmt: skip
+                print(
+                    f"| {label} | {requests} | {done.returncode} | {peak:.1f} | {per:.1f} |"
+                    f" {heavy} |",
+                    flush=True,
+                )
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
 

@@ -22,9 +22,11 @@ async def naive_stream(client: openai.AsyncOpenAI, model: str, max_tokens: int) 
     out: dict[str, Any] = {"t0_ns": t0, "chunk_ns": [], "id": "", "error": None}
     try:
         stream = await client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "hello"}],
-            max_tokens=max_tokens, stream=True,
-        )  # fmt: skip
+            model=model,
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=max_tokens,
+            stream=True,
+        )
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 out["chunk_ns"].append(time.perf_counter_ns())

@@ -64,9 +64,16 @@ def _run(
     )
     base_url = kw.pop("base_url", server.base_url)
     pairs, run = harness.run_and_match(
-        server.log, tmp, run_id, base_url, model,
-        concurrency=c, requests=requests, max_tokens=max_tokens, **kw,
-    )  # fmt: skip
+        server.log,
+        tmp,
+        run_id,
+        base_url,
+        model,
+        concurrency=c,
+        requests=requests,
+        max_tokens=max_tokens,
+        **kw,
+    )
     lag = run.info.loop_lag
     return pairs, bool(lag is not None and lag.exceeded)
 
@@ -115,19 +122,32 @@ def main() -> int:
                 )
                 for c in (1, 4):
                     pairs = _run(
-                        servers[name], tmp, f"gw-{name}-c{c}", c, args.requests, tokens,
-                        base_url=gw.base_url, model=model, api_key_env=KEY_ENV,
-                    )  # fmt: skip
+                        servers[name],
+                        tmp,
+                        f"gw-{name}-c{c}",
+                        c,
+                        args.requests,
+                        tokens,
+                        base_url=gw.base_url,
+                        model=model,
+                        api_key_env=KEY_ENV,
+                    )
                     print(_row(f"LiteLLM -> llama.cpp {name}", c, pairs), flush=True)
             for shape in model_files.HF_SHAPES:
                 model = ModelSpec("hf", str(checkpoints[shape.name]))
                 for c in (1, 4):
                     prompts = harness.distinct_length_prompts(tmp / "hf.jsonl", args.requests + c)
                     records = harness.bench(
-                        tmp, f"hf-{shape.name}-c{c}", hf.base_url, [model], prompts,
-                        concurrency=(c,), requests=args.requests, max_tokens=48,
+                        tmp,
+                        f"hf-{shape.name}-c{c}",
+                        hf.base_url,
+                        [model],
+                        prompts,
+                        concurrency=(c,),
+                        requests=args.requests,
+                        max_tokens=48,
                         warmup_requests=c,
-                    )  # fmt: skip
+                    )
                     ok = harness.ok_records(records)
                     tps = statistics.median(1.0 / r["tpot_s"] for r in ok)
                     ttft = statistics.median(r["ttft_s"] * 1000 for r in ok)

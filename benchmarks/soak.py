@@ -49,12 +49,28 @@ def main() -> int:
     with simulator_process(SimConfig(time_scale=1.0)) as url:
         client = subprocess.Popen(
             [
-                sys.executable, "-m", "tokrate", "run", "--base-url", url, "-m", "sim-7b",
-                "--concurrency", str(streams), "--duration", str(duration_s),
-                "--requests", "100000000", "--max-tokens", "64", "--quiet", "--no-report",
-                "--output-dir", str(out),
+                sys.executable,
+                "-m",
+                "tokrate",
+                "run",
+                "--base-url",
+                url,
+                "-m",
+                "sim-7b",
+                "--concurrency",
+                str(streams),
+                "--duration",
+                str(duration_s),
+                "--requests",
+                "100000000",
+                "--max-tokens",
+                "64",
+                "--quiet",
+                "--no-report",
+                "--output-dir",
+                str(out),
             ],
-        )  # fmt: skip
+        )
         samples: list[tuple[float, float, int]] = []
         start = time.monotonic()
         while client.poll() is None:

@@ -95,8 +95,18 @@ num_cpus_per_worker = 0.5
 
 
 def run_args(config: Path, out: Path, run_id: str, *ray: str) -> list[str]:
-    return ["run", "-c", str(config), "--output-dir", str(out), "--run-id", run_id, *ray,
-            "--quiet", "--no-report"]  # fmt: skip
+    return [
+        "run",
+        "-c",
+        str(config),
+        "--output-dir",
+        str(out),
+        "--run-id",
+        run_id,
+        *ray,
+        "--quiet",
+        "--no-report",
+    ]
 
 
 def finish(proc: Any, timeout_s: float = 240.0) -> None:
@@ -310,9 +320,11 @@ def test_a_worker_node_lost_mid_run(
         assert final[(row["scenario"], row["request_index"])] == row
     ok_ids = {r.response_id for r in recs if r.status == "ok"}
     done_before = [
-        rid for rid, row in truth_rows(log).items()
-        if row["model"] == "slow-7b" and row["done_ns"] is not None
+        rid
+        for rid, row in truth_rows(log).items()
+        if row["model"] == "slow-7b"
+        and row["done_ns"] is not None
         and row["done_ns"] < cut_ns - 1_000_000_000
-    ]  # fmt: skip
+    ]
     assert len(done_before) >= 10
     assert set(done_before) <= ok_ids

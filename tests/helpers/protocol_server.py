@@ -94,9 +94,14 @@ class ProtocolServer(HostileServer):
                 body = orjson.loads(raw) if raw else {}
                 path, _, query = target.partition("?")
                 self.requests.append(
-                    {"method": method, "path": path, "query": dict(parse_qsl(query)),
-                     "headers": headers, "body": body}
-                )  # fmt: skip
+                    {
+                        "method": method,
+                        "path": path,
+                        "query": dict(parse_qsl(query)),
+                        "headers": headers,
+                        "body": body,
+                    }
+                )
                 await self._serve(method, path, body, w, received)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -187,8 +192,12 @@ def _echo(data: dict[str, Any], echoed: str) -> None:
 
 def _chat(rid: str, scenario: str) -> list[Event]:
     def chunk(delta: dict[str, Any], **more: Any) -> dict[str, Any]:
-        return {"id": rid, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": None}], **more}  # fmt: skip
+        return {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            **more,
+        }
 
     out: list[Event] = [(None, chunk({"role": "assistant", "content": ""}), None)]
     out += [(None, chunk({"reasoning_content": "hm "}), "reasoning")] * REASONING
@@ -198,8 +207,11 @@ def _chat(rid: str, scenario: str) -> list[Event]:
     done = chunk({})
     done["choices"][0]["finish_reason"] = "stop"
     out.append((None, done, None))
-    usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": REASONING + ANSWER,
-             "completion_tokens_details": {"reasoning_tokens": REASONING}}  # fmt: skip
+    usage = {
+        "prompt_tokens": INPUT_TOKENS,
+        "completion_tokens": REASONING + ANSWER,
+        "completion_tokens_details": {"reasoning_tokens": REASONING},
+    }
     out.append((None, {"id": rid, "choices": [], "usage": usage}, None))
     out.append((None, b"[DONE]", None))
     return out
@@ -213,26 +225,50 @@ def _responses(rid: str, scenario: str) -> list[Event]:
     out = [ev("response.created", response=response)]
     out.append(ev("response.output_item.added", output_index=0, item={"type": "reasoning"}))
     for _ in range(REASONING):
-        out.append(ev("response.reasoning_summary_text.delta", "reasoning", delta="hm ",
-                      item_id="rs_1", output_index=0, summary_index=0))  # fmt: skip
+        out.append(
+            ev(
+                "response.reasoning_summary_text.delta",
+                "reasoning",
+                delta="hm ",
+                item_id="rs_1",
+                output_index=0,
+                summary_index=0,
+            )
+        )
     out.append(ev("response.output_item.added", output_index=1, item={"type": "message"}))
-    answer = ev("response.output_text.delta", "answer", delta="tok ", item_id="msg_1",
-                output_index=1, content_index=0)  # fmt: skip
+    answer = ev(
+        "response.output_text.delta",
+        "answer",
+        delta="tok ",
+        item_id="msg_1",
+        output_index=1,
+        content_index=0,
+    )
     if scenario == "overloaded":
-        failed = {**response, "status": "failed",
-                  "error": {"code": "server_error", "message": "The server is overloaded"}}  # fmt: skip
+        failed = {
+            **response,
+            "status": "failed",
+            "error": {"code": "server_error", "message": "The server is overloaded"},
+        }
         return [*out, answer, answer, ev("response.failed", response=failed)]
     if scenario == "rate_limited":
         error = ev("error", code="rate_limit_exceeded", message="Rate limit reached", param=None)
         return [*out, answer, answer, error]
     out += [answer] * ANSWER
     out.append(ev("response.output_text.done", text="tok " * ANSWER))
-    usage = {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": CACHED_TOKENS},
-             "output_tokens": REASONING + ANSWER,
-             "output_tokens_details": {"reasoning_tokens": REASONING},
-             "total_tokens": INPUT_TOKENS + REASONING + ANSWER}  # fmt: skip
-    final = {**response, "status": "completed", "usage": usage,
-             "output": [{"type": "reasoning"}, {"type": "message"}]}  # fmt: skip
+    usage = {
+        "input_tokens": INPUT_TOKENS,
+        "input_tokens_details": {"cached_tokens": CACHED_TOKENS},
+        "output_tokens": REASONING + ANSWER,
+        "output_tokens_details": {"reasoning_tokens": REASONING},
+        "total_tokens": INPUT_TOKENS + REASONING + ANSWER,
+    }
+    final = {
+        **response,
+        "status": "completed",
+        "usage": usage,
+        "output": [{"type": "reasoning"}, {"type": "message"}],
+    }
     out.append(ev("response.completed", response=final))
     return out
 
@@ -241,18 +277,35 @@ def _messages(rid: str, scenario: str) -> list[Event]:
     def ev(type_: str, kind: str | None = None, **data: Any) -> Event:
         return (type_, {"type": type_, **data}, kind)
 
-    usage = {"input_tokens": INPUT_TOKENS - CACHED_TOKENS, "cache_read_input_tokens": CACHED_TOKENS,
-             "cache_creation_input_tokens": 0, "output_tokens": 1}  # fmt: skip
-    message: dict[str, Any] = {"id": rid, "type": "message", "role": "assistant", "content": [],
-               "model": "m", "stop_reason": None, "usage": usage}  # fmt: skip
+    usage = {
+        "input_tokens": INPUT_TOKENS - CACHED_TOKENS,
+        "cache_read_input_tokens": CACHED_TOKENS,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": 1,
+    }
+    message: dict[str, Any] = {
+        "id": rid,
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "m",
+        "stop_reason": None,
+        "usage": usage,
+    }
     out = [ev("message_start", message=message)]
     out.append(
         ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""})
     )
     out.append(ev("ping"))
     for _ in range(REASONING):
-        out.append(ev("content_block_delta", "reasoning", index=0,
-                      delta={"type": "thinking_delta", "thinking": "hm "}))  # fmt: skip
+        out.append(
+            ev(
+                "content_block_delta",
+                "reasoning",
+                index=0,
+                delta={"type": "thinking_delta", "thinking": "hm "},
+            )
+        )
     out.append(
         ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "s"})
     )
@@ -267,12 +320,28 @@ def _messages(rid: str, scenario: str) -> list[Event]:
         return [*out, text, text, error]
     out += [text] * (ANSWER - 1)
     out.append(ev("content_block_stop", index=1))
-    out.append(ev("content_block_start", index=2,
-                  content_block={"type": "tool_use", "id": "t1", "name": "f", "input": {}}))  # fmt: skip
-    out.append(ev("content_block_delta", "tool_call", index=2,
-                  delta={"type": "input_json_delta", "partial_json": "{}"}))  # fmt: skip
+    out.append(
+        ev(
+            "content_block_start",
+            index=2,
+            content_block={"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+        )
+    )
+    out.append(
+        ev(
+            "content_block_delta",
+            "tool_call",
+            index=2,
+            delta={"type": "input_json_delta", "partial_json": "{}"},
+        )
+    )
     out.append(ev("content_block_stop", index=2))
-    out.append(ev("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
-                  usage={"output_tokens": REASONING + ANSWER}))  # fmt: skip
+    out.append(
+        ev(
+            "message_delta",
+            delta={"stop_reason": "tool_use", "stop_sequence": None},
+            usage={"output_tokens": REASONING + ANSWER},
+        )
+    )
     out.append(ev("message_stop"))
     return out

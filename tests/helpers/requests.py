@@ -39,8 +39,13 @@ def prompt(
     )
 
 
-def target(base_url: str, model: str = "m", *, headers: tuple[tuple[str, str], ...] = (),
-           extra_body: tuple[tuple[str, Any], ...] = ()) -> Target:  # fmt: skip
+def target(
+    base_url: str,
+    model: str = "m",
+    *,
+    headers: tuple[tuple[str, str], ...] = (),
+    extra_body: tuple[tuple[str, Any], ...] = (),
+) -> Target:
     endpoint = EndpointSpec(name="e", base_url=base_url, headers=headers)
     return Target(endpoint, ModelSpec(endpoint="e", name=model, extra_body=extra_body))
 
@@ -69,9 +74,13 @@ def request(
 
 def record(result: StreamResult, **context: Any) -> RequestRecord:
     ctx: dict[str, Any] = {
-        "run_id": "r", "scenario": "s", "prompt_id": "p1", "task": "chat", "request_index": 0,
+        "run_id": "r",
+        "scenario": "s",
+        "prompt_id": "p1",
+        "task": "chat",
+        "request_index": 0,
         **context,
-    }  # fmt: skip
+    }
     return build_record(result, RecordContext(**ctx))
 
 

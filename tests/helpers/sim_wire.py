@@ -15,9 +15,15 @@ __all__ = ["STRADDLER", "THINKER", "start_thinker", "truth_rows", "words"]
 
 #: 4 reasoning tokens then 6 answer tokens, at a fixed quick pace.
 THINKER = Tier(
-    "sim-thinker", 7.0, 7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0,
-    output_tokens_min=10, output_tokens_max=10, reasoning_tokens=4,
-)  # fmt: skip
+    "sim-thinker",
+    7.0,
+    7.0,
+    fixed_ttft_ms=5.0,
+    fixed_itl_ms=1.0,
+    output_tokens_min=10,
+    output_tokens_max=10,
+    reasoning_tokens=4,
+)
 
 
 def start_thinker(start_sim: Callable[..., str], tmp_path: Path) -> tuple[str, Path]:
@@ -37,6 +43,13 @@ def words(start: int, stop: int) -> str:
 
 #: 4 tokens per chunk with 6 reasoning tokens: the second chunk straddles the boundary.
 STRADDLER = Tier(
-    "sim-straddler", 7.0, 7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0, tokens_per_chunk=4,
-    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6,
-)  # fmt: skip
+    "sim-straddler",
+    7.0,
+    7.0,
+    fixed_ttft_ms=5.0,
+    fixed_itl_ms=1.0,
+    tokens_per_chunk=4,
+    output_tokens_min=16,
+    output_tokens_max=16,
+    reasoning_tokens=6,
+)

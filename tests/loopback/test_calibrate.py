@@ -34,16 +34,18 @@ def _level(c: int, loop_p99: float, lag_p99: float = 0.1) -> LevelFloor:
 
 
 def _calibration(*levels: LevelFloor) -> Calibration:
-    return Calibration("2026-12-03T07:00:00+00:00", "vm", "0.1.0", "auto", 50.0, 20.0, 32,
-                       1.0, 1.0, levels)  # fmt: skip
+    return Calibration(
+        "2026-12-03T07:00:00+00:00", "vm", "0.1.0", "auto", 50.0, 20.0, 32, 1.0, 1.0, levels
+    )
 
 
 def test_calibrate_measures_each_level_and_saves_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cal.json"
-    rc = main(["calibrate", "--concurrency", "4,1", "--output", str(out),
-               "--requests-per-stream", "1"])  # fmt: skip
+    rc = main(
+        ["calibrate", "--concurrency", "4,1", "--output", str(out), "--requests-per-stream", "1"]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     lines = [line for line in printed.splitlines() if not line.startswith("saved: ")]
@@ -92,8 +94,14 @@ def test_judge_run_inside_outside_beyond_and_uncalibrated(tmp_path: Path) -> Non
     assert slow["inside"] is False and slow["reason"].startswith("send delay p99 9.0 ms > 3.0 ms")
     beyond = judge_run(cal, path=path, concurrency=512, loop_lag_p99_ms=0, send_delay_p99_ms=None)
     assert beyond["inside"] is False and "beyond the calibrated 256" in beyond["reason"]
-    user = judge_run(cal, path=path, concurrency=1, loop_lag_p99_ms=0, send_delay_p99_ms=None,
-                     stamp_source="user")  # fmt: skip
+    user = judge_run(
+        cal,
+        path=path,
+        concurrency=1,
+        loop_lag_p99_ms=0,
+        send_delay_p99_ms=None,
+        stamp_source="user",
+    )
     if STAMPS == "kernel":  # a floor measured with kernel stamps does not cover user ones
         assert user["inside"] is False and "stamps are user" in user["reason"]
     none = judge_run(None, path=path, concurrency=1, loop_lag_p99_ms=0, send_delay_p99_ms=None)

@@ -65,10 +65,17 @@ def _sim_answers(input_tokens: int) -> dict[str, int]:
     slo = {"e2e_s": E2E_SLO_S}
     for name, timing in build_state(SimConfig()).timings.items():
         answers = {
-            closed_loop_capacity(timing, input_tokens, OUTPUT_TOKENS, slo, goodput=GOODPUT,
-                                 max_level=512, staggered=staggered)
+            closed_loop_capacity(
+                timing,
+                input_tokens,
+                OUTPUT_TOKENS,
+                slo,
+                goodput=GOODPUT,
+                max_level=512,
+                staggered=staggered,
+            )
             for staggered in (False, True)
-        }  # fmt: skip
+        }
         assert len(answers) == 1, (name, answers)
         out[name] = answers.pop()
     return out

@@ -33,9 +33,14 @@ pytestmark = pytest.mark.skipif(
 #: token of a stream waits in its socket buffer during a block (bytes read together
 #: share the kernel stamp of the newest of them; see the module docstring).
 TIER = Tier(
-    name="fixed", params_b=7.0, active_params_b=7.0, fixed_ttft_ms=60.0, fixed_itl_ms=30.0,
-    output_tokens_min=12, output_tokens_max=12,
-)  # fmt: skip
+    name="fixed",
+    params_b=7.0,
+    active_params_b=7.0,
+    fixed_ttft_ms=60.0,
+    fixed_itl_ms=30.0,
+    output_tokens_min=12,
+    output_tokens_max=12,
+)
 
 
 @pytest.fixture
@@ -76,10 +81,12 @@ def _stream_all(
             for m, n in streams.items():  # warm connections: no handshake in the timing
                 await clients[m].preconnect(f"{base}/models", n)
             spin = asyncio.ensure_future(blocker()) if block else None
-            per_mode = await asyncio.gather(*(
-                asyncio.gather(*(clients[m].stream(req) for _ in range(n)))
-                for m, n in streams.items()
-            ))  # fmt: skip
+            per_mode = await asyncio.gather(
+                *(
+                    asyncio.gather(*(clients[m].stream(req) for _ in range(n)))
+                    for m, n in streams.items()
+                )
+            )
             out = dict(zip(streams, per_mode, strict=True))
             if spin is not None:
                 spin.cancel()

@@ -174,8 +174,17 @@ def _fields(res: StreamResult) -> dict[str, Any]:
 
 
 def test_one_token_has_no_tpot() -> None:
-    res = StreamResult(client="fast", api="chat", endpoint="e", model="m", t0_ns=0,
-                       started_at=0.0, chunk_ns=(5,), end_ns=9, done=True)  # fmt: skip
+    res = StreamResult(
+        client="fast",
+        api="chat",
+        endpoint="e",
+        model="m",
+        t0_ns=0,
+        started_at=0.0,
+        chunk_ns=(5,),
+        end_ns=9,
+        done=True,
+    )
     assert record(res).tpot_s is None and record(res).output_tokens == 1
 
 
@@ -280,9 +289,26 @@ def _self_signed(tmp: Path) -> tuple[Path, Path] | None:
         from cryptography.x509.oid import NameOID
     except ImportError:  # pragma: no cover - fall back to the openssl CLI
         cert, key = tmp / "c.pem", tmp / "k.pem"
-        cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-               "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext",
-               "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)]  # fmt: skip
+        cmd = [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ]
         try:
             subprocess.run(cmd, check=True, capture_output=True)
         except (OSError, subprocess.CalledProcessError):

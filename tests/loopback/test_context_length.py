@@ -146,10 +146,20 @@ def test_a_chunk_count_is_never_taken_for_a_short_answer() -> None:
 
     def rec(source: str) -> RequestRecord:
         return RequestRecord(
-            run_id="r", endpoint="e", model="m", scenario="s", prompt_id="p", task="t",
-            request_index=0, started_at=0.0, t0_ns=0, status="ok", finish_reason="length",
-            output_tokens=3, tokens_source=source,
-        )  # fmt: skip
+            run_id="r",
+            endpoint="e",
+            model="m",
+            scenario="s",
+            prompt_id="p",
+            task="t",
+            request_index=0,
+            started_at=0.0,
+            t0_ns=0,
+            status="ok",
+            finish_reason="length",
+            output_tokens=3,
+            tokens_source=source,
+        )
 
     # Without usage, 3 chunks may hold all 8 tokens (servers group tokens in chunks).
     assert RecordWarnings({"p": 8}, unique_prompts=True).add(rec("chunks")) == []

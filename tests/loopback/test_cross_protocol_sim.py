@@ -105,8 +105,16 @@ def test_documented_three_provider_config_holds_on_the_simulator(
     from tokrate.sim import SimConfig, Tier, simulator_process
 
     def tier(name: str, reasoning: int, itl_ms: float = 5.0) -> Tier:
-        return Tier(name, 7.0, 7.0, fixed_ttft_ms=20.0, fixed_itl_ms=itl_ms,
-                    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=reasoning)  # fmt: skip
+        return Tier(
+            name,
+            7.0,
+            7.0,
+            fixed_ttft_ms=20.0,
+            fixed_itl_ms=itl_ms,
+            output_tokens_min=16,
+            output_tokens_max=16,
+            reasoning_tokens=reasoning,
+        )
 
     # The self-hosted model has ignore_eos: all 2048 tokens, so a fast tier.
     local = tier("qwen2.5-7b-instruct-q4_k_m", 0, itl_ms=0.2)

@@ -42,8 +42,15 @@ FIXED = Tier("fixed", 7.0, 7.0, fixed_ttft_ms=200.0, fixed_itl_ms=20.0)
 SPEC2 = Tier("spec-2", 7.0, 7.0, fixed_ttft_ms=100.0, fixed_itl_ms=20.0, tokens_per_chunk=2)
 
 
-def _run(url: str, model: str, *, include_usage: bool = True, n: int = 8, c: int = 4,
-         max_tokens: int = 16) -> list[RequestRecord]:  # fmt: skip
+def _run(
+    url: str,
+    model: str,
+    *,
+    include_usage: bool = True,
+    n: int = 8,
+    c: int = 4,
+    max_tokens: int = 16,
+) -> list[RequestRecord]:
     spec = RunSpec(
         load=LoadSpec(concurrency=(c,), requests=n),
         prompts=PromptsSpec(max_tokens=max_tokens),

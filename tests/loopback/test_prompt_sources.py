@@ -18,8 +18,10 @@ from tokrate.cli import main
 
 
 def _prompt_file(path: Path, n: int) -> Path:
-    lines = [json.dumps({"id": f"mine-{i}", "prompt": f"Question {i}: what is {i} + {i}?"})
-             for i in range(n)]  # fmt: skip
+    lines = [
+        json.dumps({"id": f"mine-{i}", "prompt": f"Question {i}: what is {i} + {i}?"})
+        for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -37,9 +39,24 @@ def _config(tmp_path: Path) -> Path:
 
 
 def _run(config: Path, out: Path, requests: int) -> tuple[int, dict[str, object], list[str]]:
-    argv = ["run", "-c", str(config), "-m", "sim-1b", "--requests", str(requests),
-            "--concurrency", "1,2", "--max-tokens", "4", "--output-dir", str(out),
-            "--run-id", f"r{requests}", "--no-report"]  # fmt: skip
+    argv = [
+        "run",
+        "-c",
+        str(config),
+        "-m",
+        "sim-1b",
+        "--requests",
+        str(requests),
+        "--concurrency",
+        "1,2",
+        "--max-tokens",
+        "4",
+        "--output-dir",
+        str(out),
+        "--run-id",
+        f"r{requests}",
+        "--no-report",
+    ]
     code = main(argv)
     run_dir = out / f"r{requests}"
     records = (run_dir / "records.jsonl").read_bytes().splitlines()
@@ -63,9 +80,16 @@ def test_a_users_file_alone_is_sent_and_the_run_says_what_was_not(
         " (load.seed 0); requests = 5 sends each once"
     )
     assert run["prompts"] == [
-        {"kind": "file", "name": "my-prompts.jsonl", "prompts": 5,
-         "tasks": {"my-prompts": 5}, "cut_by_limit": 0, "sent": 3, "not_sent_why": why}
-    ]  # fmt: skip
+        {
+            "kind": "file",
+            "name": "my-prompts.jsonl",
+            "prompts": 5,
+            "tasks": {"my-prompts": 5},
+            "cut_by_limit": 0,
+            "sent": 3,
+            "not_sent_why": why,
+        }
+    ]
     line = f"prompts: 3 of the 5 prompts of my-prompts.jsonl were sent: {why}"
     assert line in run["warnings"]  # type: ignore[operator]
     assert f"warning: {line}" in err.splitlines()  # captured output is not a terminal

@@ -140,9 +140,13 @@ def test_model_max_tokens_field_sends_max_completion_tokens_first(server: Protoc
     ep = EndpointSpec(name="e", base_url=server.url("reject_max_tokens"))
     model = ModelSpec(endpoint="e", name="o3", max_tokens_field="max_completion_tokens")
     req = build_request(
-        Target(ep, model), prompt(max_tokens=8), RequestSettings(),
-        include_usage=True, unique_prefix=None, api_key=None,
-    )  # fmt: skip
+        Target(ep, model),
+        prompt(max_tokens=8),
+        RequestSettings(),
+        include_usage=True,
+        unique_prefix=None,
+        api_key=None,
+    )
     before = len(server.requests)
     assert record(stream_one("fast", req)).status == "ok"
     (sent,) = server.requests[before:]
@@ -187,10 +191,19 @@ def test_responses_events_classified() -> None:
 def test_anthropic_events_classified() -> None:
     assert classify_anthropic_event({"type": "ping"}).kind == "empty"
     start = classify_anthropic_event(
-        {"type": "message_start",
-         "message": {"id": "m1", "usage": {"input_tokens": 5, "cache_read_input_tokens": 2,
-                                           "cache_creation_input_tokens": 1, "output_tokens": 1}}}
-    )  # fmt: skip
+        {
+            "type": "message_start",
+            "message": {
+                "id": "m1",
+                "usage": {
+                    "input_tokens": 5,
+                    "cache_read_input_tokens": 2,
+                    "cache_creation_input_tokens": 1,
+                    "output_tokens": 1,
+                },
+            },
+        }
+    )
     assert start.usage == {"prompt_tokens": 8, "cached_tokens": 2} and start.response_id == "m1"
     sig = {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "x"}}
     assert classify_anthropic_event(sig).kind == "empty"
@@ -219,8 +232,9 @@ def test_a_cut_anthropic_stream_does_not_invent_an_output_count() -> None:
     data = b"".join(b"event: x\ndata: " + orjson.dumps(f) + b"\n\n" for f in frames)
     assert not state.feed(data, 1)
     state.finish(2)
-    result = state.result(client="fast", api="anthropic", endpoint="e", model="m", t0_ns=0,
-                          started_at=0.0)  # fmt: skip
+    result = state.result(
+        client="fast", api="anthropic", endpoint="e", model="m", t0_ns=0, started_at=0.0
+    )
     assert result.error_class == "truncated" and result.usage is None
     assert record(result).tokens_source == "chunks" and record(result).output_tokens == 1
 
@@ -246,9 +260,13 @@ def test_responses_text_parts_become_input_text(server: ProtocolServer) -> None:
     ep = EndpointSpec(name="e", base_url=server.url("ok"), api="responses")
     parts = ({"role": "user", "content": [{"type": "text", "text": "hi"}]},)
     req = build_request(
-        Target(ep, ModelSpec(endpoint="e", name="m")), prompt(messages=parts), RequestSettings(),
-        include_usage=True, unique_prefix="[ref:1]", api_key=None,
-    )  # fmt: skip
+        Target(ep, ModelSpec(endpoint="e", name="m")),
+        prompt(messages=parts),
+        RequestSettings(),
+        include_usage=True,
+        unique_prefix="[ref:1]",
+        api_key=None,
+    )
     assert orjson.loads(req.body)["input"] == [
         {
             "role": "user",

@@ -29,9 +29,15 @@ from tokrate.spec import EndpointSpec, ModelSpec
 
 #: 6 reasoning tokens, then 10 answer tokens; TTFT 300 ms so it dominates any noise.
 TIER = Tier(
-    "sim-reasoner", 7.0, 7.0, fixed_ttft_ms=300.0, fixed_itl_ms=10.0,
-    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6,
-)  # fmt: skip
+    "sim-reasoner",
+    7.0,
+    7.0,
+    fixed_ttft_ms=300.0,
+    fixed_itl_ms=10.0,
+    output_tokens_min=16,
+    output_tokens_max=16,
+    reasoning_tokens=6,
+)
 #: Thinking/summary switched on the way a user would: per-endpoint body knobs.
 BODIES: dict[str, tuple[tuple[str, Any], ...]] = {
     "responses": (("reasoning", {"summary": "auto"}),),
@@ -44,9 +50,14 @@ CASES = [("responses", "fast"), ("responses", "httpx"), ("responses", "openai"),
 def _req(base: str, api: str) -> PreparedRequest:
     ep = EndpointSpec(name="sim", base_url=base, api=api, extra_body=BODIES[api])  # type: ignore[arg-type]
     p = Prompt(
-        id="p1", task="chat", messages=({"role": "user", "content": "hi"},), prompt=None,
-        max_tokens=2048, input_tokens_est=8, source="test",
-    )  # fmt: skip
+        id="p1",
+        task="chat",
+        messages=({"role": "user", "content": "hi"},),
+        prompt=None,
+        max_tokens=2048,
+        input_tokens_est=8,
+        source="test",
+    )
     target = Target(ep, ModelSpec(endpoint="sim", name="sim-reasoner"))
     return build_request(
         target, p, RequestSettings(), include_usage=True, unique_prefix=None, api_key=None

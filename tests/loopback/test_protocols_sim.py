@@ -31,9 +31,15 @@ KEY = "sk-sim-protocols-key-0001"
 #: TTFT 500 ms (room for the httpx/SDK request building inside 2%, as in
 #: test_client_sim.py); 6 of the 16 output tokens are reasoning.
 THINKER = Tier(
-    "thinker", 7.0, 7.0, fixed_ttft_ms=500.0, fixed_itl_ms=20.0,
-    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6,
-)  # fmt: skip
+    "thinker",
+    7.0,
+    7.0,
+    fixed_ttft_ms=500.0,
+    fixed_itl_ms=20.0,
+    output_tokens_min=16,
+    output_tokens_max=16,
+    reasoning_tokens=6,
+)
 REASONING, OUTPUT = 6, 16
 #: Each tier always draws its one fault.
 FAULTY = {
@@ -64,14 +70,24 @@ ROUNDS = 4
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     log = tmp_path_factory.mktemp("sim") / "truth.jsonl"
     tiers = [THINKER] + [
-        Tier(name, 7.0, 7.0, fixed_ttft_ms=20.0, fixed_itl_ms=5.0,
-             output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6)
+        Tier(
+            name,
+            7.0,
+            7.0,
+            fixed_ttft_ms=20.0,
+            fixed_itl_ms=5.0,
+            output_tokens_min=16,
+            output_tokens_max=16,
+            reasoning_tokens=6,
+        )
         for name in FAULTY
-    ]  # fmt: skip
-    faults = ",".join(f"{t}:{k}=1" + (":retry_after=0" if k == "http_429" else "")
-                      for t, k in FAULTY.items())  # fmt: skip
-    cfg = SimConfig(tiers=tuple(tiers), time_scale=1.0, truth_log=str(log), faults=faults,
-                    api_key=KEY)  # fmt: skip
+    ]
+    faults = ",".join(
+        f"{t}:{k}=1" + (":retry_after=0" if k == "http_429" else "") for t, k in FAULTY.items()
+    )
+    cfg = SimConfig(
+        tiers=tuple(tiers), time_scale=1.0, truth_log=str(log), faults=faults, api_key=KEY
+    )
     with simulator_process(cfg) as url:
         yield url, log
 
@@ -81,15 +97,23 @@ def _truth(log: Path) -> dict[str, dict[str, Any]]:
 
 
 def _req(base: str, api: str, model: str) -> PreparedRequest:
-    ep = EndpointSpec(name="e", base_url=base, api=api,  # type: ignore[arg-type]
-                      headers=(("X-Tier", f"{api}-tier"),))  # fmt: skip
+    ep = EndpointSpec(
+        name="e",
+        base_url=base,
+        api=api,  # type: ignore[arg-type]
+        headers=(("X-Tier", f"{api}-tier"),),
+    )
     m = ModelSpec(endpoint="e", name=model, extra_body=KNOBS[api], headers=(("X-Model", model),))
     text = "Say hi" if api == "completions" else None
     messages = ({"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"})
     return build_request(
-        Target(ep, m), prompt(messages=messages, text=text, max_tokens=2048),
-        RequestSettings(api=api), include_usage=True, unique_prefix=None, api_key=KEY,
-    )  # fmt: skip
+        Target(ep, m),
+        prompt(messages=messages, text=text, max_tokens=2048),
+        RequestSettings(api=api),
+        include_usage=True,
+        unique_prefix=None,
+        api_key=KEY,
+    )
 
 
 def _stream_all(base: str, model: str, rounds: int) -> dict[tuple[str, str], list[StreamResult]]:
@@ -195,10 +219,14 @@ def test_every_protocol_and_client_matches_the_truth_log(sim: tuple[str, Path]) 
         # machine delays the server's writes too: the truth log has the real times).
         client_tpot = statistics.median(rec.tpot_s for _, rec in measured)  # type: ignore[misc]
         server_tpot = statistics.median(
-            (truth[r.response_id or ""]["content_write_ns"][-1]
-             - truth[r.response_id or ""]["content_write_ns"][0]) / (OUTPUT - 1) / 1e9
+            (
+                truth[r.response_id or ""]["content_write_ns"][-1]
+                - truth[r.response_id or ""]["content_write_ns"][0]
+            )
+            / (OUTPUT - 1)
+            / 1e9
             for r, _ in measured
-        )  # fmt: skip
+        )
         assert abs(client_tpot - server_tpot) / server_tpot < 0.02, (api, kind, client_tpot)
     chat_ttft = medians["chat", "fast"]
     for (api, kind), ttft in medians.items():

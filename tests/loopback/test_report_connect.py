@@ -18,11 +18,27 @@ from tokrate.runfolder.store import load_run
 def _run(out: Path, run_id: str, *extra: str) -> Path:
     code = main(
         [
-            "run", "-m", "sim-1b", "-m", "sim-7b", "--concurrency", "1,3", "--requests", "6",
-            "--max-tokens", "6", "--time-scale", "20", "--output-dir", str(out),
-            "--run-id", run_id, "--quiet", *extra,
+            "run",
+            "-m",
+            "sim-1b",
+            "-m",
+            "sim-7b",
+            "--concurrency",
+            "1,3",
+            "--requests",
+            "6",
+            "--max-tokens",
+            "6",
+            "--time-scale",
+            "20",
+            "--output-dir",
+            str(out),
+            "--run-id",
+            run_id,
+            "--quiet",
+            *extra,
         ]
-    )  # fmt: skip
+    )
     assert code == 0
     return out / run_id
 

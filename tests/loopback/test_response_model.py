@@ -134,9 +134,18 @@ def test_warnings_on_several_targets_collapse_with_a_count() -> None:
     out = []
     for endpoint in ("a", "b", "a"):
         rec = RequestRecord(
-            run_id="r", endpoint=endpoint, model="m", scenario="s", prompt_id="p", task="t",
-            request_index=0, started_at=0.0, t0_ns=0, status="ok", response_model="x",
-        )  # fmt: skip
+            run_id="r",
+            endpoint=endpoint,
+            model="m",
+            scenario="s",
+            prompt_id="p",
+            task="t",
+            request_index=0,
+            started_at=0.0,
+            t0_ns=0,
+            status="ok",
+            response_model="x",
+        )
         out += watch.add(rec)
     assert [kind for kind, _ in out] == ["response_model", "response_model"]  # once per target
     from tokrate.load.collector import collapse_warnings

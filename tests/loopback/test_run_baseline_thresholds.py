@@ -13,11 +13,26 @@ from tokrate.cli import main
 def _run(out: Path, run_id: str, *extra: str) -> int:
     return main(
         [
-            "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "12",
-            "--max-tokens", "8", "--time-scale", "20", "--output-dir", str(out),
-            "--run-id", run_id, "--quiet", "--no-report", *extra,
+            "run",
+            "-m",
+            "sim-1b",
+            "--concurrency",
+            "2",
+            "--requests",
+            "12",
+            "--max-tokens",
+            "8",
+            "--time-scale",
+            "20",
+            "--output-dir",
+            str(out),
+            "--run-id",
+            run_id,
+            "--quiet",
+            "--no-report",
+            *extra,
         ]
-    )  # fmt: skip
+    )
 
 
 def test_thresholds_from_the_command_line_reach_the_comparison(tmp_path: Path) -> None:
@@ -25,10 +40,13 @@ def test_thresholds_from_the_command_line_reach_the_comparison(tmp_path: Path) -
     code = _run(
         tmp_path,
         "tonight",
-        "--baseline", str(tmp_path / "base"),
-        "--threshold", "ttft_p95=+50%",
-        "--threshold", "e2e_p95=off",
-    )  # fmt: skip
+        "--baseline",
+        str(tmp_path / "base"),
+        "--threshold",
+        "ttft_p95=+50%",
+        "--threshold",
+        "e2e_p95=off",
+    )
     assert code in (0, 1, 3)  # 12 requests: too few for most statistics (inconclusive)
     doc = json.loads((tmp_path / "tonight" / "comparison.json").read_text())
     limits = {t["metric"]: t["limit"] for t in doc["thresholds"]}
@@ -43,11 +61,25 @@ def test_run_with_baseline_prints_the_verdicts_and_a_one_line_result(
     def run(run_id: str, *extra: str) -> int:
         return main(
             [
-                "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "12",
-                "--max-tokens", "8", "--time-scale", "20", "--output-dir", str(tmp_path),
-                "--run-id", run_id, "--no-report", *extra,
+                "run",
+                "-m",
+                "sim-1b",
+                "--concurrency",
+                "2",
+                "--requests",
+                "12",
+                "--max-tokens",
+                "8",
+                "--time-scale",
+                "20",
+                "--output-dir",
+                str(tmp_path),
+                "--run-id",
+                run_id,
+                "--no-report",
+                *extra,
             ]
-        )  # fmt: skip
+        )
 
     assert run("first", "--baseline", "latest-good") == 0
     out, err = capsys.readouterr()

@@ -38,9 +38,14 @@ from tokrate.spec import ClientSpec, ModelSpec, RunSpec
 
 #: TTFT 100 ms, ITL 20 ms, 8-24 tokens per answer (real time).
 FIXED = Tier(
-    "fixed", 7.0, 7.0, fixed_ttft_ms=100.0, fixed_itl_ms=20.0,
-    output_tokens_min=8, output_tokens_max=24,
-)  # fmt: skip
+    "fixed",
+    7.0,
+    7.0,
+    fixed_ttft_ms=100.0,
+    fixed_itl_ms=20.0,
+    output_tokens_min=8,
+    output_tokens_max=24,
+)
 
 
 def _spec(url: str, out: Path, run_id: str, *, c: int, per_stream: int, **client: Any) -> RunSpec:

@@ -74,8 +74,9 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert verdict in " ".join(said.split()), out
     # Rows by model size: 8x7b (12.9B active) sits between 7b and 13b.
     rows = [line.split()[0] for line in table.splitlines() if line.startswith("sim-")]
-    assert rows == [m for m in ("sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b")
-                    for _ in (1, 8)]  # fmt: skip
+    assert rows == [
+        m for m in ("sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b") for _ in (1, 8)
+    ]
     assert max(len(line) for line in out.splitlines()) <= 80
     assert f"run complete: {run_dir}" in err.replace("\n", "")
     # The documented bound is 60 s on a 2-core machine; the run is mostly modelled
@@ -86,11 +87,24 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
 def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(
         [
-            "run", "-m", "sim-1b", "--concurrency", "2", "--requests", "4", "--max-tokens", "4",
-            "--time-scale", "20", "--output-dir", str(tmp_path), "--no-report",
-            "--label", "nightly a100 [fp8]",
+            "run",
+            "-m",
+            "sim-1b",
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "4",
+            "--time-scale",
+            "20",
+            "--output-dir",
+            str(tmp_path),
+            "--no-report",
+            "--label",
+            "nightly a100 [fp8]",
         ]
-    )  # fmt: skip
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     (run_dir,) = list(tmp_path.iterdir())
@@ -100,9 +114,23 @@ def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert out.splitlines()[0].startswith("tokrate run nightly a100 [fp8] · ")
     assert err.rstrip().endswith(f"run complete: {run_dir} (nightly a100 [fp8])")
     # Without a label run.json still has the key, set to null.
-    rc = main(["run", "-m", "sim-1b", "--requests", "2", "--max-tokens", "2",
-               "--time-scale", "20", "--output-dir", str(tmp_path / "b"), "--no-report",
-               "--quiet"])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "-m",
+            "sim-1b",
+            "--requests",
+            "2",
+            "--max-tokens",
+            "2",
+            "--time-scale",
+            "20",
+            "--output-dir",
+            str(tmp_path / "b"),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     (other,) = list((tmp_path / "b").iterdir())
     assert load_run(other).info.to_dict()["label"] is None

@@ -32,11 +32,20 @@ def _console(*, terminal: bool = False) -> tuple[Console, io.StringIO]:
 
 def _finished(model: str, status: str, tokens: int | None, e2e: float = 1.0) -> RequestFinished:
     rec = RequestRecord(
-        run_id="r", endpoint="sim", model=model, scenario="c=1", prompt_id="p", task="t",
-        request_index=0, started_at=0.0, t0_ns=0, status=status,  # type: ignore[arg-type]
-        output_tokens=tokens, error_class=None if status == "ok" else "http_5xx",
+        run_id="r",
+        endpoint="sim",
+        model=model,
+        scenario="c=1",
+        prompt_id="p",
+        task="t",
+        request_index=0,
+        started_at=0.0,
+        t0_ns=0,
+        status=status,  # type: ignore[arg-type]
+        output_tokens=tokens,
+        error_class=None if status == "ok" else "http_5xx",
         e2e_s=e2e,
-    )  # fmt: skip
+    )
     return RequestFinished(record=rec)
 
 
@@ -188,11 +197,24 @@ def test_cli_prints_progress_lines_into_a_log(
 
     rc = main(
         [
-            "run", "-m", "sim-34b", "--concurrency", "1,2", "--requests", "4",
-            "--max-tokens", "16", "--time-scale", "5", "--output-dir", str(tmp_path),
-            "--no-report", "--progress-interval", "0.25",
+            "run",
+            "-m",
+            "sim-34b",
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "16",
+            "--time-scale",
+            "5",
+            "--output-dir",
+            str(tmp_path),
+            "--no-report",
+            "--progress-interval",
+            "0.25",
         ]
-    )  # fmt: skip
+    )
     err = capsys.readouterr().err
     assert rc == 0, err
     lines = [ln for ln in err.splitlines() if ln.startswith("[")]
@@ -219,8 +241,10 @@ def test_eta_at_c8_follows_the_streams_not_the_first_answer(
     progress = RunProgress(console, ["sim/a", "sim/b"], plan, live=False, interval_s=3600)
     progress.start_scenario(0)
     # Closed loop: each target's stream k ends at multiples of its E2E.
-    ends = sorted([(4.0 * (n // 8 + 1), "a", 4.0) for n in range(32)]
-                  + [(2.0 * (n // 8 + 1), "b", 2.0) for n in range(32)])  # fmt: skip
+    ends = sorted(
+        [(4.0 * (n // 8 + 1), "a", 4.0) for n in range(32)]
+        + [(2.0 * (n // 8 + 1), "b", 2.0) for n in range(32)]
+    )
     run_end = ends[-1][0]
     for t, model, e2e in ends[:-1]:
         now[0] = t

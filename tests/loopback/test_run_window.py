@@ -23,9 +23,14 @@ from tokrate.sim import Tier
 from tokrate.spec import ModelSpec
 
 ZERO = Tier(
-    "zero", 1.0, 1.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0,
-    output_tokens_min=512, output_tokens_max=512,
-)  # fmt: skip
+    "zero",
+    1.0,
+    1.0,
+    fixed_ttft_ms=0.0,
+    fixed_itl_ms=0.0,
+    output_tokens_min=512,
+    output_tokens_max=512,
+)
 
 
 @pytest.mark.parametrize("preconnect", [True, False])

@@ -33,8 +33,19 @@ def hostile() -> Iterator[HostileServer]:
 def _run(
     out: Path, url: str, *extra: str, config: Path | None = None
 ) -> tuple[int, dict[str, Any]]:
-    argv = ["run", "--output-dir", str(out), "--no-report", "--requests", "2",
-            "--max-tokens", "4", "--run-id", "r", *extra]  # fmt: skip
+    argv = [
+        "run",
+        "--output-dir",
+        str(out),
+        "--no-report",
+        "--requests",
+        "2",
+        "--max-tokens",
+        "4",
+        "--run-id",
+        "r",
+        *extra,
+    ]
     argv += ["-c", str(config)] if config else ["--base-url", url, "-m", "m"]
     code = main(argv)
     return code, orjson.loads((out / "r" / "run.json").read_bytes())
@@ -110,8 +121,12 @@ def test_props_names_the_weights_and_bad_values_are_ignored(
 
 def test_a_mixture_of_experts_name_keeps_its_active_share() -> None:
     endpoint = EndpointSpec("e", "http://127.0.0.1:1/v1")
-    moe = Target(endpoint, ModelSpec("e", "mixtral-8x7b", params_b=46.7, active_params_b=12.9),
-                 size_source="name", bytes_source=None)  # fmt: skip
+    moe = Target(
+        endpoint,
+        ModelSpec("e", "mixtral-8x7b", params_b=46.7, active_params_b=12.9),
+        size_source="name",
+        bytes_source=None,
+    )
     served = ServedModel(params=46_702_792_704, weight_bytes=26_443_000_000, weight_type="Q4_K_M")
     (sized,), notes, warnings = with_served_sizes([moe], {"e/mixtral-8x7b": served})
     assert sized.model.params_b == pytest.approx(46.7028, abs=1e-4)

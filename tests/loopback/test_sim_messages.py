@@ -119,11 +119,17 @@ def test_thinking_then_text_exact_usage_andtruth_rows(
     datas = _strict(stream)
     kinds = [d["type"] for d in datas]
     assert kinds == [
-        "message_start", "ping",
-        "content_block_start", *["content_block_delta"] * 5, "content_block_stop",
-        "content_block_start", *["content_block_delta"] * 6, "content_block_stop",
-        "message_delta", "message_stop",
-    ]  # fmt: skip
+        "message_start",
+        "ping",
+        "content_block_start",
+        *["content_block_delta"] * 5,
+        "content_block_stop",
+        "content_block_start",
+        *["content_block_delta"] * 6,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     thinking = "".join(
         d["delta"].get("thinking", "") for d in datas if d["type"] == "content_block_delta"
     )
@@ -171,8 +177,12 @@ def test_max_tokens_stop_reason(start_sim: Callable[..., str], http_client: http
 
 def test_non_streaming_message(thinker: tuple[str, Path], http_client: httpx.Client) -> None:
     url, log = thinker
-    body = {"model": "sim-thinker", "max_tokens": 2048, "thinking": THINK,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "sim-thinker",
+        "max_tokens": 2048,
+        "thinking": THINK,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     resp = http_client.post(f"{url}/messages", json=body, headers=VERSION)
     assert resp.status_code == 200
     m = resp.json()
@@ -219,19 +229,61 @@ def test_headers(start_sim: Callable[..., str], http_client: httpx.Client) -> No
 @pytest.mark.parametrize(
     ("body", "status", "type_", "needle"),
     [
-        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}, 400, "invalid_request_error", "model"),
-        ({"model": "sim-1b", "messages": [{"role": "user", "content": "hi"}]}, 400, "invalid_request_error", "max_tokens"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+            400,
+            "invalid_request_error",
+            "model",
+        ),
+        (
+            {"model": "sim-1b", "messages": [{"role": "user", "content": "hi"}]},
+            400,
+            "invalid_request_error",
+            "max_tokens",
+        ),
         ({"model": "sim-1b", "max_tokens": 8}, 400, "invalid_request_error", "messages"),
-        ({"model": "sim-1b", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]}, 400, "invalid_request_error", "role"),
-        ({"model": "nope", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}, 404, "not_found_error", "nope"),
-        ({"model": "sim-1b", "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 1000},
-          "messages": [{"role": "user", "content": "x"}]}, 400, "invalid_request_error", "budget_tokens"),
-        ({"model": "sim-1b", "max_tokens": 1024, "thinking": THINK,
-          "messages": [{"role": "user", "content": "x"}]}, 400, "invalid_request_error", "max_tokens"),
-        ({"model": "sim-1b", "max_tokens": 9000, "messages": [{"role": "user", "content": "x"}]},
-         400, "invalid_request_error", "context limit"),
+        (
+            {"model": "sim-1b", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]},
+            400,
+            "invalid_request_error",
+            "role",
+        ),
+        (
+            {"model": "nope", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]},
+            404,
+            "not_found_error",
+            "nope",
+        ),
+        (
+            {
+                "model": "sim-1b",
+                "max_tokens": 2000,
+                "thinking": {"type": "enabled", "budget_tokens": 1000},
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            400,
+            "invalid_request_error",
+            "budget_tokens",
+        ),
+        (
+            {
+                "model": "sim-1b",
+                "max_tokens": 1024,
+                "thinking": THINK,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            400,
+            "invalid_request_error",
+            "max_tokens",
+        ),
+        (
+            {"model": "sim-1b", "max_tokens": 9000, "messages": [{"role": "user", "content": "x"}]},
+            400,
+            "invalid_request_error",
+            "context limit",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_requests_get_anthropic_errors(
     sim_url: str,
     http_client: httpx.Client,
@@ -302,8 +354,13 @@ def test_chunk_straddling_thinking_and_text(
     start_sim: Callable[..., str], http_client: httpx.Client
 ) -> None:
     url = start_sim(tiers=(STRADDLER,), time_scale=1.0)
-    body = {"model": "sim-straddler", "max_tokens": 2048, "thinking": THINK, "stream": True,
-            "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
+    body = {
+        "model": "sim-straddler",
+        "max_tokens": 2048,
+        "thinking": THINK,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
     datas = _strict(stream_stamped(http_client, f"{url}/messages", body, VERSION))
     deltas = [d["delta"] for d in datas if d["type"] == "content_block_delta"]
     assert [

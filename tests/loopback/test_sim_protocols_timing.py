@@ -21,20 +21,38 @@ from tokrate.sim import Tier
 
 #: 6 of the 16 output tokens are reasoning (where the protocol has a field for it).
 FIXED = Tier(
-    "fixed", 7.0, 7.0, fixed_ttft_ms=500.0, fixed_itl_ms=20.0,
-    output_tokens_min=16, output_tokens_max=16, reasoning_tokens=6,
-)  # fmt: skip
+    "fixed",
+    7.0,
+    7.0,
+    fixed_ttft_ms=500.0,
+    fixed_itl_ms=20.0,
+    output_tokens_min=16,
+    output_tokens_max=16,
+    reasoning_tokens=6,
+)
 MESSAGES = [{"role": "user", "content": "Say hi"}]
 PROTOCOLS: dict[str, tuple[str, dict[str, Any], dict[str, str]]] = {
-    "chat": ("/chat/completions", {"messages": MESSAGES, "stream_options": {"include_usage": True}}, {}),
-    "completions": ("/completions", {"prompt": "Say hi", "stream_options": {"include_usage": True}}, {}),
+    "chat": (
+        "/chat/completions",
+        {"messages": MESSAGES, "stream_options": {"include_usage": True}},
+        {},
+    ),
+    "completions": (
+        "/completions",
+        {"prompt": "Say hi", "stream_options": {"include_usage": True}},
+        {},
+    ),
     "responses": ("/responses", {"input": "Say hi", "reasoning": {"summary": "auto"}}, {}),
     "messages": (
         "/messages",
-        {"messages": MESSAGES, "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+        {
+            "messages": MESSAGES,
+            "max_tokens": 2048,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+        },
         {"anthropic-version": "2023-06-01"},
     ),
-}  # fmt: skip
+}
 ROUNDS = 3
 
 

@@ -66,9 +66,12 @@ def test_sdk_parses_stream_reasoning_text_then_answer(thinker: tuple[str, Path])
     sdk.close()
     kinds = [e.type for e in events]
     assert kinds == [
-        "response.created", "response.in_progress", *REASONING_ITEM, *MESSAGE_ITEM,
+        "response.created",
+        "response.in_progress",
+        *REASONING_ITEM,
+        *MESSAGE_ITEM,
         "response.completed",
-    ]  # fmt: skip
+    ]
     reasoning = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
     answer = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert (reasoning, answer) == (words(0, 4), words(4, 10))
@@ -115,9 +118,12 @@ def test_summary_stream_strict_shapes(thinker: tuple[str, Path], http_client: ht
     }
     datas = _strict(stream_stamped(http_client, f"{url}/responses", body))
     assert [d["type"] for d in datas] == [
-        "response.created", "response.in_progress", *SUMMARY_ITEM, *MESSAGE_ITEM,
+        "response.created",
+        "response.in_progress",
+        *SUMMARY_ITEM,
+        *MESSAGE_ITEM,
         "response.completed",
-    ]  # fmt: skip
+    ]
     created = datas[0]["response"]
     assert created["status"] == "in_progress" and created["usage"] is None
     assert created["reasoning"] == {"effort": "high", "summary": "auto"}
@@ -223,8 +229,14 @@ def test_bearer_key_required(
         ("http_503", 503, "overloaded"),
     ],
 )
-def test_http_faults(start_sim: Callable[..., str], http_client: httpx.Client, tmp_path: Path,
-                     fault: str, status: int, code: str | None) -> None:  # fmt: skip
+def test_http_faults(
+    start_sim: Callable[..., str],
+    http_client: httpx.Client,
+    tmp_path: Path,
+    fault: str,
+    status: int,
+    code: str | None,
+) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults=f"{fault}=1", truth_log=str(log))
     resp = http_client.post(

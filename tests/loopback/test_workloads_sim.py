@@ -71,8 +71,9 @@ def _median_ttft_by_turn(records: pl.DataFrame) -> list[float]:
 def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
     tmp_path: Path,
 ) -> None:
-    sessions = PromptsSpec(sessions=SessionsSpec(count=2, turns=4, input_tokens=1024,
-                                                 output_tokens=32))  # fmt: skip
+    sessions = PromptsSpec(
+        sessions=SessionsSpec(count=2, turns=4, input_tokens=1024, output_tokens=32)
+    )
     off = _run(tmp_path, sessions, name="off", report=True)
     on = _run(tmp_path, sessions, prefix_cache=True, name="on")
     for records in (off, on):
@@ -131,9 +132,18 @@ def test_session_turns_send_the_real_answers(tmp_path: Path, kind: str) -> None:
 @pytest.mark.parametrize("api", ["responses", "anthropic"])
 def test_session_turns_in_the_typed_protocols(tmp_path: Path, api: str) -> None:
     conv = tmp_path / "conv.jsonl"
-    conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
-        "Tell me about rivers.", "And lakes?"], "max_tokens": 16}) + "\n",
-        encoding="utf-8")  # fmt: skip
+    conv.write_text(
+        json.dumps(
+            {
+                "id": "c1",
+                "system": "Be brief.",
+                "turns": ["Tell me about rivers.", "And lakes?"],
+                "max_tokens": 16,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     records = _run(
         tmp_path,
         PromptsSpec(paths=(str(conv),)),
@@ -155,8 +165,11 @@ def test_session_turns_in_the_typed_protocols(tmp_path: Path, api: str) -> None:
 
 
 def test_shared_prefix_is_cached_and_the_unique_control_is_not(tmp_path: Path) -> None:
-    prompts = PromptsSpec(shared_prefix=SharedPrefixSpec(prefix_tokens=4096, input_tokens=64,
-                                                         output_tokens=8, count=6))  # fmt: skip
+    prompts = PromptsSpec(
+        shared_prefix=SharedPrefixSpec(
+            prefix_tokens=4096, input_tokens=64, output_tokens=8, count=6
+        )
+    )
     records = _run(tmp_path, prompts, prefix_cache=True, concurrency=(1,), requests=12)
     assert (records["status"] == "ok").all()
     assert (records["input_tokens"] == 4096 + 64 + 5).all()  # + the cache-busting tag
@@ -193,16 +206,38 @@ def test_length_grid_is_exact_as_the_server_counts(tmp_path: Path, unique: bool)
 def test_trace_imports_keep_their_lengths(tmp_path: Path) -> None:
     sharegpt = tmp_path / "sg.json"
     reply = "word " * 40  # 200 bytes: 50 tokens as the simulator counts
-    sharegpt.write_text(json.dumps([
-        {"id": "a", "conversations": [{"from": "human", "value": "Hello there"},
-                                       {"from": "gpt", "value": reply}]},
-        {"id": "skip", "conversations": [{"from": "gpt", "value": "no question"}]},
-    ]), encoding="utf-8")  # fmt: skip
+    sharegpt.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "a",
+                    "conversations": [
+                        {"from": "human", "value": "Hello there"},
+                        {"from": "gpt", "value": reply},
+                    ],
+                },
+                {"id": "skip", "conversations": [{"from": "gpt", "value": "no question"}]},
+            ]
+        ),
+        encoding="utf-8",
+    )
     batch = tmp_path / "batch.jsonl"
-    batch.write_text(json.dumps({"custom_id": "b1", "method": "POST",
-        "url": "/v1/chat/completions", "body": {"model": "gpt-4o", "messages": [
-            {"role": "user", "content": "x" * 400}], "max_tokens": 33}}) + "\n",
-        encoding="utf-8")  # fmt: skip
+    batch.write_text(
+        json.dumps(
+            {
+                "custom_id": "b1",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {
+                    "model": "gpt-4o",
+                    "messages": [{"role": "user", "content": "x" * 400}],
+                    "max_tokens": 33,
+                },
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     records = _run(
         tmp_path,
         PromptsSpec(paths=(str(sharegpt), str(batch))),
@@ -224,8 +259,12 @@ def test_truth_log_records_counted_and_cached_tokens(start_sim: Any, tmp_path: P
 
     log = tmp_path / "truth.jsonl"
     url = start_sim(truth_log=str(log), prefix_cache=True)
-    body = {"model": "sim-1b", "max_tokens": 2, "stream": True,
-            "messages": [{"role": "user", "content": "y" * 4000}]}  # fmt: skip
+    body = {
+        "model": "sim-1b",
+        "max_tokens": 2,
+        "stream": True,
+        "messages": [{"role": "user", "content": "y" * 4000}],
+    }
     for _ in range(2):
         with httpx.Client() as c:
             c.post(url + "/chat/completions", json=body).raise_for_status()

@@ -225,8 +225,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "tokrate", *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_cli_report_bad_hardware_exits_2_with_one_line(run_dir: Path, tmp_path: Path) -> None:

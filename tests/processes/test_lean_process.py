@@ -24,19 +24,43 @@ raise SystemExit(code)
 """
 
 TIER = Tier(
-    name="fixed", params_b=7.0, active_params_b=7.0, fixed_ttft_ms=5.0, fixed_itl_ms=1.0,
-    output_tokens_min=8, output_tokens_max=8,
-)  # fmt: skip
+    name="fixed",
+    params_b=7.0,
+    active_params_b=7.0,
+    fixed_ttft_ms=5.0,
+    fixed_itl_ms=1.0,
+    output_tokens_min=8,
+    output_tokens_max=8,
+)
 
 
 def test_a_run_never_loads_polars_numpy_or_matplotlib(tmp_path: Path) -> None:
     with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, "run", "--base-url", base, "-m", "fixed",
-             "--concurrency", "4", "--requests", "8", "--output-dir", str(tmp_path),
-             "--run-id", "lean", "--model-check", "off"],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                _PROBE,
+                "run",
+                "--base-url",
+                base,
+                "-m",
+                "fixed",
+                "--concurrency",
+                "4",
+                "--requests",
+                "8",
+                "--output-dir",
+                str(tmp_path),
+                "--run-id",
+                "lean",
+                "--model-check",
+                "off",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr
     assert "HEAVY=\n" in done.stderr, done.stderr
     run_dir = tmp_path / "lean"
@@ -52,11 +76,32 @@ def test_a_run_never_loads_polars_numpy_or_matplotlib(tmp_path: Path) -> None:
 
 def _run(base: str, out: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _PROBE, "run", "--base-url", base, "-m", "fixed",
-         "--concurrency", "4", "--requests", "64", "--output-dir", str(out),
-         "--run-id", run_id, "--model-check", "off", "--no-report", *extra],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            _PROBE,
+            "run",
+            "--base-url",
+            base,
+            "-m",
+            "fixed",
+            "--concurrency",
+            "4",
+            "--requests",
+            "64",
+            "--output-dir",
+            str(out),
+            "--run-id",
+            run_id,
+            "--model-check",
+            "off",
+            "--no-report",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 #: Thresholds no busy machine crosses between two runs of one fixed-latency tier (a
@@ -72,9 +117,17 @@ def test_a_baseline_check_runs_in_the_child_with_the_same_verdict_and_table(
     with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
         first = _run(base, tmp_path, "a", "--baseline", "latest-good")
         second = _run(base, tmp_path, "b", "--baseline", "latest-good", *_LOOSE)
-        bad = _run(base, tmp_path, "c", "--baseline", str(tmp_path / "a"),
-                   "--threshold", "ttft_p95=+900%", "--thresholds-from-history",
-                   str(tmp_path / "nowhere"))  # fmt: skip
+        bad = _run(
+            base,
+            tmp_path,
+            "c",
+            "--baseline",
+            str(tmp_path / "a"),
+            "--threshold",
+            "ttft_p95=+900%",
+            "--thresholds-from-history",
+            str(tmp_path / "nowhere"),
+        )
     assert first.returncode == 0, first.stderr
     assert "HEAVY=\n" in first.stderr and "no baseline run yet" in first.stderr
     # 64 requests: the p95 rows are inconclusive (a p95 needs 200), the rest unchanged.

@@ -51,9 +51,16 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tiers = [
-        SyntheticTier(t.name, t.params_b, t.active_params_b, t.bytes_per_param, t.gpus, price_out_per_m=0.1 * t.params_b)
+        SyntheticTier(
+            t.name,
+            t.params_b,
+            t.active_params_b,
+            t.bytes_per_param,
+            t.gpus,
+            price_out_per_m=0.1 * t.params_b,
+        )
         for t in default_synthetic_tiers()
-    ]  # fmt: skip
+    ]
     run = synthetic_run(
         tmp_path_factory.mktemp("run") / "r",
         run_id="chromium",
@@ -134,8 +141,13 @@ def test_degenerate_report_opens_cleanly(browser: Any, tmp_path: Path) -> None:
     opens with no console error, every chart it kept loads, and it says what it left out."""
     import polars as pl
 
-    run = synthetic_run(tmp_path / "r", run_id="degenerate", concurrency=(1, 4),
-                        requests_per_level=6, error_rate=0.3)  # fmt: skip
+    run = synthetic_run(
+        tmp_path / "r",
+        run_id="degenerate",
+        concurrency=(1, 4),
+        requests_per_level=6,
+        error_rate=0.3,
+    )
     frame = pl.read_parquet(run / "records.parquet").with_columns(
         pl.lit(0.0).alias("tpot_s"),
         pl.col("ttft_s").alias("e2e_s"),
@@ -166,9 +178,15 @@ def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: 
     the tables and the client-vs-server chart render, nothing fails to load."""
     tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
     run = synthetic_run(
-        tmp_path / "r", run_id="buffered", tiers=tiers, requests_per_level=12,
-        buffered=0.35, server_timings=True, hardware="cpu-ddr5-2ch", seed=3,
-    )  # fmt: skip
+        tmp_path / "r",
+        run_id="buffered",
+        tiers=tiers,
+        requests_per_level=12,
+        buffered=0.35,
+        server_timings=True,
+        hardware="cpu-ddr5-2ch",
+        seed=3,
+    )
     report = build_report([run], formats=("png",)) / "report.html"
     page, problems, _ = _open(browser, report, 1280, 900)
     try:

@@ -21,10 +21,26 @@ def _start(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:
     # (even after a SIGKILL, see the test below). sim-70b at real time with 6 tokens:
     # ~0.35 s per request, 2 streams.
     cmd = [
-        sys.executable, "-m", "tokrate", "run", "-m", "sim-70b", "--max-tokens", "6",
-        "--concurrency", "2", "--requests", "400", "--time-scale", "1",
-        "--output-dir", str(tmp_path), "--run-id", run_id, "--no-report",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tokrate",
+        "run",
+        "-m",
+        "sim-70b",
+        "--max-tokens",
+        "6",
+        "--concurrency",
+        "2",
+        "--requests",
+        "400",
+        "--time-scale",
+        "1",
+        "--output-dir",
+        str(tmp_path),
+        "--run-id",
+        run_id,
+        "--no-report",
+    ]
     env = {**os.environ, "COLUMNS": "120"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return proc, tmp_path / run_id
@@ -105,11 +121,28 @@ def _start_long(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], P
     cfg = tmp_path / "long.toml"
     cfg.write_text("[load]\nignore_eos = true\n", encoding="utf-8")
     cmd = [
-        sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "-m", "sim-70b",
-        "--max-tokens", "400", "--concurrency", "2", "--requests", "40",
-        "--time-scale", "1", "--output-dir", str(tmp_path), "--run-id", run_id,
+        sys.executable,
+        "-m",
+        "tokrate",
+        "run",
+        "-c",
+        str(cfg),
+        "-m",
+        "sim-70b",
+        "--max-tokens",
+        "400",
+        "--concurrency",
+        "2",
+        "--requests",
+        "40",
+        "--time-scale",
+        "1",
+        "--output-dir",
+        str(tmp_path),
+        "--run-id",
+        run_id,
         "--no-report",
-    ]  # fmt: skip
+    ]
     env = {**os.environ, "COLUMNS": "120"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return proc, tmp_path / run_id
@@ -198,11 +231,30 @@ def test_workers_stop_at_once_when_the_parent_dies(tmp_path: Path) -> None:
     cfg.write_text("[load]\nignore_eos = true\n", encoding="utf-8")
     with simulator_process(SimConfig(truth_log=str(truth))) as url:
         cmd = [
-            sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "--base-url", url,
-            "-m", "sim-70b", "--max-tokens", "400", "--concurrency", "4", "--requests", "40",
-            "--workers", "2", "--output-dir", str(tmp_path), "--run-id", "orphans",
+            sys.executable,
+            "-m",
+            "tokrate",
+            "run",
+            "-c",
+            str(cfg),
+            "--base-url",
+            url,
+            "-m",
+            "sim-70b",
+            "--max-tokens",
+            "400",
+            "--concurrency",
+            "4",
+            "--requests",
+            "40",
+            "--workers",
+            "2",
+            "--output-dir",
+            str(tmp_path),
+            "--run-id",
+            "orphans",
             "--no-report",
-        ]  # fmt: skip
+        ]
         # No pipes: the workers inherit them, and reading one to EOF would wait for them.
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_in_flight(proc, tmp_path / "orphans")

@@ -59,10 +59,23 @@ warmup_requests = 0
         )
         env = {**os.environ, "ECHO_KEY": KEY, "COLUMNS": "200"}
         proc = subprocess.run(
-            [sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "--output-dir",
-             str(tmp_path / "out"), "--run-id", "echo"],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tokrate",
+                "run",
+                "-c",
+                str(cfg),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--run-id",
+                "echo",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         sent = list(server.requests)
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
@@ -120,10 +133,23 @@ warmup_requests = 0
         )
         env = {**os.environ, "ECHO_KEY": KEY, "COLUMNS": "200"}
         proc = subprocess.run(
-            [sys.executable, "-m", "tokrate", "run", "-c", str(cfg), "--output-dir",
-             str(tmp_path / "out"), "--run-id", "echo"],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tokrate",
+                "run",
+                "-c",
+                str(cfg),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--run-id",
+                "echo",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         sent = [r for r in server.requests if r["body"].get("stream")]
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
@@ -142,8 +168,10 @@ warmup_requests = 0
 def test_sim_api_key_given_as_a_value_is_not_echoed() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tokrate", "sim", "--api-key", "sk-live-canary-123456789"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "canary" not in proc.stderr and "Traceback" not in proc.stderr
     assert "NAME of an environment variable" in proc.stderr

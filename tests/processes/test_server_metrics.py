@@ -281,8 +281,12 @@ def test_failing_scrapes_warn_once_each_and_the_run_is_fine(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "tokrate", "run", "-c", str(config)],
-        capture_output=True, text=True, env=env, timeout=240, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     lines = [line for line in proc.stderr.splitlines() if "server metrics of endpoint" in line]

@@ -32,10 +32,22 @@ def _start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Po
 def test_cli_serves_until_signal(tmp_path: Path, sig: signal.Signals) -> None:
     log = tmp_path / "truth.jsonl"
     proc, url = _start(
-        "--time-scale", "50", "--seed", "3", "--efficiency", "0.7", "--efficiency", "sim-70b=0.5",
-        "--api-key", "SIM_TEST_KEY", "--truth-log", str(log), "--faults", "sim-1b:http_503=1",
+        "--time-scale",
+        "50",
+        "--seed",
+        "3",
+        "--efficiency",
+        "0.7",
+        "--efficiency",
+        "sim-70b=0.5",
+        "--api-key",
+        "SIM_TEST_KEY",
+        "--truth-log",
+        str(log),
+        "--faults",
+        "sim-1b:http_503=1",
         env={"SIM_TEST_KEY": "sk-canary-cli"},
-    )  # fmt: skip
+    )
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
         auth = {"Authorization": "Bearer sk-canary-cli"}
@@ -135,8 +147,13 @@ def test_simulator_process_carries_the_whole_config(tmp_path: Path) -> None:
 
     log = tmp_path / "truth.jsonl"
     tier = Tier("sim-fixed", 7.0, 7.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0, faults="http_500=0")
-    cfg = SimConfig(tiers=(tier,), api_key="sk-canary-proc", truth_log=str(log), seed=5,
-                    tier_efficiency={"sim-fixed": 0.5})  # fmt: skip
+    cfg = SimConfig(
+        tiers=(tier,),
+        api_key="sk-canary-proc",
+        truth_log=str(log),
+        seed=5,
+        tier_efficiency={"sim-fixed": 0.5},
+    )
     with simulator_process(cfg) as url, httpx.Client(timeout=10) as c:
         assert c.get(f"{url}/models").status_code == 401
         auth = {"Authorization": "Bearer sk-canary-proc"}

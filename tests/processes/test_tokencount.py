@@ -130,10 +130,20 @@ def test_a_missing_tokenizer_file_is_refused_before_any_load(tmp_path: Path) -> 
     config = tmp_path / "bench.toml"
     config.write_text('[[model]]\nendpoint = "sim"\nname = "sim-1b"\ntokenizer = "nope.json"\n')
     done = subprocess.run(
-        [sys.executable, "-m", "tokrate", "run", "-c", str(config), "--output-dir",
-         str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tokrate",
+            "run",
+            "-c",
+            str(config),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "model[0].tokenizer" in lines[0] and "not found" in lines[0]

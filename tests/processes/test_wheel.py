@@ -24,8 +24,11 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-        check=True, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     (wheel,) = wheels.glob("tokrate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n for n in names if n.startswith("tokrate/prompts/"))
@@ -46,9 +49,14 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
     )
     env = {**os.environ, "PYTHONPATH": str(unpacked)}
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, env=env,
-        check=True, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     seen = json.loads(done.stdout)
     assert seen["file"].startswith(str(unpacked))
     assert seen["sets"] == ["chat", "classification", "code", "extraction", "summarization"]

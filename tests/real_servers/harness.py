@@ -274,10 +274,17 @@ def run_and_match(
     cursor = LogCursor(server_log)
     cursor.mark()
     run = bench_run(
-        out, run_id, base_url, [model], prompts,
-        concurrency=(concurrency,), requests=requests, max_tokens=max_tokens,
-        warmup_requests=concurrency, **bench_kwargs,
-    )  # fmt: skip
+        out,
+        run_id,
+        base_url,
+        [model],
+        prompts,
+        concurrency=(concurrency,),
+        requests=requests,
+        max_tokens=max_tokens,
+        warmup_requests=concurrency,
+        **bench_kwargs,
+    )
     measured = ok_records(run.records)
     assert len(measured) == requests, run.records.select("status", "error_message").to_dicts()
     timings = cursor.timings_since_mark(requests + concurrency)

@@ -61,10 +61,16 @@ def measured_pairs(
     tokens = max_tokens or GGUF_MAX_TOKENS[size]
     for attempt in (1, 2, 3):
         pairs, run = harness.run_and_match(
-            server.log, tmp, f"{run_id}-{attempt}", base_url or server.base_url,
-            model or llama_model(size), concurrency=concurrency, requests=requests,
-            max_tokens=tokens, **bench_kwargs,
-        )  # fmt: skip
+            server.log,
+            tmp,
+            f"{run_id}-{attempt}",
+            base_url or server.base_url,
+            model or llama_model(size),
+            concurrency=concurrency,
+            requests=requests,
+            max_tokens=tokens,
+            **bench_kwargs,
+        )
         if abs(harness.worst_decode_diff(pairs)) <= DECODE_AGREEMENT:
             break
         lag = run.info.loop_lag

@@ -135,16 +135,23 @@ def llama_server(
     port = free_port()
     argv = [
         str(llama_server_binary()),
-        "--model", str(model),
+        "--model",
+        str(model),
         *(("--alias", alias) if alias else ()),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--threads", "1",
-        "--threads-batch", "1",
-        "--parallel", str(slots),
-        "--ctx-size", str(context),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+        "--threads-batch",
+        "1",
+        "--parallel",
+        str(slots),
+        "--ctx-size",
+        str(context),
         "--metrics",
-    ]  # fmt: skip
+    ]
     name = alias or str(model)
     with started(f"llama-server {name}", argv, port=port, ready_path="/health", log=log) as srv:
         srv.models[name] = str(model)
@@ -164,16 +171,22 @@ def transformers_server(models: Mapping[str, Path], log: Path) -> Iterator[Serve
     argv = [
         str(python.with_name("transformers")),
         "serve",
-        "--host", "127.0.0.1",
-        "--port", str(port),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         "--continuous-batching",
         # A bounded paged KV cache (256 x 32 = 8192 tokens): on CPU the default sizing
         # would take a share of all RAM.
-        "--cb-block-size", "32",
-        "--cb-num-blocks", "256",
-        "--model-timeout", "7200",  # keep every checkpoint loaded while the tests run
-        "--log-level", "info",
-    ]  # fmt: skip
+        "--cb-block-size",
+        "32",
+        "--cb-num-blocks",
+        "256",
+        "--model-timeout",
+        "7200",  # keep every checkpoint loaded while the tests run
+        "--log-level",
+        "info",
+    ]
     env = {
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -217,11 +230,15 @@ def litellm_proxy(routes: Mapping[str, str], log: Path, config_path: Path) -> It
     port = free_port()
     argv = [
         str(python.with_name("litellm")),
-        "--config", str(config_path),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--num_workers", "1",
-    ]  # fmt: skip
+        "--config",
+        str(config_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num_workers",
+        "1",
+    ]
     env = {
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # never fetch the cost map at start
         "LITELLM_TELEMETRY": "False",

@@ -113,10 +113,17 @@ def test_every_client_through_litellm(
     )
     assert_decode_agrees(pairs, LLAMA_TOKENS)
     hf = harness.bench(
-        tmp_path, client + "-hf", litellm.base_url, [gw_hf()],
+        tmp_path,
+        client + "-hf",
+        litellm.base_url,
+        [gw_hf()],
         harness.distinct_length_prompts(tmp_path / "hf.jsonl", 5),
-        concurrency=(2,), requests=4, max_tokens=HF_TOKENS, client=client, api_key_env=KEY_ENV,
-    )  # fmt: skip
+        concurrency=(2,),
+        requests=4,
+        max_tokens=HF_TOKENS,
+        client=client,
+        api_key_env=KEY_ENV,
+    )
     measured = harness.ok_records(hf)
     assert len(measured) == 4
     for rec in measured:

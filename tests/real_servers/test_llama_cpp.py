@@ -126,9 +126,16 @@ def test_records_keep_server_timings_that_agree_with_the_client(
     prompts = harness.distinct_length_prompts(tmp_path / "p.jsonl", 6)
     for attempt in (1, 2, 3):
         run = harness.bench_run(
-            tmp_path, f"timings-{attempt}", server.base_url, [llama_model(name)], prompts,
-            concurrency=(2,), requests=4, max_tokens=max_tokens, warmup_requests=2,
-        )  # fmt: skip
+            tmp_path,
+            f"timings-{attempt}",
+            server.base_url,
+            [llama_model(name)],
+            prompts,
+            concurrency=(2,),
+            requests=4,
+            max_tokens=max_tokens,
+            warmup_requests=2,
+        )
         recs = harness.ok_records(run.records)
         assert len(recs) == 4
         diffs = []
@@ -161,9 +168,16 @@ def test_a_repeated_prompt_shows_its_prompt_cache_hits(
     prompts.write_bytes(orjson.dumps({"id": "same", "task": "chat", "prompt": text}) + b"\n")
     model = ModelSpec("llama", "rand-3m", extra_body=(("cache_prompt", True),))
     run = harness.bench_run(
-        tmp_path, "cache", llama_servers["rand-3m"].base_url, [model], prompts,
-        requests=3, max_tokens=8, warmup_requests=1, unique_prompts=False,
-    )  # fmt: skip
+        tmp_path,
+        "cache",
+        llama_servers["rand-3m"].base_url,
+        [model],
+        prompts,
+        requests=3,
+        max_tokens=8,
+        warmup_requests=1,
+        unique_prompts=False,
+    )
     recs = harness.ok_records(run.records)
     assert len(recs) == 3
     for rec in recs:
@@ -208,9 +222,15 @@ def test_context_overflow_is_its_own_class_with_a_preflight_line(
         "llama", "rand-3m", extra_body=(("cache_prompt", False), ("ignore_eos", True))
     )
     run = harness.bench_run(
-        tmp_path, "ctx", small_context_llama.base_url, [model], prompts,
-        requests=3, max_tokens=None, warmup_requests=0,
-    )  # fmt: skip
+        tmp_path,
+        "ctx",
+        small_context_llama.base_url,
+        [model],
+        prompts,
+        requests=3,
+        max_tokens=None,
+        warmup_requests=0,
+    )
     by_prompt = {rec["prompt_id"]: rec for rec in run.records.to_dicts()}
     assert by_prompt["fits"]["status"] == "ok" and by_prompt["fits"]["output_tokens"] == 16
     too_long = by_prompt["too-long"]
@@ -246,14 +266,25 @@ def test_without_alias_the_gguf_path_is_the_same_model(tmp_path: Path) -> None:
             missing(str(exc))
         prompts = harness.distinct_length_prompts(tmp_path / "p.jsonl", 2)
         run = harness.bench_run(
-            tmp_path, "stem", srv.base_url, [ModelSpec("llama", path.stem)], prompts,
-            requests=2, max_tokens=4,
-        )  # fmt: skip
+            tmp_path,
+            "stem",
+            srv.base_url,
+            [ModelSpec("llama", path.stem)],
+            prompts,
+            requests=2,
+            max_tokens=4,
+        )
         assert set(run.records["response_model"].to_list()) == {str(path)}
         assert not [w for w in run.info.warnings if "answered as model" in w], run.info.warnings
         run = harness.bench_run(
-            tmp_path, "other", srv.base_url, [ModelSpec("llama", "gpt-4o")], prompts,
-            requests=2, max_tokens=4, model_check="probe",
-        )  # fmt: skip
+            tmp_path,
+            "other",
+            srv.base_url,
+            [ModelSpec("llama", "gpt-4o")],
+            prompts,
+            requests=2,
+            max_tokens=4,
+            model_check="probe",
+        )
         (line,) = [w for w in run.info.warnings if "answered as model" in w]
         assert line.startswith(f"target llama/gpt-4o: the server answered as model '{path}'")

@@ -50,9 +50,14 @@ def server() -> Iterator[Server]:
         try:
             path = model_files.gguf_model(shape)
             srv = stack.enter_context(
-                llama_server(path, SIZE, logs / f"llama-metrics-{SIZE}.log", slots=SLOTS,
-                             context=SLOTS * 1024)
-            )  # fmt: skip
+                llama_server(
+                    path,
+                    SIZE,
+                    logs / f"llama-metrics-{SIZE}.log",
+                    slots=SLOTS,
+                    context=SLOTS * 1024,
+                )
+            )
         except ServerMissing as exc:
             missing(str(exc))
         yield srv

@@ -43,9 +43,23 @@ def server() -> Iterator[Server]:
 
 def _run(tmp_path: Path, run_id: str, *target: str) -> tuple[int, dict[str, Any]]:
     prompts = harness.distinct_length_prompts(tmp_path / "p.jsonl", 2)
-    code = main(["run", *target, "--prompts", str(prompts), "--requests", "2",
-                 "--max-tokens", "8", "--output-dir", str(tmp_path), "--run-id", run_id,
-                 "--no-report"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            *target,
+            "--prompts",
+            str(prompts),
+            "--requests",
+            "2",
+            "--max-tokens",
+            "8",
+            "--output-dir",
+            str(tmp_path),
+            "--run-id",
+            run_id,
+            "--no-report",
+        ]
+    )
     return code, orjson.loads((tmp_path / run_id / "run.json").read_bytes())
 
 

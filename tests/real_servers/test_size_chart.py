@@ -139,9 +139,11 @@ def own_llama_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             for shape in GGUF_SHAPES:
                 context = 4 * (MAX_TOKENS + 512)
                 server = llama_server(
-                    model_files.gguf_model(shape), shape.name, logs / f"{shape.name}.log",
+                    model_files.gguf_model(shape),
+                    shape.name,
+                    logs / f"{shape.name}.log",
                     context=context,
-                )  # fmt: skip
+                )
                 servers[shape.name] = stack.enter_context(server)
         except ServerMissing as exc:
             missing(str(exc))

@@ -62,9 +62,14 @@ def c1_runs(
         tmp = tmp_path_factory.mktemp(f"hf-{name}")
         prompts = harness.distinct_length_prompts(tmp / "prompts.jsonl", 5)
         records = harness.bench(
-            tmp, "c1", hf_server.base_url, [hf_model(hf_server, name)], prompts,
-            requests=4, max_tokens=MAX_TOKENS,
-        )  # fmt: skip
+            tmp,
+            "c1",
+            hf_server.base_url,
+            [hf_model(hf_server, name)],
+            prompts,
+            requests=4,
+            max_tokens=MAX_TOKENS,
+        )
         runs[name] = harness.ok_records(records)
     return runs
 
@@ -100,9 +105,14 @@ def test_speed_falls_with_size(c1_runs: dict[str, list[dict[str, Any]]]) -> None
 
 def test_ttft_is_not_the_role_chunk_on_a_long_prompt(hf_server: Server, tmp_path: Path) -> None:
     records = harness.bench(
-        tmp_path, "long", hf_server.base_url, [hf_model(hf_server, "hf-rand-91m")],
-        long_prompt(tmp_path / "long.jsonl"), requests=2, max_tokens=8,
-    )  # fmt: skip
+        tmp_path,
+        "long",
+        hf_server.base_url,
+        [hf_model(hf_server, "hf-rand-91m")],
+        long_prompt(tmp_path / "long.jsonl"),
+        requests=2,
+        max_tokens=8,
+    )
     for rec in harness.ok_records(records):
         # The role chunk arrives at once; the first token only after prefill.
         assert rec["ttft_s"] - rec["first_byte_s"] > 0.02, rec
@@ -114,9 +124,16 @@ def test_every_client_reads_transformers_streams(
 ) -> None:
     prompts = harness.distinct_length_prompts(tmp_path / "prompts.jsonl", 5)
     records = harness.bench(
-        tmp_path, client, hf_server.base_url, [hf_model(hf_server, "hf-rand-24m")], prompts,
-        concurrency=(2,), requests=4, max_tokens=MAX_TOKENS, client=client,
-    )  # fmt: skip
+        tmp_path,
+        client,
+        hf_server.base_url,
+        [hf_model(hf_server, "hf-rand-24m")],
+        prompts,
+        concurrency=(2,),
+        requests=4,
+        max_tokens=MAX_TOKENS,
+        client=client,
+    )
     measured = harness.ok_records(records)
     assert len(measured) == 4
     assert_clean_records(measured, MAX_TOKENS)
@@ -125,9 +142,15 @@ def test_every_client_reads_transformers_streams(
 def test_four_streams_batch_continuously(hf_server: Server, tmp_path: Path) -> None:
     prompts = harness.distinct_length_prompts(tmp_path / "prompts.jsonl", 9)
     records = harness.bench(
-        tmp_path, "c4", hf_server.base_url, [hf_model(hf_server, "hf-rand-24m")], prompts,
-        concurrency=(4,), requests=8, max_tokens=MAX_TOKENS,
-    )  # fmt: skip
+        tmp_path,
+        "c4",
+        hf_server.base_url,
+        [hf_model(hf_server, "hf-rand-24m")],
+        prompts,
+        concurrency=(4,),
+        requests=8,
+        max_tokens=MAX_TOKENS,
+    )
     measured = harness.ok_records(records)
     assert len(measured) == 8
     assert_clean_records(measured, MAX_TOKENS)

@@ -87,14 +87,17 @@ def test_which_requests_are_buffered() -> None:
 SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
     "one read, SDK stamps": ([0.3 + 120e-6 * i for i in range(32)], 32, True),
     "4 reads, SDK stamps, one stall": (
-        [r + 100e-6 * k + (0.004 if (r, k) == (0.8, 9) else 0.0) for r in (0.5, 0.8, 1.1, 1.4)
-         for k in range(16)],
+        [
+            r + 100e-6 * k + (0.004 if (r, k) == (0.8, 9) else 0.0)
+            for r in (0.5, 0.8, 1.1, 1.4)
+            for k in range(16)
+        ],
         64,
         True,
     ),
     "one token per read, 5 ms apart": ([0.1 + 0.005 * i for i in range(32)], 32, False),
     "3 tokens per chunk, 1 ms apart": ([0.1 + 0.001 * i for i in range(11)], 32, False),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("client", ["openai", "httpx"])

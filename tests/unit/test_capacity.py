@@ -107,8 +107,9 @@ def _verifying(limit: float, misses_at: set[float]) -> tuple[ProbeFn, list[float
     def probe(level: float, phase: ProbePhase) -> CapacityProbe:
         asked.append(level)
         ok = level <= limit and not (phase == "verify" and level in misses_at)
-        return CapacityProbe(level, phase, f"c={level:g}", 40, 40, (0.9, 1.0),
-                             "meets" if ok else "misses")  # fmt: skip
+        return CapacityProbe(
+            level, phase, f"c={level:g}", 40, 40, (0.9, 1.0), "meets" if ok else "misses"
+        )
 
     return probe, asked
 
@@ -170,8 +171,18 @@ def test_capacity_without_slo_is_one_line_exit_2(
 
 
 def _result(capacity: float | None, verdict: str = "found") -> CapacityResult:
-    probe = CapacityProbe(4.0, "bisect", "c=4 [m]", 40, 39, (0.87, 0.99), "meets", "tpot_s",
-                          {"tpot_s": 0.975}, {"p50": 0.01, "p90": 0.012, "p99": None})  # fmt: skip
+    probe = CapacityProbe(
+        4.0,
+        "bisect",
+        "c=4 [m]",
+        40,
+        39,
+        (0.87, 0.99),
+        "meets",
+        "tpot_s",
+        {"tpot_s": 0.975},
+        {"p50": 0.01, "p90": 0.012, "p99": None},
+    )
     target = TargetCapacity("sim", "m", capacity, verdict, "tpot_s", (4.0, 5.0), (probe,), "n")
     return CapacityResult("closed", 0.9, 0.95, {"tpot_s": 0.02, "ttft_s": None}, (target,))
 

@@ -117,8 +117,14 @@ def test_runs_compare_would_not_compare_start_a_new_segment(tmp_path: Path) -> N
         prompts = "chat" if i < 6 else "code"
         scenarios = {"c=4": 8} if i >= 12 else {"c=4": 4}
         recs = make_records(f"r{i:02d}", seed=i, scenarios=scenarios)
-        write_run(tmp_path, f"r{i:02d}", recs, started_at=_stamp(i), config=_config(prompts),
-                  scenarios=scenarios)  # fmt: skip
+        write_run(
+            tmp_path,
+            f"r{i:02d}",
+            recs,
+            started_at=_stamp(i),
+            config=_config(prompts),
+            scenarios=scenarios,
+        )
     out, history = build_history(tmp_path)
     points = history.points.filter(pl.col("metric") == "tpot_p50")
     starts = points.filter(pl.col("segment_reason").is_not_null())
@@ -206,9 +212,13 @@ def test_marks_agree_with_what_the_nightly_compare_said(tmp_path: Path) -> None:
     again = compare_runs(tmp_path / "n06", tmp_path / "n08", thresholds, noise=noise)
     regressed = {(r.model, r.metric) for r in again.results if r.verdict == "regressed"}
     assert regressed == {
-        (m, metric) for m, metric in zip(marked.filter(pl.col("run_id") == "n08")["model"],
-                                         marked.filter(pl.col("run_id") == "n08")["metric"], strict=True)
-    }  # fmt: skip
+        (m, metric)
+        for m, metric in zip(
+            marked.filter(pl.col("run_id") == "n08")["model"],
+            marked.filter(pl.col("run_id") == "n08")["metric"],
+            strict=True,
+        )
+    }
 
 
 def test_history_md_is_plain_markdown(tmp_path: Path) -> None:

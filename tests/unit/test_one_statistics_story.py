@@ -16,10 +16,12 @@ from tokrate.report import build_report
 
 def test_identical_runs_give_no_difference_anywhere(tmp_path: Path) -> None:
     root = tmp_path / "reports"
-    base = write_run(root, "night-1", make_records("night-1", seed=11, n=200),
-                     started_at="2026-01-01T00:00:00Z")  # fmt: skip
-    cur = write_run(root, "night-2", make_records("night-2", seed=12, n=200),
-                    started_at="2026-01-02T00:00:00Z")  # fmt: skip
+    base = write_run(
+        root, "night-1", make_records("night-1", seed=11, n=200), started_at="2026-01-01T00:00:00Z"
+    )
+    cur = write_run(
+        root, "night-2", make_records("night-2", seed=12, n=200), started_at="2026-01-02T00:00:00Z"
+    )
 
     comparison = compare_runs(base, cur)
     verdicts = {(r.model, r.metric): r.verdict for r in comparison.results}
@@ -48,8 +50,9 @@ def _side_by_side_verdicts(base: Path, cur: Path, tmp: Path) -> set[str]:
 
 def test_a_real_slowdown_is_the_same_verdict_everywhere(tmp_path: Path) -> None:
     root = tmp_path / "reports"
-    base = write_run(root, "night-1", make_records("night-1", seed=11, n=200),
-                     started_at="2026-01-01T00:00:00Z")  # fmt: skip
+    base = write_run(
+        root, "night-1", make_records("night-1", seed=11, n=200), started_at="2026-01-01T00:00:00Z"
+    )
     slow = make_records("night-2", seed=12, n=200, slow={"sim-70b": 1.5})
     cur = write_run(root, "night-2", slow, started_at="2026-01-02T00:00:00Z")
 

@@ -240,8 +240,9 @@ def test_sources_file_by_file_with_tasks_and_what_limit_cut(tmp_path: Path) -> N
         encoding="utf-8",
     )
     (folder / "b.txt").write_text("one\n\ntwo\n", encoding="utf-8")
-    spec = PromptsSpec(paths=("prompts",), sets=("chat",),
-                       synthetic=SyntheticSpec(count=4), limit=25)  # fmt: skip
+    spec = PromptsSpec(
+        paths=("prompts",), sets=("chat",), synthetic=SyntheticSpec(count=4), limit=25
+    )
     loaded = load_prompt_sources(spec, base_dir=tmp_path)
     assert loaded.sources == (
         PromptSourceInfo("file", "prompts/a.jsonl", 3, (("qa", 2), ("triage", 1))),

@@ -172,32 +172,71 @@ HOSTILE_BODY = "<img src=x onerror=alert(1)> | [click](javascript:alert(1))\n`rm
 def _hostile_run(path: Path) -> Path:
     records = [
         RequestRecord(
-            run_id="hostile", endpoint="ep'\"", model=HOSTILE_MODEL, scenario="c1",
-            prompt_id=f"p{i}", task="<b>task</b>", request_index=i, started_at=1000.0 + i,
-            t0_ns=i, status="ok", ttft_s=0.1, e2e_s=1.0, tpot_s=0.1, output_tokens=10,
-            chunk_offsets_s=tuple(0.1 + 0.1 * k for k in range(10)), concurrency=1,
+            run_id="hostile",
+            endpoint="ep'\"",
+            model=HOSTILE_MODEL,
+            scenario="c1",
+            prompt_id=f"p{i}",
+            task="<b>task</b>",
+            request_index=i,
+            started_at=1000.0 + i,
+            t0_ns=i,
+            status="ok",
+            ttft_s=0.1,
+            e2e_s=1.0,
+            tpot_s=0.1,
+            output_tokens=10,
+            chunk_offsets_s=tuple(0.1 + 0.1 * k for k in range(10)),
+            concurrency=1,
         )
         for i in range(3)
     ] + [
         RequestRecord(
-            run_id="hostile", endpoint="ep'\"", model=HOSTILE_MODEL, scenario="c1",
-            prompt_id="p9", task="<b>task</b>", request_index=9, started_at=1009.0, t0_ns=9,
-            status="error", error_class="http_5xx", http_status=500, error_message=HOSTILE_BODY,
+            run_id="hostile",
+            endpoint="ep'\"",
+            model=HOSTILE_MODEL,
+            scenario="c1",
+            prompt_id="p9",
+            task="<b>task</b>",
+            request_index=9,
+            started_at=1009.0,
+            t0_ns=9,
+            status="error",
+            error_class="http_5xx",
+            http_status=500,
+            error_message=HOSTILE_BODY,
             concurrency=1,
         )
-    ]  # fmt: skip
+    ]
     path.mkdir()
     records_to_frame(records).write_parquet(path / "records.parquet")
     run = {
-        "layout_version": 1, "kind": "tokrate-run", "run_id": "hostile", "status": "complete",
-        "targets": [{"endpoint": "ep'\"", "model": HOSTILE_MODEL, "params_b": 7.0,
-                     "bytes_per_param": 2.0, "price_out_per_m": 1.0}],
+        "layout_version": 1,
+        "kind": "tokrate-run",
+        "run_id": "hostile",
+        "status": "complete",
+        "targets": [
+            {
+                "endpoint": "ep'\"",
+                "model": HOSTILE_MODEL,
+                "params_b": 7.0,
+                "bytes_per_param": 2.0,
+                "price_out_per_m": 1.0,
+            }
+        ],
         "scenarios": [{"name": "c1", "concurrency": 1}],
-        "config": {"endpoints": [{"name": "ep", "api_key_env": "MY_KEY",
-                                  "headers": [["Authorization", "Bearer sk-canary-123"]]}],
-                   "api_key": "sk-canary-456"},
+        "config": {
+            "endpoints": [
+                {
+                    "name": "ep",
+                    "api_key_env": "MY_KEY",
+                    "headers": [["Authorization", "Bearer sk-canary-123"]],
+                }
+            ],
+            "api_key": "sk-canary-456",
+        },
         "warnings": ["</li><script>alert(2)</script>"],
-    }  # fmt: skip
+    }
     (path / "run.json").write_bytes(orjson.dumps(run))
     return path
 
@@ -232,9 +271,11 @@ def test_md_escape_and_redaction() -> None:
         "headers": [["X-Api-Key", "v"], ["Accept", "a"]],
     }
     assert Redactor().value(cfg) == {
-        "api_key_env": "K", "api_key": REDACTED, "max_tokens": 5,
+        "api_key_env": "K",
+        "api_key": REDACTED,
+        "max_tokens": 5,
         "headers": [["X-Api-Key", REDACTED], ["Accept", "a"]],
-    }  # fmt: skip
+    }
 
 
 def test_render_summary_terminal_table(sweep_run: Path) -> None:
@@ -281,12 +322,21 @@ def test_ecdf_downsampled_and_exact_at_ends() -> None:
     frame = records_to_frame(
         [
             RequestRecord(
-                run_id="r", endpoint="e", model="m", scenario="c1", prompt_id="p", task="t",
-                request_index=i, started_at=float(i), t0_ns=i, status="ok", ttft_s=float(i + 1),
+                run_id="r",
+                endpoint="e",
+                model="m",
+                scenario="c1",
+                prompt_id="p",
+                task="t",
+                request_index=i,
+                started_at=float(i),
+                t0_ns=i,
+                status="ok",
+                ttft_s=float(i + 1),
             )
             for i in range(n)
         ]
-    )  # fmt: skip
+    )
     lf = rdata.combine_runs([("r", frame)])
     ecdf = rdata.ecdf_points(lf, "ttft_s", ["series", "model"])
     assert ecdf.height <= rdata.ECDF_MAX_POINTS + 1

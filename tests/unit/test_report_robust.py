@@ -89,11 +89,17 @@ def _degrade(
         pl.Series("_failed", failed),
     )
     out = out.with_columns(
-        pl.when(pl.col("_failed")).then(pl.lit("error")).otherwise(pl.col("status")).alias("status"),
-        pl.when(pl.col("_failed")).then(pl.lit("http_5xx")).otherwise(pl.col("error_class")).alias("error_class"),
+        pl.when(pl.col("_failed"))
+        .then(pl.lit("error"))
+        .otherwise(pl.col("status"))
+        .alias("status"),
+        pl.when(pl.col("_failed"))
+        .then(pl.lit("http_5xx"))
+        .otherwise(pl.col("error_class"))
+        .alias("error_class"),
         pl.when(pl.col("_failed")).then(None).otherwise(pl.col("ttft_s")).alias("ttft_s"),
         pl.when(pl.col("_failed")).then(None).otherwise(pl.col("tpot_s")).alias("tpot_s"),
-    )  # fmt: skip
+    )
     return out.drop("_failed").select([pl.col(c).cast(t) for c, t in RECORD_POLARS_SCHEMA.items()])
 
 

@@ -13,8 +13,16 @@ from tokrate.runfolder.summary import Summary
 
 
 def _dist(p50: float | None, p95: float | None = None) -> dict[str, Any]:
-    return {"n": 1, "mean": p50, "p50": p50, "p90": p95, "p95": p95, "p99": p95,
-            "min": p50, "max": p95}  # fmt: skip
+    return {
+        "n": 1,
+        "mean": p50,
+        "p50": p50,
+        "p90": p95,
+        "p95": p95,
+        "p99": p95,
+        "min": p50,
+        "max": p95,
+    }
 
 
 def _group(
@@ -32,13 +40,25 @@ def _group(
     rate: float | None = None,
 ) -> dict[str, Any]:
     return {
-        "endpoint": endpoint, "model": model, "scenario": f"c={c}" if c else f"rate={rate:g}/s",
-        "concurrency": c, "rate_rps": rate,
-        "counts": {"scheduled": ok + error, "ok": ok, "error": error, "cancelled": 0,
-                   "warmup": 0, "retried_attempts": 0},
-        "ttft_s": _dist(*ttft), "tpot_s": _dist(tpot), "decode_tps": _dist(decode),
-        "aggregate_output_tps": agg, "goodput_rps": goodput,
-    }  # fmt: skip
+        "endpoint": endpoint,
+        "model": model,
+        "scenario": f"c={c}" if c else f"rate={rate:g}/s",
+        "concurrency": c,
+        "rate_rps": rate,
+        "counts": {
+            "scheduled": ok + error,
+            "ok": ok,
+            "error": error,
+            "cancelled": 0,
+            "warmup": 0,
+            "retried_attempts": 0,
+        },
+        "ttft_s": _dist(*ttft),
+        "tpot_s": _dist(tpot),
+        "decode_tps": _dist(decode),
+        "aggregate_output_tps": agg,
+        "goodput_rps": goodput,
+    }
 
 
 def _render(summary: dict[str, Any], **kw: Any) -> str:

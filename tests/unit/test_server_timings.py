@@ -106,9 +106,13 @@ def test_parquet_json_column_round_trips_into_the_summary(tmp_path: Path) -> Non
 def test_report_shows_client_vs_server_only_with_timings(tmp_path: Path) -> None:
     tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
     with_t = synthetic_run(
-        tmp_path / "with", tiers=tiers, requests_per_level=12, server_timings=True,
-        server_speedup=1.05, hardware="cpu-ddr5-2ch",
-    )  # fmt: skip
+        tmp_path / "with",
+        tiers=tiers,
+        requests_per_level=12,
+        server_timings=True,
+        server_speedup=1.05,
+        hardware="cpu-ddr5-2ch",
+    )
     out = build_report([with_t], formats=("png",))
     assert (out / "charts" / "client_vs_server.png").exists()
     md = (out / "summary.md").read_text(encoding="utf-8")

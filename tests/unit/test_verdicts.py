@@ -142,8 +142,12 @@ def test_a_change_an_overloaded_client_could_make_is_inconclusive(tmp_path: Path
     assert f"- current run warned: {warn}" in md
     assert "inconclusive (client overloaded" in md
     # Without the regression, only the inconclusive row: exit 3.
-    same = write_run(tmp_path, "s", make_records("s", seed=3, models=("sim-7b",),
-                     slow={"sim-7b": 1.3}), loop_lag={"c=4": 400.0})  # fmt: skip
+    same = write_run(
+        tmp_path,
+        "s",
+        make_records("s", seed=3, models=("sim-7b",), slow={"sim-7b": 1.3}),
+        loop_lag={"c=4": 400.0},
+    )
     only = compare_runs(base, same)
     assert (only.verdict, only.exit_code) == ("inconclusive", 3)
 
@@ -245,8 +249,9 @@ def test_latest_good_moves_only_on_a_clean_pass(tmp_path: Path) -> None:
     first = write_run(root, "r1", make_records("r1", seed=1))
     assert check_baseline(first, LATEST_GOOD, root) == 0 and pointer.read_text() == "r1\n"
     # Inconclusive (the client was overloaded): exit 3, the pointer stays.
-    lagged = write_run(root, "r2", make_records("r2", seed=2, slow={"sim-7b": 1.3}),
-                       loop_lag={"c=4": 400.0})  # fmt: skip
+    lagged = write_run(
+        root, "r2", make_records("r2", seed=2, slow={"sim-7b": 1.3}), loop_lag={"c=4": 400.0}
+    )
     assert check_baseline(lagged, LATEST_GOOD, root) == 3 and pointer.read_text() == "r1\n"
     # A regression the re-measurement did not confirm: exit 0, but not the new baseline.
     offnight = write_run(root, "r3", make_records("r3", seed=3, slow={"sim-70b": 1.3}))

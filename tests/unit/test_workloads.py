@@ -41,8 +41,9 @@ TARGET = Target(EndpointSpec("e", "http://127.0.0.1:1/v1"), ModelSpec("e", "m"))
 
 
 def _body(p: Prompt, *, tag: str | None = None, **settings: Any) -> dict[str, Any]:
-    req = build_request(TARGET, p, RequestSettings(**settings), include_usage=False,
-                        unique_prefix=tag, api_key=None)  # fmt: skip
+    req = build_request(
+        TARGET, p, RequestSettings(**settings), include_usage=False, unique_prefix=tag, api_key=None
+    )
     out: dict[str, Any] = orjson.loads(req.body)
     return out
 
@@ -53,10 +54,12 @@ def _body(p: Prompt, *, tag: str | None = None, **settings: Any) -> dict[str, An
 def _messages(rng: random.Random, n: int) -> list[dict[str, str]]:
     words = ("alpha", "beta", "gamma", "délta", "ε", "zeta")
     return [
-        {"role": rng.choice(("system", "user", "assistant")),
-         "content": " ".join(rng.choice(words) for _ in range(rng.randint(0, 300)))}
+        {
+            "role": rng.choice(("system", "user", "assistant")),
+            "content": " ".join(rng.choice(words) for _ in range(rng.randint(0, 300))),
+        }
         for _ in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def test_blocks_follow_the_simulators_token_count() -> None:
@@ -106,8 +109,9 @@ def test_grid_prompts_are_exact_with_and_without_the_tag(reserve: int) -> None:
     assert len(prompts) == 3 * 2 * 2
     assert len({p.task for p in prompts}) == 6
     for p in prompts:
-        n_in, n_out = (int(x[2:]) if x.startswith("in") else int(x[3:])
-                       for x in p.task.split("-")[1:])  # fmt: skip
+        n_in, n_out = (
+            int(x[2:]) if x.startswith("in") else int(x[3:]) for x in p.task.split("-")[1:]
+        )
         body = _body(p, tag=new_unique_prefix() if reserve else None)
         assert count_chat_tokens(body["messages"]) == n_in
         assert body["max_tokens"] == n_out == body["min_tokens"] and body["ignore_eos"] is True
@@ -124,8 +128,9 @@ def test_unique_tag_costs_exactly_its_tokens() -> None:
 
 
 def test_generated_sessions() -> None:
-    spec = SessionsSpec(count=3, turns=5, input_tokens=100, output_tokens=9, system_tokens=20,
-                        think_time_s=1.5)  # fmt: skip
+    spec = SessionsSpec(
+        count=3, turns=5, input_tokens=100, output_tokens=9, system_tokens=20, think_time_s=1.5
+    )
     sessions = session_prompts(spec)
     assert len(sessions) == 3 and len({json.dumps(s.messages) for s in sessions}) == 3
     for s in sessions:
@@ -139,8 +144,13 @@ def test_generated_sessions() -> None:
 
 
 def test_shared_prefix_workload_tags_after_the_prefix() -> None:
-    prompts = load_prompts(PromptsSpec(shared_prefix=SharedPrefixSpec(
-        prefix_tokens=256, input_tokens=32, output_tokens=8, count=4)))  # fmt: skip
+    prompts = load_prompts(
+        PromptsSpec(
+            shared_prefix=SharedPrefixSpec(
+                prefix_tokens=256, input_tokens=32, output_tokens=8, count=4
+            )
+        )
+    )
     shared = [p for p in prompts if p.task == "shared-prefix"]
     control = [p for p in prompts if p.task == "unique-prefix"]
     assert len(shared) == len(control) == 4
@@ -220,14 +230,22 @@ def test_openai_batch_file(tmp_path: Path) -> None:
 
 def test_sharegpt_file(tmp_path: Path) -> None:
     data = [
-        {"id": "a", "conversations": [{"from": "system", "value": "sys"},
-                                       {"from": "human", "value": "q1"},
-                                       {"from": "gpt", "value": "r" * 41},
-                                       {"from": "human", "value": "q2"}]},
+        {
+            "id": "a",
+            "conversations": [
+                {"from": "system", "value": "sys"},
+                {"from": "human", "value": "q1"},
+                {"from": "gpt", "value": "r" * 41},
+                {"from": "human", "value": "q2"},
+            ],
+        },
         {"conversations": [{"from": "human", "value": "unanswered"}]},
         {"conversations": [{"from": "gpt", "value": "starts with gpt"}]},
-        {"id": 9, "conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}]},
-    ]  # fmt: skip
+        {
+            "id": 9,
+            "conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}],
+        },
+    ]
     name = _write(tmp_path, "sg.json", json.dumps(data))
     a, b = load_prompts(PromptsSpec(paths=(name,)), base_dir=tmp_path)
     assert a.messages == ({"role": "system", "content": "sys"}, {"role": "user", "content": "q1"})
@@ -242,9 +260,12 @@ def test_sharegpt_file(tmp_path: Path) -> None:
 
 def test_spec_keys_and_their_bounds(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
-    good.write_text('[prompts]\ngrid = {input_tokens = [128, 8192], output_tokens = [64]}\n'
-                    'sessions = {turns = 3, think_time_s = 0.5}\n'
-                    '[simulator]\nprefix_cache = true\n', encoding="utf-8")  # fmt: skip
+    good.write_text(
+        "[prompts]\ngrid = {input_tokens = [128, 8192], output_tokens = [64]}\n"
+        "sessions = {turns = 3, think_time_s = 0.5}\n"
+        "[simulator]\nprefix_cache = true\n",
+        encoding="utf-8",
+    )
     spec = load_spec(good)
     assert spec.prompts.grid is not None and spec.prompts.grid.input_tokens == (128, 8192)
     assert spec.prompts.sessions is not None and spec.prompts.sessions.turns == 3
@@ -282,12 +303,20 @@ def test_answer_text_is_kept_only_when_asked() -> None:
         for i, c in enumerate(chunks):
             state.feed_chunk(c, i)
         state.finish(9)
-        result = state.result(client="fast", api="chat", endpoint="e", model="m", t0_ns=0,
-                              started_at=0.0)  # fmt: skip
+        result = state.result(
+            client="fast", api="chat", endpoint="e", model="m", t0_ns=0, started_at=0.0
+        )
         assert result.answer_text == ("Hello" if keep else None)
     legacy = StreamState(keep_text=True)
     legacy.feed_chunk({"choices": [{"text": "abc"}]}, 1)
     assert legacy.answer_parts == ["abc"]
-    req = build_request(TARGET, Prompt("p", "t", None, "x", 3, 1, "s"), RequestSettings(),
-                        include_usage=True, unique_prefix=None, api_key=None, keep_text=True)  # fmt: skip
+    req = build_request(
+        TARGET,
+        Prompt("p", "t", None, "x", 3, 1, "s"),
+        RequestSettings(),
+        include_usage=True,
+        unique_prefix=None,
+        api_key=None,
+        keep_text=True,
+    )
     assert req.keep_text and without_stream_options(req).keep_text

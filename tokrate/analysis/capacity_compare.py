@@ -98,8 +98,14 @@ def compare_capacities(
         verdict, reason, change = _one(b, c, problem, limit)
         out.append(
             CapacityChange(
-                endpoint, model, unit, verdict, reason,
-                None if b is None else b.capacity, None if c is None else c.capacity, change,
+                endpoint,
+                model,
+                unit,
+                verdict,
+                reason,
+                None if b is None else b.capacity,
+                None if c is None else c.capacity,
+                change,
             )
-        )  # fmt: skip
+        )
     return out

@@ -351,8 +351,10 @@ def _confirm(
     covered = [g for g in flagged if g in measured]
     again = {
         r.key: r
-        for r in _judge_groups(base, confirm, ths, s, covered, run_problem(base.info, confirm.info), labels)
-    }  # fmt: skip
+        for r in _judge_groups(
+            base, confirm, ths, s, covered, run_problem(base.info, confirm.info), labels
+        )
+    }
     out: list[MetricResult] = []
     for r in rows:
         second = again.get(r.key) if r.verdict == "regressed" else None
@@ -360,9 +362,14 @@ def _confirm(
             out.append(r)
             continue
         confirmation = Confirmation(
-            second.current, second.change, second.ci_low, second.ci_high, second.n_current,
-            second.verdict, second.reason,
-        )  # fmt: skip
+            second.current,
+            second.change,
+            second.ci_low,
+            second.ci_high,
+            second.n_current,
+            second.verdict,
+            second.reason,
+        )
         if second.verdict == "regressed":
             verdict, reason = r.verdict, f"{r.reason}; confirmed by the re-measurement"
         elif second.verdict == "inconclusive":
@@ -453,10 +460,23 @@ def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[M
     b, c = (r.summary.capacity if r.summary else None for r in (base, cur))
     changes = compare_capacities(b, c, t.limit)
     return [
-        MetricResult(c.endpoint, c.model, "capacity", "capacity", c.unit, "higher_is_better", t,
-                     c.verdict, c.reason, c.baseline, c.current, c.change, label=f"{c.model} capacity")
+        MetricResult(
+            c.endpoint,
+            c.model,
+            "capacity",
+            "capacity",
+            c.unit,
+            "higher_is_better",
+            t,
+            c.verdict,
+            c.reason,
+            c.baseline,
+            c.current,
+            c.change,
+            label=f"{c.model} capacity",
+        )
         for c in changes
-    ]  # fmt: skip
+    ]
 
 
 def compare_runs(

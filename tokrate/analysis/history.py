@@ -255,8 +255,9 @@ def _walk(
         base_entry, base_value, base_n = _baseline(walk.runs, walk.regressed, e)
         t = ths.get(row["metric"])
         if t is None:
-            extra.append((*ids, walk.number, None, base_entry.info.run_id, base_value,
-                          *(None,) * 5, False))  # fmt: skip
+            extra.append(
+                (*ids, walk.number, None, base_entry.info.run_id, base_value, *(None,) * 5, False)
+            )
             walk.runs.append((e, value, n))
             continue
         earlier = [v for r, v, _ in walk.runs if r.checked != "regressed"][-window:]
@@ -270,8 +271,21 @@ def _walk(
             verdict = judge.verdict(base_entry, e, group, fitted)
         if verdict == "regressed":
             walk.regressed.add(e.key)
-        extra.append((*ids, walk.number, None, base_entry.info.run_id, base_value,
-                      fitted.limit, fitted.source, low, high, verdict, outside))  # fmt: skip
+        extra.append(
+            (
+                *ids,
+                walk.number,
+                None,
+                base_entry.info.run_id,
+                base_value,
+                fitted.limit,
+                fitted.source,
+                low,
+                high,
+                verdict,
+                outside,
+            )
+        )
         walk.runs.append((e, value, n))
     schema = {"folder": pl.String, **{k: pl.String for k in _KEYS}, **_EXTRA_SCHEMA}
     frame = pl.DataFrame(extra, schema=schema, orient="row")

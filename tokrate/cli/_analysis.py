@@ -33,18 +33,26 @@ def add_report(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="(re)build the report of one or more stored runs")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s), e.g. reports/<run-id>")
     p.add_argument(
-        "-o", "--out", metavar="DIR", default=None,
+        "-o",
+        "--out",
+        metavar="DIR",
+        default=None,
         help="output folder (default: the run folder; for several runs reports/compare-<ids>)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--hardware", metavar="PROFILE", default=None,
+        "--hardware",
+        metavar="PROFILE",
+        default=None,
         help="bound-line hardware: a profile name, bandwidth=900GB/s[,flops=..,memory=..] "
         "or a .toml file (default: run.json 'hardware')",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--format", dest="formats", metavar="png,svg,pdf", default="png,svg",
+        "--format",
+        dest="formats",
+        metavar="png,svg,pdf",
+        default="png,svg",
         help="chart file formats under charts/: png, svg, pdf (comma-separated; default png,svg)",
-    )  # fmt: skip
+    )
     p.add_argument("--open", action="store_true", help="open report.html in a browser")
     p.set_defaults(func=_cmd_report)
 

@@ -144,9 +144,13 @@ class HttpxClient:
         usage_rejected: bool,
     ) -> StreamResult:
         a = Attempt(
-            self.kind, req, self.timeouts,
-            attempt=attempt, usage_rejected=usage_rejected, watch=watch,
-        )  # fmt: skip
+            self.kind,
+            req,
+            self.timeouts,
+            attempt=attempt,
+            usage_rejected=usage_rejected,
+            watch=watch,
+        )
         request = self._client.build_request(
             "POST",
             req.url,

@@ -203,9 +203,13 @@ class SdkClient:
         usage_rejected: bool,
     ) -> StreamResult:
         a = Attempt(
-            self.kind, req, self.timeouts,
-            attempt=attempt, usage_rejected=usage_rejected, watch=watch,
-        )  # fmt: skip
+            self.kind,
+            req,
+            self.timeouts,
+            attempt=attempt,
+            usage_rejected=usage_rejected,
+            watch=watch,
+        )
         sdk, model, body, headers, query = self._call(req)
         token = _CURRENT.set((a.state, a.trace))
         try:

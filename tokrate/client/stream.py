@@ -207,9 +207,13 @@ class FastClient:
         try:
             if self._bridge is not None:
                 opening: Any = open_kernel_connection(
-                    lambda: conn, target.host, target.port, bridge=self._bridge,
-                    ssl_context=ctx, server_hostname=hostname,
-                )  # fmt: skip
+                    lambda: conn,
+                    target.host,
+                    target.port,
+                    bridge=self._bridge,
+                    ssl_context=ctx,
+                    server_hostname=hostname,
+                )
             else:
                 opening = loop.create_connection(
                     lambda: conn, target.host, target.port, ssl=ctx, server_hostname=hostname

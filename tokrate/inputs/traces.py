@@ -35,8 +35,13 @@ from tokrate.errors import PromptError
 from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
 from tokrate.physics import count_text_tokens
 
-__all__ = ["is_batch_line", "is_session_line", "parse_batch_line", "parse_session_line",
-           "parse_sharegpt"]  # fmt: skip
+__all__ = [
+    "is_batch_line",
+    "is_session_line",
+    "parse_batch_line",
+    "parse_session_line",
+    "parse_sharegpt",
+]
 
 
 def is_session_line(obj: object) -> bool:

@@ -203,9 +203,13 @@ def verify_capacity(probe: ProbeFn, found: SearchOutcome, closed: bool) -> Searc
             " here, so this is no single threshold"
         )
     return dataclasses.replace(
-        found, capacity=level, verdict=verdict, bracket=bracket, probes=tuple(probes),
+        found,
+        capacity=level,
+        verdict=verdict,
+        bracket=bracket,
+        probes=tuple(probes),
         verified_note=note,
-    )  # fmt: skip
+    )
 
 
 def _note(o: SearchOutcome, unit: str) -> str:

@@ -216,9 +216,20 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         store.discard()
         raise
     return _Prepared(
-        run_id, targets, prompts, plan, shards, keys, backend, store, redactor, loaded, notices,
-        tuple(size_notes), tuple(size_warnings),
-    )  # fmt: skip
+        run_id,
+        targets,
+        prompts,
+        plan,
+        shards,
+        keys,
+        backend,
+        store,
+        redactor,
+        loaded,
+        notices,
+        tuple(size_notes),
+        tuple(size_warnings),
+    )
 
 
 def _announce(p: _Prepared, console: Console) -> None:

@@ -128,9 +128,12 @@ class Api:
         if self.anthropic:
             return MessagesWire(response_id, plan.model, plan.input_tokens)
         return ChunkBytes(
-            response_id, plan.model, created, chat=self.name == "chat",
+            response_id,
+            plan.model,
+            created,
+            chat=self.name == "chat",
             include_usage=plan.include_usage,
-        )  # fmt: skip
+        )
 
     def error(self, err: BadRequest, request_id: str) -> tuple[bytes, Headers]:
         """The body and headers answering ``err`` in this protocol's shape."""

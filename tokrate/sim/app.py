@@ -210,9 +210,13 @@ class SimApp:
         return f"{prefix}{self._id_prefix}{self._counter:08x}"
 
     async def _completion(
-        self, api: Api, raw: bytes, receive: Receive, send: Send,
+        self,
+        api: Api,
+        raw: bytes,
+        receive: Receive,
+        send: Send,
         headers: list[tuple[bytes, bytes]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         received_ns = perf_counter_ns()
         plan = api.plan(raw, self.state.timings, self._length_rng, self.state.prefix_cache)
         fault = self.state.faults.draw(plan.model)
@@ -226,9 +230,14 @@ class SimApp:
             entry.write()
 
     async def _answer(
-        self, api: Api, plan: RequestPlan, fault: FaultRule | None, entry: _TruthEntry,
-        receive: Receive, send: Send,
-    ) -> None:  # fmt: skip
+        self,
+        api: Api,
+        plan: RequestPlan,
+        fault: FaultRule | None,
+        entry: _TruthEntry,
+        receive: Receive,
+        send: Send,
+    ) -> None:
         kind = fault.kind if fault else None
         if kind in ("http_500", "http_429", "http_503", "html_200"):
             assert fault is not None
@@ -323,9 +332,14 @@ class _TruthEntry:
     stream's final chunk, or when the handler returns or raises."""
 
     def __init__(
-        self, log: TruthLog | None, request_id: str, model: str, received_ns: int,
-        fault: FaultRule | None, protocol: str,
-    ) -> None:  # fmt: skip
+        self,
+        log: TruthLog | None,
+        request_id: str,
+        model: str,
+        received_ns: int,
+        fault: FaultRule | None,
+        protocol: str,
+    ) -> None:
         self.request_id = request_id
         self.received_ns = received_ns
         self.req: SimRequest | None = None
@@ -349,19 +363,35 @@ class _TruthEntry:
         if req is None:
             t = self.answered_ns if self.answered_ns is not None else perf_counter_ns()
             self._log.record(
-                self.request_id, self._model, self.received_ns, t, [], t, 0, self._fault,
-                protocol=self._protocol, reasoning_tokens=0, request=self.request,
-            )  # fmt: skip
+                self.request_id,
+                self._model,
+                self.received_ns,
+                t,
+                [],
+                t,
+                0,
+                self._fault,
+                protocol=self._protocol,
+                reasoning_tokens=0,
+                request=self.request,
+            )
             return
         done = self.ended_ns if self.ended_ns is not None else req.done_ns
         self._log.record(
-            self.request_id, self._model, self.received_ns, req.first_write_ns,
-            req.content_write_ns, done if done is not None else perf_counter_ns(),
-            req.produced, self._fault, protocol=self._protocol,
-            reasoning_tokens=req.usage().reasoning_tokens, input_tokens=req.input_tokens,
+            self.request_id,
+            self._model,
+            self.received_ns,
+            req.first_write_ns,
+            req.content_write_ns,
+            done if done is not None else perf_counter_ns(),
+            req.produced,
+            self._fault,
+            protocol=self._protocol,
+            reasoning_tokens=req.usage().reasoning_tokens,
+            input_tokens=req.input_tokens,
             cached_tokens=req.cached_tokens,
             request=self.request,
-        )  # fmt: skip
+        )
 
 
 def _require_method(method: str, allowed: str) -> None:

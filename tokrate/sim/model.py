@@ -169,11 +169,15 @@ def default_tiers() -> tuple[Tier, ...]:
     }
     return tuple(
         Tier(
-            s.name, s.params_b, s.active_params_b, bytes_per_param=s.bytes_per_param,
-            gpus=s.gpus, **shapes[s.name],  # type: ignore[arg-type]
+            s.name,
+            s.params_b,
+            s.active_params_b,
+            bytes_per_param=s.bytes_per_param,
+            gpus=s.gpus,
+            **shapes[s.name],  # type: ignore[arg-type]
         )
         for s in DEFAULT_TIER_SIZES
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,9 +71,14 @@ class ChunkBytes(StreamWire):
     )  # fmt: skip
 
     def __init__(
-        self, response_id: str, model: str, created: int, *, chat: bool,
+        self,
+        response_id: str,
+        model: str,
+        created: int,
+        *,
+        chat: bool,
         include_usage: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.chat = chat
         self.include_usage = include_usage
         self._id, self._model, self._created = response_id, model, created

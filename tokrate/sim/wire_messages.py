@@ -109,9 +109,13 @@ class MessagesWire(StreamWire):
         field = b"thinking" if kind == "thinking" else b"text"
         self._pre = (
             b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
-            + str(self._index).encode() + b',"delta":{"type":"' + field + b'_delta","'
-            + field + b'":"'
-        )  # fmt: skip
+            + str(self._index).encode()
+            + b',"delta":{"type":"'
+            + field
+            + b'_delta","'
+            + field
+            + b'":"'
+        )
         start = {"type": "content_block_start", "index": self._index, "content_block": block}
         return out + _event(start)
 

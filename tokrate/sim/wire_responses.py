@@ -80,10 +80,16 @@ class ResponsesWire(StreamWire):
         kind = "reasoning_summary_text" if self._summary else "reasoning_text"
         part = b'"summary_index":0' if self._summary else b'"content_index":0'
         self._think_pre = (
-            b"event: response." + kind.encode() + b'.delta\ndata: {"type":"response.'
-            + kind.encode() + b'.delta","item_id":"' + self._reasoning_id.encode()
-            + b'","output_index":0,' + part + b',"delta":"'
-        )  # fmt: skip
+            b"event: response."
+            + kind.encode()
+            + b'.delta\ndata: {"type":"response.'
+            + kind.encode()
+            + b'.delta","item_id":"'
+            + self._reasoning_id.encode()
+            + b'","output_index":0,'
+            + part
+            + b',"delta":"'
+        )
         self._text_pre = b""
         self._delta_post = b'","sequence_number":'
 
@@ -155,11 +161,19 @@ class ResponsesWire(StreamWire):
         if self._summary:
             part = {"type": "summary_text", "text": text}
             done = [
-                {"type": "response.reasoning_summary_text.done", **ids, "summary_index": 0,
-                 "text": text},
-                {"type": "response.reasoning_summary_part.done", **ids, "summary_index": 0,
-                 "part": part},
-            ]  # fmt: skip
+                {
+                    "type": "response.reasoning_summary_text.done",
+                    **ids,
+                    "summary_index": 0,
+                    "text": text,
+                },
+                {
+                    "type": "response.reasoning_summary_part.done",
+                    **ids,
+                    "summary_index": 0,
+                    "part": part,
+                },
+            ]
         else:
             part = {"type": "reasoning_text", "text": text}
             done = [
@@ -167,9 +181,12 @@ class ResponsesWire(StreamWire):
                 {"type": "response.content_part.done", **ids, "content_index": 0, "part": part},
             ]
         done.append(
-            {"type": "response.output_item.done", "output_index": 0,
-             "item": self._reasoning_item(text)}
-        )  # fmt: skip
+            {
+                "type": "response.output_item.done",
+                "output_index": 0,
+                "item": self._reasoning_item(text),
+            }
+        )
         return b"".join(self._next(e) for e in done)
 
     def _output(self, finish: str | None) -> list[dict[str, Any]]:
@@ -196,19 +213,30 @@ class ResponsesWire(StreamWire):
             self._reasoning_open = True
             ids = {"item_id": self._reasoning_id, "output_index": 0}
             added = self._next(
-                {"type": "response.output_item.added", "output_index": 0,
-                 "item": self._reasoning_item(None)}
-            )  # fmt: skip
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": self._reasoning_item(None),
+                }
+            )
             if self._summary:
                 part = self._next(
-                    {"type": "response.reasoning_summary_part.added", **ids, "summary_index": 0,
-                     "part": {"type": "summary_text", "text": ""}}
-                )  # fmt: skip
+                    {
+                        "type": "response.reasoning_summary_part.added",
+                        **ids,
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    }
+                )
             else:
                 part = self._next(
-                    {"type": "response.content_part.added", **ids, "content_index": 0,
-                     "part": {"type": "reasoning_text", "text": ""}}
-                )  # fmt: skip
+                    {
+                        "type": "response.content_part.added",
+                        **ids,
+                        "content_index": 0,
+                        "part": {"type": "reasoning_text", "text": ""},
+                    }
+                )
             head = added + part
         self._reasoning.append(text)
         return head + self._delta(self._think_pre, text)
@@ -220,18 +248,29 @@ class ResponsesWire(StreamWire):
                 head = self._close_reasoning()
             index = self._message_index = 1 if self._reasoning else 0
             head += self._next(
-                {"type": "response.output_item.added", "output_index": index,
-                 "item": self._message_item(None, "in_progress")}
-            )  # fmt: skip
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": self._message_item(None, "in_progress"),
+                }
+            )
             head += self._next(
-                {"type": "response.content_part.added", "item_id": self._message_id,
-                 "output_index": index, "content_index": 0, "part": _output_text("")}
-            )  # fmt: skip
+                {
+                    "type": "response.content_part.added",
+                    "item_id": self._message_id,
+                    "output_index": index,
+                    "content_index": 0,
+                    "part": _output_text(""),
+                }
+            )
             self._text_pre = (
                 b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
-                b'"item_id":"' + self._message_id.encode() + b'","output_index":'
-                + str(index).encode() + b',"content_index":0,"logprobs":[],"delta":"'
-            )  # fmt: skip
+                b'"item_id":"'
+                + self._message_id.encode()
+                + b'","output_index":'
+                + str(index).encode()
+                + b',"content_index":0,"logprobs":[],"delta":"'
+            )
         self._text.append(text)
         return head + self._delta(self._text_pre, text)
 
@@ -249,12 +288,16 @@ class ResponsesWire(StreamWire):
             out += self._next(
                 {"type": "response.output_text.done", **ids, "text": text, "logprobs": []}
             )
-            out += self._next({"type": "response.content_part.done", **ids,
-                               "part": _output_text(text)})  # fmt: skip
             out += self._next(
-                {"type": "response.output_item.done", "output_index": index,
-                 "item": self._message_item(text, status)}
-            )  # fmt: skip
+                {"type": "response.content_part.done", **ids, "part": _output_text(text)}
+            )
+            out += self._next(
+                {
+                    "type": "response.output_item.done",
+                    "output_index": index,
+                    "item": self._message_item(text, status),
+                }
+            )
         final = self._final(finish_reason, usage)
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._next({"type": kind, "response": final})
