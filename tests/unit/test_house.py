@@ -24,3 +24,55 @@ def test_no_test_module_imports_another_test_module() -> None:
             if any(name.split(".")[-1].startswith("test_") for name in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_root_of_tokrate_holds_only_leaves() -> None:
+    """Everything with a stage lives in the folder of its stage; the root keeps the
+    package, its entry point and the leaves every stage shares (at most 10 modules)."""
+    modules = sorted(p.name for p in (ROOT / "tokrate").glob("*.py"))
+    assert modules == [
+        "__init__.py",
+        "__main__.py",
+        "_version.py",
+        "errors.py",
+        "fileio.py",
+        "hardware.py",
+        "physics.py",
+        "redact.py",
+        "textfmt.py",
+        "tomlfile.py",
+    ]
+
+
+#: The modules of tokrate/ that write files, and what they write. A run folder's files
+#: have one writer each: the store (run.json, records.jsonl, records.parquet,
+#: summary.json, capacity.json, comparison.json/.md, the latest-good pointer), the
+#: server-metrics format (server_metrics.parquet), the report (report.html, summary.md,
+#: charts/). The simulator's truth log is not a run folder's.
+_WRITERS = {
+    "tokrate/runfolder/store.py": "a run folder's files (module doc)",
+    "tokrate/runfolder/server_metrics.py": "server_metrics.parquet",
+    "tokrate/runfolder/calibration.py": "tokrate calibrate --output FILE",
+    "tokrate/report/build.py": "report.html, summary.md, charts/",
+    "tokrate/report/history_pages.py": "tokrate history's pages (not a run folder)",
+    "tokrate/spec/init_template.py": "tokrate init's config file",
+    "tokrate/cli/_analysis.py": "tokrate compare --output FILE",
+}
+_WRITE_CALLS = ("write_atomic", "write_parquet", "write_text", "write_bytes", "write_csv")
+
+
+def test_each_file_has_one_writer() -> None:
+    """Only the modules of _WRITERS call a file-writing function (the simulator aside),
+    so "where is a record written" has one answer per file."""
+    writers = set()
+    for path in sorted((ROOT / "tokrate").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("tokrate/sim/") or rel == "tokrate/fileio.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in _WRITE_CALLS:
+                    writers.add(rel)
+    assert writers == set(_WRITERS)
