@@ -29,7 +29,8 @@ keeps (final attempts of measured requests; status ok for latencies), the same r
 that are resampled for the interval, so a value and its interval always agree and
 equal summary.json's. Percentiles use linear interpolation. The interval is a circular
 block bootstrap in send order with blocks as long as the number of requests in flight
-together (:func:`tokrate.analysis.stats.block_bootstrap`); error rates use Newcombe's interval.
+together (:func:`tokrate.analysis.stats.block_bootstrap`); error rates and the pass rate
+of checked answers (:mod:`tokrate.analysis.quality_compare`) use Newcombe's interval.
 
 The result's types and its JSON document (schema history included) are
 :mod:`tokrate.runfolder.comparison`'s, re-exported here.
@@ -48,6 +49,7 @@ from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.comparability import group_problem, run_problem
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed
+from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
@@ -64,6 +66,7 @@ from tokrate.runfolder.comparison import (
 )
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec.thresholds import (
+    ABSOLUTE_METRICS,
     RUN_METRICS,
     Threshold,
     ThresholdSet,
@@ -92,7 +95,7 @@ __all__ = [
 def samples_needed(metric: str, min_samples: int, min_tail: int = MIN_TAIL_SAMPLES) -> int:
     """Values each side needs for ``metric`` to be judged (see MIN_TAIL_SAMPLES; a mean
     or an error rate needs ``min_samples``)."""
-    if metric in ("error_rate", "capacity"):
+    if metric in (*ABSOLUTE_METRICS, "capacity"):
         return min_samples
     _, q = metric_column(metric)
     if q is None:
@@ -119,7 +122,7 @@ def better_limit(t: Threshold) -> float:
     of :func:`judge` (positive is better): the threshold's ratio the other way, so a
     +10% latency threshold means 1.10x slower or 1.10x faster (-9.1%), and a -5%
     tokens/s threshold -5% or +5.3%. Error rates (absolute): the same difference."""
-    if t.metric == "error_rate":
+    if t.metric in ABSOLUTE_METRICS:
         return t.limit
     if t.direction == "lower_is_better":
         return t.limit / (1.0 + t.limit)
@@ -180,6 +183,8 @@ def compare_metric(
     )
     if metric == "error_rate":
         return _compare_error_rate(gb, gc, t, s, problem, empty)
+    if metric == "pass_rate":
+        return compare_pass_rate(gb, gc, t, s, problem, empty)
     column, q = metric_column(metric)
     # Send order (wall clock at t0) so that the bootstrap's blocks are neighbours in time.
     ob = gb.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
@@ -397,6 +402,9 @@ def compare_loaded(
     ``not_comparable``."""
     s = settings or CompareSettings()
     ths = ThresholdSet.of(thresholds)
+    if not (has_checks(base.records) or has_checks(cur.records)):
+        # No answer was checked on either side: no pass-rate row (docs/quality.md).
+        ths = ThresholdSet(tuple(t for t in ths.metrics if t.metric != "pass_rate"), ths.per_series)
     warnings = [
         f"{side} run {run.path.name} is {run.info.status}"
         for side, run in (("baseline", base), ("current", cur))

@@ -61,6 +61,7 @@ from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec.thresholds import (
+    ABSOLUTE_METRICS,
     DEFAULT_THRESHOLDS,
     METRICS,
     RUN_METRICS,
@@ -138,7 +139,7 @@ def _run_segments(entries: Sequence[RunEntry]) -> tuple[dict[str, int], dict[int
 def band(base: float, t: Threshold) -> tuple[float, float]:
     """The values compare would not call a change against ``base`` with ``t`` (module
     doc): never below 0."""
-    if t.metric == "error_rate":
+    if t.metric in ABSOLUTE_METRICS:
         low, high = base - t.limit, base + t.limit
     elif t.direction == "lower_is_better":
         low, high = base / (1.0 + t.limit), base * (1.0 + t.limit)

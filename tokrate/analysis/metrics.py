@@ -49,6 +49,7 @@ import polars as pl
 
 from tokrate.analysis.buffering import buffering_exprs, stream_aggs, stream_entry
 from tokrate.analysis.ordering import model_key, natural_key
+from tokrate.analysis.quality import quality_aggs, quality_entry
 from tokrate.analysis.server_timings import (
     server_aggs,
     server_entry,
@@ -274,10 +275,13 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
     final = d.filter(is_final_attempt())
     groups_q = final.group_by(keys).agg(
         *_aggregations(met is not None, DIST_METRICS),
+        *quality_aggs(),
         *stream_aggs(ok_mask()),
         *server_aggs(ok_mask()),
     )
-    tasks_q = final.group_by([*keys, "task"]).agg(_aggregations(met is not None, TASK_METRICS))
+    tasks_q = final.group_by([*keys, "task"]).agg(
+        *_aggregations(met is not None, TASK_METRICS), *quality_aggs()
+    )
     errors_q = (
         final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
         .group_by([*keys, "error_class"])
@@ -357,6 +361,7 @@ def _task_entry(row: Mapping[str, Any], slo_set: bool) -> TaskGroup:
         e2e_s=_distribution(row, "e2e_s"),
         decode_tps=_distribution(row, "decode_tps"),
         slo_met_fraction=_fraction(row, slo_set),
+        quality=quality_entry(row),
     )
 
 
@@ -417,4 +422,5 @@ def _group_entry(
         by_task=by_task,
         stream=stream_entry(row),
         server=server_entry(row),
+        quality=quality_entry(row),
     )

@@ -40,7 +40,13 @@ from tokrate.analysis.points import RunEntry, read_points
 from tokrate.analysis.stats import t_quantile
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import load_run_info
-from tokrate.spec.thresholds import RUN_METRICS, SeriesKey, Threshold, ThresholdSet
+from tokrate.spec.thresholds import (
+    ABSOLUTE_METRICS,
+    RUN_METRICS,
+    SeriesKey,
+    Threshold,
+    ThresholdSet,
+)
 
 __all__ = [
     "MIN_NOISE_RUNS",
@@ -72,13 +78,13 @@ def noise_limit(values: Sequence[float], metric: str) -> float | None:
     (in the metric's unit), or None with fewer than MIN_NOISE_RUNS usable values."""
     arr = np.asarray(values, dtype=np.float64)
     arr = arr[np.isfinite(arr)]
-    if metric != "error_rate":
+    if metric not in ABSOLUTE_METRICS:
         arr = arr[arr > 0]
     if arr.size < MIN_NOISE_RUNS:
         return None
-    spread = float(np.std(arr if metric == "error_rate" else np.log(arr), ddof=1))
+    spread = float(np.std(arr if metric in ABSOLUTE_METRICS else np.log(arr), ddof=1))
     width = t_quantile(NOISE_QUANTILE, int(arr.size) - 1) * math.sqrt(2.0) * spread
-    if metric == "error_rate":
+    if metric in ABSOLUTE_METRICS:
         return width
     if metric.startswith("decode_tps"):
         return 1.0 - math.exp(-width)

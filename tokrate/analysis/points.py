@@ -80,6 +80,9 @@ def _from_summary(summary: Summary, metrics: Sequence[str]) -> list[tuple[Any, .
             if metric == "error_rate":
                 value = _error_rate(g.counts.ok, g.counts.error)
                 n = g.counts.ok + g.counts.error
+            elif metric == "pass_rate":
+                value = None if g.quality is None else g.quality.rate
+                n = 0 if g.quality is None else g.quality.n
             else:
                 series, stat = metric.rsplit("_", 1)
                 dist = g.distribution(SERIES[series][0])
@@ -103,6 +106,11 @@ def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...
                 ok = int((g["status"] == "ok").sum())
                 err = int((g["status"] == "error").sum())
                 rows.append((endpoint, model, scenario, metric, _error_rate(ok, err), ok + err))
+                continue
+            if metric == "pass_rate":
+                judged = g["check_passed"].drop_nulls()
+                rate = float(judged.mean()) if judged.len() else None  # type: ignore[arg-type]
+                rows.append((endpoint, model, scenario, metric, rate, judged.len()))
                 continue
             column, q = metric_column(metric)
             values = g.filter((pl.col("status") == "ok") & pl.col(column).is_not_null())[column]

@@ -308,11 +308,13 @@ def _print_tables(result: RunResult, out: Console) -> None:
     """The summary table (a capacity search's table under it) and the baseline
     comparison, as ``tokrate compare`` draws it. This process measured the run: these
     renderers import nothing heavy (tokrate.report.terminal)."""
+    from tokrate.analysis.routing import routing_table, verdict_lines
     from tokrate.analysis.tier_pick import TierRun, decide_tiers
     from tokrate.report.comparison import render_table
+    from tokrate.report.quality_text import render_quality
     from tokrate.report.terminal import render_capacity, render_summary
     from tokrate.report.tier_text import render_verdict
-    from tokrate.runfolder.store import load_run_info
+    from tokrate.runfolder.store import load_run_info, read_routing
 
     if result.summary is not None:
         name = result.label or result.run_dir.name
@@ -327,6 +329,10 @@ def _print_tables(result: RunResult, out: Console) -> None:
         if decision.cells:
             out.print()
             render_verdict(decision, out)
+        # Answer quality and the routing table, when answers were checked.
+        routing = routing_table(result.summary, info)
+        lines = [] if routing is None else list(verdict_lines(routing))
+        render_quality(result.summary, read_routing(result.run_dir), lines, out)
     if result.comparison is not None:
         out.print()
         render_table(result.comparison, out)

@@ -318,6 +318,11 @@ def probe_request(target: Target, api: str) -> tuple[str, dict[str, Any]]:
     return request_url(target, api, route), body
 
 
+#: The body field that tells a simulator target the right answer
+#: (``tokrate.sim.answers.ANSWER_FIELD``; the client does not import the simulator).
+SIM_ANSWER_FIELD: Final = "tokrate_answer"
+
+
 def build_request(
     target: Target,
     prompt: Prompt,
@@ -358,6 +363,11 @@ def build_request(
     if include_usage and api in ("chat", "completions"):
         body["stream_options"] = {"include_usage": True}
     _ignore_eos(body, target, settings, prompt)
+    expect = prompt.expect
+    if target.simulated and expect is not None and expect.example is not None:
+        # The simulator cannot know a right answer; it is told one, and answers it with
+        # its tier's declared accuracy (docs/quality.md). Never sent to a real server.
+        body[SIM_ANSWER_FIELD] = {"text": expect.example, "task": prompt.task, "key": prompt.id}
     _merge_knobs(body, target, settings)
     headers = _merge_headers(
         [("Content-Type", "application/json"), ("Accept", "text/event-stream")],

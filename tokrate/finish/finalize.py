@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Literal
 
 from tokrate.analysis.calibration import run_envelope
+from tokrate.analysis.checks import apply_checks
 from tokrate.analysis.metrics import summarize
+from tokrate.analysis.routing import routing_table
 from tokrate.runfolder.store import (
     iso_now,
     load_run_info,
     read_capacity,
     read_records_jsonl,
     write_records_parquet,
+    write_routing,
     write_run_info,
     write_summary,
 )
@@ -37,13 +40,15 @@ def finalize_run_folder(run_dir: Path, status: Literal["complete", "interrupted"
     doc); returns the summary. Raises RunFolderError (an unreadable run.json or
     records.jsonl) or OutputError (a file cannot be written)."""
     info = dataclasses.replace(load_run_info(run_dir), status=status)
-    frame = read_records_jsonl(run_dir / "records.jsonl")
+    frame = apply_checks(read_records_jsonl(run_dir / "records.jsonl"), run_dir)
     write_records_parquet(run_dir, frame)
     summary = summarize(frame, info)
     capacity = read_capacity(run_dir)
     if capacity is not None:
         summary = dataclasses.replace(summary, capacity=capacity)
     write_summary(run_dir, summary)
+    routing = routing_table(summary, info)
+    write_routing(run_dir, None if routing is None else routing.to_dict())
     lag_p99_ms = info.loop_lag.p99_ms if info.loop_lag is not None else None
     verdict = run_envelope(frame, lag_p99_ms or 0.0)
     write_run_info(run_dir, dataclasses.replace(info, ended_at=iso_now(), calibration=verdict))

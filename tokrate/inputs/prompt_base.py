@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tokrate.errors import PromptError
+from tokrate.inputs.expect import Expect
 from tokrate.physics import count_chat_tokens, count_text_tokens
+from tokrate.runfolder.checks_file import CheckEntry
 
 __all__ = [
     "MAX_SESSION_TURNS",
     "ONE_MESSAGE_OVERHEAD",
     "Prompt",
     "Turn",
+    "check_entries",
     "check_messages",
     "decode_utf8",
     "estimate_input_tokens",
@@ -44,6 +47,8 @@ class Turn:
 
     user: str
     max_tokens: int | None = None
+    #: What a right answer to this turn looks like (docs/quality.md), or None.
+    expect: Expect | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,9 @@ class Prompt:
     #: Ask for exactly ``max_tokens`` (``ignore_eos`` + ``min_tokens``, as ``[load]
     #: ignore_eos`` does for every prompt): length grids, imported traces.
     exact_output: bool = False
+    #: What a right answer looks like (``expect``, docs/quality.md); for a session, the
+    #: first turn's (each later turn carries its own).
+    expect: Expect | None = None
 
     @property
     def is_session(self) -> bool:
@@ -136,6 +144,7 @@ def make_prompt(
     think_time_s: float = 0.0,
     shared_messages: int = 0,
     exact_output: bool = False,
+    expect: Expect | None = None,
 ) -> Prompt:
     """A Prompt with its input token estimate filled in."""
     msgs = tuple(messages) if messages is not None else None
@@ -151,7 +160,27 @@ def make_prompt(
         think_time_s=think_time_s,
         shared_messages=shared_messages,
         exact_output=exact_output,
+        expect=expect,
     )
+
+
+def check_entries(prompts: Sequence[Prompt]) -> list[CheckEntry]:
+    """checks.json's entries: every prompt (and session turn) with an ``expect``."""
+    out = []
+    for p in prompts:
+        content: dict[str, Any] = {"id": p.id, "task": p.task}
+        if p.messages is not None:
+            content["messages"] = [dict(m) for m in p.messages]
+        else:
+            content["prompt"] = p.prompt
+        turn = 1 if p.is_session else None
+        if p.expect is not None:
+            out.append(CheckEntry(p.id, turn, p.task, p.source, p.expect.to_dict(), content))
+        for t, follow in enumerate(p.turns, start=2):
+            if follow.expect is not None:
+                said = {**content, "turn": t, "user": follow.user}
+                out.append(CheckEntry(p.id, t, p.task, p.source, follow.expect.to_dict(), said))
+    return out
 
 
 def decode_utf8(data: bytes, where: str) -> str:

@@ -4,7 +4,8 @@
 frozen :class:`Prompt`. Sources, in this order:
 
 - ``paths``: JSONL files (``.jsonl``/``.json``; one object per line with ``messages``
-  or ``prompt``, optional ``id``, ``task``, ``max_tokens``; other keys are ignored),
+  or ``prompt``, optional ``id``, ``task``, ``max_tokens``, ``expect`` (what a right
+  answer looks like: :mod:`tokrate.inputs.expect`); other keys are ignored),
   plain-text files (``.txt``/``.md``/``.prompt``; every blank-line-separated block is
   one prompt, or the whole file with ``text_split = "file"``), or a folder of them
   (recursively, sorted by path).
@@ -38,6 +39,7 @@ from typing import Final
 
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
+from tokrate.inputs.expect import parse_expect
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -113,6 +115,7 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
     shared = obj.get("shared_messages", 0)
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise PromptError(f"{where}: 'shared_messages' must be an integer >= 0, got {shared!r}")
+    expect = parse_expect(obj["expect"], where) if obj.get("expect") is not None else None
     return make_prompt(
         id=str(pid),
         task=task,
@@ -121,6 +124,7 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         max_tokens=max_tokens,
         source=where,
         shared_messages=shared,
+        expect=expect,
     )
 
 

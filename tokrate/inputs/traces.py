@@ -6,8 +6,8 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
       {"id": "s1", "system": "You are terse.", "turns": [{"user": "Hi"},
        {"user": "And then?", "max_tokens": 64}], "max_tokens": 128, "think_time_s": 2}
 
-  ``turns`` is a non-empty list of ``{"user": TEXT, "max_tokens": N}`` objects (or
-  plain strings); ``system``, ``id``, ``task``, ``max_tokens`` (every turn's default)
+  ``turns`` is a non-empty list of ``{"user": TEXT, "max_tokens": N, "expect": {...}}``
+  objects (or plain strings; ``expect``: :mod:`tokrate.inputs.expect`); ``system``, ``id``, ``task``, ``max_tokens`` (every turn's default)
   and ``think_time_s`` are optional. Each turn sends the whole history with the
   model's real previous answers.
 - ShareGPT JSON (a list of ``{"id", "conversations": [{"from": "human"|"gpt"|
@@ -19,7 +19,8 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
   "max_tokens"}}``): each line is one prompt with id ``custom_id``, the body's
   ``messages`` (or ``prompt`` for /v1/completions) and ``max_tokens`` (or
   ``max_completion_tokens``); the body's ``model`` is ignored (the run's targets say
-  which models answer).
+  which models answer). An ``expect`` beside ``body`` is the line's check
+  (:mod:`tokrate.inputs.expect`).
 
 Errors are :class:`~tokrate.errors.PromptError`, one line naming the file (and line or
 entry).
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tokrate.errors import PromptError
+from tokrate.inputs.expect import parse_expect
 from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
 from tokrate.physics import count_text_tokens
 
@@ -79,7 +81,8 @@ def _turn(raw: object, where: str, default_max: int | None) -> Turn:
     if not isinstance(raw, dict):
         raise PromptError(f"{where}: a turn must be a string or an object with 'user'")
     limit = _positive(raw.get("max_tokens"), where, "max_tokens")
-    return Turn(_text(raw.get("user"), where, "user"), limit or default_max)
+    expect = parse_expect(raw["expect"], where) if raw.get("expect") is not None else None
+    return Turn(_text(raw.get("user"), where, "user"), limit or default_max, expect)
 
 
 def parse_session_line(
@@ -108,6 +111,7 @@ def parse_session_line(
         source=where,
         turns=turns[1:],
         think_time_s=float(think),
+        expect=turns[0].expect,
     )
 
 
@@ -124,6 +128,7 @@ def parse_batch_line(obj: dict[str, Any], where: str, default_task: str) -> Prom
         raise PromptError(f"{where}: 'body' needs exactly one of 'messages' or 'prompt'")
     messages = check_messages(body["messages"], f"{where} body") if has_messages else None
     prompt = None if has_messages else _text(body.get("prompt"), where, "body.prompt")
+    expect = obj.get("expect")
     return make_prompt(
         id=_id(obj, "custom_id", "", where),
         task=default_task,
@@ -131,6 +136,7 @@ def parse_batch_line(obj: dict[str, Any], where: str, default_task: str) -> Prom
         prompt=prompt,
         max_tokens=limit,
         source=where,
+        expect=None if expect is None else parse_expect(expect, where),
     )
 
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import FinishError
 from tokrate.finish.child import FinishOutcome, FinishRequest, run_finish
+from tokrate.inputs.prompt_base import check_entries
 from tokrate.inputs.prompts import LoadedPrompts, Prompt
 from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
@@ -64,6 +65,7 @@ from tokrate.load.scrape import MetricsSampler
 from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.stopping import Stop
 from tokrate.redact import Redactor
+from tokrate.runfolder.checks_file import write_checks
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import RunStore, load_summary, new_run_id, write_capacity
@@ -212,6 +214,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         info = start_info(run_id, spec, targets, plan, backend)
         config = redactor.value(info.config)
         store.start(dataclasses.replace(info, config=config, prompts=loaded.sources))
+        write_checks(store.path, check_entries(prompts))
     except BaseException:
         store.discard()
         raise

@@ -38,7 +38,7 @@ from tokrate.load.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.plan import PlannedRequest
 from tokrate.load.settings import WorkerSettings
 from tokrate.redact import Redactor, strip_control
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records import MAX_ANSWER_CHARS, RequestRecord
 
 __all__ = ["Sender", "SendSlot"]
 
@@ -154,6 +154,7 @@ class Sender:
                     messages=tuple(history),
                     max_tokens=follow.max_tokens,
                     input_tokens_est=estimate_input_tokens(history, None),
+                    expect=follow.expect,
                 )
             index = pr.index * MAX_SESSION_TURNS + turn - 1
             session = (session_id, turn)
@@ -180,6 +181,7 @@ class Sender:
         target = self.targets[pr.target_index]
         retry = self.settings.retry
         attempt = 1
+        checked = prompt.expect is not None
         while True:
             counter = (
                 None if target.model.tokenizer is None else cached_counter(target.model.tokenizer)
@@ -188,7 +190,7 @@ class Sender:
                 target,
                 prompt,
                 unique_prefix=unique_prefix,
-                keep_text=session is not None or counter is not None,
+                keep_text=session is not None or counter is not None or checked,
             )
             self.emit(
                 RequestStarted(
@@ -237,6 +239,12 @@ class Sender:
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)
+            if checked and result.answer_text is not None:
+                # Kept for the checks after the load, bounded and redacted like every
+                # string a server sent.
+                text = result.answer_text[:MAX_ANSWER_CHARS]
+                answer = self.settings.redactor.text(strip_control(text))
+                record = dataclasses.replace(record, answer=answer)
             self.emit(RequestFinished(record=record))
             if record.status == "ok":
                 return result.answer_text

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.runfolder.comparison import Comparison, MetricResult
+from tokrate.spec.thresholds import ABSOLUTE_METRICS
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = [
@@ -77,7 +78,7 @@ def describe_change(r: MetricResult) -> str:
     ``+3%`` (no interval) where the verdict needed none."""
     if r.change is None:
         return DASH
-    if r.metric == "error_rate":
+    if r.metric in ABSOLUTE_METRICS:
         if r.ci_low is None or r.ci_high is None:
             return f"{r.change * 100:+.1f}pp"
         return f"{r.change * 100:+.1f}pp [{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"

@@ -22,6 +22,7 @@ from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
+from tokrate.report import quality_section as _quality
 from tokrate.report import server_load as _server_load
 from tokrate.report import size_text as _size_text
 from tokrate.report import streams as _streams
@@ -174,12 +175,14 @@ TABLES: Final[tuple[TableDeclaration, ...]] = (
     _capacity.capacity_tables,
     comparison_tables,
     summary_tables,
+    _quality.quality_tables,
     _streams.stream_tables,
 )
 
 #: Charts, in report order.
 CHARTS: Final[tuple[ChartDeclaration, ...]] = (
     _core.size_vs_speed,
+    _quality.quality_chart,
     _capacity.capacity_charts,
     _core.ttft_cdf,
     _core.latency_boxes,

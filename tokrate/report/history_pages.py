@@ -27,7 +27,7 @@ from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import Table
-from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold
+from tokrate.spec.thresholds import ABSOLUTE_METRICS, DEFAULT_THRESHOLDS, Threshold
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = ["build_history", "write_history"]
@@ -47,7 +47,7 @@ def _mark(verdict: str) -> tuple[str, str, str]:
 
 def _unit(metric: str) -> tuple[str, float]:
     """Axis unit and the factor from stored values to it."""
-    if metric == "error_rate":
+    if metric in ABSOLUTE_METRICS:
         return "%", 100.0
     if metric.startswith("decode_tps"):
         return "tok/s", 1.0
@@ -57,7 +57,7 @@ def _unit(metric: str) -> tuple[str, float]:
 def _fmt(value: float | None, metric: str) -> str:
     if value is None:
         return DASH
-    if metric == "error_rate":
+    if metric in ABSOLUTE_METRICS:
         return f"{value * 100:.2f}%"
     if metric.startswith("decode_tps"):
         return fmt_tps(value, " tok/s")

@@ -236,7 +236,7 @@ class MetricResult:
             "baseline": self.baseline,
             "current": self.current,
             "change": self.change,
-            "change_kind": "absolute" if self.metric == "error_rate" else "relative",
+            "change_kind": "absolute" if self.metric in ("error_rate", "pass_rate") else "relative",
             "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
             "threshold": None if self.threshold is None else self.threshold.describe(),
             "threshold_source": None if self.threshold is None else self.threshold.source,

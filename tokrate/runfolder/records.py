@@ -19,6 +19,11 @@ keep loading every version listed here):
        stamps), ``session_id`` / ``turn`` (multi-turn workloads); tokens_source
        "tokenizer" and error class "context_length" are new values. v1/v2 records load
        with these null ("user" for stamp_source).
+    4: ``answer`` (the answer's text, at most MAX_ANSWER_CHARS characters, redacted;
+       only for prompts with an ``expect``: docs/quality.md) and the check's verdict
+       ``check_passed`` / ``check_score`` / ``check_error`` (null in records.jsonl;
+       records.parquet has them after the checks ran). Older records load with all four
+       null.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ __all__ = [
     "ADDED_COLUMNS",
     "ADDED_DEFAULTS",
     "ERROR_CLASSES",
+    "MAX_ANSWER_CHARS",
     "RECORD_COLUMN_TYPES",
     "RECORD_POLARS_SCHEMA",  # noqa: F822 - built on first access (module __getattr__)
     "RECORD_SCHEMA_HISTORY",
@@ -51,12 +57,15 @@ __all__ = [
     "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 3
+RECORD_SCHEMA_VERSION: Final = 4
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
     3: "response_model, cached_tokens, server_timings, stamp_source, session_id, turn",
+    4: "answer (checked prompts only), check_passed, check_score, check_error",
 }
+#: Most characters of an answer a record keeps for its check.
+MAX_ANSWER_CHARS: Final = 8192
 #: Columns added after version 1, with the version that added them: a frame from an
 #: older writer gets them as nulls (see :func:`upgrade_frame`).
 ADDED_COLUMNS: Final[dict[str, int]] = {
@@ -67,6 +76,10 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "stamp_source": 3,
     "session_id": 3,
     "turn": 3,
+    "answer": 4,
+    "check_passed": 4,
+    "check_score": 4,
+    "check_error": 4,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -136,6 +149,13 @@ class RequestRecord:
     stamp_source: str = "user"
     session_id: str | None = None
     turn: int | None = None
+    #: The answer's text (bounded, redacted), kept only for a prompt with an expect.
+    answer: str | None = None
+    #: The check's verdict (filled after the load; docs/quality.md): passed, score in
+    #: [0, 1], or the check's own error (then both None).
+    check_passed: bool | None = None
+    check_score: float | None = None
+    check_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -229,6 +249,10 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "stamp_source": "String",
     "session_id": "String",
     "turn": "Int64",
+    "answer": "String",
+    "check_passed": "Boolean",
+    "check_score": "Float64",
+    "check_error": "String",
     "extra": "String",
 }
 

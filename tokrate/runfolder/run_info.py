@@ -163,22 +163,48 @@ class SloInfo:
     tpot_s: float | None = None
     e2e_s: float | None = None
     itl_p99_s: float | None = None
+    #: The routing table's quality bar (docs/quality.md), overall and per task.
+    min_pass_rate: float | None = None
+    min_pass_rate_by_task: tuple[tuple[str, float], ...] = ()
 
     @property
     def any_set(self) -> bool:
         return any(v is not None for v in self.as_mapping().values())
 
     def as_mapping(self) -> dict[str, float | None]:
-        return dataclasses.asdict(self)
+        """The per-request latency limits (what a request is judged by)."""
+        return {
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "e2e_s": self.e2e_s,
+            "itl_p99_s": self.itl_p99_s,
+        }
+
+    def pass_bar(self, task: str) -> float | None:
+        """The pass rate ``task`` must reach (its own, else the overall one)."""
+        return dict(self.min_pass_rate_by_task).get(task, self.min_pass_rate)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.as_mapping())
+        out["min_pass_rate"] = self.min_pass_rate
+        out["min_pass_rate_by_task"] = dict(self.min_pass_rate_by_task)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> SloInfo:
         r = JsonReader(data, where)
+        by_task = data.get("min_pass_rate_by_task") or {}
+        if not isinstance(by_task, Mapping) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in by_task.values()
+        ):
+            raise RunFolderError(f"{where}: min_pass_rate_by_task must map tasks to numbers")
         return cls(
             ttft_s=r.opt_float("ttft_s"),
             tpot_s=r.opt_float("tpot_s"),
             e2e_s=r.opt_float("e2e_s"),
             itl_p99_s=r.opt_float("itl_p99_s"),
+            min_pass_rate=r.opt_float("min_pass_rate"),
+            min_pass_rate_by_task=tuple((str(k), float(v)) for k, v in by_task.items()),
         )
 
 
@@ -531,7 +557,7 @@ class RunInfo:
             "targets": [t.to_dict() for t in self.targets],
             "scenarios": [s.to_dict() for s in self.scenarios],
             "prompts": [p.to_dict() for p in self.prompts],
-            "slo": self.slo.as_mapping(),
+            "slo": self.slo.to_dict(),
             "hardware": self.hardware,
             "backend": self.backend,
             "workers": self.workers,

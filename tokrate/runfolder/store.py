@@ -43,6 +43,7 @@ import datetime as _dt
 import os
 import secrets
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -67,6 +68,7 @@ __all__ = [
     "RUN_KIND",
     "RUN_LAYOUT_HISTORY",
     "RUN_LAYOUT_VERSION",
+    "ROUTING_FILE",
     "LoadedRun",
     "RunStore",
     "iso_now",
@@ -77,6 +79,7 @@ __all__ = [
     "point_latest_good",
     "read_capacity",
     "read_records_jsonl",
+    "read_routing",
     "resolve_latest_good",
     "run_folders",
     "write_capacity",
@@ -84,6 +87,7 @@ __all__ = [
     "write_records_parquet",
     "write_run_info",
     "write_summary",
+    "write_routing",
 ]
 
 #: Free space the output folder needs before any load is sent (a 10,000-request run
@@ -307,6 +311,31 @@ def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
     folder = Path(run_dir)
     _write(folder / COMPARISON_FILE, document.encode("utf-8"))
     _write(folder / _COMPARISON_MD, markdown.encode("utf-8"))
+
+
+#: The routing table's file (tokrate.analysis.routing; docs/quality.md).
+ROUTING_FILE = "routing.json"
+
+
+def write_routing(run_dir: Path, document: Mapping[str, Any] | None) -> None:
+    """Write routing.json (None: remove a stale one). Raises OutputError."""
+    path = run_dir / ROUTING_FILE
+    try:
+        if document is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomic(path, _dump(dict(document)))
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def read_routing(run_dir: Path) -> dict[str, Any] | None:
+    """routing.json as written, or None when the run has none (or it is unreadable)."""
+    try:
+        data = orjson.loads((run_dir / ROUTING_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def read_records_jsonl(path: Path) -> pl.DataFrame:

@@ -20,6 +20,9 @@ readers keep loading every version listed):
        (in version 1 they counted every ok request). Version-1 files load with
        ``stream`` and ``server`` None. Also new in 2: a top-level ``capacity`` (a
        capacity search's result, as capacity.json; absent after a sweep).
+    3: groups and their ``by_task`` entries carry ``quality`` (checked answers: n,
+       passed, rate, rate_ci, mean_score, check_errors; :class:`Quality`), null when
+       nothing was checked. Older files load with quality None.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Final
 
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.quality import Quality
 from tokrate.textfmt import level_label
 
 __all__ = [
@@ -42,17 +46,19 @@ __all__ = [
     "Distribution",
     "Group",
     "GroupCounts",
+    "Quality",
     "ServerTimings",
     "StreamShape",
     "Summary",
     "TaskGroup",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 2
+SUMMARY_SCHEMA_VERSION: Final = 3
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
     " per-token distributions without buffered requests",
+    3: "quality (checked answers' pass rate with its Wilson interval) per group and task",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -270,12 +276,14 @@ class TaskGroup:
     e2e_s: Distribution
     decode_tps: Distribution
     slo_met_fraction: float | None = None
+    quality: Quality | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"task": self.task, "counts": self.counts.to_dict()}
         for m in TASK_METRICS:
             out[m] = getattr(self, m).to_dict()
         out["slo_met_fraction"] = self.slo_met_fraction
+        out["quality"] = None if self.quality is None else self.quality.to_dict()
         return out
 
     @classmethod
@@ -285,6 +293,7 @@ class TaskGroup:
             counts=GroupCounts.from_dict(_obj(data, "counts", where), where),
             **_dists(data, TASK_METRICS, where),
             slo_met_fraction=_num(data, "slo_met_fraction", where),
+            quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
         )
 
 
@@ -318,6 +327,7 @@ class Group:
     by_task: tuple[TaskGroup, ...] = ()
     stream: StreamShape | None = None
     server: ServerTimings | None = None
+    quality: Quality | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -368,6 +378,7 @@ class Group:
                 "by_task": [t.to_dict() for t in self.by_task],
                 "stream": None if self.stream is None else self.stream.to_dict(),
                 "server": None if self.server is None else self.server.to_dict(),
+                "quality": None if self.quality is None else self.quality.to_dict(),
             }
         )
         return out
@@ -408,6 +419,7 @@ class Group:
             server=ServerTimings.from_dict(_obj(data, "server", where), f"{where}: server")
             if data.get("server") is not None
             else None,
+            quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
         )
 
 

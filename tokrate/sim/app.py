@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import secrets
@@ -25,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from tokrate.sim.answers import answer_pieces, answers_right
 from tokrate.sim.apis import API_ROUTES, Api, check_any_key
 from tokrate.sim.capture import request_capture
 from tokrate.sim.faults import FaultPlan, FaultRule
@@ -253,6 +255,8 @@ class SimApp:
         if kind == "slow_first_byte":
             assert fault is not None
             await self._sleep(fault.param("seconds"))
+        plan, answer = self._right_answer(plan)
+        entry.answered_right = None if plan.reference is None else answer is not None
         wire = api.wire(entry.request_id, plan, int(time.time()))
         req = SimRequest(
             wire=wire,
@@ -264,6 +268,7 @@ class SimApp:
             fault=fault,
             send=send,
             block_keys=plan.block_keys,
+            answer=answer,
         )
         entry.req = req
         # Logged before the final write, so a client that read the end finds the line.
@@ -303,6 +308,23 @@ class SimApp:
             raise
         if not plan.stream:
             await self._send_whole(send, req, fault)
+
+    def _right_answer(self, plan: RequestPlan) -> tuple[RequestPlan, tuple[bytes, ...] | None]:
+        """The plan and the answer's tokens when the tier answers its reference right
+        (:mod:`tokrate.sim.answers`): the answer after any reasoning, cut by the
+        request's output limit and the context ("length"); else the plan and None."""
+        ref = plan.reference
+        tier = self.state.timings[plan.model].tier
+        if ref is None or not answers_right(self.state.seed, tier, ref):
+            return plan, None
+        pieces = answer_pieces(ref.text)
+        wanted = plan.reasoning_tokens + len(pieces)
+        cap = tier.context_tokens - plan.input_tokens
+        if ref.max_tokens is not None:
+            cap = min(cap, ref.max_tokens)
+        if wanted > cap:
+            return dataclasses.replace(plan, output_tokens=cap, finish_reason="length"), pieces
+        return dataclasses.replace(plan, output_tokens=wanted, finish_reason="stop"), pieces
 
     async def _send_whole(self, send: Send, req: SimRequest, fault: FaultRule | None) -> None:
         body = req.wire.whole(req.finish_reason, req.usage())
@@ -354,6 +376,8 @@ class _TruthEntry:
         self._written = False
         #: The request's knobs (tokrate.sim.capture), when a truth log is kept.
         self.request: dict[str, Any] | None = None
+        #: Whether the tier answered the request's reference answer right (None: none).
+        self.answered_right: bool | None = None
 
     def write(self) -> None:
         if self._log is None or self._written:
@@ -391,6 +415,7 @@ class _TruthEntry:
             input_tokens=req.input_tokens,
             cached_tokens=req.cached_tokens,
             request=self.request,
+            answered_right=self.answered_right,
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from tokrate.errors import SimulatorError
 from tokrate.hardware import HardwareProfile
@@ -103,9 +104,16 @@ class Tier:
     fixed_ttft_ms: float | None = None
     fixed_itl_ms: float | None = None
     faults: str | None = None
+    #: Probability of answering a checkable prompt right (docs/quality.md), and per task
+    #: ("classification=0.95,extraction=0.8"; tasks not named get ``accuracy``).
+    accuracy: float = 0.5
+    task_accuracy: str | None = None
 
     def __post_init__(self) -> None:
         where = f"tier {self.name!r}"
+        if not 0 <= self.accuracy <= 1:
+            raise SimulatorError(f"{where}: accuracy must be in [0, 1], got {self.accuracy!r}")
+        _parse_task_accuracy(self.task_accuracy, where)
         if not self.name or any(c in self.name for c in " :,=\"'"):
             raise SimulatorError(f"{where}: name must be non-empty without spaces or :,=")
         for f in ("params_b", "active_params_b", "bytes_per_param", "kv_bytes_per_elem"):
@@ -134,6 +142,10 @@ class Tier:
             if v is not None and not v >= 0:
                 raise SimulatorError(f"{where}: {f} must be >= 0, got {v!r}")
 
+    def accuracy_for(self, task: str) -> float:
+        """The probability this tier answers a checkable prompt of ``task`` right."""
+        return _parse_task_accuracy(self.task_accuracy, self.name).get(task, self.accuracy)
+
     @property
     def fixed_timing(self) -> bool:
         return self.fixed_itl_ms is not None
@@ -152,6 +164,38 @@ class Tier:
     def kv_bytes_per_token(self) -> float:
         """KV cache bytes per token of context: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+
+
+def _parse_task_accuracy(spec: str | None, where: str) -> dict[str, float]:
+    """ "task=p,task=p" as a dict (raises SimulatorError naming the bad part)."""
+    out: dict[str, float] = {}
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        task, sep, value = part.partition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            p = -1.0
+        if not sep or not task.strip() or not 0 <= p <= 1:
+            raise SimulatorError(
+                f"{where}: task_accuracy {part.strip()!r}: want TASK=P with P in [0, 1]"
+            )
+        out[task.strip()] = p
+    return out
+
+
+#: The built-in tiers' accuracy on checkable prompts (overall, then the bundled sets'
+#: tasks): rising with size, classification easy, extraction harder, as the field's
+#: routing advice has it (classification to a 7B, structured extraction larger).
+_DEFAULT_ACCURACY: Final = {
+    "sim-1b": (0.45, "classification=0.70,extraction=0.35"),
+    "sim-7b": (0.65, "classification=0.92,extraction=0.60"),
+    "sim-13b": (0.75, "classification=0.95,extraction=0.80"),
+    "sim-34b": (0.85, "classification=0.97,extraction=0.93"),
+    "sim-70b": (0.92, "classification=0.99,extraction=0.97"),
+    "sim-8x7b": (0.80, "classification=0.96,extraction=0.88"),
+}
 
 
 def default_tiers() -> tuple[Tier, ...]:
@@ -175,6 +219,8 @@ def default_tiers() -> tuple[Tier, ...]:
             bytes_per_param=s.bytes_per_param,
             gpus=s.gpus,
             **shapes[s.name],  # type: ignore[arg-type]
+            accuracy=_DEFAULT_ACCURACY[s.name][0],
+            task_accuracy=_DEFAULT_ACCURACY[s.name][1],
         )
         for s in DEFAULT_TIER_SIZES
     )
@@ -291,4 +337,6 @@ class TierTiming:
             "expected_decode_tps": None if t.fixed_timing else self.expected_decode_tps,
             "fixed_ttft_ms": t.fixed_ttft_ms,
             "fixed_itl_ms": t.fixed_itl_ms,
+            "accuracy": t.accuracy,
+            "task_accuracy": _parse_task_accuracy(t.task_accuracy, t.name),
         }

@@ -18,6 +18,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from tokrate.sim.answers import reference
 from tokrate.sim.model import TierTiming, count_chat_tokens
 from tokrate.sim.prefix_cache import chat_block_keys
 from tokrate.sim.request_plan import (
@@ -172,8 +173,9 @@ def plan_responses(
     }
     keys = chat_block_keys(messages) if block_keys else ()
     return RequestPlan(
-        model, input_tokens, n, finish, stream, False, reasoning_tokens, echo, block_keys=keys
-    )
+        model, input_tokens, n, finish, stream, False, reasoning_tokens, echo, block_keys=keys,
+        reference=reference(body),
+    )  # fmt: skip
 
 
 def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -258,4 +260,7 @@ def plan_messages(
     reasoning = _thinking_tokens(body, max_tokens, tier.reasoning_tokens)
     n, finish = plan_length(tier, rngs[model], input_tokens, extra_limits(body, max_tokens))
     keys = chat_block_keys(messages) if block_keys else ()
-    return RequestPlan(model, input_tokens, n, finish, stream, False, reasoning, block_keys=keys)
+    return RequestPlan(
+        model, input_tokens, n, finish, stream, False, reasoning, block_keys=keys,
+        reference=reference(body),
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from tokrate.sim.answers import Reference, reference
 from tokrate.sim.model import Tier, TierTiming, count_chat_tokens, count_text_tokens
 from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
@@ -87,6 +88,8 @@ class RequestPlan:
     echo: Mapping[str, Any] = field(default_factory=dict)
     #: The prompt's prefix-cache block keys (planned with ``block_keys=True``).
     block_keys: tuple[bytes, ...] = ()
+    #: The right answer tokrate told a simulator target (:mod:`tokrate.sim.answers`).
+    reference: Reference | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +144,9 @@ def plan_request(
     if block_keys:
         keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
     return RequestPlan(
-        model, input_tokens, n, finish, stream, include_usage, reasoning, block_keys=keys
-    )
+        model, input_tokens, n, finish, stream, include_usage, reasoning, block_keys=keys,
+        reference=reference(body),
+    )  # fmt: skip
 
 
 def plan_length(

@@ -59,6 +59,7 @@ class SimRequest:
 
     __slots__ = (
         "aborting",
+        "answer",
         "before_final",
         "block_keys",
         "cached_tokens",
@@ -101,7 +102,11 @@ class SimRequest:
         fault: FaultRule | None,
         send: Send,
         block_keys: tuple[bytes, ...] = (),
+        answer: tuple[bytes, ...] | None = None,
     ) -> None:
+        #: The right answer's tokens (:mod:`tokrate.sim.answers`), written as the
+        #: content after any reasoning; None: the filler text.
+        self.answer = answer
         #: The prompt's prefix-cache blocks (empty: cache off) and, once admitted, the
         #: prompt tokens found cached (their prefill is skipped).
         self.block_keys = block_keys
@@ -195,10 +200,10 @@ class SimRequest:
             elif stop <= r:
                 self.pending.append(c.reasoning(token_bytes(start, stop)))
             elif start >= r:
-                self.pending.append(c.content(token_bytes(start, stop)))
+                self.pending.append(c.content(self._content(start, stop)))
             else:
                 self.pending.append(c.reasoning(token_bytes(start, r)))
-                self.pending.append(c.content(token_bytes(r, stop)))
+                self.pending.append(c.content(self._content(r, stop)))
                 self.pending_content += 1
             self.pending_content += 1
         self.produced = stop
@@ -208,6 +213,13 @@ class SimRequest:
             self.pending.append(self.wire.closing(self.finish_reason, self.usage()))
         self.complete = True
         return True
+
+    def _content(self, start: int, stop: int) -> bytes:
+        """Answer bytes of output tokens ``start`` .. ``stop - 1``."""
+        if self.answer is None:
+            return token_bytes(start, stop)
+        r = self.reasoning_tokens
+        return b"".join(self.answer[start - r : stop - r])
 
     async def _release_after_hold(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

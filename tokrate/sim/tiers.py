@@ -16,6 +16,8 @@ Layout (every key optional except each tier's ``name`` and ``params_b``)::
     params_b = 3.0                    # + any other field of tokrate.sim.model.Tier
     bytes_per_param = 0.5
     faults = "stall=0.1:seconds=1"    # this tier's fault rules (no TIER: prefix)
+    accuracy = 0.8                    # P(right answer) to a checkable prompt
+    task_accuracy = "classification=0.95,extraction=0.7"   # per task (docs/quality.md)
 
 Errors are ConfigError naming the file and key.
 """
@@ -40,7 +42,7 @@ _INT_FIELDS = {
 }  # fmt: skip
 _FLOAT_FIELDS = {
     "params_b", "active_params_b", "bytes_per_param", "kv_bytes_per_elem", "efficiency",
-    "fixed_ttft_ms", "fixed_itl_ms",
+    "fixed_ttft_ms", "fixed_itl_ms", "accuracy",
 }  # fmt: skip
 
 

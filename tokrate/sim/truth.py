@@ -65,6 +65,7 @@ class TruthLog:
         protocol: str,
         reasoning_tokens: int,
         request: dict[str, Any] | None = None,
+        answered_right: bool | None = None,
     ) -> None:
         line = orjson.dumps(
             {
@@ -81,6 +82,7 @@ class TruthLog:
                 "input_tokens": input_tokens,
                 "cached_tokens": cached_tokens,
                 "request": request,
+                "answered_right": answered_right,
             }
         )
         with self._lock:

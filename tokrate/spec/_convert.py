@@ -97,6 +97,8 @@ _CONSTRAINTS: dict[str, str] = {
     "slo.tpot_s": "pos",
     "slo.e2e_s": "pos",
     "slo.itl_p99_s": "pos",
+    "slo.min_pass_rate": "frac",
+    "slo.min_pass_rate_by_task": "frac",
     "output.dir": "nonempty",
     "output.run_id": "name",
     "output.label": "nonempty",

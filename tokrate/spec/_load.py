@@ -381,7 +381,7 @@ def _check_load(spec: RunSpec, ctx: _Ctx) -> None:
 def _check_capacity(spec: RunSpec, ctx: _Ctx) -> None:
     cap = spec.load.capacity
     assert cap is not None
-    if not any(v is not None for v in _dc.asdict(spec.slo).values()):
+    if not spec.slo.latency_set:
         raise ctx.error("load.capacity", "a capacity search needs at least one [slo] limit")
     if cap.min_requests > cap.max_requests:
         raise ctx.error("load.capacity.min_requests", "must be <= load.capacity.max_requests")

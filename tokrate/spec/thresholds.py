@@ -2,8 +2,9 @@
 get worse before it counts.
 
 A metric name is ``<series>_<stat>`` (``ttft_p95``, ``decode_tps_p50``, ``e2e_mean``)
-or ``error_rate``. A :class:`Threshold` is relative to the baseline value (0.10 = 10%)
-for every metric except ``error_rate``, where it is an absolute difference of rates
+or ``error_rate`` or ``pass_rate`` (checked answers that passed, docs/quality.md). A
+:class:`Threshold` is relative to the baseline value (0.10 = 10%) for every metric except
+the rates (:data:`ABSOLUTE_METRICS`), where it is an absolute difference of rates
 (0.01 = 1 percentage point); its ``floor`` is an absolute change below which nothing is
 news. A :class:`ThresholdSet` holds the thresholds of a comparison: one per metric,
 plus optional per-series overrides (for example those fitted to the run-to-run noise
@@ -24,7 +25,9 @@ from typing import Final, Literal
 from tokrate.errors import UsageError
 
 __all__ = [
+    "ABSOLUTE_METRICS",
     "CAPACITY_DEFAULT",
+    "PASS_RATE_DEFAULT",
     "DEFAULT_COMPARE_THRESHOLDS",
     "DEFAULT_THRESHOLDS",
     "METRICS",
@@ -70,10 +73,13 @@ STATS: Final[dict[str, float | None]] = {
 METRICS: Final[tuple[str, ...]] = (
     *(f"{s}_{t}" for s in SERIES for t in STATS),
     "error_rate",
+    "pass_rate",
     "capacity",
 )
 #: Metrics of a whole run's search rather than of one group's requests.
 RUN_METRICS: Final = ("capacity",)
+#: Rates whose change (and threshold) is an absolute difference in percentage points.
+ABSOLUTE_METRICS: Final = ("error_rate", "pass_rate")
 
 _THRESHOLD_RE: Final = re.compile(
     r"^\s*([a-z0-9_]+)\s*=\s*([+-]?)\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*$"
@@ -93,14 +99,14 @@ def metric_direction(metric: str) -> Direction:
     """Which way is better for a metric name from METRICS."""
     if metric == "error_rate":
         return "lower_is_better"
-    if metric == "capacity":
+    if metric in ("capacity", "pass_rate"):
         return "higher_is_better"
     return SERIES[metric.rsplit("_", 1)[0]][2]
 
 
 def metric_unit(metric: str) -> str:
-    """ "s", "tok/s", "rate" (error_rate) or "level" (capacity)."""
-    if metric == "error_rate":
+    """ "s", "tok/s", "rate" (error_rate, pass_rate) or "level" (capacity)."""
+    if metric in ABSOLUTE_METRICS:
         return "rate"
     if metric == "capacity":
         return "level"
@@ -139,6 +145,8 @@ class Threshold:
         """``+10%`` / ``-5%`` / ``+1pp``: the sign shows which way is worse."""
         if self.metric == "error_rate":
             return f"+{self.limit * 100:.3g}pp"
+        if self.metric == "pass_rate":
+            return f"-{self.limit * 100:.3g}pp"
         sign = "-" if self.direction == "higher_is_better" else "+"
         return f"{sign}{self.limit * 100:.3g}%"
 
@@ -156,9 +164,14 @@ DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = (
 
 #: The capacity threshold when none is given: compared whenever both runs searched.
 CAPACITY_DEFAULT: Final = Threshold("capacity", 0.10)
-#: What a comparison judges by default: the per-request metrics and capacity (a run
-#: without a capacity search has no capacity row; ``capacity=off`` drops them).
-DEFAULT_COMPARE_THRESHOLDS: Final = (*DEFAULT_THRESHOLDS, CAPACITY_DEFAULT)
+#: The pass-rate threshold when none is given: a drop of 5 percentage points (judged
+#: only where some answer was checked; a regression also needs Newcombe's interval of
+#: the difference to exclude 0).
+PASS_RATE_DEFAULT: Final = Threshold("pass_rate", 0.05)
+#: What a comparison judges by default: the per-request metrics, the pass rate of
+#: checked answers and capacity (a run without a capacity search has no capacity row,
+#: one without checks no pass-rate row; ``capacity=off`` / ``pass_rate=off`` drop them).
+DEFAULT_COMPARE_THRESHOLDS: Final = (*DEFAULT_THRESHOLDS, PASS_RATE_DEFAULT, CAPACITY_DEFAULT)
 
 
 def _default_floor(metric: str) -> float:
@@ -187,9 +200,9 @@ def parse_threshold(text: str) -> Threshold | str:
     metric, sign, number, unit = m.groups()
     if metric not in METRICS:
         raise ThresholdError(text, f"unknown metric {metric!r}")
-    if unit == "pp" and metric != "error_rate":
-        raise ThresholdError(text, "'pp' is only for error_rate")
-    if unit is None and metric != "error_rate":
+    if unit == "pp" and metric not in ABSOLUTE_METRICS:
+        raise ThresholdError(text, "'pp' is only for error_rate and pass_rate")
+    if unit is None and metric not in ABSOLUTE_METRICS:
         raise ThresholdError(text, f"give a percentage, e.g. {metric}=+10%")
     worse = "-" if metric_direction(metric) == "higher_is_better" else "+"
     if sign and sign != worse:

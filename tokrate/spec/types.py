@@ -359,6 +359,15 @@ class SloSpec:
     tpot_s: float | None = None
     e2e_s: float | None = None
     itl_p99_s: float | None = None
+    #: The answer-quality bar of the routing table (docs/quality.md): the pass rate a
+    #: model must reach on a task's checked prompts, overall and per task.
+    min_pass_rate: float | None = None
+    min_pass_rate_by_task: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def latency_set(self) -> bool:
+        """Some per-request latency limit is set (the quality bar is not one)."""
+        return any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2e_s, self.itl_p99_s))
 
 
 @dataclass(frozen=True, slots=True)

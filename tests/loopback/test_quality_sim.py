@@ -1,0 +1,162 @@
+"""Answer quality end to end on the embedded simulator (docs/quality.md): prompts with
+expect checks, answers kept and redacted in the records, judged after the load, each
+verdict equal to the simulator's own (its declared per-task accuracy, drawn per prompt);
+a user check and a JSON Schema check through the real client and the run folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.specs import sim_spec
+
+from tokrate.analysis.compare import compare_runs
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.checks_file import read_checks
+from tokrate.runfolder.store import load_run
+from tokrate.sim.answers import Reference, answers_right
+from tokrate.sim.model import default_tiers
+from tokrate.spec import PromptsSpec, SimulatorSpec, SloSpec
+
+SCHEMA = {"type": "object", "required": ["vendor"], "properties": {"vendor": {"type": "string"}}}
+
+
+def _prompts(folder: Path) -> Path:
+    (folder / "qa_checks_lb.py").write_text(
+        "def vendor(prompt, answer):\n"
+        "    assert prompt['task'] == 'extraction'\n"
+        "    return 1.0 if 'Northwind' in answer else 0.0\n"
+    )
+    lines = [
+        {"id": f"c{i}", "task": "classification", "prompt": f"ticket {i}: billing or shipping?",
+         "max_tokens": 8, "expect": {"one_of": ["billing", "shipping"],
+                                     "example": "billing" if i % 2 else "shipping"}}
+        for i in range(10)
+    ] + [
+        {"id": "e1", "task": "extraction", "prompt": "Vendor of: Northwind invoice",
+         "max_tokens": 64, "expect": {"json_schema": SCHEMA, "example": '{"vendor": "Northwind"}'}},
+        {"id": "e2", "task": "extraction", "prompt": "Who sold it? Northwind",
+         "max_tokens": 64, "expect": {"check": "qa_checks_lb:vendor", "example": "Northwind Ltd"}},
+        {"id": "free", "task": "chat", "prompt": "Say anything", "max_tokens": 8},
+    ]  # fmt: skip
+    path = folder / "checked.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_verdicts_match_the_simulators_declared_accuracy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ok request of a checked prompt has an answer and a verdict; the verdict is
+    exactly what the simulator decided (tokrate.sim.answers.answers_right with the run's
+    seed), so a pass rate computed from the records is the simulator's truth."""
+    # The user's check module is importable here and in the analysis child after the
+    # load, as a user's would be from PYTHONPATH (or the working directory).
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    prompts = PromptsSpec(paths=(str(_prompts(tmp_path)),))
+    models = ["sim-1b", "sim-13b", "sim-70b"]
+    run_benchmark(sim_spec(None, tmp_path / "out", models=models, prompts=prompts,
+                           requests=26, concurrency=(4,),
+                           simulator=SimulatorSpec(time_scale=20.0)))  # fmt: skip
+    run = load_run(tmp_path / "out" / "run")
+    assert {e.prompt_id for e in read_checks(run.path)} == {f"c{i}" for i in range(10)} | {
+        "e1",
+        "e2",
+    }
+    rows = run.records.filter(run.records["status"] == "ok").to_dicts()
+    assert len(rows) == 3 * 26
+    tiers = {t.name: t for t in default_tiers()}
+    examples = {f"c{i}": "billing" if i % 2 else "shipping" for i in range(10)}
+    examples |= {"e1": '{"vendor": "Northwind"}', "e2": "Northwind Ltd"}
+    for row in rows:
+        if row["prompt_id"] == "free":
+            assert row["answer"] is None and row["check_passed"] is None
+            continue
+        ref = Reference(examples[row["prompt_id"]], row["task"], row["prompt_id"])
+        right = answers_right(0, tiers[row["model"]], ref)
+        assert row["check_passed"] is right, row
+        assert row["check_error"] is None
+        assert (row["answer"] == ref.text) is right
+    passed = {m: sum(1 for r in rows if r["model"] == m and r["check_passed"]) for m in models}
+    assert passed["sim-1b"] <= passed["sim-13b"] <= passed["sim-70b"]
+
+
+def test_summary_quality_and_routing_follow_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary.json's quality per model x task equals the records' counts with a Wilson
+    interval around the rate; routing.json names per task the smallest tier whose rate
+    clears the bar (here 0.9), computed from the simulator's own verdicts."""
+    # The user's check module is importable here and in the analysis child after the
+    # load, as a user's would be from PYTHONPATH (or the working directory).
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    prompts = PromptsSpec(paths=(str(_prompts(tmp_path)),))
+    models = ["sim-1b", "sim-7b", "sim-13b", "sim-70b"]
+    spec = sim_spec(None, tmp_path / "out", models=models, prompts=prompts, requests=13,
+                    concurrency=(4,), slo=SloSpec(min_pass_rate=0.9),
+                    simulator=SimulatorSpec(time_scale=20.0))  # fmt: skip
+    run_benchmark(spec)
+    run = load_run(tmp_path / "out" / "run")
+    assert run.summary is not None
+    tiers = {t.name: t for t in default_tiers()}
+    seen_rates: dict[tuple[str, str], float] = {}
+    for g in run.summary.groups:
+        for t in g.by_task:
+            if t.task == "chat":
+                assert t.quality is None
+                continue
+            rows = run.records.filter(
+                (run.records["model"] == g.model) & (run.records["task"] == t.task)
+            ).to_dicts()
+            passed = sum(1 for r in rows if r["check_passed"])
+            assert t.quality is not None
+            assert (t.quality.n, t.quality.passed) == (len(rows), passed)
+            lo, hi = t.quality.rate_ci or (0, 0)
+            assert lo <= passed / len(rows) <= hi
+            seen_rates[(g.model, t.task)] = passed / len(rows)
+            # the simulator's truth: each prompt is right or wrong for this tier
+            for r in rows:
+                ref = Reference("x", r["task"], r["prompt_id"])
+                assert r["check_passed"] is answers_right(0, tiers[g.model], ref)
+    routing = json.loads((run.path / "routing.json").read_text())
+    assert routing["bar"] == {"default": 0.9, "by_task": {}, "source": "config"}
+    for task, route in routing["routes"].items():
+        clearing = [m for m in models if seen_rates[(m, task)] >= 0.9]
+        assert (route and route["model"]) == (clearing[0] if clearing else None), seen_rates
+
+
+def test_compare_flags_a_swapped_smaller_model(tmp_path: Path) -> None:
+    """The same model name answered by a worse tier in the second run (a provider's
+    silent swap): compare's pass_rate row is regressed, with Newcombe's interval of the
+    difference below 0, even though the swapped tier is no slower."""
+    lines = [
+        {"id": f"q{i}", "task": "arith", "prompt": f"{i} + {i}?", "max_tokens": 8,
+         "expect": {"number": 2 * i}}
+        for i in range(60)
+    ]  # fmt: skip
+    path = tmp_path / "arith.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    runs = []
+    for name, accuracy in (("before", 0.97), ("after", 0.5)):
+        tiers = tmp_path / f"{name}.toml"
+        tiers.write_text(
+            '[[tier]]\nname = "prod"\nparams_b = 70\nfixed_ttft_ms = 1\nfixed_itl_ms = 1\n'
+            f"accuracy = {accuracy}\n"
+        )
+        spec = sim_spec(None, tmp_path / "out", models=["prod"], run_id=name,
+                        prompts=PromptsSpec(paths=(str(path),)), requests=60,
+                        concurrency=(4,), simulator=SimulatorSpec(tiers_file=str(tiers)))  # fmt: skip
+        run_benchmark(spec)
+        runs.append(tmp_path / "out" / name)
+    comparison = compare_runs(*runs)
+    (row,) = [r for r in comparison.results if r.metric == "pass_rate"]
+    assert row.verdict == "regressed", row
+    assert row.baseline is not None and row.current is not None
+    assert row.current < row.baseline
+    assert row.ci_high is not None and row.ci_high < 0
+    unchecked = compare_runs(runs[0], runs[0])
+    (same,) = [r for r in unchecked.results if r.metric == "pass_rate"]
+    assert same.verdict == "unchanged"

@@ -1,0 +1,66 @@
+"""Each checked request's answer judged, after the load, in the analysis process.
+
+:func:`apply_checks` fills the records' ``check_passed`` / ``check_score`` /
+``check_error`` from the run folder's checks.json (:mod:`tokrate.runfolder.checks_file`)
+and each record's kept ``answer``: ok requests whose prompt (or session turn) has an
+``expect``. A check that raises is the check's error (``check_error``), never the
+model's; an errored or cancelled request has no answer and is not checked (its failure
+is already in the error counts). The measuring process never runs a check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokrate.errors import PromptError
+from tokrate.inputs.expect import Expect, Outcome, judge, parse_expect
+from tokrate.runfolder.checks_file import CheckEntry, read_checks
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["apply_checks", "judge_answers"]
+
+_KEYS = ("prompt_id", "turn", "status", "answer")
+
+
+def judge_answers(
+    rows: list[dict[str, Any]], entries: tuple[CheckEntry, ...]
+) -> list[Outcome | None]:
+    """One outcome per row (None: not checked) of rows with prompt_id, turn, status and
+    answer. A check that no longer loads (a user module gone since the run) is every
+    such row's check error."""
+    checks: dict[tuple[str, int | None], tuple[CheckEntry, Expect | str]] = {}
+    for e in entries:
+        try:
+            checks[e.key] = (e, parse_expect(e.expect, e.source))
+        except PromptError as err:
+            checks[e.key] = (e, str(err))
+    out: list[Outcome | None] = []
+    for row in rows:
+        found = checks.get((row["prompt_id"], row["turn"]))
+        if found is None or row["status"] != "ok" or row["answer"] is None:
+            out.append(None)
+            continue
+        entry, expect = found
+        if isinstance(expect, str):
+            out.append(Outcome(None, None, expect))
+        else:
+            out.append(judge(expect, row["answer"], entry.prompt))
+    return out
+
+
+def apply_checks(frame: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
+    """``frame`` with its check columns filled (unchanged when the run has no checks)."""
+    import polars as pl
+
+    entries = read_checks(run_dir)
+    if not entries or frame.is_empty():
+        return frame
+    outcomes = judge_answers(frame.select(_KEYS).to_dicts(), entries)
+    return frame.with_columns(
+        pl.Series("check_passed", [o and o.passed for o in outcomes], dtype=pl.Boolean),
+        pl.Series("check_score", [o and o.score for o in outcomes], dtype=pl.Float64),
+        pl.Series("check_error", [o and o.error for o in outcomes], dtype=pl.String),
+    )

@@ -1,0 +1,77 @@
+"""The terminal's answer-quality table and routing sentences (lean: rich only).
+
+Printed under the summary table when a run checked answers (docs/quality.md): one row per
+model x task (the highest load level's group, where quality does not depend on load but
+the route does) with n judged, passed, the pass rate and its Wilson 95% interval, then
+one routing sentence per task from routing.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from tokrate.runfolder.quality import Quality
+from tokrate.runfolder.summary import Summary
+
+__all__ = ["quality_rows", "render_quality"]
+
+HEADER = ("model", "task", "n", "passed", "pass rate", "95% CI", "check errors")
+
+
+def quality_rows(summary: Summary) -> list[tuple[str, ...]]:
+    """(model, task, n, passed, rate, CI, check errors) per target x task, summed over
+    load levels (a check's verdict does not depend on the load)."""
+    totals: dict[tuple[str, str, str], list[int]] = {}
+    for g in summary.groups:
+        for t in g.by_task:
+            if t.quality is None:
+                continue
+            cell = totals.setdefault((g.endpoint, g.model, t.task), [0, 0, 0])
+            cell[0] += t.quality.n
+            cell[1] += t.quality.passed
+            cell[2] += t.quality.check_errors
+    endpoints = {e for e, _m, _t in totals}
+    rows: list[tuple[str, ...]] = []
+    for (endpoint, model, task), (n, passed, errors) in totals.items():
+        q = Quality(n, passed, None, errors)
+        name = model if len(endpoints) == 1 else f"{endpoint}/{model}"
+        ci = q.rate_ci
+        rows.append(
+            (
+                name,
+                task,
+                str(n),
+                str(passed),
+                "-" if q.rate is None else f"{q.rate:.0%}",
+                "-" if ci is None else f"{ci[0]:.0%}-{ci[1]:.0%}",
+                str(errors),
+            )
+        )
+    return rows
+
+
+def render_quality(
+    summary: Summary, routing: Mapping[str, Any] | None, lines: Sequence[str], console: Console
+) -> None:
+    """The quality table and the routing sentences (nothing when nothing was checked)."""
+    rows = quality_rows(summary)
+    if not rows:
+        return
+    table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for i, header in enumerate(HEADER):
+        table.add_column(header, justify="right" if i >= 2 else "left", no_wrap=i >= 2)
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    console.print()
+    console.print(Text("answer quality (checked prompts; docs/quality.md)"))
+    console.print(table)
+    if routing is not None:
+        console.print(Text(f"routing at {routing.get('level')} (routing.json):"))
+        for line in lines:
+            console.print(Text(f"  {line}"))

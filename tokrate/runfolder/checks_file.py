@@ -1,0 +1,106 @@
+"""checks.json: the checks of a run's prompts, written before the load.
+
+The run folder holds what every checked request's answer is judged by, so the checks
+run after the load (and again from ``tokrate report`` or ``compare``) without the prompt
+files: one entry per checked prompt (or session turn) with its ``expect`` object as
+written (docs/quality.md), the prompt's content (a user check receives it), its task and
+where it came from. Only runs with at least one ``expect`` have the file.
+
+Layout 1::
+
+    {"layout": 1, "checks": [{"prompt_id": "cls-001", "turn": null, "task":
+      "classification", "source": "set:classification line 1", "expect": {"one_of":
+      ["billing"]}, "prompt": {"messages": [...]} }, ...]}
+
+``turn`` is null for a one-request prompt and the 1-based turn of a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from tokrate.errors import OutputError, RunFolderError
+from tokrate.fileio import write_atomic
+
+__all__ = ["CHECKS_FILE", "CHECKS_LAYOUT", "CheckEntry", "read_checks", "write_checks"]
+
+CHECKS_FILE: Final = "checks.json"
+CHECKS_LAYOUT: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckEntry:
+    """One checked prompt or session turn (module docstring)."""
+
+    prompt_id: str
+    turn: int | None
+    task: str
+    source: str
+    expect: Mapping[str, Any]
+    prompt: Mapping[str, Any]
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """What a record matches it by: (prompt_id, turn)."""
+        return (self.prompt_id, self.turn)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "turn": self.turn,
+            "task": self.task,
+            "source": self.source,
+            "expect": dict(self.expect),
+            "prompt": dict(self.prompt),
+        }
+
+
+def write_checks(run_dir: Path, entries: Sequence[CheckEntry]) -> None:
+    """Write checks.json (nothing when ``entries`` is empty). Raises OutputError."""
+    if not entries:
+        return
+    document = {"layout": CHECKS_LAYOUT, "checks": [e.to_dict() for e in entries]}
+    path = run_dir / CHECKS_FILE
+    try:
+        write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def read_checks(run_dir: Path) -> tuple[CheckEntry, ...]:
+    """The run's checks; empty when it has no checks.json. Raises RunFolderError (one
+    line) for an unreadable file or an unknown layout."""
+    path = run_dir / CHECKS_FILE
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return ()
+    except (OSError, orjson.JSONDecodeError) as err:
+        raise RunFolderError(f"{path}: unreadable ({err})") from None
+    if not isinstance(data, dict) or data.get("layout") != CHECKS_LAYOUT:
+        raise RunFolderError(f"{path}: not a checks file of layout {CHECKS_LAYOUT}")
+    out = []
+    for i, raw in enumerate(data.get("checks") or []):
+        where = f"{path}: checks[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("expect"), dict):
+            raise RunFolderError(f"{where}: needs an 'expect' object")
+        turn = raw.get("turn")
+        if turn is not None and not isinstance(turn, int):
+            raise RunFolderError(f"{where}: 'turn' must be an integer or null")
+        prompt = raw.get("prompt")
+        out.append(
+            CheckEntry(
+                prompt_id=str(raw.get("prompt_id")),
+                turn=turn,
+                task=str(raw.get("task")),
+                source=str(raw.get("source")),
+                expect=raw["expect"],
+                prompt=prompt if isinstance(prompt, dict) else {},
+            )
+        )
+    return tuple(out)
