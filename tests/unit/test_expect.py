@@ -121,3 +121,17 @@ def test_expect_on_an_openai_batch_line() -> None:
     )
     (prompt,) = parse_jsonl(data, "batch.jsonl")
     assert prompt.expect is not None and prompt.expect.value == 4.0
+
+
+def test_a_cap_does_not_cut_a_checked_prompts_own_limit(tmp_path: Path) -> None:
+    from tokrate.inputs.prompts import load_prompts
+    from tokrate.spec import PromptsSpec
+
+    path = tmp_path / "p.jsonl"
+    path.write_text(
+        '{"id": "a", "prompt": "x", "max_tokens": 64, "expect": {"equals": "y"}}\n'
+        '{"id": "b", "prompt": "x", "max_tokens": 64}\n'
+        '{"id": "c", "prompt": "x", "max_tokens": 8, "expect": {"equals": "y"}}\n'
+    )
+    prompts = load_prompts(PromptsSpec(paths=(str(path),), max_tokens=16))
+    assert [p.max_tokens for p in prompts] == [64, 16, 16]

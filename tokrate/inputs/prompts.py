@@ -15,7 +15,7 @@ frozen :class:`Prompt`. Sources, in this order:
 - ``synthetic``: seeded generated text with target input/output lengths.
 
 With no paths, sets or generated prompts, the five shipped sets are used. ``max_tokens`` (when set)
-replaces every prompt's own; ``limit`` keeps the first N prompts.
+replaces every prompt's own, except a larger one of a prompt with an ``expect``; ``limit`` keeps the first N prompts.
 
 Token estimate: ``input_tokens_est`` is exactly what the simulator counts for the
 prompt sent through the chat API (``tokrate.physics.count_chat_tokens``: per message
@@ -406,7 +406,11 @@ def load_prompt_sources(
     if spec.max_tokens is not None:
         cap = spec.max_tokens
         prompts = [
-            replace(p, max_tokens=cap, turns=tuple(replace(t, max_tokens=cap) for t in p.turns))
+            p
+            if _keeps_own_limit(p, cap)
+            else replace(
+                p, max_tokens=cap, turns=tuple(replace(t, max_tokens=cap) for t in p.turns)
+            )
             for p in prompts
         ]
     if not prompts:
@@ -426,6 +430,13 @@ def load_prompt_sources(
         for i, (kind, name, _found) in enumerate(groups)
     )
     return LoadedPrompts(tuple(prompts), sources, tuple(origin))
+
+
+def _keeps_own_limit(prompt: Prompt, cap: int) -> bool:
+    """A one-request prompt with an ``expect`` keeps its own, larger output limit: a cap
+    below a right answer's length would fail its check on every model (docs/quality.md)."""
+    own = prompt.max_tokens
+    return prompt.expect is not None and not prompt.turns and own is not None and own > cap
 
 
 def _tasks(tasks: Iterable[str]) -> tuple[tuple[str, int], ...]:
