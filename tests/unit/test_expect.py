@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tokrate.errors import PromptError
-from tokrate.inputs.expect import judge, normalise, parse_expect
 from tokrate.inputs.prompts import parse_jsonl
+from tokrate.spec.expect import judge, normalise, parse_expect
 
 SCHEMA = {
     "type": "object",

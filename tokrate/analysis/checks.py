@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import PromptError
-from tokrate.inputs.expect import Expect, Outcome, judge, parse_expect
 from tokrate.runfolder.checks_file import CheckEntry, read_checks
+from tokrate.spec.expect import Expect, Outcome, judge, parse_expect
 
 if TYPE_CHECKING:
     import polars as pl

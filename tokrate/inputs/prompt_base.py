@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tokrate.errors import PromptError
-from tokrate.inputs.expect import Expect
 from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.runfolder.checks_file import CheckEntry
+from tokrate.spec.expect import Expect
 
 __all__ = [
     "MAX_SESSION_TURNS",

@@ -5,7 +5,7 @@ frozen :class:`Prompt`. Sources, in this order:
 
 - ``paths``: JSONL files (``.jsonl``/``.json``; one object per line with ``messages``
   or ``prompt``, optional ``id``, ``task``, ``max_tokens``, ``expect`` (what a right
-  answer looks like: :mod:`tokrate.inputs.expect`); other keys are ignored),
+  answer looks like: :mod:`tokrate.spec.expect`); other keys are ignored),
   plain-text files (``.txt``/``.md``/``.prompt``; every blank-line-separated block is
   one prompt, or the whole file with ``text_split = "file"``), or a folder of them
   (recursively, sorted by path).
@@ -39,7 +39,6 @@ from typing import Final
 
 from tokrate.errors import PromptError
 from tokrate.fileio import path_exists, path_is_dir
-from tokrate.inputs.expect import parse_expect
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -64,6 +63,7 @@ from tokrate.inputs.workloads import grid_prompts, session_prompts, shared_prefi
 from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
+from tokrate.spec.expect import parse_expect
 
 __all__ = [
     "JSONL_SUFFIXES",

@@ -7,7 +7,7 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
        {"user": "And then?", "max_tokens": 64}], "max_tokens": 128, "think_time_s": 2}
 
   ``turns`` is a non-empty list of ``{"user": TEXT, "max_tokens": N, "expect": {...}}``
-  objects (or plain strings; ``expect``: :mod:`tokrate.inputs.expect`); ``system``, ``id``, ``task``, ``max_tokens`` (every turn's default)
+  objects (or plain strings; ``expect``: :mod:`tokrate.spec.expect`); ``system``, ``id``, ``task``, ``max_tokens`` (every turn's default)
   and ``think_time_s`` are optional. Each turn sends the whole history with the
   model's real previous answers.
 - ShareGPT JSON (a list of ``{"id", "conversations": [{"from": "human"|"gpt"|
@@ -20,7 +20,7 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
   ``messages`` (or ``prompt`` for /v1/completions) and ``max_tokens`` (or
   ``max_completion_tokens``); the body's ``model`` is ignored (the run's targets say
   which models answer). An ``expect`` beside ``body`` is the line's check
-  (:mod:`tokrate.inputs.expect`).
+  (:mod:`tokrate.spec.expect`).
 
 Errors are :class:`~tokrate.errors.PromptError`, one line naming the file (and line or
 entry).
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tokrate.errors import PromptError
-from tokrate.inputs.expect import parse_expect
 from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
 from tokrate.physics import count_text_tokens
+from tokrate.spec.expect import parse_expect
 
 __all__ = [
     "is_batch_line",

@@ -65,10 +65,15 @@ from tokrate.load.scrape import MetricsSampler
 from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.stopping import Stop
 from tokrate.redact import Redactor
-from tokrate.runfolder.checks_file import write_checks
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
-from tokrate.runfolder.store import RunStore, load_summary, new_run_id, write_capacity
+from tokrate.runfolder.store import (
+    RunStore,
+    load_summary,
+    new_run_id,
+    write_capacity,
+    write_checks,
+)
 from tokrate.runfolder.summary import Summary
 from tokrate.spec import RunSpec, prompts_base_dir
 from tokrate.textfmt import nice_bin_width

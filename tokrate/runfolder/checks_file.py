@@ -24,10 +24,9 @@ from typing import Any, Final
 
 import orjson
 
-from tokrate.errors import OutputError, RunFolderError
-from tokrate.fileio import write_atomic
+from tokrate.errors import RunFolderError
 
-__all__ = ["CHECKS_FILE", "CHECKS_LAYOUT", "CheckEntry", "read_checks", "write_checks"]
+__all__ = ["CHECKS_FILE", "CHECKS_LAYOUT", "CheckEntry", "checks_document", "read_checks"]
 
 CHECKS_FILE: Final = "checks.json"
 CHECKS_LAYOUT: Final = 1
@@ -60,16 +59,9 @@ class CheckEntry:
         }
 
 
-def write_checks(run_dir: Path, entries: Sequence[CheckEntry]) -> None:
-    """Write checks.json (nothing when ``entries`` is empty). Raises OutputError."""
-    if not entries:
-        return
-    document = {"layout": CHECKS_LAYOUT, "checks": [e.to_dict() for e in entries]}
-    path = run_dir / CHECKS_FILE
-    try:
-        write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    except OSError as err:
-        raise OutputError(f"{path}: cannot write ({err.strerror})") from None
+def checks_document(entries: Sequence[CheckEntry]) -> dict[str, Any]:
+    """checks.json's content (written by :func:`tokrate.runfolder.store.write_checks`)."""
+    return {"layout": CHECKS_LAYOUT, "checks": [e.to_dict() for e in entries]}
 
 
 def read_checks(run_dir: Path) -> tuple[CheckEntry, ...]:

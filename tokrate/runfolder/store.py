@@ -43,7 +43,7 @@ import datetime as _dt
 import os
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -53,6 +53,7 @@ import orjson
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic
 from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
 from tokrate.runfolder.records import RequestRecord, polars_schema, records_to_frame, upgrade_frame
 from tokrate.runfolder.run_info import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
@@ -87,6 +88,7 @@ __all__ = [
     "write_records_parquet",
     "write_run_info",
     "write_summary",
+    "write_checks",
     "write_routing",
 ]
 
@@ -315,6 +317,12 @@ def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
 
 #: The routing table's file (tokrate.analysis.routing; docs/quality.md).
 ROUTING_FILE = "routing.json"
+
+
+def write_checks(run_dir: Path, entries: Sequence[CheckEntry]) -> None:
+    """Write checks.json (nothing when no prompt has a check). Raises OutputError."""
+    if entries:
+        _write(run_dir / CHECKS_FILE, _dump(checks_document(entries)))
 
 
 def write_routing(run_dir: Path, document: Mapping[str, Any] | None) -> None:
