@@ -29,17 +29,34 @@ def _prompts(folder: Path) -> Path:
         "    return 1.0 if 'Northwind' in answer else 0.0\n"
     )
     lines = [
-        {"id": f"c{i}", "task": "classification", "prompt": f"ticket {i}: billing or shipping?",
-         "max_tokens": 8, "expect": {"one_of": ["billing", "shipping"],
-                                     "example": "billing" if i % 2 else "shipping"}}
+        {
+            "id": f"c{i}",
+            "task": "classification",
+            "prompt": f"ticket {i}: billing or shipping?",
+            "max_tokens": 8,
+            "expect": {
+                "one_of": ["billing", "shipping"],
+                "example": "billing" if i % 2 else "shipping",
+            },
+        }
         for i in range(10)
     ] + [
-        {"id": "e1", "task": "extraction", "prompt": "Vendor of: Northwind invoice",
-         "max_tokens": 64, "expect": {"json_schema": SCHEMA, "example": '{"vendor": "Northwind"}'}},
-        {"id": "e2", "task": "extraction", "prompt": "Who sold it? Northwind",
-         "max_tokens": 64, "expect": {"check": "qa_checks_lb:vendor", "example": "Northwind Ltd"}},
+        {
+            "id": "e1",
+            "task": "extraction",
+            "prompt": "Vendor of: Northwind invoice",
+            "max_tokens": 64,
+            "expect": {"json_schema": SCHEMA, "example": '{"vendor": "Northwind"}'},
+        },
+        {
+            "id": "e2",
+            "task": "extraction",
+            "prompt": "Who sold it? Northwind",
+            "max_tokens": 64,
+            "expect": {"check": "qa_checks_lb:vendor", "example": "Northwind Ltd"},
+        },
         {"id": "free", "task": "chat", "prompt": "Say anything", "max_tokens": 8},
-    ]  # fmt: skip
+    ]
     path = folder / "checked.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
@@ -57,9 +74,17 @@ def test_verdicts_match_the_simulators_declared_accuracy(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     prompts = PromptsSpec(paths=(str(_prompts(tmp_path)),))
     models = ["sim-1b", "sim-13b", "sim-70b"]
-    run_benchmark(sim_spec(None, tmp_path / "out", models=models, prompts=prompts,
-                           requests=26, concurrency=(4,),
-                           simulator=SimulatorSpec(time_scale=20.0)))  # fmt: skip
+    run_benchmark(
+        sim_spec(
+            None,
+            tmp_path / "out",
+            models=models,
+            prompts=prompts,
+            requests=26,
+            concurrency=(4,),
+            simulator=SimulatorSpec(time_scale=20.0),
+        )
+    )
     run = load_run(tmp_path / "out" / "run")
     assert {e.prompt_id for e in read_checks(run.path)} == {f"c{i}" for i in range(10)} | {
         "e1",
@@ -95,9 +120,16 @@ def test_summary_quality_and_routing_follow_the_records(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     prompts = PromptsSpec(paths=(str(_prompts(tmp_path)),))
     models = ["sim-1b", "sim-7b", "sim-13b", "sim-70b"]
-    spec = sim_spec(None, tmp_path / "out", models=models, prompts=prompts, requests=13,
-                    concurrency=(4,), slo=SloSpec(min_pass_rate=0.9),
-                    simulator=SimulatorSpec(time_scale=20.0))  # fmt: skip
+    spec = sim_spec(
+        None,
+        tmp_path / "out",
+        models=models,
+        prompts=prompts,
+        requests=13,
+        concurrency=(4,),
+        slo=SloSpec(min_pass_rate=0.9),
+        simulator=SimulatorSpec(time_scale=20.0),
+    )
     run_benchmark(spec)
     run = load_run(tmp_path / "out" / "run")
     assert run.summary is not None
@@ -133,10 +165,15 @@ def test_compare_flags_a_swapped_smaller_model(tmp_path: Path) -> None:
     silent swap): compare's pass_rate row is regressed, with Newcombe's interval of the
     difference below 0, even though the swapped tier is no slower."""
     lines = [
-        {"id": f"q{i}", "task": "arith", "prompt": f"{i} + {i}?", "max_tokens": 8,
-         "expect": {"number": 2 * i}}
+        {
+            "id": f"q{i}",
+            "task": "arith",
+            "prompt": f"{i} + {i}?",
+            "max_tokens": 8,
+            "expect": {"number": 2 * i},
+        }
         for i in range(60)
-    ]  # fmt: skip
+    ]
     path = tmp_path / "arith.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     runs = []
@@ -146,9 +183,16 @@ def test_compare_flags_a_swapped_smaller_model(tmp_path: Path) -> None:
             '[[tier]]\nname = "prod"\nparams_b = 70\nfixed_ttft_ms = 1\nfixed_itl_ms = 1\n'
             f"accuracy = {accuracy}\n"
         )
-        spec = sim_spec(None, tmp_path / "out", models=["prod"], run_id=name,
-                        prompts=PromptsSpec(paths=(str(path),)), requests=60,
-                        concurrency=(4,), simulator=SimulatorSpec(tiers_file=str(tiers)))  # fmt: skip
+        spec = sim_spec(
+            None,
+            tmp_path / "out",
+            models=["prod"],
+            run_id=name,
+            prompts=PromptsSpec(paths=(str(path),)),
+            requests=60,
+            concurrency=(4,),
+            simulator=SimulatorSpec(tiers_file=str(tiers)),
+        )
         run_benchmark(spec)
         runs.append(tmp_path / "out" / name)
     comparison = compare_runs(*runs)

@@ -26,17 +26,25 @@ SIZES = {"small": 1.0, "mid": 13.0, "big": 70.0}
 
 def _task(task: str, n: int, passed: int, slo: float | None = None) -> TaskGroup:
     d = Distribution()
-    return TaskGroup(task, GroupCounts(scheduled=n, ok=n), d, d, d, d, slo,
-                     Quality(n, passed, passed / n))  # fmt: skip
+    return TaskGroup(
+        task, GroupCounts(scheduled=n, ok=n), d, d, d, d, slo, Quality(n, passed, passed / n)
+    )
 
 
 def _run(tasks: dict[str, list[TaskGroup]], slo: SloInfo, price: dict[str, float]) -> tuple:  # type: ignore[type-arg]
     groups = tuple(
-        Group("ep", model, "c4", 4, None, GroupCounts(scheduled=40, ok=40),
-              cost=Cost(price[model], "price") if model in price else None,
-              by_task=tuple(tasks[model]))
+        Group(
+            "ep",
+            model,
+            "c4",
+            4,
+            None,
+            GroupCounts(scheduled=40, ok=40),
+            cost=Cost(price[model], "price") if model in price else None,
+            by_task=tuple(tasks[model]),
+        )
         for model in tasks
-    )  # fmt: skip
+    )
     info = RunInfo(
         "r1",
         targets=tuple(TargetInfo("ep", m, active_params_b=SIZES[m]) for m in tasks),
@@ -101,8 +109,17 @@ def _frame(passed: int, n: int) -> pl.DataFrame:
 
 
 def test_pass_rate_drop_needs_its_interval() -> None:
-    empty = MetricResult("e", "m", "s", "pass_rate", "rate", "higher_is_better",
-                         PASS_RATE_DEFAULT, "not_comparable", "")  # fmt: skip
+    empty = MetricResult(
+        "e",
+        "m",
+        "s",
+        "pass_rate",
+        "rate",
+        "higher_is_better",
+        PASS_RATE_DEFAULT,
+        "not_comparable",
+        "",
+    )
     s = CompareSettings()
     big = compare_pass_rate(_frame(58, 60), _frame(30, 60), PASS_RATE_DEFAULT, s, None, empty)
     assert big.verdict == "regressed" and big.ci_high is not None and big.ci_high < 0
