@@ -13,6 +13,7 @@ from helpers.specs import sim_spec
 
 from tokrate.analysis.compare import compare_runs
 from tokrate.load.run import run_benchmark
+from tokrate.report.build import build_report
 from tokrate.runfolder.checks_file import read_checks
 from tokrate.runfolder.store import load_run
 from tokrate.sim.answers import Reference, answers_right
@@ -153,6 +154,11 @@ def test_summary_quality_and_routing_follow_the_records(
             for r in rows:
                 ref = Reference("x", r["task"], r["prompt_id"])
                 assert r["check_passed"] is answers_right(0, tiers[g.model], ref)
+    # The report shows the same numbers: its quality and routing tables, the chart.
+    folder = build_report([run.path], formats=("png",))
+    markdown = (folder / "summary.md").read_text()
+    assert "### Answer quality" in markdown and "### Routing table" in markdown
+    assert (folder / "charts" / "quality_vs_size.png").stat().st_size > 0
     routing = json.loads((run.path / "routing.json").read_text())
     assert routing["bar"] == {"default": 0.9, "by_task": {}, "source": "config"}
     for task, route in routing["routes"].items():
