@@ -8,6 +8,7 @@ scenario: scheduled = ok + error + cancelled.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -125,3 +126,33 @@ def test_retry_policy_records_each_attempt_and_conserves_counts(
     assert counts["scheduled"] == 40 == counts["ok"] + counts["error"] + counts["cancelled"]
     last = recs.sort("attempt").group_by("request_index").last()
     assert counts["ok"] == last.filter(pl.col("status") == "ok").height
+
+
+def test_retry_after_999999_cannot_hold_the_run(
+    start_sim: Callable[..., str], tmp_path: Path
+) -> None:
+    """Every answer is a 429 asking for 11.6 days. With retries on, a scenario bounded by
+    its duration (2 s) ends with it: no retry wait outlives the duration, and a capped
+    wait (max_wait_s 0.5 s) lets every request make its three attempts. The bound on the
+    run's length is generous (60 s, for a busy machine); the old code waited 999,999 s."""
+    url = start_sim(faults="http_429=1.0:retry_after=999999", seed=7)
+    retry = RetrySpec(max_attempts=3, on=("http_429",), backoff_s=0.0, max_wait_s=0.5)
+    spec = sim_spec(
+        url, tmp_path, run_id="wait", client=ClientSpec(retry=retry),
+        concurrency=(2,), requests=None, duration_s=2.0,
+    )  # fmt: skip
+    began = time.monotonic()
+    run = load_run(run_benchmark(spec).run_dir)
+    assert time.monotonic() - began < 60
+    recs = run.records
+    assert recs.height > 0 and set(recs["error_class"]) == {"http_429"}
+    assert set(recs["attempt"]) == {1, 2, 3}  # waits of 0.5 s, not 999,999 s
+    capped = sim_spec(
+        url, tmp_path, run_id="capped", client=ClientSpec(retry=dataclasses.replace(retry, max_wait_s=30.0)),
+        concurrency=(1,), requests=None, duration_s=1.0,
+    )  # fmt: skip
+    began = time.monotonic()
+    recs = load_run(run_benchmark(capped).run_dir).records
+    # The 30 s cap is past the 1 s duration: one attempt each, no retry after the end.
+    assert time.monotonic() - began < 30
+    assert set(recs["attempt"]) == {1}

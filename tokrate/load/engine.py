@@ -311,6 +311,9 @@ class _Worker:
             deadline_ns=deadline_ns,
             is_warmup=self._is_warmup,
             grace_s=self.task.grace_s,
+            ends_ns=None
+            if self.scenario.duration_s is None
+            else self.start_ns + int(self.scenario.duration_s * 1e9),
         )
 
     # --- load loops --------------------------------------------------------------

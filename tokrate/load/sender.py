@@ -53,6 +53,9 @@ class _Call:
     stopping: anyio.Event
     is_warmup: Callable[[int], bool]
     grace_s: float
+    #: perf_counter_ns when the scenario's duration ends (None: no duration): no retry
+    #: wait outlives it.
+    ends_ns: int | None = None
 
 
 class SendSlot:
@@ -122,13 +125,14 @@ class Sender:
         deadline_ns: int | None,
         is_warmup: Callable[[int], bool],
         grace_s: float,
+        ends_ns: int | None = None,
     ) -> None:
         """Every attempt of one planned request (every turn of a session). ``context``
         carries the level, the schedule and the warm-up flag the plan knew;
         ``is_warmup(t0_ns)`` adds the engine's time-based warm-up; ``deadline_ns`` (open
         loop) gives send_delay_s."""
         prompt = self.prompts[pr.prompt_index]
-        call = _Call(client, pr, context, stopping, is_warmup, grace_s)
+        call = _Call(client, pr, context, stopping, is_warmup, grace_s, ends_ns)
         if not prompt.is_session:
             tag = new_unique_prefix() if self.settings.request.unique_prompts else None
             await self._attempts(call, prompt, pr.index, deadline_ns, tag, None)
@@ -256,18 +260,30 @@ class Sender:
             ):
                 return None
             attempt += 1
-            await self._backoff(record, call.stopping)
-            if call.stopping.is_set():
+            if not await self._backoff(record, call):
                 return None
 
-    async def _backoff(self, record: RequestRecord, stopping: anyio.Event) -> None:
+    async def _backoff(self, record: RequestRecord, call: _Call) -> bool:
+        """Wait before the next attempt; False when there is to be none (stopping, or
+        the scenario's duration ended meanwhile). The wait is the backoff, or a longer
+        Retry-After when honoured, capped at ``retry.max_wait_s`` and the request's total
+        timeout, and cut at the end of the scenario's duration: a server answering
+        ``Retry-After: 999999`` cannot hold the run."""
         retry = self.settings.retry
         wait_s = retry.backoff_s
         retry_after = record.extra.get("retry_after_s") if retry.honour_retry_after else None
         if isinstance(retry_after, int | float) and math.isfinite(retry_after):
             wait_s = max(wait_s, float(retry_after))
+        wait_s = min(wait_s, retry.max_wait_s, self.settings.timeouts.total_s)
+        if call.ends_ns is not None:
+            left_s = (call.ends_ns - time.perf_counter_ns()) / 1e9
+            if left_s <= wait_s:
+                # The next attempt would start after the scenario ended: none, rather
+                # than a request outside the window the scenario measures.
+                return False
         with anyio.move_on_after(wait_s):
-            await stopping.wait()
+            await call.stopping.wait()
+        return not call.stopping.is_set()
 
     async def _stream(
         self, client: StreamClient, req: PreparedRequest, pr: PlannedRequest, grace_s: float

@@ -111,6 +111,7 @@ _CONSTRAINTS: dict[str, str] = {
     "client.timeouts.total_s": "pos",
     "client.retry.max_attempts": "pos",
     "client.retry.backoff_s": "nonneg",
+    "client.retry.max_wait_s": "nonneg",
     "simulator.efficiency": "frac",
     "simulator.time_scale": "pos",
     "distributed.workers": "pos",

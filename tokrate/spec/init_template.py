@@ -151,6 +151,7 @@ max_attempts = 1
 on = ["http_429", "http_5xx", "connect"]
 backoff_s = 1.0
 honour_retry_after = true
+max_wait_s = 30.0
 
 [simulator]                 # the embedded simulator (used when no [[endpoint]] is set)
 # tiers_file = "tiers.toml"

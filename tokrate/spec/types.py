@@ -173,6 +173,9 @@ class RetrySpec:
     on: tuple[str, ...] = ("http_429", "http_5xx", "connect")
     backoff_s: float = 1.0
     honour_retry_after: bool = True
+    #: The longest wait before a retry, whatever Retry-After says (also never longer
+    #: than the request's total timeout, never past the scenario's duration).
+    max_wait_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
