@@ -64,6 +64,7 @@ from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
 from tokrate.spec.expect import parse_expect
+from tokrate.tomlfile import FileRefused, read_user_file
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -83,6 +84,8 @@ __all__ = [
 ]
 
 JSONL_SUFFIXES: Final = (".jsonl", ".json")
+#: The largest prompt file read (a full ShareGPT dump is ~670 MB); checked before reading.
+MAX_PROMPT_FILE_BYTES: Final = 1 << 30
 TEXT_SUFFIXES: Final = (".txt", ".md", ".prompt")
 
 
@@ -252,7 +255,9 @@ def _is_json_document(data: bytes) -> bool:
 
 def _load_file(path: Path, label: str, spec: PromptsSpec) -> list[Prompt]:
     try:
-        data = path.read_bytes()
+        data = read_user_file(path, MAX_PROMPT_FILE_BYTES)
+    except FileRefused as err:
+        raise PromptError(f"{label}: {err}") from None
     except OSError as err:
         raise PromptError(f"{label}: cannot read ({err.strerror})") from None
     suffix = path.suffix.lower()
