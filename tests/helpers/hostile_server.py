@@ -15,7 +15,9 @@ own write times instead of nominal delays.
 Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
-connection, as transformers serve's dropped connection does; anything else is ``ok``), llama (llama-server's shapes:
+connection, as transformers serve's dropped connection does; anything else is ``ok``),
+models_huge / models_drip / models_odd (GET /models endless at full speed, endless one
+byte per 0.2 s, or a list of non-models; anything else is ``ok``), llama (llama-server's shapes:
 /models with ``meta.n_ctx`` (option ``n_ctx``) and, as options, ``meta.n_params``,
 ``meta.size``, ``meta.ftype`` (any JSON value), GET /props with ``model_ftype``
 (``props_ftype``), answers as ``answer_model`` (default a
@@ -185,6 +187,9 @@ class HostileServer:
                     opts = dict(kv.split("=", 1) for kv in spec.split(","))
                 framing = opts.get("framing", "chunked")
                 out = _Writer(w, framing)
+                if path.endswith("/models") and mode in _ENDLESS_LISTS:
+                    await _endless_models(mode, out)
+                    break
                 if (path.endswith("/models") and mode in ("models500", "llama")) or (
                     path.endswith("/props") and mode == "llama"
                 ):
@@ -392,6 +397,34 @@ def _raw(value: str) -> Any:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
         return value
+
+
+#: GET /models answers that never end or make no sense (anything else is ``ok``):
+#: ``models_huge`` an endless list at full speed, ``models_drip`` a list that grows by one
+#: byte every 0.2 s, ``models_odd`` a list whose entries are no models.
+_ENDLESS_LISTS = ("models_huge", "models_drip", "models_odd")
+
+
+async def _endless_models(mode: str, out: _Writer) -> None:
+    """The ``models_*`` GET /models answers (until the client hangs up, or 5 minutes)."""
+    if mode == "models_odd":
+        msg = b'{"object": "list", "data": [{"id": 5}, null, "x", {"id": {"a": 1}}]}'
+        await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
+        out.w.write(msg)
+        await out.w.drain()
+        return
+    await out.head(200, "application/json")
+    out.body(b'{"object": "list", "data": [')
+    entry = b'{"id": "model-%d", "object": "model"}, '
+    block = b"".join(entry % i for i in range(2000))  # ~80 KB
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        if mode == "models_huge":
+            out.body(block)
+        else:
+            out.body(b" ")
+            await asyncio.sleep(0.2)
+        await out.w.drain()
 
 
 async def _models_page(mode: str, o: dict[str, str], out: _Writer, *, props: bool) -> bool:

@@ -7,6 +7,7 @@ server (any status, any body, on every path).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -178,3 +179,48 @@ def test_a_base_url_without_v1_gets_a_did_you_mean(
         f"; did you mean base_url {base}/v1? (GET {base}/v1/models lists models); nothing was sent"
     )
     assert not any(tmp_path.iterdir())
+
+
+def _checked_within(url: str, seconds: float, timeout_s: float = 1.5) -> dict[str, object]:
+    """check_targets on ``url`` in a thread that must end within ``seconds`` (the old
+    pre-flight read an endless /models answer for ever: a hang, not a failure)."""
+    from tokrate.client.preflight import check_targets
+    from tokrate.inputs.targets import Target
+    from tokrate.spec import EndpointSpec, ModelSpec
+
+    target = Target(EndpointSpec("e", url), ModelSpec("e", "m"))
+    outcome: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            outcome["served"] = check_targets([target], {}, timeout_s=timeout_s)
+        except Exception as exc:  # the assertion below shows it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the pre-flight did not end"
+    return outcome
+
+
+@pytest.mark.parametrize("mode", ["models_huge", "models_drip", "models_odd"])
+def test_a_models_answer_with_no_usable_list_falls_back_to_the_probe(
+    hostile: HostileServer, mode: str
+) -> None:
+    """An endless list (read up to 16 MiB, not gigabytes), one that drips a byte every
+    0.2 s (read for the pre-flight's timeout in all, not per read) and one whose entries
+    are no models are each "no usable list": the one-token probe decides, and passes."""
+    before = len(hostile.requests)
+    outcome = _checked_within(hostile.base_url(mode), seconds=30)
+    assert "error" not in outcome, outcome
+    probes = [r for r in hostile.requests[before:] if r["body"].get("max_tokens") == 1]
+    assert len(probes) == 1 and probes[0]["body"]["model"] == "m"
+
+
+def test_served_models_needs_string_ids() -> None:
+    from tokrate.client.preflight import served_models
+
+    assert served_models(b'{"data": [{"id": 5}, null, "x"]}') is None
+    assert served_models(b'[{"id": "a"}, {"id": "b"}]') == ["a", "b"]
+    assert served_models(b'{"data": []}') is None

@@ -22,6 +22,10 @@ fit (one warning line per target, before any load is sent). The estimate is
 ``Prompt.input_tokens_est`` (bytes / 4 plus the chat template): a real tokenizer may
 count more, so the line says "estimated".
 
+A /models (or /props) answer is read up to :data:`MAX_LIST_BYTES` and for at most the
+pre-flight's timeout in all; a larger or slower one, or a list whose entries are not
+objects with a string ``id``, is "no usable list" (the probe decides).
+
 The /models request asks for ``Connection: close``: a server that fails it (a 500) and
 drops the connection without saying so must not take the probe that follows down with
 it (the probe gets a connection of its own).
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -60,6 +65,36 @@ __all__ = [
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
 _TIMEOUT_S: Final = 10.0
+#: The most of a GET /models (or /props) body read: a list of 10,000 models is ~2 MiB;
+#: a larger answer is no usable list (the probe decides), not gigabytes in memory.
+MAX_LIST_BYTES: Final = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Reply:
+    """A GET's status and body, read within MAX_LIST_BYTES and the pre-flight's time
+    (``content`` empty and ``is_success`` False when the body was over either)."""
+
+    status_code: int
+    reason_phrase: str
+    content: bytes
+    is_success: bool
+
+
+def _bounded_get(http: Any, url: str, timeout_s: float) -> _Reply:
+    """GET ``url`` (``Connection: close``), its body read up to MAX_LIST_BYTES and for
+    at most ``timeout_s`` in all (httpx's timeout is per read: a server that sends a byte
+    every few seconds would hold it for ever)."""
+    deadline = time.monotonic() + timeout_s
+    with http.stream("GET", url, headers={"Connection": "close"}) as resp:
+        body = bytearray()
+        for chunk in resp.iter_bytes():
+            body += chunk
+            if len(body) > MAX_LIST_BYTES or time.monotonic() > deadline:
+                return _Reply(resp.status_code, resp.reason_phrase, b"", False)
+        return _Reply(resp.status_code, resp.reason_phrase, bytes(body), resp.is_success)
+
+
 #: Prompt ids a pre-flight context line names before "and N more".
 _IDS_SHOWN: Final = 8
 
@@ -75,9 +110,20 @@ def _model_entries(payload: bytes) -> list[dict[str, Any]]:
 
 
 def served_models(payload: bytes) -> list[str] | None:
-    """Model ids from a /models body; None when it is not a usable, non-empty list."""
-    ids = [str(item["id"]) for item in _model_entries(payload) if "id" in item]
-    return ids or None
+    """Model ids from a /models body; None when it is not a usable, non-empty list: one
+    whose every entry is an object with a string ``id`` (``[{"id": 5}, null, "x"]`` is
+    no list of models, not the models "5" and "None")."""
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    items = doc.get("data") if isinstance(doc, dict) else doc
+    if not isinstance(items, list) or not items:
+        return None
+    ids = [item.get("id") if isinstance(item, dict) else None for item in items]
+    if not all(isinstance(i, str) and i for i in ids):
+        return None
+    return ids  # type: ignore[return-value]
 
 
 def _positive_int(value: Any) -> int | None:
@@ -135,7 +181,7 @@ def _with_props_ftype(http: Any, base: str, served: ServedModel) -> ServedModel:
 
     root = base.rstrip("/").removesuffix("/v1")
     try:
-        resp = http.get(f"{root}/props", headers={"Connection": "close"})
+        resp = _bounded_get(http, f"{root}/props", _TIMEOUT_S)
         doc = orjson.loads(resp.content) if resp.is_success else None
     except (httpx.HTTPError, orjson.JSONDecodeError):
         return served
@@ -251,7 +297,7 @@ def _check_endpoint(
             served: list[str] | None = None
             contexts: dict[str, ServedModel] = {}
             if endpoint.model_check != "probe":
-                resp = http.get(f"{base}/models", headers={"Connection": "close"})
+                resp = _bounded_get(http, f"{base}/models", timeout_s)
                 _refuse_auth(resp, where, endpoint.api_key_env, api_key)
                 if resp.is_success:
                     for t in targets:
@@ -300,7 +346,7 @@ def _v1_hint(http: Any, base: str) -> str | None:
     if base.rstrip("/").rsplit("/", 1)[-1].lower() in ("v1", "v1beta", "openai"):
         return None
     try:
-        resp = http.get(f"{base}/v1/models", headers={"Connection": "close"})
+        resp = _bounded_get(http, f"{base}/v1/models", _TIMEOUT_S)
     except httpx.HTTPError:
         return None
     if not resp.is_success or served_models(resp.content) is None:
