@@ -297,3 +297,26 @@ def test_multi_run_styles_colour_by_model_and_mark_by_run(tmp_path: Path) -> Non
     svg = (out / "charts" / "throughput_vs_latency.svg").read_text(encoding="utf-8")
     # Level labels once per model, not once per run ("c=1c=1").
     assert svg.count("c=1") == 2 * 6  # 6 models x 2 panels; two runs would print 24
+
+
+def test_a_charts_symlink_out_of_the_folder_is_not_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tokrate report DIR` where DIR/charts links elsewhere: one line, exit 2, nothing
+    written there (it wrote every chart file outside the run folder); a link that stays
+    inside the folder is followed."""
+    from tokrate.cli import main
+
+    run = synthetic_run(tmp_path / "r", concurrency=(1, 4), requests_per_level=6)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (run / "charts").symlink_to(outside)
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "outside the report folder" in err and "Traceback" not in err
+    assert list(outside.iterdir()) == []
+    (run / "charts").unlink()
+    (run / "drawn").mkdir()
+    (run / "charts").symlink_to(run / "drawn")
+    assert main(["report", str(run)]) == 0
+    assert any((run / "drawn").iterdir())

@@ -98,8 +98,18 @@ def _unique_keys(runs: list[LoadedRun]) -> list[tuple[str, LoadedRun]]:
 
 
 def _prepare(out: Path) -> None:
+    charts = out / "charts"
+    if charts.is_symlink():
+        # Writing through it would put files wherever the link points (another run's
+        # folder, a system path): only a link that stays inside the folder is followed.
+        target = charts.resolve()
+        if not target.is_relative_to(out.resolve()):
+            raise OutputError(
+                f"{charts}: is a symlink to {target}, outside the report folder;"
+                " not writing through it (remove the link)"
+            )
     try:
-        (out / "charts").mkdir(parents=True, exist_ok=True)
+        charts.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"{out}: cannot create the report folder ({err.strerror})") from None
 
