@@ -14,6 +14,7 @@ import dataclasses
 import gc
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from tokrate.errors import ConfigError, SimulatorError
 from tokrate.hardware import HardwareProfile, get_hardware
@@ -309,7 +310,9 @@ def spawn_simulator(
         state.truth.close()
     if cfg.tiers_file and cfg.hardware_profile is not None:
         raise ConfigError("simulator_process: put [hardware] into the tiers file instead")
-    with tempfile.TemporaryDirectory(prefix="tokrate-sim-") as tmp:
+    _sweep_leftovers()
+    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-")
+    try:
         args = [sys.executable, "-m", "tokrate", "sim", "--host", cfg.host, "--port", str(cfg.port)]
         tiers_file = cfg.tiers_file
         if tiers_file is None and (cfg.tiers is not None or cfg.hardware_profile is not None):
@@ -340,6 +343,9 @@ def spawn_simulator(
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().strip()
+            # The child has read its tiers file once it prints its URL: gone now, so a
+            # SIGKILL of this process later leaves nothing in /tmp.
+            shutil.rmtree(tmp, ignore_errors=True)
             if not url.startswith("http://"):
                 _, err = proc.communicate(timeout=START_TIMEOUT_S)
                 last = (err.strip().splitlines() or ["no output"])[-1]
@@ -353,3 +359,39 @@ def spawn_simulator(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: The embedded simulator's temporary folders: tokrate-sim-<pid of its owner>-<random>.
+_TMP_PREFIX: Final = "tokrate-sim-"
+#: A folder of the old naming (no owner pid) older than this is a leftover.
+_UNOWNED_AGE_S: Final = 3600.0
+
+
+def _sweep_leftovers() -> None:
+    """Remove the temporary folders of simulators whose owner died before removing them
+    (a SIGKILL in the second between creating one and the child's start): an owner pid
+    no process has any more, or, for folders named without one, an hour old."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*"):
+        owner = path.name[len(_TMP_PREFIX) :].split("-", 1)[0]
+        try:
+            if owner.isdigit():
+                if _alive(int(owner)):
+                    continue
+            elif time.time() - path.stat().st_mtime < _UNOWNED_AGE_S:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # another user's folder, or gone meanwhile
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
