@@ -174,3 +174,59 @@ def test_mistyped_run_json_is_one_line_naming_the_key(tmp_path: Path) -> None:
     (folder / "run.json").write_text('{"layout_version": 1, "run_id": "x", "workers": "two"}')
     with pytest.raises(RunFolderError, match=r"run\.json: workers must be an integer"):
         load_run(folder)
+
+
+def _complete_run_with_both_files(tmp_path: Path) -> Path:
+    import polars as pl
+    from helpers.synthetic import synthetic_run
+
+    run = synthetic_run(tmp_path / "r", concurrency=(1, 4), requests_per_level=6)
+    frame = pl.read_parquet(run / "records.parquet")
+    lines = [orjson.dumps(r) for r in frame.to_dicts()]
+    (run / "records.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return run
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "foreign"])
+def test_an_unusable_parquet_is_read_from_the_jsonl_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A corrupt or foreign records.parquet of a complete run: its records come from
+    records.jsonl (the file it was written from), with one warning line naming the file
+    on stderr and in the report's warnings; no traceback."""
+    import polars as pl
+
+    from tokrate.cli import main
+
+    run = _complete_run_with_both_files(tmp_path)
+    height = pl.read_parquet(run / "records.parquet").height
+    if damage == "corrupt":
+        (run / "records.parquet").write_bytes(b"PAR1 not really")
+    else:
+        pl.DataFrame({"x": [1, 2]}).write_parquet(run / "records.parquet")
+    loaded = load_run(run)
+    assert loaded.records.height == height
+    assert any("read from records.jsonl instead" in n for n in loaded.notes)
+    assert main(["report", str(run), "--format", "png"]) == 0
+    err = capsys.readouterr().err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("tokrate: warning:")]
+    assert len(warnings) == 1 and "records.parquet" in warnings[0], err
+    assert "Traceback" not in err
+    assert "read from records.jsonl instead" in (run / "summary.md").read_text(encoding="utf-8")
+
+
+def test_a_run_with_neither_records_file_usable_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokrate.cli import main
+
+    run = _complete_run_with_both_files(tmp_path)
+    (run / "records.parquet").write_bytes(b"garbage")
+    (run / "records.jsonl").write_bytes(b"{not json\n{nor this\n")
+    with pytest.raises(
+        RunFolderError, match=r"records\.parquet: unreadable.*; and .*records.jsonl"
+    ):
+        load_run(run)
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "records.jsonl" in err

@@ -64,6 +64,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     formats = tuple(f.strip() for f in str(args.formats).split(",") if f.strip())
     if not formats:
         raise UsageError("tokrate report: --format needs at least one of png, svg, pdf")
+    _warn_records(args.runs)
     out = build_report(
         [Path(r) for r in args.runs],
         Path(args.out) if args.out else None,
@@ -77,6 +78,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         webbrowser.open(html_path.resolve().as_uri())
     return 0
+
+
+def _warn_records(folders: list[str]) -> None:
+    """One warning line per run whose records.parquet is unusable (its records are read
+    from records.jsonl instead; a run with neither is refused by load_run)."""
+    from tokrate.runfolder.store import records_warning
+
+    for folder in folders:
+        warning = records_warning(folder)
+        if warning is not None:
+            print(f"tokrate: warning: {warning}", file=sys.stderr)
 
 
 def add_compare(sub: Subparsers) -> None:
@@ -119,6 +131,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from tokrate.analysis.noise import fit_thresholds
 
         thresholds, noise = fit_thresholds(history, Path(args.current), thresholds)
+    _warn_records([args.baseline, args.current])
     comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds, noise=noise)
     if args.format == "md":
         text = render_markdown(comparison)

@@ -55,7 +55,13 @@ from tokrate.fileio import write_atomic
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
-from tokrate.runfolder.records import RequestRecord, polars_schema, records_to_frame, upgrade_frame
+from tokrate.runfolder.records import (
+    ADDED_COLUMNS,
+    RequestRecord,
+    polars_schema,
+    records_to_frame,
+    upgrade_frame,
+)
 from tokrate.runfolder.run_info import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
 from tokrate.runfolder.server_metrics import read_server_metrics
 from tokrate.runfolder.summary import Summary
@@ -81,6 +87,7 @@ __all__ = [
     "read_capacity",
     "read_records_jsonl",
     "read_routing",
+    "records_warning",
     "resolve_latest_good",
     "run_folders",
     "write_capacity",
@@ -452,21 +459,29 @@ def load_run(path: Path | str) -> LoadedRun:
     info = _read_info(folder)
     parquet = folder / _PARQUET
     jsonl = folder / _JSONL
+    notes: tuple[str, ...] = ()
     if parquet.exists() and not info.interrupted:
-        records = _read_parquet(parquet)
+        try:
+            records = _read_parquet(parquet)
+        except RunFolderError as err:
+            # records.jsonl holds the same records (the parquet is written from it):
+            # read them from there, and say so; refuse only when neither can be read.
+            if not jsonl.exists():
+                raise
+            records = _read_jsonl_instead(jsonl, str(err))
+            notes += (f"{err}; {_FALLBACK_NOTE}",)
     elif jsonl.exists():
         records = read_records_jsonl(jsonl)
     elif parquet.exists():
         records = _read_parquet(parquet)
     else:
         records = records_to_frame([])
-    notes: tuple[str, ...] = ()
     try:
         summary = load_summary(folder)
     except RunFolderError as err:
         # The records are the truth and every reader recomputes from them; an
         # unreadable summary (a newer schema) is said, not fatal.
-        summary, notes = None, (str(err),)
+        summary, notes = None, (*notes, str(err))
     return LoadedRun(
         path=folder,
         info=info,
@@ -475,6 +490,41 @@ def load_run(path: Path | str) -> LoadedRun:
         notes=notes,
         server_metrics=read_server_metrics(folder),
     )
+
+
+#: What load_run notes (and ``tokrate report``/``compare`` warn) after a fallback.
+_FALLBACK_NOTE = "the records were read from records.jsonl instead"
+
+
+def _read_jsonl_instead(jsonl: Path, parquet_error: str) -> pl.DataFrame:
+    try:
+        return read_records_jsonl(jsonl)
+    except RunFolderError as err:
+        raise RunFolderError(f"{parquet_error}; and {err}") from None
+
+
+def records_warning(path: Path | str) -> str | None:
+    """The warning line for a complete run whose records.parquet cannot be read (corrupt,
+    foreign, missing columns), which load_run replaces by records.jsonl; None when the
+    parquet is fine or not the file load_run reads. Cheap: the parquet's footer only."""
+    import polars as pl
+
+    folder = Path(path)
+    parquet = folder / _PARQUET
+    if not parquet.exists() or not (folder / _JSONL).exists():
+        return None
+    try:
+        if load_run_info(folder).interrupted:
+            return None
+        columns = pl.read_parquet_schema(parquet)
+    except RunFolderError:
+        return None  # load_run says what is wrong with run.json
+    except Exception as err:  # polars raises several unrelated types for a bad file
+        return f"{parquet}: unreadable ({type(err).__name__}: {err}); {_FALLBACK_NOTE}"
+    missing = [c for c in polars_schema() if c not in columns and c not in ADDED_COLUMNS]
+    if missing:
+        return f"{parquet}: missing columns {', '.join(missing[:5])}; {_FALLBACK_NOTE}"
+    return None
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
