@@ -162,7 +162,9 @@ def test_interrupted_run_builds_and_says_so(tmp_path: Path) -> None:
     page = (out / "report.html").read_text()
     assert "Run cut was interrupted (status &#x27;running&#x27;)" in page
     assert "30 requests recorded before it stopped" in page
-    assert "was interrupted" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "was interrupted (status 'running')" in md
+    assert re.search(r"&#?\w+;", md) is None  # Markdown is Markdown: no HTML entities
 
 
 HOSTILE_MODEL = 'evil<script>alert("x")</script>|col\nbreak'
