@@ -224,3 +224,31 @@ def test_served_models_needs_string_ids() -> None:
     assert served_models(b'{"data": [{"id": 5}, null, "x"]}') is None
     assert served_models(b'[{"id": "a"}, {"id": "b"}]') == ["a", "b"]
     assert served_models(b'{"data": []}') is None
+
+
+def test_a_5xx_probe_is_retried_then_a_warning_and_the_others_are_measured(
+    start_sim: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One model of two answers 500 to everything: its pre-flight probe is tried three
+    times, then the run goes on with a warning; the good model is measured, the bad
+    one's failures are its records (exit 1: a target with no ok request), not exit 2
+    with nothing sent."""
+    url = start_sim(faults="sim-70b:http_500=1.0")
+    code = _run(tmp_path, url, "sim-1b", "sim-70b", extra=("--model-check", "probe"))
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "failed 3 times (last: HTTP 500" in " ".join(err.split()), err
+    (run_dir,) = tmp_path.iterdir()
+    import polars as pl
+
+    records = pl.read_parquet(run_dir / "records.parquet")
+    by_model = dict(records.group_by("model").agg(pl.col("status").unique()).iter_rows())
+    assert by_model == {"sim-1b": ["ok"], "sim-70b": ["error"]}, by_model
+
+
+def test_a_4xx_probe_still_stops_the_run(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = len(hostile.requests)
+    assert _run(tmp_path, hostile.base_url("status", code=400, body="bad"), "m") == 2
+    assert len([r for r in hostile.requests[before:] if r["body"].get("max_tokens") == 1]) == 1

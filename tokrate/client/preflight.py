@@ -32,8 +32,9 @@ it (the probe gets a connection of its own).
 
 Every failure is one line (exit 2) that shows what the server said: its HTTP status and
 the first line of its body, redacted (bearer tokens, ``sk-`` keys and the endpoint's
-own key removed); a 401/403 adds "check its API key". Nothing here is timed: these
-requests never become records.
+own key removed); a 401/403 adds "check its API key". A probe answered with a 5xx or
+not at all in time is retried, then a warning (the target is measured anyway). Nothing
+here is timed: these requests never become records.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ __all__ = [
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
 _TIMEOUT_S: Final = 10.0
+#: Tries of the one-token probe that a 5xx or a timeout gets, 1 s then 2 s apart.
+PROBE_ATTEMPTS: Final = 3
+PROBE_BACKOFF_S: Final = 1.0
 #: The most of a GET /models (or /props) body read: a list of 10,000 models is ~2 MiB;
 #: a larger answer is no usable list (the probe decides), not gigabytes in memory.
 MAX_LIST_BYTES: Final = 16 * 1024 * 1024
@@ -257,6 +261,7 @@ def check_targets(
     *,
     api: str = "chat",
     timeout_s: float = _TIMEOUT_S,
+    warnings: list[str] | None = None,
 ) -> dict[str, ServedModel]:
     """Run the pre-flight of every endpoint of ``targets`` (see the module docstring);
     returns what the /models entry of each target says about its model (context size;
@@ -264,7 +269,9 @@ def check_targets(
     entry says any of it.
 
     ``api`` (the run's ``[client] api``; an endpoint's own ``api`` wins) picks the
-    route, body and key header of the tiny probe request.
+    route, body and key header of the tiny probe request. ``warnings``: where a probe
+    that kept failing with a 5xx or a timeout is said (that target is measured anyway);
+    None raises EndpointUnreachable for it instead.
 
     Raises:
         EndpointUnreachable: no HTTP answer, a 401/403, or a failed probe (exit 2).
@@ -275,12 +282,22 @@ def check_targets(
         by_endpoint.setdefault(t.endpoint.name, []).append(t)
     served: dict[str, ServedModel] = {}
     for group in by_endpoint.values():
-        served.update(_check_endpoint(group, api_keys.get(group[0].endpoint.name), api, timeout_s))
+        said: list[str] = []
+        key = api_keys.get(group[0].endpoint.name)
+        served.update(_check_endpoint(group, key, api, timeout_s, said))
+        if said and warnings is None:
+            raise EndpointUnreachable(f"{said[0]}; nothing was sent")
+        if warnings is not None:
+            warnings.extend(said)
     return served
 
 
 def _check_endpoint(
-    targets: Sequence[Target], api_key: str | None, api: str, timeout_s: float
+    targets: Sequence[Target],
+    api_key: str | None,
+    api: str,
+    timeout_s: float,
+    warnings: list[str],
 ) -> dict[str, ServedModel]:
     import httpx
 
@@ -318,7 +335,9 @@ def _check_endpoint(
                         )
                 return contexts
             for t in targets:
-                _probe(http, t, base, where, api, endpoint.api_key_env, api_key)
+                said = _probe(http, t, base, where, api, endpoint.api_key_env, api_key)
+                if said is not None:
+                    warnings.append(said)
             return contexts
     except httpx.HTTPError as err:
         reason = type(err).__name__
@@ -362,19 +381,34 @@ def _probe(
     api: str,
     key_env: str | None,
     api_key: str | None,
-) -> None:
-    """One request of one output token for ``target``'s model; raise on failure."""
-    from tokrate.client.fallbacks import is_max_tokens_rejection
-    from tokrate.client.request import probe_request
+) -> str | None:
+    """One request of one output token for ``target``'s model. Raises for what is the
+    configuration's fault (a 4xx: unknown model, bad key, bad body); a 5xx or a timeout
+    is the server's state, which a run exists to record: retried
+    (:data:`PROBE_ATTEMPTS`, backing off), then returned as a warning line and the
+    target measured anyway (its failures become its records)."""
+    import httpx
 
     model = target.model.name
-    url, body = probe_request(target, api)
-    resp = http.post(url, json=body)
-    if is_max_tokens_rejection(resp.status_code, resp.content) and "max_tokens" in body:
-        body["max_completion_tokens"] = body.pop("max_tokens")  # o-series models
-        resp = http.post(url, json=body)
-    if resp.is_success:
-        return
+    failed = ""
+    for attempt in range(PROBE_ATTEMPTS):
+        if attempt:
+            time.sleep(PROBE_BACKOFF_S * attempt)
+        try:
+            resp = _probe_once(http, target, api)
+        except httpx.TimeoutException as err:
+            failed = f"no answer in time ({type(err).__name__})"
+            continue
+        if resp.is_success:
+            return None
+        if resp.status_code < 500:
+            break
+        failed = _reply(resp, api_key)
+    else:
+        return (
+            f"{where}: a one-token request to model {model!r} failed {PROBE_ATTEMPTS} times"
+            f" (last: {failed}); measuring it anyway, its failures are its records"
+        )
     _refuse_auth(resp, where, key_env, api_key)
     if resp.status_code == 404:
         hint = _v1_hint(http, base) or "check the model name and base_url"
@@ -386,3 +420,15 @@ def _probe(
         f"{where}: a one-token request to model {model!r} failed ({_reply(resp, api_key)});"
         " nothing was sent"
     )
+
+
+def _probe_once(http: Any, target: Target, api: str) -> Any:
+    from tokrate.client.fallbacks import is_max_tokens_rejection
+    from tokrate.client.request import probe_request
+
+    url, body = probe_request(target, api)
+    resp = http.post(url, json=body)
+    if is_max_tokens_rejection(resp.status_code, resp.content) and "max_tokens" in body:
+        body["max_completion_tokens"] = body.pop("max_tokens")  # o-series models
+        resp = http.post(url, json=body)
+    return resp

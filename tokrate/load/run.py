@@ -209,8 +209,10 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     try:
         simulator = stack.enter_context(_simulator(spec))
         targets = resolve_targets(spec, simulator)
-        served = check_targets(targets, keys, api=spec.client.api)
+        probe_warnings: list[str] = []
+        served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
         targets, size_notes, size_warnings = with_served_sizes(targets, served)
+        size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         backend = open_backend(spec)
