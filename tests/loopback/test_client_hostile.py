@@ -81,3 +81,33 @@ def test_50_mb_line_bounded_memory(server: HostileServer, kind: str) -> None:
     assert rec.error_class == "protocol"
     assert "longer than" in (rec.error_message or "")
     assert peak < 24 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_a_drip_that_never_ends_a_line_is_idle(server: HostileServer) -> None:
+    """A byte every 0.1 s, never a line end (h-drip): the idle gap (0.5 s here, 30 s by
+    default) is measured from the last finished line, so bytes that keep coming do not
+    hold the request until its total timeout (the fast client: idle was per byte)."""
+    timeouts = TimeoutsSpec(connect_s=2.0, first_byte_s=2.0, idle_s=0.5, total_s=20.0)
+    t = time.monotonic()
+    res = stream_one("fast", req_for(server.base_url("slow_bytes", gap_s=0.1)), timeouts)
+    assert time.monotonic() - t < 10
+    rec = record(res)
+    assert rec.error_class == "timeout", rec.error_message
+    assert "idle-gap timeout 0.5 s" in (rec.error_message or "")
+    assert "no line ended" in (rec.error_message or "")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_endless_fast_stream_ends_at_the_chunks_max_tokens_allows(
+    server: HostileServer, kind: str
+) -> None:
+    """h-forever: chunks every millisecond for ever, under both response caps. A request
+    for 8 tokens cannot be answered in more than 4 x 8 + 256 chunks: past that it ends
+    as response_limit in well under a second (it ran to the 600 s total timeout)."""
+    timeouts = TimeoutsSpec(connect_s=2.0, first_byte_s=5.0, idle_s=5.0, total_s=60.0)
+    t = time.monotonic()
+    res = stream_one(kind, req_for(server.base_url("endless", itl_ms=1), max_tokens=8), timeouts)
+    assert time.monotonic() - t < 30
+    rec = record(res)
+    assert rec.error_class == "response_limit", rec.error_message
+    assert "288 chunks (4 x the request's 8 max tokens + 256)" in (rec.error_message or "")

@@ -139,6 +139,8 @@ class StreamState:
         "api",
         "classify",
         "fast_chat",
+        "chunk_limit_source",
+        "last_line_ns",
     )
 
     def __init__(
@@ -148,8 +150,14 @@ class StreamState:
         max_bytes: int = MAX_RESPONSE_BYTES,
         keep_text: bool = False,
         api: str = "chat",
+        chunk_limit_source: str = "[client] max_response_chunks",
     ) -> None:
         self.api = api
+        self.chunk_limit_source = chunk_limit_source
+        #: When the last read that ended a line came (an event, a comment, a keep-alive):
+        #: the fast client measures idle gaps from it, so a server that drips bytes and
+        #: never finishes a line is idle however often a byte arrives.
+        self.last_line_ns: int | None = None
         self.classify = _CLASSIFIERS.get(api, _classify_chat)
         #: Chat or completions: plain answer chunks take feed()'s shortcut.
         self.fast_chat = self.classify is _classify_chat
@@ -269,6 +277,8 @@ class StreamState:
         if self.bytes_received > self.max_bytes:
             self.count_bytes(0, now_ns)  # records the response_limit failure
             return True
+        if 10 in data or 13 in data:  # one memchr each
+            self.last_line_ns = now_ns
         try:
             events = self.decoder.decode(data)
         except SSEProtocolError as exc:
@@ -311,7 +321,7 @@ class StreamState:
         if self.chunks_seen > self.max_chunks:
             self.fail(
                 "response_limit",
-                f"response exceeded {self.max_chunks} chunks ([client] max_response_chunks)",
+                f"response exceeded {self.max_chunks} chunks ({self.chunk_limit_source})",
                 now_ns,
             )
             return True

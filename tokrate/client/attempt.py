@@ -58,6 +58,7 @@ class Attempt:
         self.usage_rejected = usage_rejected
         self.state = StreamState(
             max_chunks=req.max_response_chunks,
+            chunk_limit_source=req.chunk_limit_source,
             max_bytes=req.max_response_bytes,
             api=req.api,
             keep_text=req.keep_text,

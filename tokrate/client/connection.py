@@ -332,11 +332,22 @@ class Connection(asyncio.Protocol):
                 return
             message = f"first-byte timeout {t.first_byte_s:g} s expired (no response body)"
         else:
-            idle_deadline = self.last_rx_ns + self.idle_ns
+            # Idle is measured from the last line the stream finished (an event, a
+            # comment), not the last byte: a byte a second never finishing a line is
+            # no progress. An error body (no event stream) counts bytes.
+            if self.err_body is not None:
+                base = self.last_rx_ns
+            else:
+                base = state.last_line_ns if state.last_line_ns is not None else state.first_byte_ns
+            idle_deadline = base + self.idle_ns
             if now < idle_deadline:
                 self._arm(min(self.total_deadline_ns, idle_deadline))
                 return
-            message = f"idle-gap timeout {t.idle_s:g} s expired after {state.bytes_received} bytes"
+            dripping = " (bytes came, no line ended)" if self.last_rx_ns > base else ""
+            message = (
+                f"idle-gap timeout {t.idle_s:g} s expired after {state.bytes_received} bytes"
+                + dripping
+            )
         state.fail("timeout", message, now)
         self._resolve()
         self.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -50,6 +50,10 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 ANTHROPIC_VERSION: Final = "2023-06-01"
 #: The Messages API requires ``max_tokens``: sent when a prompt has no limit.
 ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
+#: A response may have CHUNKS_PER_TOKEN x max tokens + CHUNKS_OVER_LIMIT chunks at most
+#: (see :func:`response_chunk_limit`).
+CHUNKS_PER_TOKEN: Final = 4
+CHUNKS_OVER_LIMIT: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,8 @@ class PreparedRequest:
     prompt_id: str = ""
     max_response_chunks: int = MAX_RESPONSE_CHUNKS
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    #: What set ``max_response_chunks`` (said in the response_limit message).
+    chunk_limit_source: str = "[client] max_response_chunks"
     #: The chat body's name of the output limit (None: not a chat body with a limit).
     max_tokens_field: str | None = None
     #: Keep the answer's text (``StreamResult.answer_text``): multi-turn sessions only.
@@ -376,6 +382,7 @@ def build_request(
         endpoint.headers,
         model.headers,
     )
+    chunks, chunks_why = response_chunk_limit(body, settings.max_response_chunks)
     return PreparedRequest(
         url=request_url(target, api, route),
         body=orjson.dumps(body),
@@ -385,10 +392,37 @@ def build_request(
         model=model.name,
         include_usage="stream_options" in body,
         prompt_id=prompt.id,
-        max_response_chunks=settings.max_response_chunks,
+        max_response_chunks=chunks,
+        chunk_limit_source=chunks_why,
         max_response_bytes=settings.max_response_bytes,
         max_tokens_field=limit_field if api == "chat" and limit_field in body else None,
         keep_text=keep_text,
+    )
+
+
+#: Output-limit fields of the four protocols' bodies.
+_LIMIT_FIELDS: Final = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def response_chunk_limit(body: Mapping[str, Any], configured: int) -> tuple[int, str]:
+    """The most chunks a response to ``body`` may have, and what set it: a request
+    that asks for at most N tokens cannot be answered in more than N content chunks,
+    so past 4 x N + 256 (room for tokens split over chunks, role, usage, typed events
+    and keep-alives) the server is streaming something else (an endless stream at 100
+    chunks/s stayed under the 1,000,000-chunk cap for the whole 600 s total timeout).
+    Without a limit in the body, ``configured`` ([client] max_response_chunks)."""
+    limits = [
+        v for f in _LIMIT_FIELDS
+        if isinstance(v := body.get(f), int) and not isinstance(v, bool) and v > 0
+    ]  # fmt: skip
+    if not limits:
+        return configured, "[client] max_response_chunks"
+    derived = CHUNKS_PER_TOKEN * max(limits) + CHUNKS_OVER_LIMIT
+    if derived >= configured:
+        return configured, "[client] max_response_chunks"
+    return (
+        derived,
+        f"{CHUNKS_PER_TOKEN} x the request's {max(limits)} max tokens + {CHUNKS_OVER_LIMIT}",
     )
 
 

@@ -363,6 +363,7 @@ class FastClient:
             while True:
                 state = StreamState(
                     max_chunks=req.max_response_chunks,
+                    chunk_limit_source=req.chunk_limit_source,
                     max_bytes=req.max_response_bytes,
                     keep_text=req.keep_text,
                     api=req.api,
