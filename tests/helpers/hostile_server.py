@@ -12,7 +12,7 @@ Every content write is logged with ``time.perf_counter_ns()`` (the same clock th
 stamps with) in ``server.truth[response_id]``, so tests compare against the server's
 own write times instead of nominal delays.
 
-Modes: ok, status (code, body), html200, big_line (mb), endless, slow_bytes,
+Modes: ok, status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``),
@@ -187,6 +187,9 @@ class HostileServer:
                     opts = dict(kv.split("=", 1) for kv in spec.split(","))
                 framing = opts.get("framing", "chunked")
                 out = _Writer(w, framing)
+                if mode == "big_header" and not path.endswith("/models"):
+                    await _big_header(opts, out)
+                    break
                 if path.endswith("/models") and mode in _ENDLESS_LISTS:
                     await _endless_models(mode, out)
                     break
@@ -397,6 +400,21 @@ def _raw(value: str) -> Any:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
         return value
+
+
+async def _big_header(o: dict[str, str], out: _Writer) -> bool:
+    """The ``big_header`` mode: one header line of ``mb`` MB (default 50), sent until the
+    client hangs up."""
+    out.w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Pad: ")
+    piece = b"a" * 65536
+    for _ in range(int(float(o.get("mb", "50")) * 16)):
+        if out.w.transport.is_closing():
+            return False
+        out.w.write(piece)
+        await out.w.drain()
+    out.w.write(b"\r\n\r\n")
+    await out.w.drain()
+    return False
 
 
 #: GET /models answers that never end or make no sense (anything else is ``ok``):

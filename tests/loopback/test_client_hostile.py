@@ -111,3 +111,22 @@ def test_an_endless_fast_stream_ends_at_the_chunks_max_tokens_allows(
     rec = record(res)
     assert rec.error_class == "response_limit", rec.error_message
     assert "288 chunks (4 x the request's 8 max tokens + 256)" in (rec.error_message or "")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_50_mb_header_is_a_protocol_error_with_bounded_memory(
+    server: HostileServer, kind: str
+) -> None:
+    """One 50 MB header line: every client stops reading it early and calls it
+    ``protocol`` (the fast client's parser buffered all of it, 277 MB for 2 requests,
+    and called it ``truncated``)."""
+    timeouts = TimeoutsSpec(connect_s=2.0, first_byte_s=20.0, idle_s=20.0, total_s=30.0)
+    stream_one(kind, req_for(server.base_url("ok", tokens=2)), timeouts)  # imports: not counted
+    tracemalloc.start()
+    try:
+        rec = record(stream_one(kind, req_for(server.base_url("big_header", mb=50)), timeouts))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rec.error_class == "protocol", rec.error_message
+    assert peak < 24 * 2**20, f"peak {peak / 2**20:.1f} MiB"

@@ -16,7 +16,7 @@ import asyncio
 import urllib.request
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Protocol
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 import httptools
@@ -30,6 +30,10 @@ from tokrate.spec import TimeoutsSpec
 __all__ = ["Connection", "ConnectionPool", "URLTarget", "parse_target", "proxy_for"]
 
 Origin = tuple[str, str, int]
+
+#: Response status line + headers, at most (h11, under httpx and the SDK, allows 16 KiB;
+#: a real server's are well under 8 KiB).
+MAX_HEAD_BYTES: Final = 64 * 1024
 
 
 class ConnectionPool(Protocol):
@@ -199,6 +203,13 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             msg = " ".join(str(exc).split())[:120]
             self._fail("protocol", f"invalid HTTP response: {type(exc).__name__} {msg}")
+            self.close()
+            return
+        if not self.headers_done and self.rx_bytes > MAX_HEAD_BYTES and self.state is not None:
+            # The parser keeps a header it has not finished: bounded here, as h11 bounds
+            # it for httpx and the SDK (a 50 MB header was buffered whole, then called
+            # truncated).
+            self._fail("protocol", f"response headers larger than {MAX_HEAD_BYTES // 1024} KiB")
             self.close()
 
     def eof_received(self) -> bool:
