@@ -5,7 +5,6 @@ chunk on the same CLOCK_MONOTONIC the client stamps with)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 from collections.abc import Iterator
@@ -168,29 +167,39 @@ def _idle_read_delays_ms(base: str, monkeypatch: pytest.MonkeyPatch) -> list[flo
     return delays
 
 
+def _run_queue_wait_ms() -> float:
+    """How long this thread has waited for a CPU, runnable but not running (ms): the
+    kernel's own count (/proc/thread-self/schedstat, second field)."""
+    return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e6
+
+
 def test_kernel_and_user_stamps_agree_on_an_idle_loop(
     sim: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On an idle loop the user stamp follows the kernel's by the wake-up path only
+    (median < 0.25 ms, p90 < 1 ms). On a shared machine the thread also waits for a CPU
+    between the kernel's stamp and its own now and then (seen at 4 ms, at a load of 3
+    the p90 reached 2 ms): that is the scheduler's delay, not the loop's, and the kernel
+    counts it. So a run is judged by the bounds when its thread waited less than 1 ms
+    for a CPU in all; otherwise every millisecond of delay past 0.25 ms must be covered
+    by the time the thread waited (the physical bound), up to three runs."""
     base, _ = sim
-    # Other processes on a shared 2-core machine take time slices that land between
-    # the kernel's stamp and ours at random (the claim is about an idle loop, not a
-    # busy machine): a run that misses the bound is measured again, up to three runs
-    # (as tests/loopback/test_run_connect.py does; the bound itself stays).
     for _attempt in (1, 2, 3):
+        waited = _run_queue_wait_ms()
         delays = _idle_read_delays_ms(base, monkeypatch)
-        if max(delays) < 1.0:
+        waited = _run_queue_wait_ms() - waited
+        ordered = sorted(delays)
+        if statistics.median(ordered) < 0.25 and ordered[int(0.9 * len(ordered))] < 1.0:
             break
     assert len(delays) >= 36
     assert min(delays) >= 0  # the kernel stamp never comes after the read
-    ordered = sorted(delays)
-    assert statistics.median(ordered) < 0.25, ordered[-5:]
-    assert ordered[int(0.9 * len(ordered))] < 1.0, ordered[-5:]
-    if os.getloadavg()[0] < 2.0:
-        # Every read, when no other process competes for the two cores; on a shared
-        # machine at a load of 10 the process waits milliseconds for a core between
-        # the kernel's stamp and its own now and then (seen at 4 ms), which is the
-        # scheduler's delay, not the loop's.
+    if waited < 1.0:
+        assert statistics.median(ordered) < 0.25, ordered[-5:]
+        assert ordered[int(0.9 * len(ordered))] < 1.0, ordered[-5:]
         assert ordered[-1] < 1.0, ordered[-5:]
+    else:
+        excess = sum(max(0.0, d - 0.25) for d in delays)
+        assert excess <= waited + 1.0, (excess, waited, ordered[-5:])
 
 
 def _blocked_run(base: str, truth_path: Path) -> tuple[list[float], list[float]]:
