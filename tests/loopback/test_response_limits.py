@@ -33,7 +33,9 @@ def server() -> Iterator[HostileServer]:
 
 
 def endless(server: HostileServer, **limits: int) -> PreparedRequest:
-    req: PreparedRequest = req_for(server.base_url("endless"))
+    # No output limit in the body: the configured caps alone bound the response (a
+    # limit of N tokens would cap it at 4 x N + 256 chunks first).
+    req: PreparedRequest = req_for(server.base_url("endless"), max_tokens=None)
     return dataclasses.replace(req, **limits)
 
 
@@ -110,11 +112,11 @@ def test_a_cut_stream_drops_its_connection(server: HostileServer, kind: str) -> 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_normal_answer_is_unaffected_by_the_defaults(server: HostileServer, kind: str) -> None:
-    req = req_for(server.base_url("ok", tokens=200, per_chunk=1))
-    assert (req.max_response_chunks, req.max_response_bytes) == (
-        MAX_RESPONSE_CHUNKS,
-        MAX_RESPONSE_BYTES,
-    )
+    req = req_for(server.base_url("ok", tokens=200, per_chunk=1), max_tokens=200)
+    # A request for 200 tokens may have 4 x 200 + 256 chunks (under the configured cap).
+    assert (req.max_response_chunks, req.max_response_bytes) == (1056, MAX_RESPONSE_BYTES)
+    unlimited = req_for(server.base_url("ok"), max_tokens=None)
+    assert unlimited.max_response_chunks == MAX_RESPONSE_CHUNKS
     rec = record(stream_one(kind, req, SLOW))
     assert rec.status == "ok", rec.error_message
     assert rec.content_chunks == 200
