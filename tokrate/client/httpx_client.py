@@ -197,10 +197,15 @@ class HttpxClient:
             )
             return
         raw = response.aiter_raw()
+        line_ns: int | None = -1  # re-arm the idle gap on the first read, then per line
         async for data in raw:
             if state.feed(data, perf_counter_ns()):
                 break
-            a.read_on(scope)
+            # Idle runs from the last read that ended a line, as in the fast client: a
+            # server dripping bytes that never finish a line is idle.
+            if state.last_line_ns != line_ns:
+                line_ns = state.last_line_ns
+                a.read_on(scope)
         state.finish(perf_counter_ns())
         if state.done and state.error_class is None:
             # Read the body to its end (the chunked terminator follows [DONE]), so the
