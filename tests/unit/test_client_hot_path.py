@@ -141,3 +141,28 @@ def test_plain_answer_is_an_answer_and_nothing_else(chunk: dict[str, Any]) -> No
     facts = classify_chunk(chunk)
     assert facts.kind == "content" and not facts.reasoning and not facts.tool_call
     assert facts.usage is None and facts.finish_reason is None and facts.timings is None
+
+
+def test_a_stream_at_the_chunk_cap_holds_a_few_megabytes() -> None:
+    """Per-stream memory at the default chunk cap (200,000): the accumulator keeps one
+    8-byte stamp per content chunk while the stream runs, 1.6 MB at the cap (a list of
+    ints kept ~36 bytes a stamp: an endless stream cost 90-135 MB at the old 1,000,000
+    cap). Measured with tracemalloc over the real StreamState fed real SSE reads."""
+    import tracemalloc
+
+    from tokrate.client.accumulate import MAX_RESPONSE_CHUNKS, StreamState
+
+    state = StreamState()
+    head = b'data: {"id":"r","model":"m","choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+    state.feed(head, 1)
+    tracemalloc.start()
+    try:
+        for i in range(MAX_RESPONSE_CHUNKS + 10):
+            if state.feed(head, 2 + i):
+                break
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert state.error_class == "response_limit", state.error_message
+    assert len(state.chunk_ns) == MAX_RESPONSE_CHUNKS
+    assert held < 3 * 2**20, f"{held / 2**20:.1f} MiB held at the cap"

@@ -10,6 +10,7 @@ object) are recorded, never raised: feed() returns True when the stream is finis
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from typing import Final
 
@@ -81,9 +82,10 @@ ERROR_BODY_LIMIT = 8192
 #: Note on a result whose server rejected ``stream_options`` (triggers the one retry).
 REJECTED_NOTE = "server rejected stream_options"
 #: Defaults of ``[client] max_response_chunks`` / ``max_response_bytes``: well past any
-#: real answer, low enough that one endless stream cannot exhaust memory (each chunk
-#: keeps an 8-byte stamp here and a float offset in its record).
-MAX_RESPONSE_CHUNKS = 1_000_000
+#: real answer (a request naming N max tokens is also held to 4 x N + 256 chunks), low
+#: enough that one endless stream cannot exhaust memory: each chunk keeps an 8-byte stamp
+#: here while the stream runs (1.6 MB at the cap), a float offset in its record after.
+MAX_RESPONSE_CHUNKS = 200_000
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
@@ -170,7 +172,8 @@ class StreamState:
         #: Every parsed chunk, content-bearing or not (an endless stream of empty
         #: deltas must hit the limit too).
         self.chunks_seen = 0
-        self.chunk_ns: list[int] = []
+        # 8 bytes a stamp (a list of ints is ~36): per-stream memory at the chunk cap.
+        self.chunk_ns: array[int] = array("q")
         self.first_byte_ns: int | None = None
         self.first_answer_ns: int | None = None
         self.end_ns: int | None = None
@@ -403,7 +406,7 @@ class StreamState:
             t0_ns=t0_ns,
             started_at=started_at,
             first_byte_ns=self.first_byte_ns,
-            chunk_ns=tuple(self.chunk_ns),
+            chunk_ns=array("q", self.chunk_ns),  # a copy: the state may still grow
             first_answer_ns=self.first_answer_ns,
             end_ns=self.end_ns,
             answer_chunks=self.answer_chunks,

@@ -409,7 +409,7 @@ def response_chunk_limit(body: Mapping[str, Any], configured: int) -> tuple[int,
     that asks for at most N tokens cannot be answered in more than N content chunks,
     so past 4 x N + 256 (room for tokens split over chunks, role, usage, typed events
     and keep-alives) the server is streaming something else (an endless stream at 100
-    chunks/s stayed under the 1,000,000-chunk cap for the whole 600 s total timeout).
+    chunks/s stayed under the configured chunk cap for the whole 600 s total timeout).
     Without a limit in the body, ``configured`` ([client] max_response_chunks)."""
     limits = [
         v for f in _LIMIT_FIELDS

@@ -23,6 +23,7 @@ docs/run-folder.md and docs/definitions.md define it:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -55,7 +56,8 @@ class StreamResult:
     t0_ns: int
     started_at: float
     first_byte_ns: int | None = None
-    chunk_ns: tuple[int, ...] = ()
+    #: A tuple, or the client's compact ``array("q")`` (8 bytes a stamp).
+    chunk_ns: Sequence[int] = ()
     first_answer_ns: int | None = None
     end_ns: int | None = None
     answer_chunks: int = 0

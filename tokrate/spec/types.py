@@ -196,7 +196,7 @@ class ClientSpec:
     #: end cannot grow one request's memory (every chunk keeps a timestamp) without
     #: limit: past either the stream is dropped as error class ``response_limit``. The
     #: duration bound is ``timeouts.total_s``.
-    max_response_chunks: int = 1_000_000
+    max_response_chunks: int = 200_000
     max_response_bytes: int = 256 * 1024 * 1024
     #: Body fields sent with every request of the run (an endpoint's or a model's own
     #: win over these); ``tokrate run --body KEY=JSON`` wins over all of them.
