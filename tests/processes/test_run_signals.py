@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers.hostile_server import HostileServer, hostile_server
 
 from tokrate.runfolder.store import load_run
 
@@ -115,28 +116,28 @@ def _assert_port_closes(base_url: str) -> None:
     raise AssertionError(f"the simulator at {base_url} outlived its killed parent")
 
 
-def _start_long(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:
-    """Two streams of 400-token answers from sim-70b at real time (~17 s each), so both
-    are still in flight when the signal arrives and outlast the 5 s grace period."""
-    cfg = tmp_path / "long.toml"
-    cfg.write_text("[load]\nignore_eos = true\n", encoding="utf-8")
+def _start_long(
+    tmp_path: Path, run_id: str, server: HostileServer
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Two streams of 400-token answers at 40 ms a token (16 s each) from a loopback
+    server in this process, so both are still in flight when the signal arrives and
+    outlast the 5 s grace period, and the test knows when they were sent."""
+    url = server.base_url("ok", tokens=400, itl_ms=40)
     cmd = [
         sys.executable,
         "-m",
         "tokrate",
         "run",
-        "-c",
-        str(cfg),
+        "--base-url",
+        url,
         "-m",
-        "sim-70b",
+        "m",
         "--max-tokens",
         "400",
         "--concurrency",
         "2",
         "--requests",
         "40",
-        "--time-scale",
-        "1",
         "--output-dir",
         str(tmp_path),
         "--run-id",
@@ -146,6 +147,22 @@ def _start_long(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], P
     env = {**os.environ, "COLUMNS": "120"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return proc, tmp_path / run_id
+
+
+def _wait_sent(proc: subprocess.Popen[bytes], server: HostileServer, n: int = 2) -> None:
+    """Until the server has received ``n`` streamed requests of the run: judged by the
+    server, not by a sleep (on a busy machine the run took longer than a second to send
+    them, and the signal then found nothing in flight: 0 cancelled records)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        sent = [r for r in server.requests if r["body"].get("stream") is True]
+        if len(sent) >= n:
+            time.sleep(0.2)  # their first bytes are on the way back
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run never sent its requests")
 
 
 def _wait_in_flight(proc: subprocess.Popen[bytes], run_dir: Path) -> None:
@@ -165,10 +182,11 @@ def _wait_in_flight(proc: subprocess.Popen[bytes], run_dir: Path) -> None:
 def test_sigterm_and_sighup_stop_like_ctrl_c(tmp_path: Path, sig: int, code: int) -> None:
     """What CI schedulers and `timeout` send: in-flight requests recorded as cancelled
     after the grace period, every file written, status interrupted, exit 128 + signal."""
-    proc, run_dir = _start_long(tmp_path, f"sig{sig}")
-    _wait_in_flight(proc, run_dir)
-    proc.send_signal(sig)
-    _out, err = proc.communicate(timeout=60)
+    with hostile_server() as server:
+        proc, run_dir = _start_long(tmp_path, f"sig{sig}", server)
+        _wait_sent(proc, server)
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err.decode()
     assert b"Traceback" not in err
     run = orjson.loads((run_dir / "run.json").read_bytes())
@@ -182,13 +200,14 @@ def test_sigterm_and_sighup_stop_like_ctrl_c(tmp_path: Path, sig: int, code: int
 
 
 def test_third_signal_ends_the_grace_period_at_once(tmp_path: Path) -> None:
-    proc, run_dir = _start_long(tmp_path, "third")
-    _wait_in_flight(proc, run_dir)
-    first = time.time()
-    for _ in range(3):
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.2)
-    _out, err = proc.communicate(timeout=60)
+    with hostile_server() as server:
+        proc, run_dir = _start_long(tmp_path, "third", server)
+        _wait_sent(proc, server)
+        first = time.time()
+        for _ in range(3):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
     assert b"Traceback" not in err
     loaded = load_run(run_dir)
