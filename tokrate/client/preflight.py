@@ -396,6 +396,8 @@ def _probe(
             time.sleep(PROBE_BACKOFF_S * attempt)
         try:
             resp = _probe_once(http, target, api)
+        except httpx.ConnectTimeout:
+            raise  # no connection at all: the endpoint is unreachable (exit 2)
         except httpx.TimeoutException as err:
             failed = f"no answer in time ({type(err).__name__})"
             continue
