@@ -81,7 +81,6 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
             assert min(lags) >= 0, (kind, min(lags))
             if kind == "fast":
                 assert statistics.median(lags) < 5_000_000, (kind, statistics.median(lags))
-    fast_ttft, fast_tpot = medians["fast"]
     # Round 1 opens the connections and meets the server's cold first request; the
     # timing claims are about the warm rounds.
     for res in by_kind["fast"][1:]:
@@ -90,6 +89,23 @@ def test_paths_agree_and_match_truth(tmp_path: Path) -> None:
         client_ttft = res.chunk_ns[0] - res.t0_ns
         # t0 precedes the send and the server's receipt: never shorter, barely longer.
         assert 0 <= client_ttft - server_ttft < 20_000_000, (client_ttft, server_ttft)
-    for kind, (ttft, tpot) in medians.items():
-        assert abs(ttft - fast_ttft) / fast_ttft < 0.02, (kind, medians)
-        assert abs(tpot - fast_tpot) / fast_tpot < 0.02, (kind, medians)
+    # The paths agree when each measures the same truth: every client's TTFT and TPOT
+    # against the server's own for the very same requests (truth log), within 2% of the
+    # server's. Comparing the clients' medians with each other (as this did) also
+    # compared three sets of requests whose real TTFT differed on a busy machine (the
+    # server waits for a core too: 2.1-2.7% apart under two CPU-bound processes).
+    for kind, results in by_kind.items():
+        ttft_errors, tpot_errors, server_ttfts, server_tpots = [], [], [], []
+        for res in results[1:]:
+            writes = truth[res.response_id]["content_write_ns"]
+            server_ttft = writes[0] - truth[res.response_id]["received_ns"]
+            server_tpot = (writes[-1] - writes[0]) / (len(writes) - 1)
+            client_tpot = (res.chunk_ns[-1] - res.chunk_ns[0]) / (len(res.chunk_ns) - 1)
+            ttft_errors.append(res.chunk_ns[0] - res.t0_ns - server_ttft)
+            tpot_errors.append(client_tpot - server_tpot)
+            server_ttfts.append(server_ttft)
+            server_tpots.append(server_tpot)
+        ttft_error = statistics.median(ttft_errors) / statistics.median(server_ttfts)
+        tpot_error = statistics.median(tpot_errors) / statistics.median(server_tpots)
+        assert 0 <= ttft_error < 0.02, (kind, ttft_error, medians)
+        assert abs(tpot_error) < 0.02, (kind, tpot_error, medians)
