@@ -138,9 +138,14 @@ def test_retry_after_999999_cannot_hold_the_run(
     url = start_sim(faults="http_429=1.0:retry_after=999999", seed=7)
     retry = RetrySpec(max_attempts=3, on=("http_429",), backoff_s=0.0, max_wait_s=0.5)
     spec = sim_spec(
-        url, tmp_path, run_id="wait", client=ClientSpec(retry=retry),
-        concurrency=(2,), requests=None, duration_s=2.0,
-    )  # fmt: skip
+        url,
+        tmp_path,
+        run_id="wait",
+        client=ClientSpec(retry=retry),
+        concurrency=(2,),
+        requests=None,
+        duration_s=2.0,
+    )
     began = time.monotonic()
     run = load_run(run_benchmark(spec).run_dir)
     assert time.monotonic() - began < 60
@@ -148,9 +153,14 @@ def test_retry_after_999999_cannot_hold_the_run(
     assert recs.height > 0 and set(recs["error_class"]) == {"http_429"}
     assert set(recs["attempt"]) == {1, 2, 3}  # waits of 0.5 s, not 999,999 s
     capped = sim_spec(
-        url, tmp_path, run_id="capped", client=ClientSpec(retry=dataclasses.replace(retry, max_wait_s=30.0)),
-        concurrency=(1,), requests=None, duration_s=1.0,
-    )  # fmt: skip
+        url,
+        tmp_path,
+        run_id="capped",
+        client=ClientSpec(retry=dataclasses.replace(retry, max_wait_s=30.0)),
+        concurrency=(1,),
+        requests=None,
+        duration_s=1.0,
+    )
     began = time.monotonic()
     recs = load_run(run_benchmark(capped).run_dir).records
     # The 30 s cap is past the 1 s duration: one attempt each, no retry after the end.

@@ -33,11 +33,23 @@ def test_a_sigkilled_run_leaves_no_simulator_folder(tmp_path: Path) -> None:
     own_tmp = tmp_path / "tmp"  # the run's TMPDIR: only its own folders are there
     own_tmp.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tokrate", "run", "--output-dir", str(tmp_path / "out"),
-         "--requests", "100000", "--concurrency", "2", "--no-report"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tokrate",
+            "run",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--requests",
+            "100000",
+            "--concurrency",
+            "2",
+            "--no-report",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(own_tmp)},
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         while not _answered(tmp_path) and time.monotonic() < deadline:

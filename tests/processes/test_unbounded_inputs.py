@@ -21,8 +21,11 @@ from tokrate.spec import PromptsSpec
 def _tokrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tokrate", *args],
-        capture_output=True, text=True, timeout=60, cwd=cwd,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero"])

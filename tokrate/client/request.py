@@ -412,9 +412,10 @@ def response_chunk_limit(body: Mapping[str, Any], configured: int) -> tuple[int,
     chunks/s stayed under the configured chunk cap for the whole 600 s total timeout).
     Without a limit in the body, ``configured`` ([client] max_response_chunks)."""
     limits = [
-        v for f in _LIMIT_FIELDS
+        v
+        for f in _LIMIT_FIELDS
         if isinstance(v := body.get(f), int) and not isinstance(v, bool) and v > 0
-    ]  # fmt: skip
+    ]
     if not limits:
         return configured, "[client] max_response_chunks"
     derived = CHUNKS_PER_TOKEN * max(limits) + CHUNKS_OVER_LIMIT
