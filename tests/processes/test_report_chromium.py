@@ -205,3 +205,71 @@ def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: 
         page.screenshot(path=str(ARTIFACTS / "report-buffered-server.png"), full_page=True)
     finally:
         page.close()
+
+
+@pytest.fixture(scope="module")
+def default_like(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What a default `tokrate run` measures: the six tiers at c=1 and c=8, 30 requests
+    per target and level, the demo SLOs, no prices."""
+    run = synthetic_run(
+        tmp_path_factory.mktemp("default") / "r",
+        run_id="default",
+        concurrency=(1, 8),
+        requests_per_level=30,
+        output_tokens=16,
+        slo={"ttft_s": 0.5, "tpot_s": 0.03},
+    )
+    return build_report([run], formats=("png",)) / "report.html"
+
+
+def _visible_right(page: Any, selector: str) -> float:
+    """The right edge of what is visible of ``selector``'s box: the viewport's, or its
+    scrolling container's when that is narrower."""
+    return float(
+        page.evaluate(
+            """sel => {
+                const el = document.querySelector(sel);
+                const box = el.closest('.scroll') || document.documentElement;
+                return Math.min(box.getBoundingClientRect().right, window.innerWidth);
+            }""",
+            selector,
+        )
+    )
+
+
+def _header_boxes(page: Any, table: str) -> dict[str, Any]:
+    return dict(
+        page.eval_on_selector_all(
+            f"{table} thead th",
+            "ths => ths.map(th => [th.textContent, th.getBoundingClientRect().toJSON()])",
+        )
+    )
+
+
+def test_the_decision_shows_without_scrolling_at_1400px(browser: Any, default_like: Path) -> None:
+    """At 1400 x 900 the verdict sentence, the tier pick's decision columns and the
+    summary's SLO met / goodput / cost columns are on screen without scrolling in
+    either direction (issue 24)."""
+    page, problems, _ = _open(browser, default_like, 1400, 900)
+    try:
+        assert problems == []
+        verdict = page.locator("#verdict p").first.bounding_box()
+        assert verdict is not None and verdict["y"] + verdict["height"] <= 900
+        assert "pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8" in page.inner_text(
+            "#verdict"
+        )
+        tier = _header_boxes(page, "#tier-pick")
+        right = _visible_right(page, "#tier-pick table")
+        # No prices in a default run: no cost column, the pick is the smallest.
+        assert "$ / M out (pick)" not in tier
+        for name in ("load", "tasks", "pick", "SLO met (pick)", "also meets"):
+            box = tier[name]
+            assert box["right"] <= right + 0.5 and box["bottom"] <= 900, (name, box)
+        summary = _header_boxes(page, "#summary-0")
+        right = _visible_right(page, "#summary-0 table")
+        for name in ("model", "level", "SLO met", "goodput req/s", "$ / M out"):
+            assert summary[name]["right"] <= right + 0.5, (name, summary[name], right)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-1400.png"), full_page=False)
+    finally:
+        page.close()

@@ -18,21 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
 
-from tokrate.analysis.metrics import summarize
 from tokrate.errors import OutputError, UsageError
 from tokrate.fileio import write_atomic
-from tokrate.hardware import get_hardware
-from tokrate.report import capacity_section as _capacity
-from tokrate.report.contents import build_model, gather_inputs
+from tokrate.report.contents import DEFAULT_HARDWARE, build_model, load_inputs
 from tokrate.report.document import report_html, report_markdown
 from tokrate.report.drawing import FORMATS, draw_charts
-from tokrate.runfolder.store import LoadedRun, load_run, write_summary
+from tokrate.runfolder.store import write_summary
 
 __all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report"]
-
-DEFAULT_HARDWARE: Final = "a100-80g"
 
 
 def build_report(
@@ -55,23 +49,18 @@ def build_report(
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise UsageError(f"report: unknown format {bad[0]!r} (known: png, svg)")
-    runs = _unique_keys([load_run(Path(p)) for p in run_dirs])
-    profile = get_hardware(hardware or runs[0][1].info.hardware or DEFAULT_HARDWARE)
+    inputs = load_inputs(run_dirs, hardware=hardware)
+    first = inputs.runs[0][1].path
     if out_dir is None:
-        first = runs[0][1].path
-        compare = first.parent / ("compare-" + "-".join(k for k, _ in runs))
-        out = first if len(runs) == 1 else compare
+        compare = first.parent / ("compare-" + "-".join(k for k, _ in inputs.runs))
+        out = first if len(inputs.runs) == 1 else compare
     else:
         out = Path(out_dir)
     _prepare(out)
-    summaries = [
-        (key, _capacity.with_stored(summarize(run.records, run.info), run.summary))
-        for key, run in runs
-    ]
-    if len(runs) == 1 and not (out / "summary.json").exists() and out == runs[0][1].path:
+    if len(inputs.runs) == 1 and not (out / "summary.json").exists() and out == first:
         # A run killed before it finished has none: its folder gets the recomputed one.
-        write_summary(out, summaries[0][1])
-    model = build_model(gather_inputs(runs, summaries, profile))
+        write_summary(out, inputs.summaries[0][1])
+    model = build_model(inputs)
 
     def save(name: str, fmt: str, data: bytes) -> None:
         _write(out / "charts" / f"{name}.{fmt}", data)
@@ -79,21 +68,6 @@ def build_report(
     drawn = draw_charts(model.charts, formats, save)
     _write(out / "report.html", report_html(model, drawn).encode("utf-8"))
     _write(out / "summary.md", report_markdown(model, drawn).encode("utf-8"))
-    return out
-
-
-def _unique_keys(runs: list[LoadedRun]) -> list[tuple[str, LoadedRun]]:
-    """Each run's name (label, else id), made unique with #2, #3 where two share one."""
-    seen: dict[str, int] = {}
-    out = []
-    for run in runs:
-        key = run.name
-        if key in seen:
-            seen[key] += 1
-            key = f"{key}#{seen[key]}"
-        else:
-            seen[key] = 1
-        out.append((key, run))
     return out
 
 

@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.labels import Label, label_panels
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import series_colors
 from tokrate.report.tables import Table
@@ -212,7 +214,9 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
     conditions = {r.condition for r in points}
     if len(conditions) == 1 and (only := conditions.pop()):
         fig.suptitle(only, fontsize=9)
+    labelled: list[tuple[Axes, Sequence[Label], float]] = []
     for ax, label, value in panels:
+        names: list[Label] = []
         for r in points:
             v = value(r)
             if v is None or r.size_b is None:
@@ -220,21 +224,26 @@ def capacity_chart(rows: Sequence[CapacityRow]) -> Figure:
             lower = r.target.verdict in ("at_max", "client_bound", "budget")
             # Hollow: a capacity that did not meet again in its verification.
             face = "none" if r.target.verdict in ("unverified", "non_monotone") else colors[r.name]
-            ax.scatter(
+            ax.plot(
                 [r.size_b],
                 [v],
-                edgecolors=colors[r.name],
-                facecolors=face,
+                ls="none",
                 marker="^" if lower else "o",
+                markeredgecolor=colors[r.name],
+                markerfacecolor=face,
             )
-            ax.annotate(
-                r.name, (r.size_b, v), textcoords="offset points", xytext=(4, 4), fontsize=8
-            )
+            names.append(Label(r.size_b, v, r.name, colors[r.name]))
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # Room around the points for their names.
+        for get, set_ in ((ax.get_xlim, ax.set_xlim), (ax.get_ylim, ax.set_ylim)):
+            lo, hi = get()
+            set_(lo / 1.5, hi * 1.5)
         ax.set_xlabel("active parameters (billions)")
         ax.set_ylabel(label)
         plain_log_axes(ax)
+        labelled.append((ax, names, 8.0))
+    label_panels(fig, labelled)
     return fig
 
 

@@ -9,6 +9,7 @@ sections (capacity, server load, streams, connections, workloads).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -19,7 +20,7 @@ from tokrate.report import charts
 from tokrate.report import data as _data
 from tokrate.report import streams as _streams
 from tokrate.report.model import Chart, LeftOut, ReportInputs, SizeSpeed
-from tokrate.report.size_text import size_caption
+from tokrate.report.size_text import bound_assumptions, size_caption
 from tokrate.report.timeline_data import timeline_bins
 
 __all__ = [
@@ -34,21 +35,43 @@ __all__ = [
 Entry = Iterator["Chart[Any] | LeftOut"]
 
 
-def _draw_size(data: tuple[SizeSpeed, HardwareProfile]) -> Figure:
-    size, hardware = data
-    return charts.size_vs_speed(size.points, hardware, size.fits, per_gpu=size.per_gpu)
+@dataclass(frozen=True, slots=True)
+class SizeChart:
+    """What the size chart is drawn from: its points and fits, the hardware of the
+    bound, and the sentences saying what the bound assumes."""
+
+    size: SizeSpeed
+    hardware: HardwareProfile
+    assumptions: tuple[str, ...]
+
+
+def _draw_size(data: SizeChart) -> Figure:
+    size = data.size
+    return charts.size_vs_speed(
+        size.points,
+        data.hardware,
+        size.fits,
+        per_gpu=size.per_gpu,
+        assumptions=data.assumptions,
+    )
 
 
 def size_vs_speed(inputs: ReportInputs) -> Entry:
-    """The headline: decode speed and TTFT against model size, with the bound."""
+    """The headline: decode speed and TTFT against model size, with the bound and
+    what it assumes written on the chart and in its caption alike."""
     size = inputs.size_speed
     yield from (LeftOut(note) for note in size.notes)
     if size.points.height:
+        # The bound's hardware is an assumption where nobody named it and a target
+        # is a real server (a simulated one runs on the profile it was given).
+        real = not bool(size.points["simulated"].fill_null(False).all())
+        assumed = real and not inputs.hardware_named
+        assumptions = bound_assumptions(size.points, inputs.hardware, hardware_assumed=assumed)
         yield Chart(
             "size_vs_speed",
             "Model size vs speed",
-            size_caption(size.points, inputs.hardware.description, bool(size.fits)),
-            (size, inputs.hardware),
+            size_caption(size.points, size.fits, inputs.hardware, hardware_assumed=assumed),
+            SizeChart(size, inputs.hardware, tuple(assumptions)),
             _draw_size,
         )
     elif not any("no measurable decode speed" in n for n in size.notes):

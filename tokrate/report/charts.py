@@ -9,19 +9,20 @@ and leave a chart out with a note instead.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import HardwareProfile
-from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.figures import house_style, new_figure, plain_log_axes, readable_log_axis
+from tokrate.report.labels import Label, label_panels
+from tokrate.report.size_text import bandwidth_text, describe_fit
 from tokrate.report.styles import legend_outside, series_colors, series_styles
 
 __all__ = [
@@ -54,136 +55,38 @@ def _fmt_params(value: float) -> str:
     return f"{value:g}B"
 
 
-def _label_repel(
-    ax: Axes, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], colors: Sequence[str]
+def _fit_label(name: str, fit: PowerLawFit, per_gpu: bool) -> str:
+    one_gpu = " (1-GPU equivalent)" if per_gpu else ""
+    return f"fit {name}{one_gpu}: tok/s ∝ params^−k, {describe_fit(fit)}"
+
+
+def _errorbars(
+    ax: Axes, part: pl.DataFrame, column: str, color: str, marker: str, label: str | None
 ) -> None:
-    """Annotate points so that no two labels overlap (deterministic, greedy).
-
-    Labels start 6 pt up-right of their point; in order of x, any label whose box
-    overlaps an earlier one is moved up in 2 pt steps until it is clear. Pure geometry
-    in display coordinates; the same input always gives the same layout.
-    """
-    fig = ax.get_figure()
-    assert isinstance(fig, Figure)
-    canvas = fig.canvas
-    assert isinstance(canvas, FigureCanvasAgg)
-    # Solve the layout first, so the pixel geometry the labels are placed in is final
-    # (constrained layout ignores annotations, so placing them does not move the axes).
-    fig.draw_without_rendering()
-    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
-    order = sorted(range(len(labels)), key=lambda i: (xs[i], ys[i], labels[i]))
-    placed: list[Any] = []
-    for i in order:
-        dy = 6.0
-        ann = ax.annotate(
-            labels[i],
-            (xs[i], ys[i]),
-            xytext=(6, dy),
-            textcoords="offset points",
-            fontsize=8,
-            color=colors[i],
-            annotation_clip=False,
-        )
-        for _ in range(200):
-            box = ann.get_window_extent(renderer).expanded(1.05, 1.15)
-            if not any(box.overlaps(other) for other in placed):
-                break
-            dy += 2.0
-            ann.set_position((6, dy))
-        placed.append(ann.get_window_extent(renderer))
+    """Median points with p10-p90 whiskers of ``column`` ("tps" or "ttft")."""
+    x = part.get_column("x_params_b").to_numpy()
+    y = part.get_column(f"{column}_p50").to_numpy()
+    lo = np.clip(y - part.get_column(f"{column}_p10").fill_null(np.nan).to_numpy(), 0, None)
+    hi = np.clip(part.get_column(f"{column}_p90").fill_null(np.nan).to_numpy() - y, 0, None)
+    ax.errorbar(
+        x,
+        y,
+        yerr=[np.nan_to_num(lo), np.nan_to_num(hi)],
+        fmt=marker,
+        ms=6 if marker == "o" else 5,
+        capsize=3,
+        color=color,
+        label=label,
+        zorder=3,
+    )
 
 
-@house_style
-def size_vs_speed(
-    points: pl.DataFrame,
-    hardware: HardwareProfile,
-    fits: Mapping[str, PowerLawFit],
-    *,
-    per_gpu: bool = False,
-) -> Figure:
-    """The headline chart: parameters vs per-stream decode tok/s, and vs TTFT.
-
-    ``points``: tokrate.report.data.size_speed_points output. Left panel: x = active
-    parameters (log), y = decode tok/s median with p10-p90 whiskers (log), one colour
-    per series, the bandwidth bound line per (bytes/param, gpus) combination, and the
-    fitted power law per series (k in the legend). Right panel: TTFT median with
-    p10-p90 whiskers against the same x. ``per_gpu``: the fits were made on speeds
-    divided by each target's GPU bandwidth scale (multi-GPU targets present); the fit
-    line is then the one-GPU curve and the legend says so.
-    """
-    fig, (ax, ax2) = new_figure(12.5, 5.2, ncols=2)
-    series = points.get_column("series").unique(maintain_order=True).to_list()
-    colors = series_colors(series)
-    xs_all = points.get_column("x_params_b").to_numpy()
-    x_lo, x_hi = float(xs_all.min()) / 1.6, float(xs_all.max()) * 1.6
-    label_x: list[float] = []
-    label_y: list[float] = []
-    label_t: list[str] = []
-    label_c: list[str] = []
-    ttft_x: list[float] = []
-    ttft_y: list[float] = []
-    ttft_t: list[str] = []
-    for name in series:
-        part = points.filter(pl.col("series") == name)
-        x = part.get_column("x_params_b").to_numpy()
-        y = part.get_column("tps_p50").to_numpy()
-        lo = np.clip(y - part.get_column("tps_p10").fill_null(np.nan).to_numpy(), 0, None)
-        hi = np.clip(part.get_column("tps_p90").fill_null(np.nan).to_numpy() - y, 0, None)
-        ax.errorbar(
-            x,
-            y,
-            yerr=[np.nan_to_num(lo), np.nan_to_num(hi)],
-            fmt="o",
-            ms=6,
-            capsize=3,
-            color=colors[name],
-            label=f"{name} (median, p10–p90)",
-            zorder=3,
-        )
-        t = part.get_column("ttft_p50").to_numpy()
-        tlo = np.clip(t - part.get_column("ttft_p10").fill_null(np.nan).to_numpy(), 0, None)
-        thi = np.clip(part.get_column("ttft_p90").fill_null(np.nan).to_numpy() - t, 0, None)
-        ax2.errorbar(
-            x,
-            t,
-            yerr=[np.nan_to_num(tlo), np.nan_to_num(thi)],
-            fmt="s",
-            ms=5,
-            capsize=3,
-            color=colors[name],
-            label=name,
-            zorder=3,
-        )
-        fit = fits.get(name)
-        if fit is not None:
-            grid = np.geomspace(float(x.min()), float(x.max()), 50)
-            ci = ""
-            if fit.exponent_ci is not None:
-                ci = f", 95% CI {-fit.exponent_ci[1]:.2f}–{-fit.exponent_ci[0]:.2f}"
-            ax.plot(
-                grid,
-                fit.predict(grid),
-                "-",
-                lw=1.2,
-                alpha=0.7,
-                color=colors[name],
-                label=f"fit {name}{' (1-GPU equivalent)' if per_gpu else ''}: "
-                f"tok/s ∝ params^−k, k = {fit.k:.2f}{ci}",
-            )
-        for row in part.iter_rows(named=True):
-            text = str(row.get("label") or row["model"])
-            if row["is_moe"]:
-                text += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"
-            label_x.append(row["x_params_b"])
-            label_y.append(row["tps_p50"])
-            label_t.append(text)
-            label_c.append(colors[name])
-            ttft_x.append(row["x_params_b"])
-            ttft_y.append(row["ttft_p50"])
-            ttft_t.append(str(row["model"]))
+def _bound_lines(
+    ax: Axes, points: pl.DataFrame, hardware: HardwareProfile, x_range: tuple[float, float]
+) -> None:
+    """One dashed line per (bytes per param, GPU count): the bandwidth bound."""
     combos = (
-        points.filter(pl.col("bytes_per_param").is_not_null())
-        .select(pl.col("bytes_per_param"), pl.col("gpus").fill_null(1))
+        points.select(pl.col("bytes_per_param"), pl.col("gpus").fill_null(1))
         .unique()
         .sort(["bytes_per_param", "gpus"])
     )
@@ -197,13 +100,11 @@ def size_vs_speed(
             .get_column("x_params_b")
             .to_numpy()
         )
-        lo_x, hi_x = (float(sel.min()) / 1.3, float(sel.max()) * 1.3) if several else (x_lo, x_hi)
+        lo_x, hi_x = (float(sel.min()) / 1.3, float(sel.max()) * 1.3) if several else x_range
         grid = np.geomspace(lo_x, hi_x, 50)
         bound = prof.bandwidth_bytes_per_s / (grid * 1e9 * bpp)
         gpu_txt = f" × {gpus} GPUs" if gpus > 1 else ""
-        bw = prof.bandwidth_bytes_per_s
-        # CPU profiles are tens of GB/s: "0.09 TB/s" would hide their bandwidth.
-        bw_txt = f"{bw / 1e12:.2f} TB/s" if bw >= 1e12 else f"{bw / 1e9:.1f} GB/s"
+        bw = bandwidth_text(prof.bandwidth_bytes_per_s)
         ax.plot(
             grid,
             bound,
@@ -211,29 +112,100 @@ def size_vs_speed(
             color="0.35",
             lw=1.3,
             zorder=2,
-            label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param ({bw_txt} ÷ bytes/token)",
+            label=f"bound: {hardware.name}{gpu_txt}, {bpp:g} B/param ({bw} ÷ bytes/token)",
         )
+
+
+@house_style
+def size_vs_speed(
+    points: pl.DataFrame,
+    hardware: HardwareProfile,
+    fits: Mapping[str, PowerLawFit],
+    *,
+    per_gpu: bool = False,
+    assumptions: Sequence[str] = (),
+) -> Figure:
+    """The headline chart: parameters vs per-stream decode tok/s, and vs TTFT.
+
+    ``points``: tokrate.report.data.size_speed_points output. Left panel (most of the
+    width): x = active parameters (log), y = decode tok/s median with p10-p90
+    whiskers (log), one colour per series, the bandwidth bound line per (bytes/param,
+    gpus) combination, and the fitted power law per series. Right panel: TTFT median
+    with p10-p90 whiskers against the same x. Every model labelled once per panel,
+    where no label overlaps another text, a line or another point; the legend under
+    both panels; ``assumptions`` (what the bound stands on) written above them.
+    ``per_gpu``: the fits were made on speeds divided by each target's GPU bandwidth
+    scale; the fit line is then the one-GPU curve and the legend says so.
+    """
+    fig, (ax, ax2) = new_figure(12.5, 6.4, ncols=2, width_ratios=(2.3, 1.0))
+    series = points.get_column("series").unique(maintain_order=True).to_list()
+    colors = series_colors(series)
+    xs_all = points.get_column("x_params_b").to_numpy()
+    x_range = (float(xs_all.min()) / 1.6, float(xs_all.max()) * 1.6)
+    speed_labels: list[Label] = []
+    ttft_labels: list[Label] = []
+    labelled: set[str] = set()
+    for name in series:
+        part = points.filter(pl.col("series") == name)
+        color = colors[name]
+        _errorbars(ax, part, "tps", color, "o", f"{name} (median, p10–p90)")
+        _errorbars(ax2, part, "ttft", color, "s", None)
+        fit = fits.get(name)
+        if fit is not None:
+            x = part.get_column("x_params_b").to_numpy()
+            grid = np.geomspace(float(x.min()), float(x.max()), 50)
+            label = _fit_label(name, fit, per_gpu)
+            ax.plot(grid, fit.predict(grid), "-", lw=1.2, alpha=0.7, color=color, label=label)
+        for row in part.iter_rows(named=True):
+            text = str(row.get("label") or row["model"])
+            # A model measured in several series (runs) is named once: its other
+            # points sit at the same x, told apart by colour.
+            if text in labelled:
+                continue
+            labelled.add(text)
+            long = text
+            if row["is_moe"]:
+                long += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"
+            speed_labels.append(Label(row["x_params_b"], row["tps_p50"], long, color))
+            if row["ttft_p50"] is not None:
+                ttft_labels.append(Label(row["x_params_b"], row["ttft_p50"], text, color))
+    _bound_lines(ax, points, hardware, x_range)
     for a in (ax, ax2):
         a.set_xscale("log")
         a.set_yscale("log")
-        a.set_xlim(x_lo, x_hi)
-        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_params(v)))
-        plain_log_axes(a, x=False)
+        a.set_xlim(*x_range)
+        # Room above and below the points for their labels.
+        lo, hi = a.get_ylim()
+        a.set_ylim(lo / 1.5, hi * 1.5)
+        readable_log_axis(a.xaxis, lambda v, _pos: _fmt_params(v))
+        readable_log_axis(a.yaxis)
         a.set_xlabel("active parameters (billions, log scale)")
     ax.set_ylabel("decode speed per stream (tokens/s, log)")
     ax.set_title("Model size vs decode speed")
     ax2.set_ylabel("time to first token (s, log)")
     ax2.set_title("Model size vs TTFT")
-    _label_repel(ax, label_x, label_y, label_t, label_c)
-    _label_repel(ax2, ttft_x, ttft_y, ttft_t, label_c)
-    legend_outside(ax)
-    legend_outside(ax2)
-    fig.suptitle(
-        f"Per-stream speed at each model's lowest load level; bound for {hardware.description}",
-        fontsize=9,
-        color="0.3",
+    # The legend under both panels, series first, then fits and bounds.
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: (not labels[i].endswith("p10–p90)"), i))
+    fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="outside lower center",
+        ncols=2,
+        frameon=False,
     )
+    heading = "Per-stream speed at each model's lowest load level."
+    fig.suptitle(
+        _wrapped([heading, *assumptions], width=150), fontsize=8.5, color="0.3", ha="center"
+    )
+    label_panels(fig, [(ax, speed_labels, 8.0), (ax2, ttft_labels, 8.0)])
     return fig
+
+
+def _wrapped(sentences: Sequence[str], width: int) -> str:
+    """Sentences as lines of at most ``width`` characters (a figure title wraps only
+    where told to)."""
+    return textwrap.fill(" ".join(sentences), width=width)
 
 
 @house_style
@@ -274,7 +246,9 @@ def _labels(frame: pl.DataFrame) -> dict[tuple[str, str], str]:
     return {(s, m): (m if one_series else f"{m} · {s}") for s, m in pairs}
 
 
-def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> None:
+def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, names: bool) -> None:
+    """One panel of horizontal boxes (``scale``: seconds to milliseconds); model names
+    on the y axis only where ``names`` (the panel beside repeats them otherwise)."""
     labels = _labels(stats)
     boxes = []
     for row in stats.iter_rows(named=True):
@@ -300,19 +274,22 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> 
     values = [b[k] for b in boxes for k in ("whislo", "q1", "med", "q3", "whishi", "mean")]
     positive = [v for v in values if v > 0]
     hi = max(values)
+    unit = "milliseconds (log scale)"
     if len(positive) < len(values):
         # Zero gaps (chunks that arrived in one read) have no place on a log axis: a
         # symlog axis keeps them visible at 0, linear up to the smallest positive value.
         floor = min(positive) if positive else 1e-3
         ax.set_xscale("symlog", linthresh=floor)
         ax.set_xlim(0.0, max(hi, floor) * 1.5)
-        title = f"{title} (zeros shown at 0; linear below {floor:.3g} {unit})"
+        unit = f"milliseconds (zeros shown at 0; linear below {floor:.3g} ms, log above)"
     else:
         # Pad the range ourselves: identical values (a fixed-timing server) would give
         # a zero-width log axis.
         ax.set_xlim(min(values) / 1.5, hi * 1.5)
         ax.set_xscale("log")
         plain_log_axes(ax, y=False)
+    if not names:
+        ax.set_yticklabels([])
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.invert_yaxis()
@@ -321,27 +298,36 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, unit: str) -> 
 @house_style
 def latency_boxes(tpot: pl.DataFrame, itl: pl.DataFrame) -> Figure:
     """TPOT per request and ITL per gap per model: boxes p25-p75, whiskers p10-p90,
-    median line, mean diamond (ms, log x). Either frame may be empty (panel omitted)."""
+    median line, mean diamond (ms, log x). Either frame may be empty (panel omitted).
+    Where both panels list the same models in the same order, the names are written
+    once, left."""
     panels = [
         (f, t) for f, t in ((tpot, "TPOT per request"), (itl, "Inter-token gaps (ITL)")) if f.height
     ]
     rows = max(f.height for f, _ in panels)
-    fig, axes = new_figure(11, 1.2 + 0.55 * rows, ncols=len(panels))
-    for ax, (frame, title) in zip(axes, panels, strict=True):
-        _bxp(
-            ax, frame, 1000.0, f"{title}: box p25–p75, whiskers p10–p90", "milliseconds (log scale)"
-        )
+    fig, axes = new_figure(11, 1.6 + 0.55 * rows, ncols=len(panels))
+    keys = [f.select("series", "model").rows() for f, _ in panels]
+    same = all(k == keys[0] for k in keys)
+    for i, (ax, (frame, title)) in enumerate(zip(axes, panels, strict=True)):
+        _bxp(ax, frame, 1000.0, title, names=i == 0 or not same)
+    fig.suptitle(
+        "Box: p25–p75, line: median, ◇: mean, whiskers: p10–p90 (ms, log scale)",
+        fontsize=9,
+        color="0.3",
+    )
     return fig
 
 
 @house_style
 def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     """Sweep curves: aggregate output tok/s (y) vs per-stream decode tok/s (left) and vs
-    TTFT p95 (right), one curve per (series, model), points labelled with the level."""
-    fig, (ax, ax2) = new_figure(12.5, 5, ncols=2)
+    TTFT p95 (right), one curve per (series, model), points labelled with the level
+    where no label overlaps another text, a curve or another point."""
+    fig, (ax, ax2) = new_figure(12.5, 5.6, ncols=2)
     labels = _labels(groups)
     styles = series_styles(groups)
     annotated: set[str] = set()
+    levels_at: dict[int, list[Label]] = {0: [], 1: []}
     for key, part in groups.group_by(["series", "model"], maintain_order=True):
         label = labels[(str(key[0]), str(key[1]))]
         style = styles[(str(key[0]), str(key[1]))]
@@ -355,7 +341,7 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
             for c, r in part.select("concurrency", "rate_rps").rows()
         ]
         y = part.get_column("aggregate_tps").to_numpy()
-        for a, xcol in ((ax, "decode_p50"), (ax2, "ttft_p95")):
+        for i, (a, xcol) in enumerate(((ax, "decode_p50"), (ax2, "ttft_p95"))):
             x = part.get_column(xcol).to_numpy()
             a.plot(
                 x,
@@ -367,28 +353,33 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
                 lw=1.5,
                 ms=5,
             )
-            if not annotate:
-                continue
-            for xi, yi, lev in zip(x, y, levels, strict=True):
-                a.annotate(
-                    lev,
-                    (xi, yi),
-                    xytext=(4, 4),
-                    textcoords="offset points",
-                    fontsize=7,
-                    color=style.color,
-                )
+            if annotate:
+                levels_at[i] += [
+                    Label(float(xi), float(yi), lev, style.color)
+                    for xi, yi, lev in zip(x, y, levels, strict=True)
+                    if np.isfinite(xi) and np.isfinite(yi)
+                ]
     ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
     ax2.set_xlabel("TTFT p95 (s, log scale)")
     for a in (ax, ax2):
         a.set_xscale("log")
         a.set_yscale("log")
+        _pad_log_limits(a)
         plain_log_axes(a)
         a.set_ylabel("aggregate output throughput (tokens/s, log)")
-    legend_outside(ax2)
     ax.set_title("Throughput vs per-stream speed")
     ax2.set_title("Throughput vs TTFT p95")
+    handles, names = ax.get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside right upper", frameon=False)
+    label_panels(fig, [(ax, levels_at[0], 7.0), (ax2, levels_at[1], 7.0)])
     return fig
+
+
+def _pad_log_limits(ax: Axes, factor: float = 1.4) -> None:
+    """Widen both log limits by ``factor`` each way: room for the point labels."""
+    for get, set_ in ((ax.get_xlim, ax.set_xlim), (ax.get_ylim, ax.set_ylim)):
+        lo, hi = get()
+        set_(lo / factor, hi * factor)
 
 
 @house_style
@@ -445,11 +436,12 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
 @house_style
 def cost_vs_speed(groups: pl.DataFrame) -> Figure:
     """USD per million output tokens (y, log) vs per-stream decode tok/s (x), one point
-    per (target, level) with a known cost; labelled with model and level."""
+    per (target, level) with a known cost; labelled with model and level where no
+    label overlaps another text or point."""
     fig, (ax,) = new_figure(8, 5)
     labels = _labels(groups)
     styles = series_styles(groups)
-    xs, ys, texts, cs = [], [], [], []
+    points: list[Label] = []
     for row in groups.iter_rows(named=True):
         label = labels[(row["series"], row["model"])]
         level = (
@@ -460,15 +452,13 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
         marker = "o" if row["cost_source"] == "price" else "^"
         color = styles[(row["series"], row["model"])].color
         ax.plot(row["decode_p50"], row["usd_per_m"], marker, color=color, ms=7)
-        xs.append(row["decode_p50"])
-        ys.append(row["usd_per_m"])
-        texts.append(f"{label} {level}")
-        cs.append(color)
+        points.append(Label(row["decode_p50"], row["usd_per_m"], f"{label} {level}", color))
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _pad_log_limits(ax, 1.6)
     plain_log_axes(ax)
     ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
     ax.set_ylabel("USD per million output tokens (log)")
     ax.set_title("Cost vs speed (● list price, ▲ GPU-hour ÷ measured throughput)")
-    _label_repel(ax, xs, ys, texts, cs)
+    label_panels(fig, [(ax, points, 8.0)])
     return fig

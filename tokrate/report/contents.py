@@ -12,12 +12,15 @@ and every renderer (chart files, report.html, summary.md) shows what it yields.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from tokrate.analysis.compare import compare_loaded
+from tokrate.analysis.metrics import summarize
 from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
-from tokrate.hardware import HardwareProfile
+from tokrate.errors import UsageError
+from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
 from tokrate.report import connect as _connect
@@ -47,17 +50,64 @@ from tokrate.report.tables import (
 )
 from tokrate.report.tier_text import verdict_lines
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary
 from tokrate.textfmt import DASH
 
-__all__ = ["CHARTS", "META", "TABLES", "build_model", "gather_inputs"]
+__all__ = [
+    "CHARTS",
+    "DEFAULT_HARDWARE",
+    "META",
+    "TABLES",
+    "build_model",
+    "gather_inputs",
+    "load_inputs",
+]
+
+#: The bound's hardware when neither --hardware nor the run's [output] hardware names one.
+DEFAULT_HARDWARE: Final = "a100-80g"
+
+
+def load_inputs(run_dirs: Sequence[Path], *, hardware: str | None = None) -> ReportInputs:
+    """The inputs of a report over ``run_dirs``: each run loaded (tokrate.runfolder.
+    store.load_run) and keyed by its name (label, else id; #2, #3 where two share
+    one), its summary recomputed from the records (with the stored capacity search),
+    the bound's hardware resolved (``hardware``, else the first run's, else
+    :data:`DEFAULT_HARDWARE`). Raises UsageError (no runs), ConfigError (unknown
+    hardware), RunFolderError (unreadable run)."""
+    if not run_dirs:
+        raise UsageError("report: give at least one run folder")
+    runs = _unique_keys([load_run(Path(p)) for p in run_dirs])
+    named = hardware or runs[0][1].info.hardware
+    profile = get_hardware(named or DEFAULT_HARDWARE)
+    summaries = [
+        (key, _capacity.with_stored(summarize(run.records, run.info), run.summary))
+        for key, run in runs
+    ]
+    return gather_inputs(runs, summaries, profile, hardware_named=named is not None)
+
+
+def _unique_keys(runs: list[LoadedRun]) -> list[tuple[str, LoadedRun]]:
+    """Each run's name (label, else id), made unique with #2, #3 where two share one."""
+    seen: dict[str, int] = {}
+    out = []
+    for run in runs:
+        key = run.name
+        if key in seen:
+            seen[key] += 1
+            key = f"{key}#{seen[key]}"
+        else:
+            seen[key] = 1
+        out.append((key, run))
+    return out
 
 
 def gather_inputs(
     runs: Sequence[tuple[str, LoadedRun]],
     summaries: Sequence[tuple[str, Summary]],
     hardware: HardwareProfile,
+    *,
+    hardware_named: bool = True,
 ) -> ReportInputs:
     """The report's inputs from its loaded runs and their recomputed summaries (keyed
     alike, in run order; groups in the order summarize gives: models by size): records
@@ -75,6 +125,7 @@ def gather_inputs(
         groups=_data.group_table(ordered),
         size_speed=_size_speed(records, sizes, hardware),
         comparisons={k: compare_loaded(first, r) for k, r in runs[1:]},
+        hardware_named=hardware_named,
     )
 
 

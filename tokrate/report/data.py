@@ -22,6 +22,7 @@ from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary
 
 __all__ = [
+    "ASSUMED_BYTES_PER_PARAM",
     "BOX_MAX_VALUES",
     "ECDF_MAX_POINTS",
     "box_stats",
@@ -62,7 +63,16 @@ _TARGET_SCHEMA: Final = {
     "bytes_per_param": pl.Float64,
     "gpus": pl.Int64,
     "family": pl.String,
+    "simulated": pl.Boolean,
+    "size_source": pl.String,
+    "bytes_source": pl.String,
+    "weight_type": pl.String,
 }
+
+#: Bytes per parameter the size chart's bound assumes where a target gives none:
+#: 16-bit weights (fp16/bf16), what an unquantised checkpoint is served in. The
+#: chart says so and names the targets it assumed it for.
+ASSUMED_BYTES_PER_PARAM: Final = 2.0
 
 
 def combine_runs(frames: Sequence[tuple[str, pl.DataFrame]]) -> pl.LazyFrame:
@@ -122,6 +132,13 @@ def targets_frame(runs: Sequence[tuple[str, RunInfo]]) -> pl.DataFrame:
                     # (one server per model is the common self-hosted set-up: grouping
                     # by endpoint would leave one-point series and no fit).
                     "family": (t.family or key) if multi else (t.family or "all targets"),
+                    "simulated": t.simulated,
+                    # Where the size came from ("config", "server", "name",
+                    # "simulator"), and the server's weight type: the size chart
+                    # says what it stands on.
+                    "size_source": t.size_source,
+                    "bytes_source": t.bytes_source,
+                    "weight_type": None if t.served is None else t.served.weight_type,
                 }
             )
     return pl.DataFrame(rows, schema=_TARGET_SCHEMA)
@@ -187,9 +204,10 @@ def size_speed_points(
 
     One row per (series, endpoint, model) at its lowest load level: ``x_params_b``
     (active params, billions), ``total_params_b``, ``is_moe``, decode tok/s p10/p50/p90,
-    TTFT p10/p50/p90 (s), ``n``, and ``bound_tps`` = the hardware bound of docs/definitions.md,
-    bandwidth (scaled to the target's gpus) / (active params x bytes per param); None
-    where bytes_per_param is unknown; ``gpu_scale`` = the target's bandwidth / one
+    TTFT p10/p50/p90 (s), ``n``, and ``bound_tps`` = the hardware bound
+    (docs/definitions.md), bandwidth (scaled to the target's gpus) / (active params x
+    bytes per param), with :data:`ASSUMED_BYTES_PER_PARAM` where the target gives no
+    bytes per param (``bpp_assumed``); ``gpu_scale`` = the target's bandwidth / one
     GPU's (1 for one GPU), which the power-law fit divides out.
     """
     keys = ["series", "endpoint", "model"]
@@ -232,6 +250,12 @@ def size_speed_points(
         )
     points = joined.filter(
         pl.col("active_params_b").is_not_null() & pl.col("tps_p50").is_not_null()
+    )
+    # No bytes per parameter given (a hosted model, a name without a quant tag): the
+    # bound is drawn for 16-bit weights, marked as assumed.
+    points = points.with_columns(
+        pl.col("bytes_per_param").is_null().alias("bpp_assumed"),
+        pl.col("bytes_per_param").fill_null(ASSUMED_BYTES_PER_PARAM),
     )
     bw = pl.lit(hardware.bandwidth_bytes_per_s)
     scale = pl.col("gpus").fill_null(1)

@@ -10,16 +10,31 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, ParamSpec
 
 import matplotlib
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import (
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
-__all__ = ["HOUSE_RC", "house_style", "new_figure", "plain_log_axes", "plain_number"]
+__all__ = [
+    "HOUSE_RC",
+    "house_style",
+    "new_figure",
+    "plain_log_axes",
+    "plain_number",
+    "readable_log_axis",
+    "readable_log_ticks",
+]
 
 P = ParamSpec("P")
 
@@ -53,13 +68,19 @@ def house_style(func: Callable[P, Figure]) -> Callable[P, Figure]:
 
 
 def new_figure(
-    width: float, height: float, ncols: int = 1, nrows: int = 1
+    width: float,
+    height: float,
+    ncols: int = 1,
+    nrows: int = 1,
+    *,
+    width_ratios: Sequence[float] | None = None,
 ) -> tuple[Figure, list[Axes]]:
     """A constrained-layout figure (inches, 110 dpi) on its own Agg canvas, and its
-    axes in reading order (rows, then columns)."""
+    axes in reading order (rows, then columns); ``width_ratios`` share the width
+    between columns (the headline panel gets most of it)."""
     fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+    axes = fig.subplots(nrows, ncols, squeeze=False, width_ratios=width_ratios)
     return fig, [ax for row in axes for ax in row]
 
 
@@ -68,15 +89,50 @@ def plain_number(value: float, _pos: object = None) -> str:
     return f"{value:g}"
 
 
+def readable_log_ticks(lo: float, hi: float, want: int = 3) -> list[float]:
+    """Tick values for a log axis from ``lo`` to ``hi`` that give a reader at least
+    ``want`` labelled values where the range allows: powers of ten when there are
+    enough of them, else 1-2-5 steps (60–820 tok/s: 100, 200, 500), else, inside a
+    fraction of a decade, evenly spaced round numbers (0.9–1.5: 1, 1.2, 1.4)."""
+    if not (lo > 0 and hi > lo and math.isfinite(hi)):
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for subs in ((1.0,), (1.0, 2.0, 5.0)):
+        ticks = [
+            float(f"{m * 10.0**d:.12g}")
+            for d in range(first, last + 1)
+            for m in subs
+            if lo <= m * 10.0**d <= hi
+        ]
+        if len(ticks) >= want:
+            return ticks
+    for bins in range(want, 4 * want):
+        values = MaxNLocator(nbins=bins, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+        ticks = [float(f"{v:.12g}") for v in values if lo <= v <= hi]
+        if len(ticks) >= want:
+            break
+    return ticks
+
+
+def readable_log_axis(
+    axis: Axis, fmt: Callable[[float, object], str] = plain_number, want: int = 3
+) -> None:
+    """Label a log axis at :func:`readable_log_ticks` of its current limits (call it
+    once the limits are final), minor ticks unlabelled."""
+    lo, hi = sorted(axis.get_view_interval())
+    ticks = readable_log_ticks(float(lo), float(hi), want)
+    if not ticks:
+        return
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(fmt))
+    axis.set_minor_locator(LogLocator(base=10.0, subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def plain_log_axes(ax: Axes, *, x: bool = True, y: bool = True) -> None:
-    """Log axes labelled 0.01, 0.1, 1 ... instead of 10^k, without minor-tick labels —
-    unless the axis spans less than a decade (one model, say): then no power of ten is
-    in view and the minor ticks (2, 3, 5 ...) carry the labels, so the axis is never
-    left without numbers."""
-    for on, axis, limits in ((x, ax.xaxis, ax.get_xlim), (y, ax.yaxis, ax.get_ylim)):
-        if not on:
-            continue
-        axis.set_major_formatter(FuncFormatter(plain_number))
-        lo, hi = sorted(limits())
-        within_decade = lo > 0 and math.floor(math.log10(lo)) == math.floor(math.log10(hi))
-        axis.set_minor_formatter(FuncFormatter(plain_number) if within_decade else NullFormatter())
+    """Log axes labelled with plain numbers (0.01, 0.2, 500 instead of 10^k) at
+    enough values to read one off (:func:`readable_log_ticks`). Call it once the
+    limits are final."""
+    for on, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if on:
+            readable_log_axis(axis)

@@ -110,6 +110,9 @@ class ReportInputs:
     groups: pl.DataFrame
     size_speed: SizeSpeed
     comparisons: Mapping[str, Comparison]
+    #: Whether someone named the bound's hardware (--hardware, or the run's [output]
+    #: hardware); False: tokrate's default profile, an assumption the charts state.
+    hardware_named: bool = True
 
     @property
     def multi(self) -> bool:

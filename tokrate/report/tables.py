@@ -189,30 +189,36 @@ def _tier_note(decision: TierDecision) -> str:
         "to miss); a level where some task has fewer is judged on its tasks pooled. "
         "In brackets: the Wilson 95% interval. The pick is the cheapest model with a price "
         "that meets (models without one are named, not ranked), else the smallest that "
-        "meets. Tasks of one level with the same answer share a row, their requests summed."
+        "meets (prices: price_out_per_m or gpu_hourly_usd in [[model]]). Tasks of one "
+        "level with the same answer share a row, their requests summed."
     )
 
 
 def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
     """The tier pick (one row per answer: the pick, its evidence and cost, the others)
-    and the evidence behind it (one row per model per answer)."""
+    and the evidence behind it (one row per model per answer). Cost columns only
+    where some model has a price."""
+    priced = any(c.priced for cell in decision.cells for c in cell.candidates)
     picks = []
     evidence = []
     for cell in decision.cells:
         tasks = tasks_text(cell)
         pick = cell.pick
         others = [c for c in cell.meeting if c is not pick]
-        picks.append(
-            (
-                cell.level,
-                tasks,
-                pick.label if pick is not None else "none meets",
-                _fraction(pick.judgements[0]) if pick is not None else DASH,
-                _cost_cell(pick) if pick is not None else DASH,
-                ", ".join(f"{c.label} ({_cost_cell(c)})" for c in others) or DASH,
-                "; ".join(f"{c.label}: {candidate_text(c)}" for c in cell.not_meeting) or DASH,
-            )
-        )
+        also = [f"{c.label} ({_cost_cell(c)})" if priced else c.label for c in others]
+        row = [
+            cell.level,
+            tasks,
+            pick.label if pick is not None else "none meets",
+            _fraction(pick.judgements[0]) if pick is not None else DASH,
+        ]
+        if priced:
+            row.append(_cost_cell(pick) if pick is not None else DASH)
+        row += [
+            ", ".join(also) or DASH,
+            "; ".join(f"{c.label}: {candidate_text(c)}" for c in cell.not_meeting) or DASH,
+        ]
+        picks.append(tuple(row))
         for c in cell.candidates:
             evidence.append(
                 (
@@ -223,26 +229,29 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
                     c.verdict,
                     *(_fraction(j) for j in c.judgements),
                     DASH if c.verdict == "meets" else candidate_text(c, fraction=False),
-                    _cost_cell(c),
+                    *((_cost_cell(c),) if priced else ()),
                 )
             )
+    cost = ("$ / M out (pick)",) if priced else ()
+    header = ("load", "tasks", "pick", "SLO met (pick)", *cost, "also meets", "does not meet")
     pick_table = Table(
         "Tier pick",
-        (
-            "load",
-            "tasks",
-            "pick",
-            "SLO met (pick)",
-            "$ / M out (pick)",
-            "also meets",
-            "does not meet",
-        ),
+        header,
         tuple(picks),
         note=_tier_note(decision),
-        wrap=(False, True, False, False, False, True, True),
+        wrap=tuple(h in ("tasks", "also meets", "does not meet") for h in header),
     )
     bars = tuple(f"{b} met (95% CI)" if b != "SLOs" else "SLO met (95% CI)" for b in decision.bars)
-    header = ("load", "tasks", "model", "size", "verdict", *bars, "why not", "$ / M out")
+    header = (
+        "load",
+        "tasks",
+        "model",
+        "size",
+        "verdict",
+        *bars,
+        "why not",
+        *(("$ / M out",) if priced else ()),
+    )
     evidence_table = Table(
         "Tier evidence",
         header,
