@@ -63,3 +63,12 @@ def test_definitions_page_defines_what_the_report_shows() -> None:
     assert names >= {"t0", "ttft", "itl", "e2e", "tpot", "output tokens", "connect time"}
     missing = [name for name, _text in DEFINITIONS if name.lower() not in names]
     assert missing == []
+
+
+def test_the_readme_shows_the_size_chart_near_the_top() -> None:
+    """A newcomer sees what they get: the README's first screen shows the size chart,
+    a real rendered PNG in docs/."""
+    head = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:30]
+    assert any("](docs/size-vs-speed.png)" in line for line in head)
+    png = (ROOT / "docs" / "size-vs-speed.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
