@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers.hostile_server import HostileServer, hostile_server
 
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.load.collector import count_outcomes
 from tokrate.load.engine import Target, WorkerSettings, WorkerTask, run_worker
 from tokrate.load.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
@@ -23,23 +24,21 @@ from tokrate.runfolder.records import RequestRecord
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, RetrySpec, RunSpec
 
 
-class _Prompt:
-    """The attributes build_request and the engine read from tokrate.inputs.prompts.Prompt."""
-
-    def __init__(self, i: int) -> None:
-        self.id = f"p{i}"
-        self.task = "chat"
-        self.messages = ({"role": "user", "content": f"question {i}"},)
-        self.prompt = None
-        self.max_tokens = 8
-        self.input_tokens_est = 4
-        self.turns = ()
-        self.is_session = False
-        self.shared_messages = 0
-        self.exact_output = False
+def _prompt(i: int) -> Prompt:
+    return Prompt(
+        id=f"p{i}",
+        task="chat",
+        messages=({"role": "user", "content": f"question {i}"},),
+        prompt=None,
+        max_tokens=8,
+        input_tokens_est=4,
+        source=f"test:{i}",
+    )
 
 
-PROMPTS = tuple(_Prompt(i) for i in range(4))
+# The real dataclass, not a look-alike: a stand-in missed every attribute the engine
+# learned to read after it was written (``expect``).
+PROMPTS = tuple(_prompt(i) for i in range(4))
 
 
 @pytest.fixture(scope="module")

@@ -210,11 +210,13 @@ name = "o3"
 [load]
 requests = 4
 [prompts]
+sets = ["chat"]
 max_tokens = 4
 """
     start = len(server.requests)
     assert _run(tmp_path, config) == 0
     sent = _sent(server, start)
+    # Only the chat set: a checked prompt keeps its own larger limit (docs/quality.md).
     # One refused request, then every request (its resend included) names the new field.
     assert ["max_tokens" in r["body"] for r in sent] == [True] + [False] * 4
     assert all(r["body"]["max_completion_tokens"] == 4 for r in sent[1:])

@@ -15,6 +15,7 @@ from tokrate.cli import main
 from tokrate.errors import EndpointUnreachable, OutputError
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
+from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
 from tokrate.spec import PromptsSpec, RunSpec
 
 CANARY = "sk-canary-7f3e9b1d2c4a6e8f0a1b"
@@ -182,7 +183,7 @@ def test_cli_json_and_canary_key_never_leaks(
     out, err = capsys.readouterr()
     assert rc == 0, err
     summary = orjson.loads(out)
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == SUMMARY_SCHEMA_VERSION
     # The key did reach the server (so it was really used) ...
     assert any(r["headers"].get("authorization") == f"Bearer {CANARY}" for r in server.requests)
     # ... and appears in no output: terminal, or any file of the run folder.

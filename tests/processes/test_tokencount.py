@@ -99,7 +99,7 @@ def test_a_run_without_usage_counts_the_answer_with_the_models_tokenizer(tmp_pat
         '[[model]]\nendpoint = "sim"\nname = "sim-1b"\ntokenizer = "tokenizer.json"\n'
         '[[model]]\nendpoint = "sim"\nname = "sim-7b"\n'
         "[client]\ninclude_usage = false\nunique_prompts = false\n"
-        "[load]\nrequests = 4\n[prompts]\nmax_tokens = 12\n"
+        '[load]\nrequests = 4\n[prompts]\nsets = ["chat"]\nmax_tokens = 12\n'
         f'[output]\ndir = "{tmp_path / "out"}"\nreport = false\n'
     )
     spec = load_spec(str(config))

@@ -326,7 +326,7 @@ class _Prober:
             level=level,
             phase=phase,
             scenario=sc.name,
-            slo=dataclasses.asdict(self.spec.slo),
+            slo=self.spec.slo.latency_limits(),
             cap=self.cap,
             max_requests=sc.requests_per_target or self.cap.max_requests,
             stop=probe_stop,
@@ -414,7 +414,7 @@ def measure_capacity(
         mode=prober.mode,
         goodput=cap.goodput,
         confidence=cap.confidence,
-        slo=dataclasses.asdict(spec.slo),
+        slo=spec.slo.latency_limits(),
         targets=tuple(out),
     )
     return CapacityRun(result, tuple(prober.scenarios), stop.is_set())

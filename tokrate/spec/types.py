@@ -372,6 +372,16 @@ class SloSpec:
         """Some per-request latency limit is set (the quality bar is not one)."""
         return any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2e_s, self.itl_p99_s))
 
+    def latency_limits(self) -> dict[str, float | None]:
+        """The four per-request latency limits by field name (None: not set): what a
+        request is judged against, without the quality bar, which is judged per task."""
+        return {
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "e2e_s": self.e2e_s,
+            "itl_p99_s": self.itl_p99_s,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
