@@ -116,7 +116,8 @@ def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> N
     assert false_alarms <= 1, false_alarms
     good = (root / LATEST_GOOD).read_text().strip()
 
-    # Night 11: sim-70b 20% slower (efficiency 0.8 -> 0.64).
+    # Night 11: sim-70b 20% slower (efficiency 0.8 -> 0.64). The regression is measured
+    # again (slow/confirm/, only its scenario) before it is reported.
     assert _run(root, "slow", seed=999, tier_efficiency={"sim-70b": 0.64}) == 1
     doc = _comparison(root, "slow")
     results = doc["results"]
@@ -124,6 +125,13 @@ def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> N
     regressed = {(r["model"], r["metric"]) for r in results if r["verdict"] == "regressed"}
     assert {m for m, _ in regressed} == {"sim-70b"}, regressed
     assert {("sim-70b", "tpot_p50"), ("sim-70b", "decode_tps_p50")} <= regressed
+    assert doc["confirmed"] is True and doc["unconfirmed"] == []
+    for r in results:
+        if r["verdict"] == "regressed":
+            assert r["confirmation"]["verdict"] == "regressed", r
+    confirm = json.loads((root / "slow" / "confirm" / "run.json").read_text())
+    assert confirm["status"] == "complete"
+    assert [s["name"] for s in confirm["scenarios"]] == ["c=8"]
     assert (root / LATEST_GOOD).read_text().strip() == good  # a failing night never becomes good
     md = (root / "slow" / "comparison.md").read_text()
     assert md.startswith("### ❌ tokrate compare: REGRESSION")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "regressions.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "regressions.md"
 
 
 def _block(lang: str, after: str) -> str:
@@ -21,12 +22,19 @@ def _block(lang: str, after: str) -> str:
 def test_sample_nightly_toml_loads(tmp_path: Path) -> None:
     from tokrate.spec import load_spec
 
+    """The sample is examples/nightly.toml verbatim (the config the false-alarm benchmark
+    measures), and it is a nightly: two tiers at a concurrency where batching matters,
+    enough requests for a judged p95, fixed prompts."""
+    from tokrate.analysis.compare import samples_needed
+
+    sample = _block("toml", "### Sample `nightly.toml`")
+    assert sample == (ROOT / "examples" / "nightly.toml").read_text(encoding="utf-8")
     path = tmp_path / "nightly.toml"
-    path.write_text(_block("toml", "### Sample `nightly.toml`"), encoding="utf-8")
+    path.write_text(sample, encoding="utf-8")
     spec = load_spec(path, {})
-    assert [m.name for m in spec.models] == ["llama-3.1-8b-instruct", "llama-3.1-70b-instruct"]
-    assert spec.load.concurrency == (1, 8)
-    assert spec.endpoints[0].api_key_env == "LLM_API_KEY"
+    assert [m.name for m in spec.models] == ["sim-7b", "sim-70b"]
+    assert spec.load.concurrency == (8,)
+    assert spec.load.requests >= samples_needed("ttft_p95", 10)
     assert spec.prompts.synthetic is not None and spec.prompts.synthetic.seed == 0
 
 
@@ -40,4 +48,19 @@ def test_workflow_is_valid_yaml_and_fails_on_regression() -> None:
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "--baseline latest-good" in runs and "$GITHUB_STEP_SUMMARY" in runs
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in steps)
-    assert steps[-1]["if"] == "steps.bench.outputs.code != '0'"
+    # Fails on a regression (1) and on a broken run (2), not on "inconclusive only" (3);
+    # installs tokrate from the checkout and runs a config that exists in it.
+    assert steps[-1]["if"] == "steps.bench.outputs.code != '0' && steps.bench.outputs.code != '3'"
+    assert "pip install ." in runs and "pip install tokrate" not in runs
+    assert "-c examples/nightly.toml" in runs and (ROOT / "examples" / "nightly.toml").is_file()
+
+
+def test_false_alarm_figures_name_their_command_commit_and_load() -> None:
+    """The docs' false-alarm and detection figures come from the benchmark: its command,
+    commit and load stand next to them, and benchmarks/README.md has its full table."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("**Noise between runs.**") : text.index("**How many requests")]
+    assert "benchmarks/false_alarms.py --pairs 20 --busy 2" in section
+    assert re.search(r"commit [0-9a-f]{7}", section) and "load average" in section
+    bench = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert "(`false_alarms.py`, issue 23)" in bench and "**0/20** (false alarms)" in bench

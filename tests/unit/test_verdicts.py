@@ -27,8 +27,10 @@ from tokrate.analysis.health import OVERLOAD_FACTOR, Overload, overload_reason
 from tokrate.analysis.history import band
 from tokrate.analysis.noise import MIN_NOISE_RUNS, fit_thresholds, noise_limit
 from tokrate.finish.baseline import check_baseline
+from tokrate.load.confirm import confirm_spec
 from tokrate.report.comparison import render_markdown
 from tokrate.runfolder.store import LATEST_GOOD, run_folders
+from tokrate.spec import LoadSpec, ModelSpec, RunSpec
 from tokrate.spec.thresholds import Threshold, ThresholdSet
 
 
@@ -183,6 +185,20 @@ def test_a_regression_stands_only_when_the_re_measurement_regressed_too(tmp_path
     write_run(third, "confirm", make_records("confirm", seed=5), status="interrupted")
     c = compare_runs(base, third)
     assert c.regressed and not c.confirmed and c.unconfirmed
+
+
+def test_confirm_spec_measures_the_flagged_scenarios_with_the_same_targets(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "night", make_records("night", scenarios={"c=1": 1, "c=8": 8}),
+                    scenarios={"c=1": 1, "c=8": 8})  # fmt: skip
+    models = (ModelSpec("ep", "a"), ModelSpec("ep", "b"))
+    spec = RunSpec(models=models, load=LoadSpec(concurrency=(1, 8)), baseline=LATEST_GOOD)
+    again = confirm_spec(spec, run, [("ep", "b", "c=8")])
+    assert again.load.concurrency == (8,)
+    assert again.models == models  # interleaved: the server saw both in that window
+    assert (again.output.dir, again.output.run_id) == (str(run), "confirm")
+    assert again.baseline is None and not again.output.report
+    seq = RunSpec(models=models, load=LoadSpec(concurrency=(1, 8), targets="sequential"))
+    assert confirm_spec(seq, run, [("ep", "b", "c=8 [b]")]).models == (ModelSpec("ep", "b"),)
 
 
 # --- noise-fitted thresholds --------------------------------------------------------------

@@ -85,6 +85,11 @@ def add_run(sub: Subparsers) -> None:
         " earlier runs under DIR (default: the output folder; off: no fit;"
         " docs/regressions.md)",
     )
+    a(
+        "--no-confirm",
+        action="store_true",
+        help="with --baseline: report a regression without re-measuring its scenario first",
+    )
     a("--label", metavar="TEXT", help="a name for the run, shown instead of its id")
     a(
         "--no-preconnect",
@@ -251,6 +256,8 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
         o["compare.thresholds_from_history"] = (
             folder if folder == "off" else os.path.abspath(folder)
         )
+    if args.no_confirm:
+        o["compare.confirm"] = False
     return o
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokrate.errors import FinishError
+from tokrate.errors import FinishError, TokrateError
 from tokrate.finish.child import FinishOutcome, FinishRequest, run_finish
 from tokrate.inputs.prompt_base import check_entries
 from tokrate.inputs.prompts import LoadedPrompts, Prompt
@@ -96,10 +96,11 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression or a target
-    that got no ok request; 2 nothing comparable with the baseline; 3 no regression,
-    but a verdict was inconclusive (client overloaded, too few samples); 128 + signal
-    when a signal stopped it (130 Ctrl-C, 143 SIGTERM).
+    """What a run produced. ``exit_code``: 0 ok; 1 a baseline regression (confirmed by
+    a re-measurement unless ``compare.confirm`` is off) or a target that got no ok
+    request; 2 nothing comparable with the baseline; 3 no regression, but a verdict
+    was inconclusive (client overloaded, too few samples); 128 + signal when a signal
+    stopped it (130 Ctrl-C, 143 SIGTERM).
 
     ``warnings`` are one line each (repeats of one kind collapsed); ``failed_targets``
     the lines naming every target with no ok request (its error classes with counts);
@@ -418,6 +419,32 @@ def _report_warning(outcome: FinishOutcome, run_dir: Path) -> str | None:
 # --- the pipeline -----------------------------------------------------------------------
 
 
+def _confirm(
+    spec: RunSpec, run_dir: Path, groups: Sequence[tuple[str, str, str]], console: Console | None
+) -> Comparison | None:
+    """The confirmation pass (tokrate.load.confirm): ``groups`` measured again into
+    ``run_dir/confirm``, then the baseline step again (``--baseline`` only), whose
+    comparison reads the re-measurement. The re-measurement's own exit code does not
+    matter: one that failed or was stopped confirms nothing, and the regression stands
+    as measured."""
+    from tokrate.load.confirm import confirm_line, confirm_spec
+    from tokrate.runfolder.comparison import read_comparison
+
+    if console is not None:
+        print_notice(console, "confirm", confirm_line(groups))
+    try:
+        run_benchmark(confirm_spec(spec, run_dir, groups), console=console, quiet=True)
+    except TokrateError as err:
+        if console is not None:
+            line = f"the re-measurement did not run ({err}); the regression stands"
+            print_notice(console, "warning", line)
+    request = dataclasses.replace(
+        _finish_request(spec, run_dir, interrupted=False), status=None, report_formats=()
+    )
+    _raise_problems(run_finish(request), run_dir)
+    return read_comparison(run_dir)
+
+
 def run_benchmark(
     spec: RunSpec,
     *,
@@ -515,6 +542,8 @@ def run_benchmark(
         from tokrate.runfolder.comparison import combined_exit, read_comparison
 
         comparison = read_comparison(run_dir)
+        if comparison is not None and comparison.unconfirmed and spec.compare.confirm:
+            comparison = _confirm(spec, run_dir, comparison.unconfirmed, console)
         exit_code = combined_exit(exit_code, 0 if comparison is None else comparison.exit_code)
         baseline_result = baseline_verdict_line(spec.baseline, comparison)
     return RunResult(

@@ -169,6 +169,7 @@ seed = 0
 [compare]                   # thresholds for `baseline` comparisons (see docs/regressions.md)
 thresholds = []             # e.g. ["ttft_p95=+10%", "decode_tps_p50=-5%", "e2e_p95=off"]
 # thresholds_from_history = "off"   # default: widen to the run-to-run noise of earlier runs in [output] dir
+confirm = true              # re-measure a regressed scenario once before reporting it
 """
 
 

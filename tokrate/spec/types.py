@@ -427,10 +427,12 @@ class CompareSpec:
     ``"error_rate=+1pp"``, ``"e2e_p95=off"``); they adjust the documented defaults.
     ``thresholds_from_history``: the folder of earlier runs whose run-to-run noise
     widens each series' threshold (``tokrate.analysis.noise``); None: the output folder
-    (where ``latest-good`` lives); ``"off"``: no fit."""
+    (where ``latest-good`` lives); ``"off"``: no fit. ``confirm``: re-measure the
+    scenarios of a regression once before reporting it (``tokrate.load.confirm``)."""
 
     thresholds: tuple[str, ...] = ()
     thresholds_from_history: str | None = None
+    confirm: bool = True
 
 
 @dataclass(frozen=True, slots=True)
