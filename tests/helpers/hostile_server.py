@@ -12,7 +12,8 @@ Every content write is logged with ``time.perf_counter_ns()`` (the same clock th
 stamps with) in ``server.truth[response_id]``, so tests compare against the server's
 own write times instead of nominal delays.
 
-Modes: ok, status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
+Modes: ok (option ``empty``: every content delta is "", the usage still counts the
+tokens), status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``),
@@ -356,7 +357,7 @@ class HostileServer:
             d = (
                 delta(reasoning_content=f"think{i} ")
                 if i < reasoning
-                else delta(content="tok " * k)
+                else delta(content="" if o.get("empty") else "tok " * k)
             )
             sent += k
             out.body(event(d))

@@ -10,6 +10,9 @@ Rules (docs/run-folder.md, docs/definitions.md):
   keeps the record's value), so the summary, report, compare and history all leave it
   out of those statistics; TTFT, E2E and counts keep it. Server-reported timings
   (:mod:`tokrate.analysis.server_timings`) are summarised per group beside the client's.
+- An empty answer (:func:`empty_answer_expr`: ok, but no chunk carried content) stays
+  ok in the counts and requests/s; its output tokens are left out of throughput and
+  it misses every SLO (it delivered nothing); it has no TTFT, TPOT or ITL anyway.
 - ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
   ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
   saturated client cannot hide queueing).
@@ -75,6 +78,7 @@ __all__ = [
     "analysed",
     "decode_tps_expr",
     "derive",
+    "empty_answer_expr",
     "final_attempts",
     "is_final_attempt",
     "ok_mask",
@@ -94,6 +98,13 @@ def decode_tps_expr() -> pl.Expr:
     a stream that arrived in one read has no measurable decode speed)."""
     tpot = pl.col("tpot_s")
     return pl.when(tpot > 0).then(1.0 / tpot).otherwise(None).alias("decode_tps")
+
+
+def empty_answer_expr() -> pl.Expr:
+    """True on an ok request whose stream carried no content: no chunk with answer,
+    reasoning or tool-call text (a server whose detokenizer produced empty strings, as
+    transformers serve did for 64 tokens, still counts them in its usage)."""
+    return (pl.col("status") == "ok") & (pl.col("content_chunks").fill_null(0) == 0)
 
 
 def is_final_attempt() -> pl.Expr:
@@ -125,7 +136,8 @@ def derive(frame: FrameT) -> FrameT:
     successive content chunks; None when buffered), ``itl_p99_req_s`` (p99 of the
     request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed loop),
     ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when e2e is
-    unknown), ``is_measured`` (not warm-up) and the server-timing columns of
+    unknown), ``is_measured`` (not warm-up), ``empty_answer`` (:func:`empty_answer_expr`)
+    and the server-timing columns of
     :mod:`tokrate.analysis.server_timings`.
     """
     buffered = pl.col("buffered")
@@ -147,6 +159,7 @@ def derive(frame: FrameT) -> FrameT:
         (pl.col("send_delay_s") + pl.col("ttft_s")).alias("ttft_from_scheduled_s"),
         (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),
         (~pl.col("warmup").fill_null(False)).alias("is_measured"),
+        empty_answer_expr().alias("empty_answer"),
     ).with_columns(versus_server_exprs())
 
 
@@ -172,7 +185,8 @@ def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
         conds.append((pl.col(column) <= float(limit)).fill_null(True))
     if not conds:
         return None
-    met = pl.col("status") == "ok"
+    # An empty answer misses: no limit "holds vacuously" for an answer that never came.
+    met = (pl.col("status") == "ok") & ~empty_answer_expr()
     for cond in conds:
         met = met & cond
     return met
@@ -241,7 +255,11 @@ def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
         (measured & (status == "cancelled")).sum().alias("n_cancelled"),
         (~measured).sum().alias("n_warmup"),
         *window_exprs(measured),
-        pl.col("output_tokens").filter(ok).sum().alias("output_tokens_total"),
+        # An empty answer's tokens were counted by the server but never delivered.
+        pl.col("output_tokens")
+        .filter(ok & ~pl.col("empty_answer"))
+        .sum()
+        .alias("output_tokens_total"),
         pl.col("input_tokens").filter(ok).sum().alias("input_tokens_total"),
         pl.col("concurrency").drop_nulls().first().alias("concurrency"),
         pl.col("rate_rps").drop_nulls().first().alias("rate_rps"),

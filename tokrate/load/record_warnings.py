@@ -15,6 +15,10 @@ several targets into "... (and N more like it)":
   pass ``n_ctx``). Once per target.
 - ``context_length`` (at the end): how many prompts failed as ``context_length`` per
   target, the context size the server named, and the way out.
+- ``empty_answer`` (at the end): measured ok requests whose stream carried no content
+  (no answer, reasoning or tool-call text), per target, with the output tokens the
+  server counted for them: those tokens are left out of throughput (docs/definitions.md
+  "empty answer"), and a server that answers with nothing is broken, not fast.
 - ``prompt_cache`` (at the end): the server said it took at least
   :data:`CACHED_SHARE_WARN` of the prompt tokens of a target's measured ok requests
   from its prompt cache, which flatters TTFT.
@@ -53,6 +57,9 @@ class _TargetFacts:
     context_tokens: int | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    measured_ok: int = 0
+    empty: int = 0
+    empty_tokens: int = 0
 
 
 class RecordWarnings:
@@ -90,6 +97,11 @@ class RecordWarnings:
         if record.status != "ok":
             return out
         self._short(record, label, facts, out)
+        if not record.warmup:
+            facts.measured_ok += 1
+            if record.content_chunks == 0:
+                facts.empty += 1
+                facts.empty_tokens += record.output_tokens or 0
         if not record.warmup and record.input_tokens and record.cached_tokens is not None:
             facts.prompt_tokens += record.input_tokens
             facts.cached_tokens += min(record.cached_tokens, record.input_tokens)
@@ -131,6 +143,8 @@ class RecordWarnings:
                         " prompts, a smaller max_tokens or a server with more context",
                     )
                 )
+            if facts.empty:
+                out.append(("empty_answer", _empty_line(label, facts)))
             share = facts.cached_tokens / facts.prompt_tokens if facts.prompt_tokens else 0.0
             if share >= CACHED_SHARE_WARN:
                 why = (
@@ -147,3 +161,17 @@ class RecordWarnings:
                     )
                 )
         return out
+
+
+def _empty_line(label: str, facts: _TargetFacts) -> str:
+    counted = (
+        f" although the server counted {facts.empty_tokens:,} output tokens for them"
+        if facts.empty_tokens
+        else ""
+    )
+    return (
+        f"target {label}: {facts.empty} of {facts.measured_ok} ok requests streamed no"
+        f" content (no answer, reasoning or tool-call text){counted}; their tokens are"
+        " left out of throughput and they miss every SLO: check the server's chat"
+        " template and detokenizer with one request by hand"
+    )

@@ -29,7 +29,9 @@ def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
     span = measured.select(pl.col("t_rel_s").max()).collect().item()
     width = nice_bin_width(float(span or 0.0))
     keys = ["series", "model"]
-    ok = measured.filter((pl.col("status") == "ok") & (pl.col("output_tokens") > 0))
+    ok = measured.filter(
+        (pl.col("status") == "ok") & (pl.col("output_tokens") > 0) & ~pl.col("empty_answer")
+    )
     has_chunks = pl.col("chunk_offsets_s").list.len() > 0
     tokens = (
         pl.concat([_by_chunk(ok.filter(has_chunks), width), _spread(ok.filter(~has_chunks), width)])
