@@ -6,14 +6,19 @@ takes for that request; a request that opens a connection sees
 https, ``connection.start_tls.*``; through a proxy the same names under ``proxy.``),
 one that reuses a kept-alive connection (or an HTTP/2 stream on an open connection)
 sees none of them. :class:`ConnectTrace` turns that into the record's ``connect_ns``:
-the ``perf_counter_ns`` span from the first connect step's start to the last one's
-completion, 0 when no connect step ran, None when one started and never completed.
+the kernel's round trip of the TCP handshake (``connect_tcp.complete`` hands over the
+stream, whose socket ``TCP_INFO`` is read) plus the span of ``start_tls``
+(:func:`tokrate.client.handshake.connect_ns`); where the kernel has no figure, the
+``perf_counter_ns`` span from the first connect step's start to the last one's
+completion. 0 when no connect step ran, None when one started and never completed.
 """
 
 from __future__ import annotations
 
 from time import perf_counter_ns
 from typing import Any, Final
+
+from tokrate.client.handshake import connect_ns
 
 __all__ = ["ConnectTrace"]
 
@@ -23,12 +28,15 @@ _STEPS: Final = ("connect_tcp", "connect_unix_socket", "start_tls")
 class ConnectTrace:
     """An async ``trace`` extension callback (httpcore awaits it on async clients)."""
 
-    __slots__ = ("_done", "_open_steps", "_started_ns")
+    __slots__ = ("_done", "_open_steps", "_socket", "_started_ns", "_tls_ns", "_tls_started")
 
     def __init__(self) -> None:
         self._started_ns: int | None = None
         self._done: int | None = None
         self._open_steps = 0
+        self._socket: Any = None
+        self._tls_started: int | None = None
+        self._tls_ns = 0
 
     async def __call__(self, name: str, info: dict[str, Any]) -> None:
         _prefix, _, rest = name.partition(".")
@@ -39,10 +47,18 @@ class ConnectTrace:
         if phase == "started":
             if self._started_ns is None:
                 self._started_ns = now
+            if step == "start_tls":
+                self._tls_started = now
             self._open_steps += 1
         elif phase == "complete":
             self._open_steps -= 1
             self._done = now
+            if step == "start_tls" and self._tls_started is not None:
+                self._tls_ns += now - self._tls_started
+            elif step == "connect_tcp" and self._socket is None:
+                stream = info.get("return_value")
+                if stream is not None:
+                    self._socket = stream.get_extra_info("socket")
         # "failed" leaves the step open: the connection never came up.
 
     @property
@@ -53,4 +69,4 @@ class ConnectTrace:
             return 0
         if self._open_steps > 0 or self._done is None:
             return None
-        return self._done - self._started_ns
+        return connect_ns(self._socket, self._done - self._started_ns, self._tls_ns)

@@ -341,6 +341,9 @@ class KernelTransport(asyncio.Transport):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)
 
+    def set_extra_info(self, name: str, value: Any) -> None:
+        self._extra[name] = value
+
     def can_write_eof(self) -> bool:
         return False
 
@@ -409,7 +412,9 @@ async def open_kernel_connection(
     server_hostname: str | None = None,
 ) -> tuple[KernelTransport, StampedProtocol]:
     """Connect to ``host:port`` (every address DNS gives, in order, as asyncio does)
-    with kernel receive stamps on, then TLS when ``ssl_context`` is given.
+    with kernel receive stamps on, then TLS when ``ssl_context`` is given. The
+    transport's extra info ``tls_handshake_ns`` is the TLS handshake's span (0 without
+    TLS), for :func:`tokrate.client.handshake.connect_ns`.
 
     Raises: OSError (connect, or ``SO_TIMESTAMPNS`` refused: the caller falls back),
     ssl.SSLError; the socket is closed on every failure.
@@ -429,9 +434,12 @@ async def open_kernel_connection(
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.sock_connect(sock, address)
             tls = None
+            tls_ns = 0
             if ssl_context is not None:
                 tls = _Tls(ssl_context, server_hostname)
+                tls_started = perf_counter_ns()
                 await tls.handshake(loop, sock)
+                tls_ns = perf_counter_ns() - tls_started
         except OSError as exc:  # ssl.SSLError is one: try the next address only on connect
             sock.close()
             if isinstance(exc, ssl.SSLError):
@@ -442,7 +450,9 @@ async def open_kernel_connection(
             sock.close()
             raise
         protocol = protocol_factory()
-        return KernelTransport(loop, sock, protocol, bridge, tls), protocol
+        transport = KernelTransport(loop, sock, protocol, bridge, tls)
+        transport.set_extra_info("tls_handshake_ns", tls_ns)
+        return transport, protocol
     assert last is not None
     raise last
 

@@ -20,8 +20,9 @@ notice saying so; it says it only then. A connection whose response already gave
 later) is waited for, up to :data:`DRAIN_WAIT_S`, before a new one is opened, so a
 closed loop keeps one connection per stream; the waiter is handed that connection
 directly when it frees, so no request arriving in between can take it first. :meth:`FastClient.preconnect` opens
-connections ahead of the measurement. ``connect_ns`` of each result is the DNS + TCP
-(+ TLS) set-up of the connection it opened, 0 on a reused one.
+connections ahead of the measurement. ``connect_ns`` of each result is the TCP (+ TLS)
+handshake of the connection it opened (:mod:`tokrate.client.handshake`), 0 on a reused
+one.
 
 A request to an origin that an HTTP(S)_PROXY / ALL_PROXY variable applies to goes
 through the httpx client instead (with a one-line notice on stderr), since this client
@@ -44,6 +45,7 @@ from tokrate.client.accumulate import (
 from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
 from tokrate.client.connection import Connection, URLTarget, parse_target, proxy_for
 from tokrate.client.failures import classify_exception
+from tokrate.client.handshake import connect_ns
 from tokrate.client.kernel_stamps import clock_bridge, open_kernel_connection
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
@@ -193,7 +195,9 @@ class FastClient:
 
     async def _connect(self, target: URLTarget) -> tuple[Connection, int]:
         """Open a new connection to ``target``'s origin; returns it and its set-up time
-        (ns: DNS + TCP + TLS). Raises what create_connection raises, or TimeoutError."""
+        (ns, :func:`tokrate.client.handshake.connect_ns`: the kernel's TCP handshake
+        round trip + the TLS handshake, not the loop's scheduling). Raises what
+        create_connection raises, or TimeoutError."""
         origin = target.origin
         opened = self._open.setdefault(origin, set())
         loop = asyncio.get_running_loop()
@@ -218,11 +222,14 @@ class FastClient:
                 opening = loop.create_connection(
                     lambda: conn, target.host, target.port, ssl=ctx, server_hostname=hostname
                 )
-            await asyncio.wait_for(opening, self.timeouts.connect_s)
+            transport, _ = await asyncio.wait_for(opening, self.timeouts.connect_s)
         except BaseException:
             opened.discard(conn)
             raise
-        return conn, perf_counter_ns() - start
+        timed = perf_counter_ns() - start
+        # asyncio's own TLS is not timed apart from the rest (None): the span stands.
+        tls_ns = transport.get_extra_info("tls_handshake_ns", 0 if ctx is None else None)
+        return conn, connect_ns(transport.get_extra_info("socket"), timed, tls_ns)
 
     def _note_overflow(self, target: URLTarget) -> None:
         """Called before a request opens a new connection: the pool overflowed only when
