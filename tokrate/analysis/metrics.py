@@ -104,7 +104,8 @@ def empty_answer_expr() -> pl.Expr:
     """True on an ok request whose stream carried no content: no chunk with answer,
     reasoning or tool-call text (a server whose detokenizer produced empty strings, as
     transformers serve did for 64 tokens, still counts them in its usage)."""
-    return (pl.col("status") == "ok") & (pl.col("content_chunks").fill_null(0) == 0)
+    no_chunk = pl.col("chunk_offsets_s").list.len().fill_null(0) == 0
+    return (pl.col("status") == "ok") & no_chunk & pl.col("ttft_s").is_null()
 
 
 def is_final_attempt() -> pl.Expr:

@@ -99,7 +99,7 @@ class RecordWarnings:
         self._short(record, label, facts, out)
         if not record.warmup:
             facts.measured_ok += 1
-            if record.content_chunks == 0:
+            if not record.chunk_offsets_s and record.ttft_s is None:
                 facts.empty += 1
                 facts.empty_tokens += record.output_tokens or 0
         if not record.warmup and record.input_tokens and record.cached_tokens is not None:
