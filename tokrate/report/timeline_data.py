@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tokrate.analysis.metrics import final_attempts
+from tokrate.analysis.metrics import empty_answer_expr, final_attempts
 from tokrate.analysis.server_roles import role_series
 from tokrate.textfmt import nice_bin_width
 
@@ -30,7 +30,7 @@ def timeline_bins(records: pl.LazyFrame) -> tuple[pl.DataFrame, float]:
     width = nice_bin_width(float(span or 0.0))
     keys = ["series", "model"]
     ok = measured.filter(
-        (pl.col("status") == "ok") & (pl.col("output_tokens") > 0) & ~pl.col("empty_answer")
+        (pl.col("status") == "ok") & (pl.col("output_tokens") > 0) & ~empty_answer_expr()
     )
     has_chunks = pl.col("chunk_offsets_s").list.len() > 0
     tokens = (
