@@ -33,7 +33,10 @@ def test_an_empty_answer_warns_and_its_tokens_do_not_count(
         f'[[endpoint]]\nname = "fine"\nbase_url = "{hostile.base_url("ok", tokens=4)}"\n\n'
         f'[[endpoint]]\nname = "blank"\nbase_url = "{hostile.base_url("ok", tokens=4, empty=1)}"'
         '\n\n[[model]]\nname = "m"\nendpoint = "fine"\n\n[[model]]\nname = "m"\n'
-        'endpoint = "blank"\n\n[slo]\nttft_s = 10.0\n',
+        'endpoint = "blank"\n\n[slo]\nttft_s = 10.0\n'
+        # Only the chat set: a checked prompt keeps its own larger limit, which this
+        # 4-token server answers with 'length' (docs/quality.md).
+        '\n[prompts]\nsets = ["chat"]\n',
         encoding="utf-8",
     )
     argv = ["run", "-c", str(config), "--output-dir", str(tmp_path), "--no-report",
