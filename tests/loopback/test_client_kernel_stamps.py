@@ -250,6 +250,22 @@ def test_a_clock_step_is_noticed_once_and_stamps_stay_in_the_past() -> None:
     assert len(notices) == 1  # said once
 
 
+def test_a_slewing_clock_over_a_quiet_gap_is_not_a_step() -> None:
+    """A virtual machine's wall clock was seen gaining ~5 ms/s on the monotonic one for
+    minutes: after 10 s without reads (between scenarios) the offset has moved 5 ms, a
+    slew, not a step; 50 ms after one second is a step."""
+    notices: list[str] = []
+    bridge = ClockBridge(notices)
+    bridge.sampled_ns -= 10_000_000_000
+    bridge.offset_ns += 5_000_000
+    bridge.resample()
+    assert notices == []
+    bridge.sampled_ns -= 1_000_000_000
+    bridge.offset_ns += 50_000_000
+    bridge.resample()
+    assert len(notices) == 1 and "stepped by -50" in notices[0], notices
+
+
 def test_a_backward_step_never_puts_a_stamp_before_its_request() -> None:
     """CLOCK_REALTIME stepped back by 50 ms since the last sample: the kernel's stamps
     convert to 50 ms earlier than they were. The bound is the connection's last write

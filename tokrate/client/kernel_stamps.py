@@ -11,8 +11,9 @@ read with the kernel time of its bytes, converted to the ``perf_counter_ns`` clo
 
 Clock: :class:`ClockBridge` holds ``perf_counter_ns() - time_ns()``, sampled at start
 as the narrowest of a few bracketed readings and re-sampled every
-:data:`RESAMPLE_NS`; a change beyond :data:`STEP_BOUND_NS` is a step of the system
-clock (NTP, an admin), noted once in ``notices``. A converted stamp is never later than
+:data:`RESAMPLE_NS`; a change beyond :data:`STEP_BOUND_NS` plus the slew
+:data:`SLEW_BOUND_NS_PER_S` allows over the time since the last sample is a step of the
+system clock (NTP, an admin), noted once in ``notices``. A converted stamp is never later than
 the moment it was read (a step forward between samples cannot put a stamp in the future),
 never earlier than the moment the connection last wrote (a step backward cannot put an
 answer before its request: chunk offsets from the request's t0 stay non-negative) and
@@ -46,6 +47,7 @@ from typing import Any, Final, Literal, Protocol
 __all__ = [
     "KERNEL_STAMP_MODES",
     "RESAMPLE_NS",
+    "SLEW_BOUND_NS_PER_S",
     "STEP_BOUND_NS",
     "ClockBridge",
     "KernelStampMode",
@@ -64,6 +66,11 @@ KERNEL_STAMP_MODES: Final = ("auto", "on", "off")
 RESAMPLE_NS: Final = 200_000_000
 #: An offset change beyond this is a clock step, not sampling jitter (ns).
 STEP_BOUND_NS: Final = 1_000_000
+#: How fast the realtime clock may drift from the monotonic one and still be a slew, not
+#: a step (ns per second elapsed): NTP slews at most 0.5 ms/s, and a virtual machine's
+#: clock was seen gaining ~5 ms/s for minutes; a step (NTP's is >= 128 ms, an admin's
+#: anything) between two samples a second apart is far beyond 10 ms.
+SLEW_BOUND_NS_PER_S: Final = 10_000_000
 #: Bytes per read: a whole TLS record or a burst of SSE events in one call.
 READ_BYTES: Final = 256 * 1024
 #: Linux machines whose <asm/socket.h> is asm-generic's: SO_TIMESTAMPNS(_OLD) = 35 with
@@ -116,8 +123,11 @@ class ClockBridge:
     def resample(self) -> None:
         offset, at = _sample_offset()
         change = offset - self.offset_ns
+        # A long quiet gap between samples (no reads between scenarios) lets a slewing
+        # clock drift past STEP_BOUND_NS without any step: allow the slew over the gap.
+        bound = STEP_BOUND_NS + (at - self.sampled_ns) * SLEW_BOUND_NS_PER_S // 1_000_000_000
         self.offset_ns, self.sampled_ns = offset, at
-        if abs(change) > STEP_BOUND_NS and not self.stepped:
+        if abs(change) > bound and not self.stepped:
             self.stepped = True
             self.notices.append(
                 f"the system clock stepped by {change / 1e6:+.1f} ms during the run;"
