@@ -100,7 +100,6 @@ def _documented_block(doc: str, heading: str) -> str:
 @pytest.mark.parametrize(
     ("doc", "heading"),
     [
-        ("README.md", "### One run, three providers, three protocols"),
         ("docs/config.md", "## Protocols and provider knobs"),
     ],
 )

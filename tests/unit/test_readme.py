@@ -30,28 +30,67 @@ def test_ci_calls_the_readme_test_command() -> None:
     assert test_cmd in ci.splitlines(), ".ci/run must call the README's test command verbatim"
 
 
-def test_readme_scheduled_workflow_is_valid_and_fails_on_regression() -> None:
-    import yaml
+def _job(text: str, title: str) -> str:
+    """One of the three jobs: from its bold title to the next one (or the section's end)."""
+    section = text[text.index("## Three jobs") : text.index("\n## ", text.index("## Three jobs"))]
+    start = section.index(f"**{title}")
+    nxt = section.find("\n**", start + 1)
+    return section[start : nxt if nxt != -1 else len(section)]
+
+
+def test_the_three_jobs_are_on_the_first_screen() -> None:
+    """A newcomer finds the three jobs right under the commands and the chart: hosted
+    tiers on their own prompts, a nightly gate, a comparison chart, each a few lines with
+    its command and a link to the docs page that has the rest."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    heading = lines.index("## Three jobs")
+    assert heading < 30
+    end = next(i for i in range(heading + 1, len(lines)) if lines[i].startswith("## "))
+    assert end < 80, "the three jobs stay short: the reference lives in docs/"
+    hosted = _job(text, "Pick a hosted tier")
+    assert "export OPENAI_API_KEY" in hosted and "--api-key-env OPENAI_API_KEY" in hosted
+    assert "--prompts my-prompts.jsonl" in hosted and "](docs/running.md)" in hosted
+    nightly = _job(text, "Gate a nightly job")
+    assert "--baseline latest-good" in nightly and "](docs/regressions.md)" in nightly
+    assert (ROOT / "examples" / "nightly.toml").is_file()
+    chart = _job(text, "Put a comparison chart")
+    assert re.search(r"tokrate report \S+ \S+ -o", chart) and "](docs/report.md)" in chart
+
+
+def test_the_readme_sample_prompt_line_is_a_prompt(tmp_path: Path) -> None:
+    """The one sample prompts line is what tokrate reads: copied out of the README, it
+    loads as one prompt with its id, task and message."""
+    from tokrate.inputs.prompts import parse_jsonl
+
+    hosted = _job((ROOT / "README.md").read_text(encoding="utf-8"), "Pick a hosted tier")
+    line = re.search(r"^echo '(.+)' > my-prompts\.jsonl$", hosted, flags=re.M)
+    assert line is not None
+    (prompt,) = parse_jsonl(line.group(1).encode(), "my-prompts.jsonl")
+    assert prompt.id == "refund" and prompt.task == "support"
+
+
+def test_every_command_is_in_the_readme() -> None:
+    """Every subcommand of the CLI is listed in the README's Commands section."""
+    from tokrate.cli import build_parser
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Scheduled runs") :]
-    block = re.search(r"```yaml\n(.*?)```", section, flags=re.S)
-    assert block is not None
-    flow = yaml.safe_load(block.group(1))
-    steps = flow["jobs"]["bench"]["steps"]
-    runs = "\n".join(s.get("run", "") for s in steps)
-    assert "--baseline latest-good" in runs and "$GITHUB_STEP_SUMMARY" in runs
-    # Fails on a regression (1) and on a broken run (2), not on "inconclusive only" (3);
-    # installs tokrate from the checkout and runs a config that exists in it.
-    assert steps[-1]["if"] == "steps.bench.outputs.code != '0' && steps.bench.outputs.code != '3'"
-    assert "pip install ." in runs and "pip install tokrate" not in runs
-    assert "-c examples/nightly.toml" in runs and (ROOT / "examples" / "nightly.toml").is_file()
+    section = text[text.index("## Commands") : text.index("\n## ", text.index("## Commands"))]
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    assert sub.choices, "no subcommands found"
+    missing = [name for name in sub.choices if f"tokrate {name}" not in section]
+    assert missing == []
 
 
-def test_readme_documents_every_error_class() -> None:
+def test_running_docs_list_every_error_class_once() -> None:
+    """The error-class table (docs/running.md "Failure handling") has one row per class
+    a record may carry, none twice."""
     from tokrate.runfolder.records import ERROR_CLASSES
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Failure handling") :]
+    text = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    section = text[
+        text.index("## Failure handling") : text.index("\n## ", text.index("## Failure handling"))
+    ]
     for name in ERROR_CLASSES:
-        assert f"| `{name}` |" in section, name
+        assert section.count(f"| `{name}` |") == 1, name

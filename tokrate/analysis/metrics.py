@@ -237,7 +237,7 @@ def window_exprs(measured: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     frame: ``window_start`` (wall-clock Unix seconds at which the first ``measured``
     request was sent: its t0 plus its connection set-up, unknown set-up counting as 0)
     and ``window_end`` (the last ``measured`` request's end of stream). The one place
-    the window is defined (README "aggregate throughput")."""
+    the window is defined (docs/definitions.md "aggregate throughput")."""
     sent_at = pl.col("started_at") + pl.col("connect_s").fill_null(0.0)
     return (
         sent_at.filter(measured).min().alias("window_start"),

@@ -50,7 +50,7 @@ __all__ = [
 #: Body fields tokrate sets itself from the target and the prompt: no extra_body and no
 #: ``--body`` may set them.
 #: Every error class a record may carry (tokrate.runfolder.records: ``error_class``),
-#: with what it means; ``[client.retry] on`` names some of them. The README's "Failure
+#: with what it means; ``[client.retry] on`` names some of them. docs/running.md's "Failure
 #: handling" section is generated from the same wording.
 ERROR_CLASSES: Final[dict[str, str]] = {
     "connect": "TCP/TLS connection could not be opened (refused, DNS failure, connect timeout)",
