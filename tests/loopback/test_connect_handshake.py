@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import uvloop
 from helpers.hostile_server import HostileServer
-from helpers.requests import KINDS
+from helpers.requests import KINDS, record, req_for, stream_one
 
 import tokrate.client.handshake as handshake
 from tokrate.client import open_client
@@ -99,3 +99,18 @@ def test_the_kernels_round_trip_is_read_from_a_fresh_socket() -> None:
         assert rtt is not None and 0 < rtt <= spent + 1000
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         assert tcp_handshake_rtt_ns(udp) is None
+
+
+@pytest.mark.parametrize("kind", ["httpx", "openai"])
+def test_a_connection_closed_by_a_timeout_still_gives_its_record(
+    server: HostileServer, kind: str
+) -> None:
+    """The kernel's round trip is read when the connection comes up: a request whose
+    new connection was closed by its timeout before the result was built (uvloop's
+    socket of a closed transport raises ValueError) is a ``timeout`` record with its
+    set-up time, not an exception that ended a 1,000-stream run."""
+    req = req_for(server.base_url("no_headers"))
+    result = stream_one(kind, req, TimeoutsSpec(first_byte_s=0.3))
+    rec = record(result)
+    assert rec.error_class == "timeout", rec.error_message
+    assert rec.connect_s is not None and rec.connect_s > 0

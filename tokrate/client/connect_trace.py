@@ -7,8 +7,9 @@ https, ``connection.start_tls.*``; through a proxy the same names under ``proxy.
 one that reuses a kept-alive connection (or an HTTP/2 stream on an open connection)
 sees none of them. :class:`ConnectTrace` turns that into the record's ``connect_ns``:
 the kernel's round trip of the TCP handshake (``connect_tcp.complete`` hands over the
-stream, whose socket ``TCP_INFO`` is read) plus the span of ``start_tls``
-(:func:`tokrate.client.handshake.connect_ns`); where the kernel has no figure, the
+stream, whose socket's ``TCP_INFO`` is read right then: by the time the result is
+built the connection may be closed, and uvloop's stand-in for a closed socket raises)
+plus the span of ``start_tls`` (:func:`tokrate.client.handshake.set_up_ns`); where the kernel has no figure, the
 ``perf_counter_ns`` span from the first connect step's start to the last one's
 completion. 0 when no connect step ran, None when one started and never completed.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from time import perf_counter_ns
 from typing import Any, Final
 
-from tokrate.client.handshake import connect_ns
+from tokrate.client.handshake import set_up_ns, tcp_handshake_rtt_ns
 
 __all__ = ["ConnectTrace"]
 
@@ -28,13 +29,22 @@ _STEPS: Final = ("connect_tcp", "connect_unix_socket", "start_tls")
 class ConnectTrace:
     """An async ``trace`` extension callback (httpcore awaits it on async clients)."""
 
-    __slots__ = ("_done", "_open_steps", "_socket", "_started_ns", "_tls_ns", "_tls_started")
+    __slots__ = (
+        "_done",
+        "_open_steps",
+        "_rtt_ns",
+        "_rtt_read",
+        "_started_ns",
+        "_tls_ns",
+        "_tls_started",
+    )
 
     def __init__(self) -> None:
         self._started_ns: int | None = None
         self._done: int | None = None
         self._open_steps = 0
-        self._socket: Any = None
+        self._rtt_ns: int | None = None
+        self._rtt_read = False
         self._tls_started: int | None = None
         self._tls_ns = 0
 
@@ -55,10 +65,11 @@ class ConnectTrace:
             self._done = now
             if step == "start_tls" and self._tls_started is not None:
                 self._tls_ns += now - self._tls_started
-            elif step == "connect_tcp" and self._socket is None:
+            elif step == "connect_tcp" and not self._rtt_read:
                 stream = info.get("return_value")
                 if stream is not None:
-                    self._socket = stream.get_extra_info("socket")
+                    self._rtt_read = True
+                    self._rtt_ns = tcp_handshake_rtt_ns(stream.get_extra_info("socket"))
         # "failed" leaves the step open: the connection never came up.
 
     @property
@@ -69,4 +80,4 @@ class ConnectTrace:
             return 0
         if self._open_steps > 0 or self._done is None:
             return None
-        return connect_ns(self._socket, self._done - self._started_ns, self._tls_ns)
+        return set_up_ns(self._rtt_ns, self._done - self._started_ns, self._tls_ns)

@@ -24,7 +24,7 @@ import struct
 import sys
 from typing import Final
 
-__all__ = ["TCP_INFO_AVAILABLE", "connect_ns", "tcp_handshake_rtt_ns"]
+__all__ = ["TCP_INFO_AVAILABLE", "connect_ns", "set_up_ns", "tcp_handshake_rtt_ns"]
 
 #: Linux's ``TCP_INFO`` (not every platform's socket module names it).
 _TCP_INFO: Final[int | None] = getattr(socket, "TCP_INFO", None)
@@ -48,7 +48,7 @@ def tcp_handshake_rtt_ns(sock: socket.socket | None) -> int | None:
         return None
     try:
         raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _LAYOUT.size)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: uvloop's stand-in for a closed socket
         return None
     if len(raw) < _LAYOUT.size:
         return None
@@ -62,8 +62,15 @@ def connect_ns(sock: socket.socket | None, timed_ns: int, tls_ns: int | None) ->
     """A new connection's set-up time (ns): the kernel's handshake round trip plus
     ``tls_ns``, the TLS handshake's span (0 without TLS; None when there was one the
     client could not time apart from the rest); else ``timed_ns``, the client's span of
-    the whole set-up. Never more than ``timed_ns``."""
-    rtt = tcp_handshake_rtt_ns(sock)
-    if rtt is None or tls_ns is None:
+    the whole set-up. Never more than ``timed_ns``. Call it as the connection comes up:
+    the kernel's figure is gone once the socket is closed, and later round trips of the
+    data change it."""
+    return set_up_ns(tcp_handshake_rtt_ns(sock), timed_ns, tls_ns)
+
+
+def set_up_ns(rtt_ns: int | None, timed_ns: int, tls_ns: int | None) -> int:
+    """:func:`connect_ns` from a handshake round trip read earlier (``rtt_ns``, None
+    where the kernel had none)."""
+    if rtt_ns is None or tls_ns is None:
         return timed_ns
-    return min(timed_ns, rtt + tls_ns)
+    return min(timed_ns, rtt_ns + tls_ns)
