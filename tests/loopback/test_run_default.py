@@ -66,13 +66,46 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert (
         run.info.to_dict()["slo"]["ttft_s"] == 0.5 and run.info.to_dict()["slo"]["tpot_s"] == 0.03
     )
-    # No prices in the default: the smallest tier that meets, said in one sentence that
-    # opens summary.md and ends the terminal summary.
-    verdict = "pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in 30/30 requests"
-    assert verdict in summary_md.split("\n- **run**")[0]
-    table, _, said = out.partition("For ")
-    assert verdict in " ".join(said.split()), out
+    # One verdict (issue 24 + 28): the tier pick holds each checked task to the pass-rate
+    # bar, so it ends the terminal output and opens summary.md, and nothing else picks.
+    # Deterministic by design: the answers are the simulator's seeded draws, and the
+    # task mix per model and level is the seeded shuffle of the bundled sets, so only
+    # the latency parts could move with the machine's load (the small tiers' margin to
+    # the demo SLOs is wide).
+    head = " ".join(summary_md.split("\n- **run**")[0].replace("\\", "").split())
+    verdict = out[out.index("At c=8 each model") :]
+    flat = " ".join(verdict.split())
+    # 30 requests per model and level cannot decide per task: said once, with the count.
+    assert flat.count("as few as 4 requests of a task") == 1
+    assert "(--requests 150)" in flat
+    sentences = [" ".join(s.split()) for s in verdict.split("\nFor ")[1:]]
+    by_task = {s.split(" pick ")[0].split(" there ")[0].split(" no tier")[0]: s for s in sentences}
+    assert set(by_task) == {"chat, code and summarization", "classification", "extraction"}
+    # No checks: the smallest tier fast enough, on all tasks' requests together.
+    assert by_task["chat, code and summarization"].startswith(
+        "chat, code and summarization pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms "
+        "at c=8 in 30/30 requests of all tasks"
+    )
+    # Classification: sim-1b and sim-7b answer 5 and 6 of 11 right, below the 90% bar:
+    # never picked, and the sentence gives their pass rates with intervals.
+    cls = by_task["classification"]
+    assert " pick sim-1b" not in cls and " pick sim-7b" not in cls
+    assert "pass rate 45%" in cls and "95% CI 21–72%" in cls
+    assert "pass rate 55%" in cls and "95% CI 28–79%" in cls
+    # Extraction: 4 checked answers per tier cannot show 90%.
+    assert by_task["extraction"].startswith(
+        "extraction there are too few checked answers at c=8 to decide: as few as 4 per tier"
+    )
+    # The same sentences open summary.md, and the terminal prints no second verdict.
+    for sentence in sentences:
+        assert sentence in head
+    assert "routing at" not in out and "smallest to clear" not in out
+    # The verdict ends the output: after the quality table, and no table after it.
+    assert out.index("answer quality") < out.index("At c=8 each model")
+    assert "─" not in verdict and len(sentences) == 3
     # Rows by model size: 8x7b (12.9B active) sits between 7b and 13b.
+    table = out.split("answer quality", 1)[0]
+    assert table.splitlines()[1].split()[:2] == ["SLO", "goodput"]  # decision columns first
     rows = [line.split()[0] for line in table.splitlines() if line.startswith("sim-")]
     assert rows == [
         m for m in ("sim-1b", "sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b") for _ in (1, 8)

@@ -1,5 +1,6 @@
 """The terminal summary table of ``tokrate run`` fits 80 columns without cutting a
-number (issue 11): exact text on a fixed-width rich console."""
+number (issue 11), the decision columns (SLO met, goodput, $ / M out) first after the
+names as in the report (issue 24): exact text on a fixed-width rich console."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def _group(
     decode: float = 116.1,
     agg: float = 111.4,
     goodput: float | None = None,
+    slo_met: float | None = None,
+    usd: float | None = None,
     rate: float | None = None,
 ) -> dict[str, Any]:
     return {
@@ -58,6 +61,8 @@ def _group(
         "decode_tps": _dist(decode),
         "aggregate_output_tps": agg,
         "goodput_rps": goodput,
+        "slo_met_fraction": slo_met,
+        "cost": None if usd is None else {"usd_per_m_output": usd, "source": "price"},
     }
 
 
@@ -88,9 +93,9 @@ def test_label_title_slos_errors_and_one_level() -> None:
         "run_id": "x",
         "groups": [
             _group("small-8b", 16, ok=97, error=3, ttft=(0.412, 1.873), tpot=0.0213,
-                   decode=46.9, agg=702.4, goodput=12.25),
+                   decode=46.9, agg=702.4, goodput=12.25, slo_met=0.96, usd=0.35),
             _group("large-70b", 16, ok=100, ttft=(1.204, 4.551), tpot=0.0558,
-                   decode=17.9, agg=284.0, goodput=0.5),
+                   decode=17.9, agg=284.0, goodput=0.5, slo_met=0.04, usd=12.5),
         ],
     }  # fmt: skip
     assert _render(summary, title="tokrate run nightly gpu-a") == SNAPSHOT_SLO
@@ -101,9 +106,10 @@ def test_two_endpoints_long_names_and_big_numbers_share_a_target_column() -> Non
         "run_id": "ceiling",
         "groups": [
             _group("meta-llama/Llama-3.1-70B-Instruct", 64, endpoint="openai-gateway",
-                   ok=1000, error=12, agg=260884.3, goodput=12.34, decode=1234.5),
+                   ok=1000, error=12, agg=260884.3, goodput=12.34, decode=1234.5,
+                   slo_met=0.12),
             _group("meta-llama/Llama-3.1-70B-Instruct", 64, endpoint="vllm-prod", ok=1000,
-                   agg=113332.0, goodput=101.5, rate=None),
+                   agg=113332.0, goodput=101.5, rate=None, slo_met=1.0),
         ],
     }  # fmt: skip
     assert _render(summary) == SNAPSHOT_WIDE
@@ -130,21 +136,23 @@ SNAPSHOT_SIMPLE = (
 )
 SNAPSHOT_SLO = (
     "tokrate run nightly gpu-a · endpoint sim · c=16\n"
-    "                       TTFT    TTFT    TPOT   tok/s  tok/s  goodput\n"
-    "model       ok  err  p50 ms  p95 ms  p50 ms  stream  total    req/s\n"
-    "───────────────────────────────────────────────────────────────────\n"
-    "small-8b    97    3     412   1,873    21.3    46.9    702    12.25\n"
-    "large-70b  100    0   1,204   4,551    55.8    17.9    284     0.50\n"
+    "           SLO  goodput  $ / M              TTFT    TTFT    TPOT   tok/s  tok/s\n"
+    "model      met    req/s    out   ok  err  p50 ms  p95 ms  p50 ms  stream  total\n"
+    "───────────────────────────────────────────────────────────────────────────────\n"
+    "small-8b   96%    12.25   0.35   97    3     412   1,873    21.3    46.9    702\n"
+    "large-70b   4%     0.50  12.50  100    0   1,204   4,551    55.8    17.9    284\n"
 )
 SNAPSHOT_WIDE = (
     "tokrate run ceiling · c=64\n"
-    "                                  TTFT    TTFT    TPOT   tok/s    tok/s  goodput\n"
-    "target                 ok  err  p50 ms  p95 ms  p50 ms  stream    total    req/s\n"
+    "                SLO  goodput               TTFT    TTFT    TPOT   tok/s    tok/s\n"
+    "target          met    req/s    ok  err  p50 ms  p95 ms  p50 ms  stream    total\n"
     "────────────────────────────────────────────────────────────────────────────────\n"
-    "openai-gateway/meta  1000   12    13.7    61.4    8.61   1,234  260,884    12.34\n"
-    "-llama/Llama-3.1-70                                                             \n"
-    "B-Instruct                                                                      \n"
-    "vllm-prod/meta-llam  1000    0    13.7    61.4    8.61     116  113,332   101.50\n"
-    "a/Llama-3.1-70B-Ins                                                             \n"
-    "truct                                                                           \n"
+    "openai-gatewa   12%    12.34  1000   12    13.7    61.4    8.61   1,234  260,884\n"
+    "y/meta-llama/                                                                   \n"
+    "Llama-3.1-70B                                                                   \n"
+    "-Instruct                                                                       \n"
+    "vllm-prod/met  100%   101.50  1000    0    13.7    61.4    8.61     116  113,332\n"
+    "a-llama/Llama                                                                   \n"
+    "-3.1-70B-Inst                                                                   \n"
+    "ruct                                                                            \n"
 )

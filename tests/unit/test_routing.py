@@ -7,7 +7,9 @@ from __future__ import annotations
 import polars as pl
 
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
-from tokrate.analysis.routing import routing_table, verdict_lines
+from tokrate.analysis.routing import routing_table
+from tokrate.analysis.tier_pick import TierRun, decide_tiers
+from tokrate.report.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.runfolder.quality import Quality, wilson
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
@@ -74,9 +76,17 @@ def test_smallest_clearing_model_per_task_and_misses() -> None:
     assert cls["cheapest"] == {"endpoint": "ep", "model": "mid"}
     assert cls["candidates"][0]["misses"] == ["pass rate 75.0% < 90% (by 15.0 points)"]
     assert ext["candidates"][2]["misses"] == ["pass rate 97.5% < 99% (by 1.5 points)"]
-    lines = verdict_lines(table)
-    assert lines[0].startswith("cls: mid — smallest to clear 90%: passed 39/40 = 98% [")
-    assert lines[1].startswith("ext: no model clears 99% — small: pass rate 25.0% < 99%")
+    # One verdict: the tier pick holds each task to the same bar and names the same
+    # model (mid: the cheapest priced one that clears; small fails the bar).
+    cls_line, ext_line = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
+    assert cls_line.startswith(
+        "For cls pick mid: answered 40/40 requests (95% CI 91–100%) at c=4 with no SLOs set"
+    )
+    assert "passes 39/40 checked answers (95% CI 87–100%) ≥ the 90% bar" in cls_line
+    assert "; small (pass rate 75%, 95% CI 60–86%) fails the 90% pass-rate bar." in cls_line
+    # 40 answers cannot show 99%: one wrong answer is 2.5% (100 would be needed).
+    assert ext_line.startswith("For ext there are too few checked answers at c=4 to decide")
+    assert "a 99% pass-rate bar needs at least 100" in ext_line
 
 
 def test_slo_and_default_bar() -> None:
@@ -90,7 +100,9 @@ def test_slo_and_default_bar() -> None:
     assert table.to_dict()["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}
     small = table.routes[0].candidates[0]
     assert small.misses() == ["SLO met 50% < 95%"]
-    assert "(default bar; set [slo] min_pass_rate)" in verdict_lines(table)[0]
+    (line,) = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
+    assert line.startswith("For cls pick big: meets TTFT ≤ 500 ms at c=4 in 40/40 requests")
+    assert "≥ the 90% bar (the default; set [slo] min_pass_rate)" in line
 
 
 def test_no_checks_no_table_and_quality_round_trip() -> None:

@@ -1,6 +1,7 @@
 """The tier pick's rules on crafted summaries (issue 24): n and an interval with every
 decision, too few requests pooled or undecided, only priced models ranked by cost,
-equal answers collapsed, and a verdict sentence a reader can quote."""
+equal answers collapsed, and a verdict sentence a reader can quote; where answers were
+checked (issue 28), one verdict that holds each task's pick to its pass-rate bar."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tokrate.analysis.tier_pick import (
 )
 from tokrate.report.tables import tier_tables
 from tokrate.report.tier_text import verdict_lines
+from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
 from tokrate.runfolder.summary import Cost, Distribution, Group, GroupCounts, Summary, TaskGroup
 
@@ -37,6 +39,8 @@ class Part:
     error: int = 0
     ttft_p95: float = 0.1
     tpot_p95: float = 0.01
+    #: Checked answers: (n, passed); None: the task's prompts had no checks.
+    checked: tuple[int, int] | None = None
 
 
 def _dist(p95: float, n: int) -> Distribution:
@@ -58,6 +62,7 @@ def _group(
                 e2e_s=_dist(1.0, p.ok),
                 decode_tps=_dist(50.0, p.ok),
                 slo_met_fraction=p.met / n,
+                quality=None if p.checked is None else Quality(*p.checked),
             )
         )
     ok = sum(p.ok for p in parts)
@@ -307,3 +312,139 @@ def test_several_runs_are_told_apart_in_labels() -> None:
 def test_nothing_to_decide_says_nothing(empty: list[TierRun]) -> None:
     decision = decide_tiers(empty)
     assert decision.cells == () and verdict_lines(decision) == []
+
+
+# --- answers checked: one verdict, held to the pass-rate bar (issue 28) ----------
+
+
+def test_a_tier_below_the_pass_rate_bar_is_not_picked_and_the_sentence_says_why() -> None:
+    """Latency alone picks sim-1b everywhere; classification's answers (checked) send
+    it to sim-13b, naming the smaller tiers the bar kept out with their pass rates and
+    intervals; chat (no checks) keeps today's pick."""
+    run = _run(
+        [
+            _group("sim-1b", [Part("chat", 30, 30), Part("classification", 30, 30, checked=(30, 21))]),
+            _group("sim-7b", [Part("chat", 30, 30), Part("classification", 30, 30, checked=(30, 24))]),
+            _group("sim-13b", [Part("chat", 30, 30), Part("classification", 30, 30, checked=(30, 29))]),
+        ],
+        slo=SloInfo(ttft_s=0.5, tpot_s=0.03, min_pass_rate=0.9),
+    )  # fmt: skip
+    decision = decide_tiers([run])
+    assert decision.bars == ("SLOs", "pass rate") and decision.checked
+    chat, cls = decision.cells
+    assert chat.tasks == ("chat",) and chat.pick is not None and chat.pick.model == "sim-1b"
+    assert cls.pick is not None and cls.pick.model == "sim-13b"
+    assert [c.verdict for c in cls.candidates] == ["misses", "misses", "meets"]
+    chat_line, cls_line = verdict_lines(decision)
+    assert chat_line.startswith(
+        "For chat pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in 30/30 "
+        "requests (95% CI 89–100%), the smallest tier that meets"
+    )
+    assert "checked answers" not in chat_line
+    assert cls_line == (
+        "For classification pick sim-13b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in "
+        "30/30 requests (95% CI 89–100%) and passes 29/30 checked answers (95% CI 83–99%) "
+        "≥ the 90% bar, the smallest tier that meets (no price known: set price_out_per_m "
+        "or gpu_hourly_usd in [[model]] to rank by cost); sim-1b (pass rate 70%, 95% CI "
+        "52–83%) and sim-7b (pass rate 80%, 95% CI 63–90%) fail the 90% pass-rate bar."
+    )
+    # The evidence table shows the pass rate beside the SLOs for every model.
+    _, evidence = tier_tables(decision)
+    assert evidence.header[5:7] == ("SLO met (95% CI)", "pass rate (95% CI)")
+    cls_rows = [r for r in evidence.rows if r[1] == "classification"]
+    assert [r[6] for r in cls_rows] == [
+        "21/30 = 70% (52–83%)",
+        "24/30 = 80% (63–90%)",
+        "29/30 = 97% (83–99%)",
+    ]
+    assert cls_rows[0][7] == "pass rate 70% (95% CI 52–83%) < 90%"
+
+
+def test_no_checked_answers_keeps_todays_pick() -> None:
+    run = _run([_group("sim-1b", [Part("chat", 30, 30)]), _group("sim-7b", [Part("chat", 30, 30)])])
+    decision = decide_tiers([run])
+    assert decision.bars == ("SLOs",) and not decision.checked
+    (line,) = verdict_lines(decision)
+    assert line.startswith("For chat pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms")
+
+
+def test_pooled_latency_keeps_answers_per_task_and_says_so_once() -> None:
+    """Four tasks of 4-11 requests: the SLOs are judged on each model's 30 requests
+    together (never summed again when tasks collapse), each checked task on its own
+    answers; the reason is one line before the sentences, with the request count that
+    would decide per task."""
+
+    def parts(cls_passed: int) -> list[Part]:
+        return [
+            Part("chat", 11, 11),
+            Part("code", 4, 4),
+            Part("classification", 11, 11, checked=(11, cls_passed)),
+            Part("summarization", 4, 4),
+        ]
+
+    run = _run(
+        [
+            _group("sim-1b", parts(5)),
+            _group("sim-7b", parts(6)),
+            _group("sim-13b", parts(11)),
+            _group("sim-70b", [*parts(11)[:3], Part("summarization", 4, 0)]),
+        ]
+    )
+    decision = decide_tiers([run])
+    rest, cls = decision.cells
+    assert rest.pooled and cls.pooled and rest.fewest == 4
+    assert rest.tasks == ("chat", "code", "summarization")
+    assert rest.pick is not None and rest.pick.model == "sim-1b"
+    # The pooled SLO judgement counts the model's 30 requests once, not once per task.
+    slo = rest.pick.judgement("SLOs")
+    assert slo is not None and (slo.met, slo.n, slo.pooled) == (30, 30, True)
+    assert cls.pick is not None and cls.pick.model == "sim-13b"
+    lines = verdict_lines(decision)
+    assert len(lines) == 3
+    assert lines[0] == (
+        "At c=8 each model has as few as 4 requests of a task, fewer than the 20 a latency "
+        "decision needs, so its SLOs are judged on all its tasks together; answers are "
+        "still judged per task. For a decision per task send about 150 requests per model "
+        "and level (--requests 150)."
+    )
+    assert lines[1].startswith(
+        "For chat, code and summarization pick sim-1b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms "
+        "at c=8 in 30/30 requests of all tasks (95% CI 89–100%)"
+    )
+    assert lines[2].startswith(
+        "For classification pick sim-13b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in "
+        "30/30 requests of all tasks (95% CI 89–100%) and passes 11/11 checked answers "
+        "(95% CI 74–100%) ≥ the 90% bar (the default; set [slo] min_pass_rate)"
+    )
+    assert "sim-1b (pass rate 45%, 95% CI 21–72%) and sim-7b (pass rate 55%" in lines[2]
+    # Said once: no sentence repeats the pooling.
+    assert sum("as few as" in line for line in lines) == 1
+
+
+def test_too_few_checked_answers_and_per_task_bars() -> None:
+    """A 90% bar needs 10 answers (one wrong of fewer is more than 10%); a per-task bar
+    from [slo.min_pass_rate_by_task] applies to its task only."""
+    run = _run(
+        [
+            _group("sim-1b", [Part("extraction", 30, 30, checked=(4, 4)), Part("classification", 30, 30, checked=(30, 25))]),
+            _group("sim-7b", [Part("extraction", 30, 30, checked=(4, 4)), Part("classification", 30, 30, checked=(30, 29))]),
+        ],
+        slo=SloInfo(ttft_s=0.5, min_pass_rate_by_task=(("classification", 0.8),)),
+    )  # fmt: skip
+    decision = decide_tiers([run])
+    cls_line, ext_line = verdict_lines(decision)
+    # classification's own bar is 80%: sim-1b's 25/30 clears it.
+    assert cls_line.startswith("For classification pick sim-1b: meets TTFT ≤ 500 ms at c=8")
+    assert "passes 25/30 checked answers (95% CI 66–93%) ≥ the 80% bar" in cls_line
+    assert ext_line == (
+        "For extraction there are too few checked answers at c=8 to decide: as few as 4 per "
+        "tier, and a 90% pass-rate bar needs at least 10; send more of those checked "
+        "prompts (--requests) before picking a tier for it. By the SLOs alone: sim-1b."
+    )
+    assert decision.pass_bar_default  # extraction had no bar of its own
+
+
+def test_a_pass_rate_bar_of_one_is_decided_by_any_number() -> None:
+    assert min_requests(1.0) == 1
+    assert judge_fraction("pass rate", 3, 3, 1.0).verdict == "meets"
+    assert judge_fraction("pass rate", 2, 3, 1.0).verdict == "misses"

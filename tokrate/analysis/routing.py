@@ -13,6 +13,10 @@ last, then cost, then name); the cheapest clearing target is named beside it. Wh
 none clears, every candidate says by how much it misses. ``confident`` says whether the
 interval's lower end clears the bar too (else more prompts would be needed to be sure).
 
+The sentence a reader quotes is the tier pick's (analysis.tier_pick holds each pick to
+the same pass-rate bar; report.tier_text says it): this module keeps the data, so
+the two never disagree in words.
+
 routing.json (layout 1) is :meth:`RoutingTable.to_dict`: ``routes`` maps each task to
 ``{"endpoint", "model"}`` (null: no model clears) at the highest load level measured,
 the level a gateway must plan for; ``levels`` holds every level's full evidence.
@@ -21,7 +25,7 @@ the level a gateway must plan for; ``levels`` holds every level's full evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -239,28 +243,3 @@ def routing_table(summary: Summary, info: RunInfo) -> RoutingTable | None:
         return None
     levels.sort(key=lambda lv: lv.load if lv.load is not None else -math.inf)
     return RoutingTable(summary.run_id, bar, by_task, source, slo.any_set, tuple(levels))
-
-
-def verdict_lines(table: RoutingTable) -> Sequence[str]:
-    """One sentence per task at the highest level: the pick with its evidence, or why
-    nothing clears."""
-    out = []
-    bar_note = " (default bar; set [slo] min_pass_rate)" if table.bar_source == "default" else ""
-    for r in table.routes:
-        pick = r.smallest
-        if pick is None:
-            misses = "; ".join(f"{c.model}: {', '.join(c.misses())}" for c in r.candidates)
-            out.append(f"{r.task}: no model clears {r.bar:.0%}{bar_note} — {misses}")
-            continue
-        lo, hi = pick.quality.rate_ci or (0.0, 0.0)
-        sure = "" if pick.confident else " (interval reaches below the bar: check more prompts)"
-        line = (
-            f"{r.task}: {pick.model} — smallest to clear {r.bar:.0%}{bar_note}: passed "
-            f"{pick.quality.passed}/{pick.quality.n} = {pick.rate:.0%} "
-            f"[{lo:.0%}, {hi:.0%}]{sure}"
-        )
-        cheap = r.cheapest
-        if cheap is not None and cheap is not pick:
-            line += f"; cheapest: {cheap.model}"
-        out.append(line)
-    return out

@@ -15,10 +15,18 @@ throughput); models that meet without a price are named, never ranked as free. W
 no price among them the pick is the smallest (fewest active parameters). Cells of one
 level with the same answer collapse into one row, their requests summed.
 
-Bars are pluggable (:class:`Bar`): :class:`SloBar` is the one today; a pass-rate bar
-(answers judged right) is a second :class:`Bar` passed to :func:`decide_tiers`, and a
-pick must then meet both. Pure Python over summaries and run.json (no polars, no
-numpy), so the measuring process can decide and print the verdict itself.
+Bars are pluggable (:class:`Bar`): :class:`SloBar` always, and :class:`PassRateBar`
+(answers judged right, docs/quality.md) wherever a run checked answers: a pick must
+meet both, so the tier pick and the routing table never name two different answers.
+The pass rate is judged per task at the cell's level against ``[slo] min_pass_rate``
+(per task ``[slo.min_pass_rate_by_task]``, else :data:`DEFAULT_PASS_BAR`), by the same
+rule as the SLOs (met fraction >= bar on at least ``min_requests(bar)`` answers, 10
+for 90%). Where a level's SLOs are pooled across tasks, its checked tasks still get
+their own cells: the SLO judgement pooled (marked ``pooled``, never summed again), the
+pass rate that task's own. A task without checked answers has a pass-rate judgement
+"unjudged", which decides nothing (today's pick stands there). Pure Python over
+summaries and run.json (no polars, no numpy), so the measuring process can decide and
+print the verdict itself.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ __all__ = [
     "Cell",
     "Evidence",
     "Judgement",
+    "PASS_RATE",
+    "PassRateBar",
     "Shortfall",
     "SloBar",
     "TierDecision",
@@ -47,20 +57,37 @@ __all__ = [
     "decide_tiers",
     "judge_fraction",
     "min_requests",
+    "pass_bar",
 ]
 
 #: The share of requests that must meet a bar for a model to meet it.
 ATTAINMENT: Final = 0.95
 #: Confidence of the interval shown with every met fraction.
 CONFIDENCE: Final = 0.95
+#: The pass rate a task must reach when the config sets none (the routing table's).
+DEFAULT_PASS_BAR: Final = 0.9
+#: The pass-rate bar's name (a column of the evidence table, a part of the verdict).
+PASS_RATE: Final = "pass rate"
 
-Verdict = Literal["meets", "misses", "undecided"]
+#: "unjudged": the bar does not apply to these requests (a task without checked
+#: answers); it decides nothing either way.
+Verdict = Literal["meets", "misses", "undecided", "unjudged"]
 
 
 def min_requests(attainment: float) -> int:
     """The fewest requests on which a bar of ``attainment`` can be decided: below it
-    one request is more than the share allowed to miss (20 for 95%)."""
+    one request is more than the share allowed to miss (20 for 95%, 10 for 90%). A bar
+    of 100% is decided by any number (one miss fails it)."""
+    if attainment >= 1.0:
+        return 1
     return math.ceil(round(1.0 / (1.0 - attainment), 9))
+
+
+def pass_bar(slo: SloInfo, task: str) -> tuple[float, bool]:
+    """The pass rate ``task`` must reach, and whether the config set it (False: the
+    default :data:`DEFAULT_PASS_BAR`)."""
+    bar = slo.pass_bar(task)
+    return (DEFAULT_PASS_BAR, False) if bar is None else (bar, True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +113,9 @@ class Judgement:
     is "meets" (met / n >= target on at least ``min_requests(target)`` requests),
     "misses", or "undecided" (too few requests; ``reason`` says how few).
     ``shortfalls`` say by how much a missed bar's limits were overrun, where the
-    summary can tell (a p95 over its limit).
+    summary can tell (a p95 over its limit). ``pooled``: judged on all tasks of the
+    level together although the cell is one task's (its counts are the level's, so
+    merging cells keeps them instead of summing).
     """
 
     bar: str
@@ -97,6 +126,7 @@ class Judgement:
     interval: tuple[float, float] | None = None
     shortfalls: tuple[Shortfall, ...] = ()
     reason: str = ""
+    pooled: bool = False
 
     @property
     def fraction(self) -> float | None:
@@ -106,25 +136,33 @@ class Judgement:
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """What a bar judges: one summary group of a run (a target at a level) and, when
-    the cell is one task, that task's part of it (None: all its tasks, pooled)."""
+    the cell is one task, that task's part of it (None: all its tasks, pooled).
+    ``latency_pooled``: the cell is one task's, but its latency is judged on the whole
+    group (too few requests per task; the task's answers are still its own)."""
 
     run: RunInfo
     group: Group
     task: TaskGroup | None = None
+    latency_pooled: bool = False
+
+    @property
+    def latency_part(self) -> Group | TaskGroup:
+        """The requests the SLOs are judged on."""
+        return self.group if self.task is None or self.latency_pooled else self.task
 
     @property
     def counts_n(self) -> int:
         """Requests judged: ok + failed (cancelled ones were never answered)."""
-        counts = self.task.counts if self.task is not None else self.group.counts
+        counts = self.latency_part.counts
         return counts.ok + counts.error
 
     @property
     def ok(self) -> int:
-        return (self.task.counts if self.task is not None else self.group.counts).ok
+        return self.latency_part.counts.ok
 
     @property
     def failed(self) -> int:
-        return (self.task.counts if self.task is not None else self.group.counts).error
+        return self.latency_part.counts.error
 
 
 class Bar(Protocol):
@@ -149,17 +187,54 @@ class SloBar:
     name: str = "SLOs"
 
     def judge(self, evidence: Evidence) -> Judgement:
-        part = evidence.task if evidence.task is not None else evidence.group
+        part = evidence.latency_part
         n = evidence.counts_n
         fraction = part.slo_met_fraction
         met = evidence.ok if fraction is None else round(fraction * n)
-        return judge_fraction(
+        judgement = judge_fraction(
             self.name,
             met,
             n,
             self.attainment,
             shortfalls=lambda: _slo_shortfalls(evidence),
         )
+        return replace(judgement, pooled=evidence.latency_pooled)
+
+
+@dataclass(frozen=True, slots=True)
+class PassRateBar:
+    """Answer quality: a task's checked answers (summary ``quality``) must pass at
+    the task's bar (:func:`pass_bar`). ``attainment`` is the default bar; it never
+    sets how requests are pooled (the SLOs' does)."""
+
+    attainment: float = DEFAULT_PASS_BAR
+    name: str = PASS_RATE
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        task = evidence.task
+        if task is None:
+            # A cell of several tasks pooled: only built where no task was checked.
+            return Judgement(self.name, 0, 0, self.attainment, "unjudged", reason="pooled")
+        bar, _ = pass_bar(evidence.run.slo, task.task)
+        quality = task.quality
+        if quality is None or quality.n == 0:
+            return Judgement(self.name, 0, 0, bar, "unjudged", reason="no checked answers")
+        judgement = judge_fraction(self.name, quality.passed, quality.n, bar)
+        if judgement.verdict == "undecided":
+            needed = min_requests(bar)
+            reason = f"{quality.n} checked answers: a {bar:.0%} bar needs at least {needed}"
+            judgement = replace(judgement, reason=reason)
+        return judgement
+
+
+def checked(runs: Sequence[TierRun]) -> bool:
+    """Whether any run checked answers (then the pick must clear the pass-rate bar)."""
+    return any(
+        t.quality is not None and t.quality.n > 0
+        for r in runs
+        for g in r.summary.groups
+        for t in g.by_task
+    )
 
 
 def judge_fraction(
@@ -195,7 +270,7 @@ _SLO_STATS: Final = (
 
 def _slo_shortfalls(evidence: Evidence) -> list[Shortfall]:
     slo = evidence.run.slo
-    part = evidence.task if evidence.task is not None else evidence.group
+    part = evidence.latency_part
     out: list[Shortfall] = []
     for limit_key, what, metric, stat in _SLO_STATS:
         limit = getattr(slo, limit_key)
@@ -243,6 +318,12 @@ class Candidate:
     def judgement(self, bar: str) -> Judgement | None:
         return next((j for j in self.judgements if j.bar == bar), None)
 
+    @property
+    def pass_rate(self) -> Judgement | None:
+        """Its pass-rate judgement where its answers were checked, else None."""
+        j = self.judgement(PASS_RATE)
+        return None if j is None or j.verdict == "unjudged" else j
+
 
 @dataclass(frozen=True, slots=True)
 class Cell:
@@ -250,7 +331,8 @@ class Cell:
 
     ``pooled`` says the level was judged on all its tasks together because some
     model had fewer than ``min_requests`` requests of some task (``fewest``: the
-    fewest any had); a cell of several
+    fewest any had; with checked answers, a pooled level keeps one cell per answer,
+    its SLO judgements pooled and its pass rates per task); a cell of several
     tasks that is not pooled is several per-task cells with the same answer,
     their requests summed. ``pick`` follows the module's rule (``rule``: "cheapest"
     or "smallest"); ``runner_up`` is the next priced model that meets (for "Nx
@@ -302,6 +384,8 @@ class TierDecision:
 
     ``slo`` is the first run's SLOs (what a verdict quotes), ``slo_set`` whether any
     run set one. ``cells`` are collapsed: one per distinct answer per level.
+    ``pass_bar_default``: some checked task was judged by the default pass bar (no
+    ``[slo] min_pass_rate`` for it).
     """
 
     slo: SloInfo
@@ -309,6 +393,7 @@ class TierDecision:
     attainment: float
     bars: tuple[str, ...]
     cells: tuple[Cell, ...] = field(default=())
+    pass_bar_default: bool = False
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -322,11 +407,24 @@ class TierDecision:
     def min_requests(self) -> int:
         return min_requests(self.attainment)
 
+    @property
+    def checked(self) -> bool:
+        """Whether the pick was held to a pass-rate bar (some answers were checked)."""
+        return PASS_RATE in self.bars
+
+    def pooled_at(self, level: str) -> int | None:
+        """The fewest requests of a task at ``level`` where its SLOs were pooled."""
+        fewest = [c.fewest for c in self.cells_at(level) if c.pooled and c.fewest is not None]
+        return min(fewest) if fewest else None
+
 
 def decide_tiers(runs: Sequence[TierRun], bars: Sequence[Bar] | None = None) -> TierDecision:
     """The tier pick over ``runs`` (one, or several side by side), judged by ``bars``
-    (default: the SLOs at 95%)."""
-    use: tuple[Bar, ...] = tuple(bars) if bars else (SloBar(),)
+    (default: the SLOs at 95%, and the pass rate where some run checked answers)."""
+    if bars:
+        use: tuple[Bar, ...] = tuple(bars)
+    else:
+        use = (SloBar(), PassRateBar()) if checked(runs) else (SloBar(),)
     attainment = max(b.attainment for b in use)
     needed = min_requests(attainment)
     levels: dict[str, float | None] = {}
@@ -339,12 +437,20 @@ def decide_tiers(runs: Sequence[TierRun], bars: Sequence[Bar] | None = None) -> 
     for level in sorted(levels, key=lambda lv: level_key(lv, levels[lv])):
         cells += _level_cells(level, levels[level], per_level[level], runs, use, needed)
     first = runs[0].info.slo if runs else SloInfo()
+    default_bar = any(
+        not pass_bar(r.info.slo, t.task)[1]
+        for r in runs
+        for g in r.summary.groups
+        for t in g.by_task
+        if t.quality is not None and t.quality.n > 0
+    )
     return TierDecision(
         slo=first,
         slo_set=any(r.info.slo.any_set for r in runs),
         attainment=attainment,
         bars=tuple(b.name for b in use),
         cells=tuple(cells),
+        pass_bar_default=default_bar and any(b.name == PASS_RATE for b in use),
     )
 
 
@@ -359,10 +465,35 @@ def _level_cells(
     tasks = sorted({t.task for _, g in entries for t in g.by_task}, key=model_key)
     sizes = [t.counts.ok + t.counts.error for _, g in entries for t in g.by_task]
     fewest = min(sizes, default=0)
-    if len(tasks) <= 1 or fewest < needed:
-        # One task, or some task too small to judge alone: the level's whole groups.
+    pooled = len(tasks) > 1 and fewest < needed
+    quality = any(b.name == PASS_RATE for b in bars) and any(
+        t.quality is not None and t.quality.n > 0 for _, g in entries for t in g.by_task
+    )
+    if pooled and quality:
+        # Too few requests per task to judge latency alone, but answers are judged
+        # per task: every task its own cell, its latency the level's pooled groups.
+        per_task_pooled = [
+            replace(
+                _decided(
+                    level,
+                    load,
+                    (task,),
+                    [
+                        _candidate(run, g, t, runs, bars, latency_pooled=True)
+                        for run, g in entries
+                        for t in g.by_task
+                        if t.task == task
+                    ],
+                ),
+                pooled=True,
+                fewest=fewest,
+            )
+            for task in tasks
+        ]
+        return [replace(c, pooled=True, fewest=fewest) for c in _collapse(per_task_pooled)]
+    if not tasks or pooled:
+        # No task named, or some task too small to judge alone: the level's whole groups.
         candidates = [_candidate(run, g, None, runs, bars) for run, g in entries]
-        pooled = len(tasks) > 1
         cell = _decided(level, load, tuple(tasks) or ("all",), candidates)
         return [replace(cell, pooled=pooled, fewest=fewest if pooled else None)]
     per_task = [
@@ -391,9 +522,15 @@ def _label(run: TierRun, g: Group, runs: Sequence[TierRun]) -> str:
 
 
 def _candidate(
-    run: TierRun, g: Group, task: TaskGroup | None, runs: Sequence[TierRun], bars: Sequence[Bar]
+    run: TierRun,
+    g: Group,
+    task: TaskGroup | None,
+    runs: Sequence[TierRun],
+    bars: Sequence[Bar],
+    *,
+    latency_pooled: bool = False,
 ) -> Candidate:
-    evidence = Evidence(run.info, g, task)
+    evidence = Evidence(run.info, g, task, latency_pooled)
     size = next((t.size_b for t in run.info.targets if t.key == (g.endpoint, g.model)), None)
     return Candidate(
         run_key=run.key,
@@ -449,6 +586,10 @@ def _merge(parts: Sequence[Candidate]) -> Candidate:
     first = parts[0]
     judgements = []
     for i, j in enumerate(first.judgements):
+        if j.pooled:
+            # The level's pooled judgement, the same in every part: counted once.
+            judgements.append(j)
+            continue
         met = sum(p.judgements[i].met for p in parts)
         n = sum(p.judgements[i].n for p in parts)
         worst: dict[str, Shortfall] = {}
@@ -458,12 +599,15 @@ def _merge(parts: Sequence[Candidate]) -> Candidate:
                     worst[s.what] = s
         interval = wilson_interval(met, n, CONFIDENCE) if n else None
         reasons = sorted({p.judgements[i].reason for p in parts if p.judgements[i].reason})
+        # Each part had the same verdict, but a per-task bar may differ: keep the
+        # strictest one shown.
+        target = max(p.judgements[i].target for p in parts)
         judgements.append(
             Judgement(
                 j.bar,
                 met,
                 n,
-                j.target,
+                target,
                 j.verdict,
                 interval,
                 tuple(worst.values()),

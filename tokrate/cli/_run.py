@@ -312,10 +312,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_tables(result: RunResult, out: Console) -> None:
-    """The summary table (a capacity search's table under it) and the baseline
-    comparison, as ``tokrate compare`` draws it. This process measured the run: these
-    renderers import nothing heavy (tokrate.report.terminal)."""
-    from tokrate.analysis.routing import routing_table, verdict_lines
+    """The summary table (a capacity search's table under it), the answer-quality
+    table, the baseline comparison as ``tokrate compare`` draws it, and last the
+    verdict: one sentence per decision of the tier pick, which holds each task to its
+    pass-rate bar where answers were checked (so routing.json and the verdict agree).
+    This process measured the run: these renderers import nothing heavy
+    (tokrate.report.terminal)."""
     from tokrate.analysis.tier_pick import TierRun, decide_tiers
     from tokrate.report.comparison import render_table
     from tokrate.report.quality_text import render_quality
@@ -323,23 +325,23 @@ def _print_tables(result: RunResult, out: Console) -> None:
     from tokrate.report.tier_text import render_verdict
     from tokrate.runfolder.store import load_run_info, read_routing
 
+    decision = None
     if result.summary is not None:
         name = result.label or result.run_dir.name
         render_summary(result.summary, out, title=f"tokrate run {name}")
         if result.summary.capacity is not None:
             out.print()
             render_capacity(result.summary.capacity, out)
-        # The tier pick in words ends the summary (analysis.tier_pick decides over the
-        # summary and run.json, report.tier_text says it).
+        # Answer quality, when answers were checked (the routes' evidence is in
+        # routing.json; the verdict below holds each pick to the same bar).
+        render_quality(result.summary, read_routing(result.run_dir), out)
         info = load_run_info(result.run_dir)
         decision = decide_tiers([TierRun(info.name, result.summary, info)])
-        if decision.cells:
-            out.print()
-            render_verdict(decision, out)
-        # Answer quality and the routing table, when answers were checked.
-        routing = routing_table(result.summary, info)
-        lines = [] if routing is None else list(verdict_lines(routing))
-        render_quality(result.summary, read_routing(result.run_dir), lines, out)
     if result.comparison is not None:
         out.print()
         render_table(result.comparison, out)
+    # The tier pick in words ends the output (analysis.tier_pick decides over the
+    # summary and run.json, report.tier_text says it).
+    if decision is not None and decision.cells:
+        out.print()
+        render_verdict(decision, out)

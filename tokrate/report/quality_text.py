@@ -1,14 +1,15 @@
 """The terminal's answer-quality table and routing sentences (lean: rich only).
 
 Printed under the summary table when a run checked answers (docs/quality.md): one row per
-model x task (the highest load level's group, where quality does not depend on load but
-the route does) with n judged, passed, the pass rate and its Wilson 95% interval, then
-one routing sentence per task from routing.json.
+model x task, summed over load levels (a check's verdict does not depend on the load),
+with n judged, passed, the pass rate and its Wilson 95% interval, then a line naming
+routing.json. The sentences that pick a tier per task are the tier pick's verdict
+(report.tier_text), printed last.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from rich import box
@@ -56,10 +57,10 @@ def quality_rows(summary: Summary) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_quality(
-    summary: Summary, routing: Mapping[str, Any] | None, lines: Sequence[str], console: Console
-) -> None:
-    """The quality table and the routing sentences (nothing when nothing was checked)."""
+def render_quality(summary: Summary, routing: Mapping[str, Any] | None, console: Console) -> None:
+    """The quality table (nothing when nothing was checked), and where routing.json
+    holds the per-task routes; the verdict sentences (report.tier_text) hold each
+    pick to the same pass-rate bar."""
     rows = quality_rows(summary)
     if not rows:
         return
@@ -69,9 +70,12 @@ def render_quality(
     for row in rows:
         table.add_row(*(Text(c) for c in row))
     console.print()
-    console.print(Text("answer quality (checked prompts; docs/quality.md)"))
+    console.print(Text("answer quality (checked prompts, all load levels; docs/quality.md)"))
     console.print(table)
     if routing is not None:
-        console.print(Text(f"routing at {routing.get('level')} (routing.json):"))
-        for line in lines:
-            console.print(Text(f"  {line}"))
+        console.print(
+            Text(
+                f"routing.json: each task's route at {routing.get('level')} with every "
+                "model's evidence; the verdict below holds each pick to the same bar."
+            )
+        )

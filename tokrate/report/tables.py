@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from tokrate.analysis.tier_pick import Candidate, Judgement, TierDecision
+from tokrate.analysis.tier_pick import PASS_RATE, Candidate, Judgement, TierDecision
 from tokrate.report.comparison import describe_change
 from tokrate.report.tier_text import candidate_text, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
@@ -241,7 +241,7 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
         note=_tier_note(decision),
         wrap=tuple(h in ("tasks", "also meets", "does not meet") for h in header),
     )
-    bars = tuple(f"{b} met (95% CI)" if b != "SLOs" else "SLO met (95% CI)" for b in decision.bars)
+    bars = tuple(_bar_header(b) for b in decision.bars)
     header = (
         "load",
         "tasks",
@@ -261,6 +261,14 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
         wrap=tuple(h in ("tasks", "why not") for h in header),
     )
     return pick_table, evidence_table
+
+
+def _bar_header(bar: str) -> str:
+    if bar == "SLOs":
+        return "SLO met (95% CI)"
+    if bar == PASS_RATE:
+        return "pass rate (95% CI)"
+    return f"{bar} met (95% CI)"
 
 
 def _cost_cell(c: Candidate) -> str:

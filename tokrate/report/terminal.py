@@ -20,17 +20,22 @@ from rich.text import Text
 
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.summary import Group, Summary
-from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_tps
+from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
 
 __all__ = ["BUFFERED_MARK", "capacity_level", "render_capacity", "render_summary"]
 
 
 #: Terminal table columns: (key, header, justify right). Units live in the headers,
 #: so cells are bare numbers and the table fits 80 columns.
+#: The decision columns (SLO met, goodput, cost) come first after the names, as in the
+#: report's summary table: what decides a tier is read before the detail.
 _TERMINAL_COLUMNS: Final = (
     ("endpoint", "endpoint", False),
     ("model", "model", False),
     ("load", "load", False),
+    ("slo_met", "SLO\nmet", True),
+    ("goodput", "goodput\nreq/s", True),
+    ("cost", "$ / M\nout", True),
     ("ok", "ok", True),
     ("err", "err", True),
     ("ttft_p50", "TTFT\np50 ms", True),
@@ -38,7 +43,6 @@ _TERMINAL_COLUMNS: Final = (
     ("tpot_p50", "TPOT\np50 ms", True),
     ("decode", "tok/s\nstream", True),
     ("agg", "tok/s\ntotal", True),
-    ("goodput", "goodput\nreq/s", True),
 )
 
 
@@ -80,6 +84,9 @@ def _cells(g: Group) -> dict[str, str]:
         "endpoint": g.endpoint,
         "model": g.model,
         "load": g.level,
+        "slo_met": fmt_pct(g.slo_met_fraction),
+        "goodput": fmt_num(g.goodput_rps, 2),
+        "cost": DASH if g.cost is None else fmt_num(g.cost.usd_per_m_output, 2),
         "ok": str(g.counts.ok),
         "err": str(g.counts.failed),
         "ttft_p50": fmt_ms(g.ttft_s.p50, unit=False),
@@ -87,7 +94,6 @@ def _cells(g: Group) -> dict[str, str]:
         "tpot_p50": _per_token(g, fmt_ms(g.tpot_s.p50, unit=False)),
         "decode": _per_token(g, fmt_tps(g.decode_tps.p50)),
         "agg": fmt_tps(g.aggregate_output_tps),
-        "goodput": fmt_num(g.goodput_rps, 2),
     }
 
 
@@ -97,7 +103,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
     Fits 80 columns with every number whole: units sit in the headers, there are no
     vertical rules, and columns that say nothing are left out: the endpoint and the
     load level when every row has the same one, the error count when it is 0
-    everywhere (each moves into the title), goodput when no SLO is set. When the
+    everywhere (each moves into the title), SLO met and goodput when no SLO is set,
+    the cost (USD per million output tokens) when no model has a price. The
+    decision columns (SLO met, goodput, cost) come right after the names. When the
     names would have to fold, endpoint and model share one ``target`` column
     (endpoint/model).
     Only names ever wrap. A title line comes first: ``title`` (default ``tokrate run
@@ -122,7 +130,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
         if key == "err" and values == {"0"}:
             heading += " · no errors"
             continue
-        if key == "goodput" and all(g.goodput_rps is None for g in groups):
+        if key in ("slo_met", "goodput") and all(g.goodput_rps is None for g in groups):
+            continue
+        if key == "cost" and all(g.cost is None for g in groups):
             continue
         shown.append((key, header, right))
     needed = _table_width(shown, rows, names_whole=True)

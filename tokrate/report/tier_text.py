@@ -9,16 +9,30 @@ tier must hold), e.g.::
     47/48 requests (95% CI 89–100%), $0.12 per 1M output tokens, 6x cheaper than
     sim-13b, the next tier that meets.
 
-and, where no tier meets, which bar each one misses by how much. Imports nothing but
-the decision's types and the text helpers, so the measuring process can print it.
+and, where no tier meets, which bar each one misses by how much. Where answers were
+checked the pick must also clear the pass-rate bar, and the sentence says so with the
+pick's pass rate and interval and names the smaller tiers the bar excluded with
+theirs. Where the level's SLOs had to be judged on all tasks pooled (too few requests
+per task), one line before the sentences says so once, with how many requests would
+decide per task. Imports nothing but the decision's types and the text helpers, so the
+measuring process can print it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tokrate.analysis.tier_pick import Candidate, Cell, Judgement, Shortfall, TierDecision
+from tokrate.analysis.tier_pick import (
+    PASS_RATE,
+    Candidate,
+    Cell,
+    Judgement,
+    Shortfall,
+    TierDecision,
+    min_requests,
+)
 from tokrate.runfolder.run_info import SloInfo
 from tokrate.textfmt import DASH, fmt_ms
 
@@ -30,6 +44,8 @@ __all__ = [
     "cost_text",
     "interval_text",
     "judgement_text",
+    "pass_rate_text",
+    "pooled_line",
     "render_verdict",
     "slo_text",
     "tasks_text",
@@ -68,10 +84,24 @@ def interval_text(j: Judgement) -> str:
 
 
 def judgement_text(j: Judgement) -> str:
-    """ "47/48 requests (95% CI 89–100%)"."""
+    """ "47/48 requests (95% CI 89–100%)"; "30/30 requests of all tasks (...)" where
+    judged pooled; "11/11 checked answers (...)" for the pass rate."""
     if not j.n:
-        return "no requests"
-    return f"{j.met}/{j.n} requests ({interval_text(j)})"
+        return "no checked answers" if j.bar == PASS_RATE else "no requests"
+    if j.bar == PASS_RATE:
+        return f"{j.met}/{j.n} checked answers ({interval_text(j)})"
+    pooled = " of all tasks" if j.pooled else ""
+    return f"{j.met}/{j.n} requests{pooled} ({interval_text(j)})"
+
+
+def pass_rate_text(j: Judgement, *, brief: bool = False) -> str:
+    """ "pass rate 45% (95% CI 27–65%)"; ``brief``: "pass rate 45%, 95% CI 27–65%"
+    (inside brackets of its own)."""
+    if not j.n:
+        return "no checked answers"
+    if brief:
+        return f"pass rate {j.met / j.n:.0%}, {interval_text(j)}"
+    return f"pass rate {j.met / j.n:.0%} ({interval_text(j)})"
 
 
 def _usd(value: float) -> str:
@@ -103,10 +133,41 @@ def tasks_text(cell: Cell, decision: TierDecision | None = None) -> str:
         return names
     if decision is None:
         return f"{names} (pooled)"
+    if decision.checked:
+        # Said once for the level (pooled_line); the SLO part names its pooled n.
+        return names
     return (
         f"{names} (pooled: as few as {cell.fewest} requests per task, fewer than the "
         f"{decision.min_requests} a decision needs)"
     )
+
+
+def pooled_line(decision: TierDecision, level: str) -> str | None:
+    """Once per decision where ``level``'s SLOs were judged on all its tasks pooled
+    and its answers per task: why, and how many requests would decide per task."""
+    fewest = decision.pooled_at(level)
+    if fewest is None or not decision.checked:
+        return None
+    totals = [
+        j.n
+        for cell in decision.cells_at(level)
+        for c in cell.candidates
+        for j in c.judgements
+        if j.pooled
+    ]
+    needed = decision.min_requests
+    text = (
+        f"At {level} each model has as few as {fewest} requests of a task, fewer than the "
+        f"{needed} a latency decision needs, so its SLOs are judged on all its tasks "
+        "together; answers are still judged per task."
+    )
+    if totals and fewest:
+        per_level = math.ceil(needed * max(totals) / fewest)
+        text += (
+            f" For a decision per task send about {per_level} requests per model and "
+            f"level (--requests {per_level})."
+        )
+    return text
 
 
 def _shortfall(s: Shortfall) -> str:
@@ -115,11 +176,14 @@ def _shortfall(s: Shortfall) -> str:
 
 def candidate_text(c: Candidate, *, fraction: bool = True) -> str:
     """Why a candidate does not meet: its fraction (unless ``fraction`` is False)
-    and the limits it overran, its failures, or why it could not be decided."""
+    and the limits it overran, its pass rate below the bar, its failures, or why it
+    could not be decided."""
     parts = []
     for j in c.judgements:
         if j.verdict == "undecided":
             parts.append(f"undecided ({j.reason})")
+        elif j.verdict == "misses" and j.bar == PASS_RATE:
+            parts.append(f"{pass_rate_text(j)} < {j.target:.0%}")
         elif j.verdict == "misses":
             why = [_shortfall(s) for s in j.shortfalls]
             if not why and not c.failed:
@@ -132,14 +196,51 @@ def candidate_text(c: Candidate, *, fraction: bool = True) -> str:
     return ", ".join(parts) or "meets"
 
 
+def _bar_default(decision: TierDecision) -> str:
+    return " (the default; set [slo] min_pass_rate)" if decision.pass_bar_default else ""
+
+
 def _bars_text(decision: TierDecision, c: Candidate, level: str) -> str:
-    """ "TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in 47/48 requests (95% CI 89–100%)",
-    one such part per bar."""
+    """What the pick met, one part per bar: "meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at
+    c=8 in 47/48 requests (95% CI 89–100%)" ("answered ... with no SLOs set" without
+    SLOs), "passes 11/11 checked answers (...) ≥ the 90% bar"; a bar that did not apply
+    (no checked answers) is left out."""
     out = []
     for j in c.judgements:
-        what = slo_text(decision.slo) if j.bar == "SLOs" else j.bar
-        out.append(f"{what} at {level} in {judgement_text(j)}")
-    return "; ".join(out)
+        if j.verdict == "unjudged":
+            continue
+        if j.bar == PASS_RATE:
+            out.append(
+                f"passes {judgement_text(j)} ≥ the {j.target:.0%} bar{_bar_default(decision)}"
+            )
+        elif j.bar == "SLOs" and not decision.slo_set:
+            out.append(f"answered {judgement_text(j)} at {level} with no SLOs set")
+        else:
+            what = slo_text(decision.slo) if j.bar == "SLOs" else j.bar
+            out.append(f"meets {what} at {level} in {judgement_text(j)}")
+    return " and ".join(out) if len(out) == 2 else "; ".join(out)
+
+
+def _excluded_text(cell: Cell, pick: Candidate) -> str:
+    """The tiers ranked before the pick that the pass-rate bar kept out, with their
+    pass rates ("" when none)."""
+    before = cell.candidates[: cell.candidates.index(pick)]
+    if cell.rule == "cheapest" and pick.usd_per_m is not None:
+        before = (
+            tuple(
+                c
+                for c in cell.candidates
+                if c.usd_per_m is not None and c.usd_per_m < pick.usd_per_m
+            )
+            or before
+        )
+    failed = [(c, j) for c in before if (j := c.pass_rate) is not None and j.verdict == "misses"]
+    if not failed:
+        return ""
+    parts = [f"{c.label} ({pass_rate_text(j, brief=True)})" for c, j in failed]
+    bar = max(j.target for _, j in failed)
+    verb = "fails" if len(failed) == 1 else "fail"
+    return f"; {_and(parts)} {verb} the {bar:.0%} pass-rate bar"
 
 
 def _cost_clause(cell: Cell, pick: Candidate) -> str:
@@ -168,17 +269,49 @@ def _cost_clause(cell: Cell, pick: Candidate) -> str:
 
 def _pick_sentence(decision: TierDecision, cell: Cell, pick: Candidate) -> str:
     meets = _bars_text(decision, pick, cell.level)
-    return f"For {tasks_text(cell, decision)} pick {pick.label}: meets {meets}{_cost_clause(cell, pick)}."
+    cost = _cost_clause(cell, pick)
+    excluded = _excluded_text(cell, pick)
+    return f"For {tasks_text(cell, decision)} pick {pick.label}: {meets}{cost}{excluded}."
+
+
+def _bars_names(decision: TierDecision, cell: Cell) -> str:
+    names = []
+    for bar in decision.bars:
+        if bar == "SLOs":
+            names.append(slo_text(decision.slo) or "the SLOs")
+        elif bar == PASS_RATE:
+            targets = {j.target for c in cell.candidates if (j := c.pass_rate) is not None}
+            if targets:
+                names.append(f"the {max(targets):.0%} pass-rate bar{_bar_default(decision)}")
+        else:
+            names.append(bar)
+    return _and(names)
 
 
 def _none_sentence(decision: TierDecision, cell: Cell) -> str:
-    bars = slo_text(decision.slo) if decision.bars == ("SLOs",) else _and(list(decision.bars))
     misses = "; ".join(f"{c.label} {candidate_text(c)}" for c in cell.not_meeting)
+    answers = [c.pass_rate for c in cell.candidates]
+    if answers and all(j is not None and j.verdict == "undecided" for j in answers):
+        # Every tier's answers too few to judge: that is the news, whatever the SLOs say.
+        counted = [j for j in answers if j is not None]
+        few = min(j.n for j in counted)
+        needed = max(j.target for j in counted)
+        fast = [
+            c.label for c in cell.candidates if (s := c.judgement("SLOs")) and s.verdict == "meets"
+        ]
+        alone = f" By the SLOs alone: {fast[0]}." if fast else ""
+        return (
+            f"For {tasks_text(cell, decision)} there are too few checked answers at "
+            f"{cell.level} to decide: as few as {few} per tier, and a {needed:.0%} "
+            f"pass-rate bar needs at least {min_requests(needed)}; send more of those "
+            f"checked prompts (--requests) before picking a tier for it.{alone}"
+        )
     if all(c.verdict == "undecided" for c in cell.candidates):
         return (
             f"For {tasks_text(cell, decision)} there are too few requests at {cell.level} to decide: "
             f"{misses}. Run at least {decision.min_requests} requests per target and level."
         )
+    bars = _bars_names(decision, cell)
     return f"For {tasks_text(cell, decision)} no tier meets {bars} at {cell.level}: {misses}."
 
 
@@ -204,11 +337,15 @@ def _no_slo_sentence(decision: TierDecision, cell: Cell) -> str:
 
 
 def verdict_lines(decision: TierDecision) -> list[str]:
-    """One sentence per answer at the heaviest load level measured."""
+    """One sentence per answer at the heaviest load level measured (after the line
+    that says, once, why the level's SLOs were pooled, where they were)."""
     if not decision.levels:
         return []
     heaviest = decision.levels[-1]
     out = []
+    pooled = pooled_line(decision, heaviest)
+    if pooled is not None:
+        out.append(pooled)
     for cell in decision.cells_at(heaviest):
         if not decision.slo_set and decision.bars == ("SLOs",):
             out.append(_no_slo_sentence(decision, cell))
