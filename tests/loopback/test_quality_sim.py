@@ -6,11 +6,13 @@ a user check and a JSON Schema check through the real client and the run folder.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from helpers.specs import sim_spec
 
+from tokrate.analysis.checks import JUDGED_NOW_NOTE, with_verdicts
 from tokrate.analysis.compare import compare_runs
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
@@ -210,3 +212,71 @@ def test_compare_flags_a_swapped_smaller_model(tmp_path: Path) -> None:
     unchecked = compare_runs(runs[0], runs[0])
     (same,) = [r for r in unchecked.results if r.metric == "pass_rate"]
     assert same.verdict == "unchanged"
+
+
+def test_an_interrupted_or_killed_run_shows_the_quality_it_has(tmp_path: Path) -> None:
+    """A run stopped by Ctrl-C went through its finishing step: its records.parquet holds
+    the verdicts, and the report and compare read them from there. A killed run never
+    did: its records.jsonl holds the answers without verdicts, so the report and
+    compare judge them from checks.json, and say so."""
+    lines = [
+        {"id": f"q{i}", "task": "arith", "prompt": f"{i} + {i}?", "max_tokens": 8,
+         "expect": {"number": 2 * i}}
+        for i in range(24)
+    ]  # fmt: skip
+    path = tmp_path / "arith.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tiers = tmp_path / "tiers.toml"
+    tiers.write_text(
+        '[[tier]]\nname = "prod"\nparams_b = 7\nfixed_ttft_ms = 1\nfixed_itl_ms = 1\n'
+        "accuracy = 0.7\n"
+    )
+    spec = sim_spec(
+        None,
+        tmp_path / "out",
+        models=["prod"],
+        run_id="whole",
+        prompts=PromptsSpec(paths=(str(path),)),
+        requests=24,
+        concurrency=(4,),
+        simulator=SimulatorSpec(tiers_file=str(tiers)),
+    )
+    run_benchmark(spec)
+    whole = tmp_path / "out" / "whole"
+    truth = load_run(whole).records.select("request_index", "check_passed").sort("request_index")
+    assert truth["check_passed"].null_count() == 0
+    passed = int(truth["check_passed"].sum())
+    assert 0 < passed < 24  # a 0.7-accurate tier: some right, some wrong
+
+    def stopped(name: str, status: str, *, finished: bool) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(whole, folder)
+        info = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**info, "status": status}))
+        if not finished:  # killed: no finishing step, so no parquet, summary, routing
+            for file in ("records.parquet", "summary.json", "routing.json"):
+                (folder / file).unlink()
+        return folder
+
+    interrupted = stopped("interrupted", "interrupted", finished=True)
+    killed = stopped("killed", "running", finished=False)
+    # Interrupted: load_run reads the parquet, verdicts and all.
+    run = load_run(interrupted)
+    assert run.records.select("request_index", "check_passed").sort("request_index").equals(truth)
+    # Killed: records.jsonl has answers, no verdicts; with_verdicts judges them.
+    raw = load_run(killed)
+    assert raw.records["check_passed"].null_count() == 24
+    judged = with_verdicts(raw)
+    assert judged.notes == (JUDGED_NOW_NOTE,)
+    got = judged.records.select("request_index", "check_passed").sort("request_index")
+    assert got.equals(truth)
+    # Both reports show the quality, the killed one saying why it was judged late.
+    for folder in (interrupted, killed):
+        report = build_report([folder], formats=("png",))
+        markdown = (report / "summary.md").read_text()
+        assert "### Answer quality" in markdown, folder.name
+        assert f"prod pass rate {passed / 24:.0%} (95% CI" in markdown, folder.name
+        assert (JUDGED_NOW_NOTE in markdown) is (folder is killed)
+        # compare sees the same pass rate as the whole run's.
+        (row,) = [r for r in compare_runs(whole, folder).results if r.metric == "pass_rate"]
+        assert row.verdict == "unchanged" and row.baseline == row.current == passed / 24

@@ -10,17 +10,25 @@ is already in the error counts). The measuring process never runs a check.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import PromptError
 from tokrate.runfolder.checks_file import CheckEntry, read_checks
+from tokrate.runfolder.store import LoadedRun
 from tokrate.spec.expect import Expect, Outcome, judge, parse_expect
 
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["apply_checks", "judge_answers"]
+__all__ = ["JUDGED_NOW_NOTE", "apply_checks", "judge_answers", "with_verdicts"]
+
+#: The note a run judged by :func:`with_verdicts` carries (report/compare warn it).
+JUDGED_NOW_NOTE = (
+    "the run stopped before its finishing step, so its records held answers but no "
+    "verdicts: they were checked now from checks.json"
+)
 
 _KEYS = ("prompt_id", "turn", "status", "answer")
 
@@ -63,4 +71,26 @@ def apply_checks(frame: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
         pl.Series("check_passed", [o and o.passed for o in outcomes], dtype=pl.Boolean),
         pl.Series("check_score", [o and o.score for o in outcomes], dtype=pl.Float64),
         pl.Series("check_error", [o and o.error for o in outcomes], dtype=pl.String),
+    )
+
+
+def with_verdicts(run: LoadedRun) -> LoadedRun:
+    """``run`` with its answers judged when it stopped before its finishing step (a
+    killed run: records.jsonl has the answers, never the verdicts) and has checks.json;
+    saying so in its notes. Any other run comes back as it is (its records.parquet
+    already holds the verdicts, or nothing was checked)."""
+    import polars as pl
+
+    frame = run.records
+    if frame.is_empty() or "answer" not in frame.columns:
+        return run
+    judged = frame.select(
+        pl.col("check_passed").is_not_null().any() | pl.col("check_error").is_not_null().any()
+    ).item()
+    if judged or not frame.select(pl.col("answer").is_not_null().any()).item():
+        return run
+    if not read_checks(run.path):
+        return run
+    return dataclasses.replace(
+        run, records=apply_checks(frame, run.path), notes=(*run.notes, JUDGED_NOW_NOTE)
     )

@@ -46,6 +46,7 @@ from pathlib import Path
 import polars as pl
 
 from tokrate.analysis.capacity_compare import compare_capacities
+from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed
@@ -504,9 +505,10 @@ def compare_runs(
     ThresholdSet (e.g. fitted to history's noise) as is.
     Raises RunFolderError (one line) when a folder cannot be read.
     """
+    # A killed run's answers are judged here (its finishing step never ran).
     return compare_loaded(
-        load_run(Path(baseline)),
-        load_run(Path(current)),
+        with_verdicts(load_run(Path(baseline))),
+        with_verdicts(load_run(Path(current))),
         thresholds,
         settings=settings,
         confirm=load_confirmation(current),

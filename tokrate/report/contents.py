@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.compare import compare_loaded
 from tokrate.analysis.metrics import summarize
 from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
@@ -77,7 +78,8 @@ def load_inputs(run_dirs: Sequence[Path], *, hardware: str | None = None) -> Rep
     hardware), RunFolderError (unreadable run)."""
     if not run_dirs:
         raise UsageError("report: give at least one run folder")
-    runs = _unique_keys([load_run(Path(p)) for p in run_dirs])
+    # A killed run's answers are judged here (its finishing step never ran).
+    runs = _unique_keys([with_verdicts(load_run(Path(p))) for p in run_dirs])
     named = hardware or runs[0][1].info.hardware
     profile = get_hardware(named or DEFAULT_HARDWARE)
     summaries = [

@@ -447,9 +447,12 @@ def load_run_info(path: Path | str) -> RunInfo:
 def load_run(path: Path | str) -> LoadedRun:
     """Read a run folder (complete, interrupted or killed).
 
-    Records come from records.parquet when the run completed, else from records.jsonl
-    (every request that finished before the end); records of older schema versions are
-    upgraded (added columns as nulls).
+    Records come from records.parquet when the run ended through its finishing step
+    (run.json "complete" or "interrupted": the parquet was written from the whole
+    records.jsonl, with the answers' check verdicts, before run.json got its status),
+    else from records.jsonl (a killed run: every request that finished before the end,
+    no verdicts; tokrate.analysis.checks.with_verdicts judges them); records of older
+    schema versions are upgraded (added columns as nulls).
 
     Raises:
         RunFolderError: missing folder or run.json, unreadable files, or an unknown
@@ -460,7 +463,7 @@ def load_run(path: Path | str) -> LoadedRun:
     parquet = folder / _PARQUET
     jsonl = folder / _JSONL
     notes: tuple[str, ...] = ()
-    if parquet.exists() and not info.interrupted:
+    if parquet.exists() and info.status in ("complete", "interrupted"):
         try:
             records = _read_parquet(parquet)
         except RunFolderError as err:
