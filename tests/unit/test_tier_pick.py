@@ -349,7 +349,8 @@ def test_a_tier_below_the_pass_rate_bar_is_not_picked_and_the_sentence_says_why(
         "52–83%) and sim-7b (pass rate 80%, 95% CI 63–90%) fail the 90% pass-rate bar."
     )
     # The evidence table shows the pass rate beside the SLOs for every model.
-    _, evidence = tier_tables(decision)
+    picks, evidence = tier_tables(decision)
+    assert "Where answers were checked, a model must also pass the task's bar" in picks.note
     assert evidence.header[5:7] == ("SLO met (95% CI)", "pass rate (95% CI)")
     cls_rows = [r for r in evidence.rows if r[1] == "classification"]
     assert [r[6] for r in cls_rows] == [

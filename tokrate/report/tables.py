@@ -183,6 +183,14 @@ def _tier_note(decision: TierDecision) -> str:
             "set ttft_s / tpot_s / e2e_s / itl_p99_s to pick the smallest model that clears "
             "the bar."
         )
+    if decision.checked:
+        judged += (
+            " Where answers were checked, a model must also pass the task's bar ([slo] "
+            "min_pass_rate, per task [slo.min_pass_rate_by_task], default 90%), decided on "
+            "at least 1 / (1 − bar) checked answers (10 for 90%: with fewer, one wrong "
+            "answer is more than the share allowed); tasks without checks are judged on "
+            "speed alone."
+        )
     return (
         f"{judged} A fraction is decided on at least {decision.min_requests} requests (with "
         f"fewer, one request is more than the {100 - decision.attainment * 100:.0f}% allowed "
