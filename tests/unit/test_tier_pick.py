@@ -220,7 +220,7 @@ def test_where_no_tier_meets_each_miss_says_by_how_much() -> None:
         "For chat no tier meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8: "
         "sim-7b 10/40 met SLOs (95% CI 14–40%), TTFT p95 820 ms vs ≤ 500 ms (1.6x the limit); "
         "sim-13b 0/40 met SLOs (95% CI 0–9%), TPOT p95 45.0 ms vs ≤ 30 ms (1.5x the limit), "
-        "2 failed. At c=1, sim-7b meets (40/40 requests (95% CI 91–100%))."
+        "2 failed. At c=1, sim-7b meets: 40/40 requests (95% CI 91–100%)."
     )
 
 

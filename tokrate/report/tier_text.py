@@ -322,7 +322,7 @@ def _fallback(decision: TierDecision, cell: Cell) -> str:
         for other in decision.cells_at(level):
             if other.pick is not None and set(cell.tasks) <= set(other.tasks):
                 j = other.pick.judgements[0]
-                return f" At {level}, {other.pick.label} meets ({judgement_text(j)})."
+                return f" At {level}, {other.pick.label} meets: {judgement_text(j)}."
     return ""
 
 
