@@ -51,6 +51,12 @@ from typing import Any, Final, TypeVar
 import polars as pl
 
 from tokrate.analysis.buffering import buffering_exprs, stream_aggs, stream_entry
+from tokrate.analysis.cache_use import (
+    cache_aggs,
+    cache_entry,
+    cache_exprs,
+    turn_and_session_rows,
+)
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.analysis.quality import quality_aggs, quality_entry
 from tokrate.analysis.server_timings import (
@@ -64,6 +70,7 @@ from tokrate.runfolder.run_info import RunInfo, TargetInfo
 from tokrate.runfolder.summary import (
     DIST_METRICS,
     TASK_METRICS,
+    CacheUse,
     Cost,
     Distribution,
     Group,
@@ -137,9 +144,9 @@ def derive(frame: FrameT) -> FrameT:
     successive content chunks; None when buffered), ``itl_p99_req_s`` (p99 of the
     request's own gaps), ``ttft_from_scheduled_s`` (seconds, None in closed loop),
     ``end_at`` (wall-clock Unix seconds at end of stream; ``started_at`` when e2e is
-    unknown), ``is_measured`` (not warm-up), ``empty_answer`` (:func:`empty_answer_expr`)
-    and the server-timing columns of
-    :mod:`tokrate.analysis.server_timings`.
+    unknown), ``is_measured`` (not warm-up), ``empty_answer`` (:func:`empty_answer_expr`),
+    the server-timing columns of :mod:`tokrate.analysis.server_timings` and the
+    prompt-cache columns of :mod:`tokrate.analysis.cache_use`.
     """
     buffered = pl.col("buffered")
     gaps = pl.col("chunk_offsets_s").list.diff(null_behavior="drop")
@@ -149,6 +156,7 @@ def derive(frame: FrameT) -> FrameT:
     framed = frame.with_columns(
         *buffering_exprs(),
         *server_timing_exprs(),
+        *cache_exprs(),
         pl.col("tpot_s").alias("tpot_measured_s"),
     ).with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
     return framed.with_columns(
@@ -297,6 +305,7 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         *quality_aggs(),
         *stream_aggs(ok_mask()),
         *server_aggs(ok_mask()),
+        *cache_aggs(ok_mask()),
     )
     tasks_q = final.group_by([*keys, "task"]).agg(
         *_aggregations(met is not None, TASK_METRICS), *quality_aggs()
@@ -307,8 +316,9 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         .agg(pl.len().alias("n"))
     )
     retried_q = d.filter(~is_final_attempt()).group_by(keys).agg(pl.len().alias("n_retried"))
-    groups_df, tasks_df, errors_df, retried_df = pl.collect_all(
-        [groups_q, tasks_q, errors_q, retried_q]
+    turns_q, sessions_q = turn_and_session_rows(final, keys, ok_mask())
+    groups_df, tasks_df, errors_df, retried_df, turns_df, sessions_df = pl.collect_all(
+        [groups_q, tasks_q, errors_q, retried_q, turns_q, sessions_q]
     )
     groups_df = groups_df.join(retried_df, on=keys, how="left", nulls_equal=True)
     groups_df = groups_df.join(_itl_stats(d, keys), on=keys, how="left", nulls_equal=True)
@@ -320,6 +330,11 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
     for row in tasks_df.sort([*keys, "task"]).iter_rows(named=True):
         by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None))
 
+    turns: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in turns_df.iter_rows(named=True):
+        turns.setdefault(_key(row), []).append(row)
+    sessions = {_key(row): row for row in sessions_df.iter_rows(named=True)}
+
     slo_set = met is not None
     groups = [
         _group_entry(
@@ -328,6 +343,7 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
             run,
             errors.get(_key(row), {}),
             tuple(by_task.get(_key(row), ())),
+            cache_entry(row, turns.get(_key(row), ()), sessions.get(_key(row))),
         )
         for row in groups_df.iter_rows(named=True)
     ]
@@ -408,6 +424,7 @@ def _group_entry(
     run: RunInfo,
     errors: Mapping[str, int],
     by_task: tuple[TaskGroup, ...],
+    cache: CacheUse | None = None,
 ) -> Group:
     start, end = row["window_start"], row["window_end"]
     window_s = None if start is None or end is None or end <= start else float(end - start)
@@ -442,4 +459,5 @@ def _group_entry(
         stream=stream_entry(row),
         server=server_entry(row),
         quality=quality_entry(row),
+        cache=cache,
     )

@@ -59,6 +59,10 @@ def _usage(usage: Any, *, with_output: bool) -> dict[str, int]:
         out["prompt_tokens"] = sum(_count(usage.get(k), k) for k in _INPUT_PARTS)
     if usage.get("cache_read_input_tokens") is not None:
         out["cached_tokens"] = _count(usage["cache_read_input_tokens"], "cache_read_input_tokens")
+    if usage.get("cache_creation_input_tokens") is not None:
+        out["cache_write_tokens"] = _count(
+            usage["cache_creation_input_tokens"], "cache_creation_input_tokens"
+        )
     return out
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "build_request",
     "new_unique_prefix",
     "probe_request",
+    "request_id_value",
     "request_url",
     "target_api",
     "with_max_completion_tokens",
@@ -146,6 +147,16 @@ class RequestSettings:
     extra_body: tuple[tuple[str, Any], ...] = ()
     headers: tuple[tuple[str, str], ...] = ()
     body_overrides: tuple[tuple[str, Any], ...] = ()
+    #: ``[client] request_id_header``: the header a request's id rides in ("" none).
+    request_id_header: str = "X-Request-ID"
+
+
+def request_id_value(run_id: str, scenario: str, request_index: int, attempt: int = 1) -> str:
+    """The id a request is sent with: ``{run_id}.{scenario}.{request_index}``, plus
+    ``.a{attempt}`` on a retry; characters a header value or a log search would trip
+    on (anything but letters, digits and ``._:=-``) become ``_``."""
+    raw = f"{run_id}.{scenario}.{request_index}" + (f".a{attempt}" if attempt > 1 else "")
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._:=-") else "_" for ch in raw)
 
 
 def target_api(target: Target, settings: RequestSettings) -> str:
@@ -339,6 +350,7 @@ def build_request(
     api_key: str | None,
     max_tokens_field: str | None = None,
     keep_text: bool = False,
+    request_id: str | None = None,
 ) -> PreparedRequest:
     """Build the request for one prompt against one target.
 
@@ -351,7 +363,8 @@ def build_request(
     ``shared_messages`` (or to the prompt text), so a shared prefix stays cacheable.
     A prompt with ``exact_output`` asks for exactly ``max_tokens`` (ignore_eos +
     min_tokens). ``keep_text`` makes the client keep the answer's text (session
-    turns). Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
+    turns). ``request_id`` rides in ``settings.request_id_header`` (configured headers
+    may replace it). Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
     model/messages/prompt/input/stream. ``include_usage`` only matters to chat and
     completions (the typed protocols always report usage).
 
@@ -378,6 +391,9 @@ def build_request(
     headers = _merge_headers(
         [("Content-Type", "application/json"), ("Accept", "text/event-stream")],
         auth_headers(target, api, api_key),
+        [(settings.request_id_header, request_id)]
+        if request_id and settings.request_id_header
+        else [],
         settings.headers,
         endpoint.headers,
         model.headers,

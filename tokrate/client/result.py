@@ -17,6 +17,9 @@ docs/run-folder.md and docs/definitions.md define it:
 - ``response_model`` = the first ``model`` a chunk carried, raw (None: none did)
 - ``cached_tokens`` = usage.prompt_tokens_details.cached_tokens, else the server
   timings' ``cache_n`` (llama.cpp), else None
+- ``cached_tokens_source`` = the response field that count came from
+- ``cache_write_tokens`` = usage's cache writes (Anthropic ``cache_creation_input_tokens``)
+- ``request_id`` = the id the request was sent with (RecordContext)
 - ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``)
 - ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
 """
@@ -32,7 +35,14 @@ from tokrate.runfolder.records import RequestRecord
 if TYPE_CHECKING:
     from tokrate.inputs.tokencount import TokenCounter
 
-__all__ = ["NS_PER_S", "RecordContext", "StreamResult", "build_record", "cached_prompt_tokens"]
+__all__ = [
+    "NS_PER_S",
+    "RecordContext",
+    "StreamResult",
+    "build_record",
+    "cached_prompt_tokens",
+    "cached_tokens_source",
+]
 
 NS_PER_S: Final = 1_000_000_000
 
@@ -134,6 +144,29 @@ class RecordContext:
     #: The model's tokenizer (``[[model]] tokenizer``): without usage, the answer's
     #: text is counted with it (``tokens_source = "tokenizer"``) instead of its chunks.
     token_counter: TokenCounter | None = None
+    #: The id the request was sent with (``[client] request_id_header``).
+    request_id: str | None = None
+
+
+#: Where each protocol's usage reports cached prompt tokens (record
+#: ``cached_tokens_source``).
+_CACHED_FIELD: Final = {
+    "chat": "prompt_tokens_details.cached_tokens",
+    "completions": "prompt_tokens_details.cached_tokens",
+    "responses": "input_tokens_details.cached_tokens",
+    "anthropic": "cache_read_input_tokens",
+}
+
+
+def cached_tokens_source(
+    api: str, usage: dict[str, int] | None, timings: dict[str, float] | None
+) -> str | None:
+    """The response field :func:`cached_prompt_tokens` read (None: none reported)."""
+    if usage is not None and "cached_tokens" in usage:
+        return _CACHED_FIELD.get(api, "usage")
+    if cached_prompt_tokens(None, timings) is not None:
+        return "timings.cache_n"
+    return None
 
 
 def cached_prompt_tokens(
@@ -252,6 +285,9 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         else result.connect_ns / NS_PER_S,
         response_model=result.response_model,
         cached_tokens=cached_prompt_tokens(usage, result.server_timings),
+        cached_tokens_source=cached_tokens_source(result.api, usage, result.server_timings),
+        cache_write_tokens=None if usage is None else usage.get("cache_write_tokens"),
+        request_id=c.request_id,
         server_timings=result.server_timings,
         extra=notes,
         session_id=c.session_id,

@@ -29,7 +29,12 @@ import anyio
 
 from tokrate.client.base import StreamClient
 from tokrate.client.fallbacks import MAX_COMPLETION_NOTE
-from tokrate.client.request import PreparedRequest, build_request, new_unique_prefix
+from tokrate.client.request import (
+    PreparedRequest,
+    build_request,
+    new_unique_prefix,
+    request_id_value,
+)
 from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.inputs.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens, prompt_text
 from tokrate.inputs.targets import Target
@@ -98,7 +103,13 @@ class Sender:
         self.slots: dict[int, SendSlot] = {}
 
     def _request(
-        self, target: Target, prompt: Prompt, *, unique_prefix: str | None, keep_text: bool
+        self,
+        target: Target,
+        prompt: Prompt,
+        *,
+        unique_prefix: str | None,
+        keep_text: bool,
+        request_id: str | None,
     ) -> PreparedRequest:
         endpoint = target.endpoint.name
         s = self.settings.request
@@ -110,6 +121,7 @@ class Sender:
             unique_prefix=unique_prefix,
             api_key=self.api_keys.get(endpoint),
             keep_text=keep_text,
+            request_id=request_id,
             max_tokens_field="max_completion_tokens"
             if (endpoint, target.model.name) in self.completion_limit
             else None,
@@ -190,11 +202,17 @@ class Sender:
             counter = (
                 None if target.model.tokenizer is None else cached_counter(target.model.tokenizer)
             )
+            request_id = (
+                request_id_value(context.run_id, context.scenario, request_index, attempt)
+                if self.settings.request.request_id_header
+                else None
+            )
             req = self._request(
                 target,
                 prompt,
                 unique_prefix=unique_prefix,
                 keep_text=session is not None or counter is not None or checked,
+                request_id=request_id,
             )
             self.emit(
                 RequestStarted(
@@ -240,6 +258,7 @@ class Sender:
                     session_id=None if session is None else session[0],
                     turn=None if session is None else session[1],
                     token_counter=counter,
+                    request_id=request_id,
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)

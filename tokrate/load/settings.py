@@ -45,6 +45,7 @@ class WorkerSettings:
                 include_usage=c.include_usage,
                 ignore_eos=spec.load.ignore_eos,
                 unique_prompts=c.unique_prompts,
+                request_id_header=c.request_id_header,
                 max_response_chunks=c.max_response_chunks,
                 max_response_bytes=c.max_response_bytes,
                 extra_body=c.extra_body,

@@ -22,6 +22,7 @@ from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warning
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.errors import UsageError
 from tokrate.hardware import HardwareProfile, get_hardware
+from tokrate.report import cache_section as _cache
 from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
 from tokrate.report import connect as _connect
@@ -230,6 +231,7 @@ TABLES: Final[tuple[TableDeclaration, ...]] = (
     summary_tables,
     _quality.quality_tables,
     _streams.stream_tables,
+    _cache.cache_tables,
 )
 
 #: Charts, in report order.
@@ -244,6 +246,7 @@ CHARTS: Final[tuple[ChartDeclaration, ...]] = (
     _server_load.server_load_chart,
     _core.cost_vs_speed,
     _streams.client_vs_server_chart,
+    _cache.cache_chart,
     _connect.connect_entry,
     _workloads.turn_entry,
 )

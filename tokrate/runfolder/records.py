@@ -24,6 +24,10 @@ keep loading every version listed here):
        ``check_passed`` / ``check_score`` / ``check_error`` (null in records.jsonl;
        records.parquet has them after the checks ran). Older records load with all four
        null.
+    5: ``request_id`` (the request id tokrate sent, ``X-Request-ID`` by default),
+       ``cached_tokens_source`` (the response field ``cached_tokens`` was read from),
+       ``cache_write_tokens`` (prompt tokens the server wrote to its cache: Anthropic
+       ``cache_creation_input_tokens``). Older records load with these null.
 """
 
 from __future__ import annotations
@@ -57,12 +61,13 @@ __all__ = [
     "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 4
+RECORD_SCHEMA_VERSION: Final = 5
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
     3: "response_model, cached_tokens, server_timings, stamp_source, session_id, turn",
     4: "answer (checked prompts only), check_passed, check_score, check_error",
+    5: "request_id, cached_tokens_source, cache_write_tokens",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -80,6 +85,9 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "check_passed": 4,
     "check_score": 4,
     "check_error": 4,
+    "request_id": 5,
+    "cached_tokens_source": 5,
+    "cache_write_tokens": 5,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -156,6 +164,9 @@ class RequestRecord:
     check_passed: bool | None = None
     check_score: float | None = None
     check_error: str | None = None
+    request_id: str | None = None
+    cached_tokens_source: str | None = None
+    cache_write_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -253,6 +264,9 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "check_passed": "Boolean",
     "check_score": "Float64",
     "check_error": "String",
+    "request_id": "String",
+    "cached_tokens_source": "String",
+    "cache_write_tokens": "Int64",
     "extra": "String",
 }
 

@@ -23,6 +23,9 @@ readers keep loading every version listed):
     3: groups and their ``by_task`` entries carry ``quality`` (checked answers: n,
        passed, rate, rate_ci, mean_score, check_errors; :class:`Quality`), null when
        nothing was checked. Older files load with quality None.
+    4: groups carry ``cache`` (what the server said about its prompt cache:
+       :class:`CacheUse`, null when no request reported cached tokens). Older
+       files load with ``cache`` None.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ __all__ = [
     "DIST_METRICS",
     "SUMMARY_SCHEMA_HISTORY",
     "SUMMARY_SCHEMA_VERSION",
+    "CacheUse",
     "Cost",
     "Distribution",
     "Group",
@@ -51,14 +55,16 @@ __all__ = [
     "StreamShape",
     "Summary",
     "TaskGroup",
+    "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 3
+SUMMARY_SCHEMA_VERSION: Final = 4
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
     " per-token distributions without buffered requests",
     3: "quality (checked answers' pass rate with its Wilson interval) per group and task",
+    4: "cache (prompt-cache hit rate, TTFT cold vs cached, per turn and session) per group",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -266,6 +272,86 @@ class ServerTimings:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnCache:
+    """One turn's prompt-cache hit rate over a group's sessions."""
+
+    turn: int
+    n: int
+    hit_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "n": self.n, "hit_rate": self.hit_rate}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> TurnCache:
+        return cls(
+            turn=_int(data, "turn", where),
+            n=_int(data, "n", where),
+            hit_rate=_num(data, "hit_rate", where),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """What the server said about its prompt cache over a group's ok measured requests
+    (tokrate.analysis.cache_use; docs/run-folder.md "summary.json"): ``n`` requests
+    reported cached tokens, ``hit_requests`` of them had some; ``input_tokens`` /
+    ``cached_tokens`` their sums (each cached figure capped at its input); ``hit_rate``
+    = cached / input; ``write_tokens`` the cache writes reported apart (Anthropic
+    ``cache_creation_input_tokens``), None when no server reported them;
+    ``ttft_cold_s`` / ``ttft_cached_s`` TTFT of the requests with nothing / something
+    cached, ``cached_share_p50`` the median cached share of the latter's prompts;
+    ``by_turn`` per turn of sessions, ``session_hit_rate`` over sessions."""
+
+    n: int
+    hit_requests: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    write_tokens: int | None = None
+    hit_rate: float | None = None
+    ttft_cold_s: Distribution = Distribution()
+    ttft_cached_s: Distribution = Distribution()
+    cached_share_p50: float | None = None
+    by_turn: tuple[TurnCache, ...] = ()
+    session_hit_rate: Distribution = Distribution()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "hit_requests": self.hit_requests,
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "write_tokens": self.write_tokens,
+            "hit_rate": self.hit_rate,
+            "ttft_cold_s": self.ttft_cold_s.to_dict(),
+            "ttft_cached_s": self.ttft_cached_s.to_dict(),
+            "cached_share_p50": self.cached_share_p50,
+            "by_turn": [t.to_dict() for t in self.by_turn],
+            "session_hit_rate": self.session_hit_rate.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> CacheUse:
+        turns = data.get("by_turn") or []
+        if not isinstance(turns, list):
+            raise _bad(where, "by_turn must be a list")
+        written = data.get("write_tokens")
+        return cls(
+            n=_int(data, "n", where),
+            hit_requests=_int(data, "hit_requests", where),
+            input_tokens=_int(data, "input_tokens", where),
+            cached_tokens=_int(data, "cached_tokens", where),
+            write_tokens=None if written is None else _int(data, "write_tokens", where),
+            hit_rate=_num(data, "hit_rate", where),
+            **_dists(data, ("ttft_cold_s", "ttft_cached_s", "session_hit_rate"), where),
+            cached_share_p50=_num(data, "cached_share_p50", where),
+            by_turn=tuple(
+                TurnCache.from_dict(t, f"{where}: by_turn[{i}]") for i, t in enumerate(turns)
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TaskGroup:
     """One task's part of a group (same counting rules)."""
 
@@ -328,6 +414,7 @@ class Group:
     stream: StreamShape | None = None
     server: ServerTimings | None = None
     quality: Quality | None = None
+    cache: CacheUse | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -379,6 +466,7 @@ class Group:
                 "stream": None if self.stream is None else self.stream.to_dict(),
                 "server": None if self.server is None else self.server.to_dict(),
                 "quality": None if self.quality is None else self.quality.to_dict(),
+                "cache": None if self.cache is None else self.cache.to_dict(),
             }
         )
         return out
@@ -420,6 +508,9 @@ class Group:
             if data.get("server") is not None
             else None,
             quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
+            cache=CacheUse.from_dict(_obj(data, "cache", where), f"{where}: cache")
+            if data.get("cache") is not None
+            else None,
         )
 
 

@@ -188,6 +188,10 @@ class ClientSpec:
     #: Prepend a short random prefix to every prompt so provider prompt caching cannot
     #: flatter TTFT.
     unique_prompts: bool = True
+    #: The header every request carries its id in (``{run_id}.{scenario}.{index}``,
+    #: ``.a2`` on a retry), stored in the record's ``request_id`` so a request can be
+    #: found in the server's logs and traces; "" sends none.
+    request_id_header: str = "X-Request-ID"
     #: Open the pool's connections before each scenario's measured window, so TTFT
     #: never carries a TCP/TLS handshake; False measures cold starts (then the TTFT of
     #: a request that opened a connection includes its set-up, ``connect_s``).

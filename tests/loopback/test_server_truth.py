@@ -1,0 +1,128 @@
+"""What the server knew, per request, against the simulator's truth log: the request id
+tokrate sends, the prompt-cache figures its usage reports, and their summary (hit rate,
+TTFT cold vs cached) in summary.json, summary.md and report.html.
+
+No timing band here: every figure is a count the simulator also wrote to its truth
+log, or a TTFT compared with its own other half of the same run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from helpers.specs import sim_spec
+
+from tokrate.load.run import run_benchmark
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.store import load_run
+from tokrate.spec import ClientSpec, PromptsSpec, SharedPrefixSpec
+
+
+def _truth(log: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in log.read_bytes().splitlines() if line]
+
+
+def test_shared_prefix_hit_rate_and_ttft_split_are_the_simulators(
+    start_sim: Any, tmp_path: Path
+) -> None:
+    """A shared-prefix run (one 2,048-token prefix and a control set whose prefixes all
+    differ) on the simulator with its prefix cache on: every record carries the id it
+    was sent with and the cached tokens the simulator says it served; the group's
+    hit rate, token sums and cold/cached request counts are the truth log's; cached
+    requests' TTFT is below cold ones' (the prefill they skipped); the summary, its
+    markdown and the report show the split."""
+    log = tmp_path / "truth.jsonl"
+    # Real time and a 7B tier: a cold 2,085-token prefill takes ~120 ms of modelled
+    # compute, a cached one ~2 ms: far apart from any scheduling noise of a busy machine.
+    url = start_sim(truth_log=str(log), prefix_cache=True, time_scale=1.0)
+    prompts = PromptsSpec(
+        shared_prefix=SharedPrefixSpec(
+            prefix_tokens=2048, input_tokens=32, output_tokens=4, count=4
+        )
+    )
+    spec = sim_spec(
+        url,
+        tmp_path,
+        models=["sim-7b"],
+        prompts=prompts,
+        report=True,
+        concurrency=(1,),
+        requests=8,
+    )
+    result = run_benchmark(spec, quiet=True)
+    run = load_run(Path(result.run_dir))
+    records = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    truth = {row["request"]["headers"]["x-request-id"]: row for row in _truth(log)}
+
+    # Every request went out with its own id, and the server saw that id.
+    ids = [r.request_id for r in records]
+    assert all(ids) and len(set(ids)) == len(ids)
+    assert all(r.request_id == f"run.{r.scenario}.{r.request_index}" for r in records)
+    assert set(ids) <= set(truth)
+    # Per request: the cached figure is the simulator's, read from chat usage.
+    for r in records:
+        assert r.cached_tokens == truth[r.request_id]["cached_tokens"]  # type: ignore[index]
+        assert r.cached_tokens_source == "prompt_tokens_details.cached_tokens"
+        assert r.cache_write_tokens is None
+
+    measured = [r for r in records if r.status == "ok" and not r.warmup]
+    rows = [truth[r.request_id] for r in measured]  # type: ignore[index]
+    assert run.summary is not None
+    (group,) = run.summary.groups
+    cache = group.cache
+    assert cache is not None
+    assert cache.n == len(measured)
+    assert cache.input_tokens == sum(row["input_tokens"] for row in rows)
+    assert cache.cached_tokens == sum(row["cached_tokens"] for row in rows)
+    assert cache.hit_rate == pytest.approx(cache.cached_tokens / cache.input_tokens)
+    hits = [row for row in rows if row["cached_tokens"] > 0]
+    assert cache.hit_requests == len(hits) == cache.ttft_cached_s.n
+    assert cache.ttft_cold_s.n == len(rows) - len(hits)
+    # Each of the 8 prompts is sent once, so only the shared-prefix task can hit (every
+    # control prefix differs); after the first shared request, each one finds the 2,048
+    # tokens (128 blocks of 16) cached.
+    assert {r.task for r in measured if truth[r.request_id]["cached_tokens"]} == {"shared-prefix"}  # type: ignore[index]
+    assert min(row["cached_tokens"] for row in hits) >= 2048
+    assert 0.0 < cache.hit_rate < 1.0
+    assert cache.cached_share_p50 is not None and cache.cached_share_p50 > 0.9
+    assert cache.ttft_cached_s.p50 < cache.ttft_cold_s.p50  # type: ignore[operator]
+    assert cache.by_turn == ()  # no sessions in this workload
+
+    summary_json = orjson.loads((run.path / "summary.json").read_bytes())
+    assert summary_json["groups"][0]["cache"]["cached_tokens"] == cache.cached_tokens
+    split = (
+        f"{cache.ttft_cold_s.p50 * 1e3:,.0f}"  # type: ignore[operator]
+        if cache.ttft_cold_s.p50 >= 0.1  # type: ignore[operator]
+        else None
+    )
+    md = (run.path / "summary.md").read_text(encoding="utf-8")
+    html = (run.path / "report.html").read_text(encoding="utf-8")
+    rate = f"{cache.hit_rate * 100:.1f}%"
+    for text in (md, html):
+        assert "Prompt cache" in text and rate in text
+        assert "of the prompt cached" in text
+        if split is not None:
+            assert split in text
+    assert (run.path / "charts" / "prompt_cache.png").is_file()
+
+
+def test_the_request_id_header_is_configurable_and_can_be_off(
+    start_sim: Any, tmp_path: Path
+) -> None:
+    """``[client] request_id_header`` names the header; "" sends none and records none."""
+    log = tmp_path / "truth.jsonl"
+    url = start_sim(truth_log=str(log))
+    named = sim_spec(url, tmp_path, run_id="named", client=ClientSpec(request_id_header="X-Trace"))
+    run_benchmark(named, quiet=True)
+    off = sim_spec(url, tmp_path, run_id="off", client=ClientSpec(request_id_header=""))
+    run_benchmark(off, quiet=True)
+    headers = [row["request"]["headers"] for row in _truth(log)]
+    traced = [h["x-trace"] for h in headers if "x-trace" in h]
+    assert sorted(traced) == sorted(
+        r["request_id"] for r in load_run(tmp_path / "named").records.to_dicts()
+    )
+    assert all("x-request-id" not in h for h in headers)
+    assert load_run(tmp_path / "off").records["request_id"].is_null().all()
