@@ -15,6 +15,7 @@ import orjson
 import pytest
 from helpers.specs import sim_spec
 
+from tokrate.analysis.metrics import derive
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.store import load_run
@@ -126,3 +127,40 @@ def test_the_request_id_header_is_configurable_and_can_be_off(
     )
     assert all("x-request-id" not in h for h in headers)
     assert load_run(tmp_path / "off").records["request_id"].is_null().all()
+
+
+def test_server_timings_from_a_vllm_style_metrics_object_are_the_simulators(
+    start_sim: Any, tmp_path: Path
+) -> None:
+    """The simulator with ``request_metrics`` sends vLLM's per-request ``metrics`` object
+    with its usage: every record keeps it tagged "metrics"; the normalised columns are
+    the engine's own stamps from the truth log; client minus server TTFT is never
+    negative (one monotonic clock: the client's t0 precedes the server's arrival
+    stamp, and its first chunk follows the first token); summary.json's ``server``
+    holds the same, and the report shows it beside the client's numbers."""
+    log = tmp_path / "truth.jsonl"
+    url = start_sim(truth_log=str(log), request_metrics=True)
+    spec = sim_spec(url, tmp_path, report=True, concurrency=(2,), requests=8)
+    run = load_run(Path(run_benchmark(spec, quiet=True).run_dir))
+    truth = {row["request"]["headers"]["x-request-id"]: row for row in _truth(log)}
+    rows = derive(run.records.lazy()).collect().to_dicts()
+    assert rows and all(r["server_timings_source"] == "metrics" for r in rows)
+    for r in rows:
+        t = truth[r["request_id"]]
+        engine, received = t["engine"], t["received_ns"]
+        assert r["server_queue_s"] == pytest.approx((engine["admitted_ns"] - received) / 1e9)
+        assert r["server_ttft_s"] == pytest.approx((engine["first_token_ns"] - received) / 1e9)
+        decode_s = (engine["last_token_ns"] - engine["first_token_ns"]) / 1e9
+        assert r["server_decode_s"] == pytest.approx(decode_s)
+        assert r["server_output_tokens"] == t["output_tokens"]
+        assert r["ttft_minus_server_s"] >= 0
+        assert r["spec_acceptance"] is None
+    assert run.summary is not None
+    (group,) = run.summary.groups
+    server = group.server
+    assert server is not None and server.sources == ("metrics",)
+    measured = [r for r in rows if r["status"] == "ok" and not r["warmup"]]
+    assert server.n == server.ttft_s.n == server.queue_s.n == len(measured)
+    assert server.ttft_minus_server_s.min is not None and server.ttft_minus_server_s.min >= 0
+    md = (run.path / "summary.md").read_text(encoding="utf-8")
+    assert "Client vs server" in md and "TTFT − server" in md

@@ -254,7 +254,7 @@ def test_broken_and_newer_folders_are_skipped_with_a_warning(
     ) in text
     assert (
         f"{tmp_path / 'newsummary' / 'summary.json'}: schema_version 99 is not supported"
-        " (known: [1, 2, 3]); upgrade tokrate; using records instead"
+        " (known: [1, 2, 3, 4, 5]); upgrade tokrate; using records instead"
     ) in text
     assert f"skipping {tmp_path / 'killed'}: run status is 'running', not 'complete'" in text
     assert all("\n" not in w for w in history.warnings)

@@ -129,3 +129,58 @@ def test_report_shows_client_vs_server_only_with_timings(tmp_path: Path) -> None
     md2 = (out2 / "summary.md").read_text(encoding="utf-8")
     assert "Client vs server" not in md2.split("**Left out of the report**")[0]
     assert "client vs server: no request carried server timings" in md2
+
+
+def test_one_shape_from_llama_cpp_vllm_and_nim() -> None:
+    """The same columns whatever the source; names a source does not send stay None."""
+    vllm = {
+        "queue_time": 0.020, "prefill_time": 0.030, "ttft": 0.050, "decode_time": 0.160,
+        "mean_itl": 0.010, "num_generation_tokens": 17,
+        "speculative_decoding": {"draft_acceptance_rate": 0.62, "mean_acceptance_length": 2.1},
+    }  # fmt: skip
+    nim = {"queue_time_ms": 5.0, "ttft_ms": 40.0, "decode_time_ms": 160.0, "output_tokens": 17}
+    llama = {**_timings(160.0, prompt_ms=30.0), "draft_n": 40, "draft_n_accepted": 30}
+    frame = records_to_frame(
+        [
+            _rec(0, 0.011, vllm, server_timings_source="metrics"),
+            _rec(1, 0.011, nim, server_timings_source="stats"),
+            _rec(2, 0.011, llama, server_timings_source="timings"),
+        ]
+    )
+    v, n, ll = derive(frame).to_dicts()
+    assert (v["server_queue_s"], v["server_prefill_s"], v["server_ttft_s"]) == pytest.approx(
+        (0.020, 0.030, 0.050)
+    )
+    assert v["server_decode_tps"] == pytest.approx(16 / 0.160)
+    assert v["spec_acceptance"] == pytest.approx(0.62)
+    # Client: TTFT 50 ms, decode 16 x 11 ms = 176 ms.
+    assert v["ttft_minus_server_s"] == pytest.approx(0.0)
+    assert v["decode_minus_server_s"] == pytest.approx(0.016)
+    assert n["server_queue_s"] == pytest.approx(0.005) and n["server_prefill_s"] is None
+    assert n["server_ttft_s"] == pytest.approx(0.040) and n["server_output_tokens"] == 17
+    assert n["server_decode_s"] == pytest.approx(0.160) and n["spec_acceptance"] is None
+    # llama.cpp: no queue; its TTFT is its prompt time; acceptance from its draft counts.
+    assert ll["server_queue_s"] is None
+    assert ll["server_ttft_s"] == pytest.approx(0.030) == ll["server_prompt_s"]
+    assert ll["ttft_minus_server_s"] == pytest.approx(0.020)
+    assert ll["spec_acceptance"] == pytest.approx(0.75)
+
+    summary = summarize(frame, run_info({"run_id": "r"}))
+    (group,) = summary.groups
+    assert group.server is not None
+    assert group.server.sources == ("metrics", "stats", "timings")
+    assert group.server.spec_acceptance_p50 == pytest.approx((0.62 + 0.75) / 2)
+    assert group.server.queue_s.n == 2 and group.server.ttft_s.n == 3
+
+
+def test_the_chunk_classifier_keeps_each_source_and_nested_objects() -> None:
+    from tokrate.client.chunks import classify_chunk
+
+    usage = {"prompt_tokens": 3, "completion_tokens": 2}
+    for key in ("timings", "metrics", "stats"):
+        facts = classify_chunk(
+            {"choices": [], "usage": usage, key: {"ttft": 0.5, "x": "text", "d": {"a": 1}}}
+        )
+        assert facts.timings == {"ttft": 0.5, "d": {"a": 1}} and facts.timings_source == key
+    both = classify_chunk({"choices": [], "usage": usage, "timings": {"a": 1}, "metrics": {"b": 2}})
+    assert both.timings_source == "timings"

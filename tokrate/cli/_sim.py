@@ -50,6 +50,11 @@ def add_sim(sub: Subparsers) -> None:
         action="store_true",
         help="each tier caches prompt prefixes: a cached prefix skips its prefill",
     )
+    p.add_argument(
+        "--request-metrics",
+        action="store_true",
+        help="chat/completions usage chunks carry a vLLM-style per-request 'metrics' object",
+    )
     p.set_defaults(func=_cmd_sim)
 
 
@@ -104,6 +109,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         faults=args.faults,
         truth_log=args.truth_log,
         prefix_cache=args.prefix_cache,
+        request_metrics=args.request_metrics,
     )
 
     def ready(url: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -135,6 +135,7 @@ class StreamState:
         "response_model",
         "retry_after_s",
         "server_timings",
+        "server_timings_source",
         "tool_chunks",
         "usage",
         # Appended (merge-friendly): the protocol and its classifier.
@@ -196,7 +197,8 @@ class StreamState:
         self.connect_ns: int | None = None
         #: The first ``model`` a chunk carried, and the last timing object sent.
         self.response_model: str | None = None
-        self.server_timings: dict[str, float] | None = None
+        self.server_timings: dict[str, Any] | None = None
+        self.server_timings_source: str | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -383,6 +385,7 @@ class StreamState:
                 self.response_model = clean_model(model)
         if facts.timings is not None:
             self.server_timings = facts.timings
+            self.server_timings_source = facts.timings_source
 
     def result(
         self,
@@ -430,6 +433,7 @@ class StreamState:
             answer_text=None if self.answer_parts is None else "".join(self.answer_parts),
             response_model=self.response_model,
             server_timings=self.server_timings,
+            server_timings_source=self.server_timings_source,
             stamp_source=stamp_source,
         )
 

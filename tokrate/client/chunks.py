@@ -8,8 +8,11 @@ deltas, finish-only chunks and usage-only chunks (empty ``choices``) do not.
 Besides content, a chunk may say which model answered (``model``, kept as sent, at
 most :data:`MAX_MODEL_CHARS`), how many prompt tokens the server took from its prompt
 cache (``usage.prompt_tokens_details.cached_tokens``, or llama.cpp's
-``timings.cache_n``), and the server's own timing object (llama.cpp ``timings`` in its
-usage chunk: only finite numeric entries are kept, at most :data:`MAX_TIMING_KEYS`).
+``timings.cache_n``), and the server's own per-request timing object in its usage (or
+choice-less) chunk, under one of :data:`TIMING_KEYS` (llama.cpp ``timings``, vLLM
+``metrics``, NVIDIA NIM ``stats``): only finite numeric entries are kept, and objects
+of them one level down (vLLM's ``speculative_decoding``), at most
+:data:`MAX_TIMING_KEYS`; which key it came from is kept beside it.
 
 Pure functions over already-parsed JSON; nothing here touches the clock.
 """
@@ -23,6 +26,7 @@ __all__ = [
     "MAX_MODEL_CHARS",
     "MAX_SANE_TOKENS",
     "MAX_TIMING_KEYS",
+    "TIMING_KEYS",
     "ChunkFacts",
     "ChunkError",
     "classify_chunk",
@@ -39,6 +43,9 @@ MAX_MODEL_CHARS: Final = 256
 #: Entries of a server timing object kept (llama.cpp sends 7); more is not timing.
 MAX_TIMING_KEYS: Final = 32
 _MAX_TIMING_KEY_CHARS: Final = 64
+#: Where servers put a request's own timings in a response, looked up in this order:
+#: llama.cpp ``timings``, vLLM's per-request ``metrics``, NVIDIA NIM's ``stats``.
+TIMING_KEYS: Final = ("timings", "metrics", "stats")
 
 
 class ChunkError(ValueError):
@@ -72,6 +79,8 @@ class ChunkFacts:
         # record error class an in-band error stands for.
         "end_of_stream",
         "error_class",
+        # The response key the timing object came from (one of TIMING_KEYS).
+        "timings_source",
     )
 
     def __init__(self) -> None:
@@ -84,7 +93,8 @@ class ChunkFacts:
         self.error_code: int | None = None
         self.response_id: str | None = None
         self.model: str | None = None
-        self.timings: dict[str, float] | None = None
+        self.timings: dict[str, Any] | None = None
+        self.timings_source: str | None = None
         self.error_kind: str | None = None
         #: True for the protocol's terminator (response.completed/incomplete/failed,
         #: message_stop); chat's [DONE] is not a chunk.
@@ -154,24 +164,40 @@ def parse_usage(usage: Any) -> dict[str, int]:
     return out
 
 
-def parse_timings(timings: Any) -> dict[str, float] | None:
+def _number(value: Any) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and abs(value) <= 1e15
+    )
+
+
+def parse_timings(timings: Any, *, nested: bool = True) -> dict[str, Any] | None:
     """A server's timing object as ``{name: number}``: only entries whose key is a short
-    string and whose value a finite int or float (not bool) are kept, at most
-    :data:`MAX_TIMING_KEYS`; None when nothing usable is left. Never raises: timings
-    are the server's extra, never a reason to fail a measured stream."""
+    string and whose value a finite int or float (not bool) are kept, and (``nested``)
+    objects one level down parsed the same way (vLLM's ``speculative_decoding``), at
+    most :data:`MAX_TIMING_KEYS` entries in all; None when nothing usable is left.
+    Never raises: timings are the server's extra, never a reason to fail a measured
+    stream."""
     if not isinstance(timings, dict):
         return None
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
+    kept = 0
     for key, value in timings.items():
-        if len(out) >= MAX_TIMING_KEYS:
+        if kept >= MAX_TIMING_KEYS:
             break
         if not isinstance(key, str) or not key or len(key) > _MAX_TIMING_KEY_CHARS:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if not math.isfinite(value) or abs(value) > 1e15:
-            continue
-        out[key] = value
+        if _number(value):
+            out[key] = value
+            kept += 1
+        elif nested and isinstance(value, dict):
+            inner = parse_timings(value, nested=False)
+            if inner is not None:
+                inner = dict(list(inner.items())[: MAX_TIMING_KEYS - kept])
+                out[key] = inner
+                kept += len(inner)
     return out or None
 
 
@@ -271,9 +297,13 @@ def plain_answer(obj: object) -> object:
 
 
 def _read_timings(facts: ChunkFacts, obj: dict[str, Any]) -> None:
-    timings = obj.get("timings")
-    if timings is not None:
-        facts.timings = parse_timings(timings)
+    for key in TIMING_KEYS:
+        timings = obj.get(key)
+        if timings is not None:
+            parsed = parse_timings(timings)
+            if parsed is not None:
+                facts.timings, facts.timings_source = parsed, key
+                return
 
 
 def _merge_choice(facts: ChunkFacts, choice: object) -> None:

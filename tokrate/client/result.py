@@ -20,7 +20,8 @@ docs/run-folder.md and docs/definitions.md define it:
 - ``cached_tokens_source`` = the response field that count came from
 - ``cache_write_tokens`` = usage's cache writes (Anthropic ``cache_creation_input_tokens``)
 - ``request_id`` = the id the request was sent with (RecordContext)
-- ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``)
+- ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``,
+  vLLM ``metrics``, NIM ``stats``), ``server_timings_source`` the key it came under
 - ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
 """
 
@@ -96,7 +97,10 @@ class StreamResult:
     #: The first ``model`` a chunk carried (raw; None when no chunk did).
     response_model: str | None = None
     #: The server's own timing object (llama.cpp ``timings``), numbers only.
-    server_timings: dict[str, float] | None = None
+    server_timings: dict[str, Any] | None = None
+    #: The response key the timing object came from: "timings" (llama.cpp),
+    #: "metrics" (vLLM), "stats" (NVIDIA NIM).
+    server_timings_source: str | None = None
     #: "kernel" when every read of the response carried the kernel's receive stamp
     #: (the fast client with kernel stamps), else "user".
     stamp_source: str = "user"
@@ -159,7 +163,7 @@ _CACHED_FIELD: Final = {
 
 
 def cached_tokens_source(
-    api: str, usage: dict[str, int] | None, timings: dict[str, float] | None
+    api: str, usage: dict[str, int] | None, timings: dict[str, Any] | None
 ) -> str | None:
     """The response field :func:`cached_prompt_tokens` read (None: none reported)."""
     if usage is not None and "cached_tokens" in usage:
@@ -170,7 +174,7 @@ def cached_tokens_source(
 
 
 def cached_prompt_tokens(
-    usage: dict[str, int] | None, timings: dict[str, float] | None
+    usage: dict[str, int] | None, timings: dict[str, Any] | None
 ) -> int | None:
     """Prompt tokens the server served from its cache: usage's count, else llama.cpp's
     ``timings.cache_n`` (a non-negative whole number), else None."""
@@ -289,6 +293,7 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         cache_write_tokens=None if usage is None else usage.get("cache_write_tokens"),
         request_id=c.request_id,
         server_timings=result.server_timings,
+        server_timings_source=result.server_timings_source,
         extra=notes,
         session_id=c.session_id,
         turn=c.turn,

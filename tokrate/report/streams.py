@@ -136,6 +136,7 @@ def server_table(summaries: Summaries) -> Table | None:
         "model",
         "level",
         "with timings",
+        "source",
         "client decode tok/s p50",
         "server decode tok/s p50",
         "client vs server",
@@ -143,6 +144,11 @@ def server_table(summaries: Summaries) -> Table | None:
         "server prompt p50",
         "TTFT − prompt p50",
         "TTFT − prompt min",
+        "server queue p50",
+        "server TTFT p50",
+        "TTFT − server p50",
+        "decode − server p50",
+        "spec. acceptance p50",
     )
     rows = []
     for key, g in server_rows(summaries):
@@ -155,6 +161,7 @@ def server_table(summaries: Summaries) -> Table | None:
                 g.model,
                 g.level,
                 f"{t.n}/{g.counts.ok}",
+                ", ".join(_SOURCE_WORDS.get(s, s) for s in t.sources),
                 fmt_tps(g.decode_tps.p50),
                 fmt_tps(t.decode_tps.p50),
                 _signed_pct(t.decode_vs_server_p50),
@@ -162,18 +169,36 @@ def server_table(summaries: Summaries) -> Table | None:
                 fmt_ms(t.prompt_s.p50),
                 fmt_ms(t.ttft_minus_prompt_p50_s),
                 fmt_ms(t.ttft_minus_prompt_min_s),
+                fmt_ms(t.queue_s.p50),
+                fmt_ms(t.ttft_s.p50),
+                fmt_ms(t.ttft_minus_server_s.p50),
+                fmt_ms(t.decode_minus_server_s.p50),
+                fmt_pct(t.spec_acceptance_p50, 1),
             )
         )
     if not rows:
         return None
     note = (
-        "Server-reported timings (llama.cpp timings: decode = (predicted_n − 1) / "
-        "predicted_ms, the same n − 1 gaps as TPOT; prompt = prompt_ms). "
-        "Client vs server: median over requests of client decode tok/s ÷ server's − 1 "
-        "(negative: network + client slowed it). TTFT − prompt ≥ 0 on an honest pair."
+        "Server-reported per-request timings (llama.cpp timings, vLLM metrics, NIM stats; "
+        "docs/report.md): decode = (output tokens − 1) ÷ the server's decode time, the "
+        "same n − 1 gaps as TPOT; prompt = its prefill time. Client vs server: median "
+        "over requests of client decode tok/s ÷ server's − 1 (negative: network + client "
+        "slowed it). TTFT − prompt ≥ 0 on an honest pair. TTFT − server and decode − "
+        "server: per request, the client's TTFT and decode time (E2E − TTFT) minus the "
+        "server's (llama.cpp reports no queue: its TTFT is its prompt time), i.e. what the "
+        "network and the client added. Spec. acceptance: accepted share of drafted "
+        "tokens (speculative decoding), where reported."
     )
-    numeric = (False,) * 4 + (True,) * 8
+    numeric = (False,) * 4 + (True, False) + (True,) * 12
     return Table("Client vs server", header, tuple(rows), note=note, numeric=numeric)
+
+
+#: How each response key of a timing object reads in the table.
+_SOURCE_WORDS: Final = {
+    "timings": "llama.cpp timings",
+    "metrics": "vLLM metrics",
+    "stats": "NIM stats",
+}
 
 
 def _signed_pct(fraction: float | None) -> str:

@@ -28,6 +28,10 @@ keep loading every version listed here):
        ``cached_tokens_source`` (the response field ``cached_tokens`` was read from),
        ``cache_write_tokens`` (prompt tokens the server wrote to its cache: Anthropic
        ``cache_creation_input_tokens``). Older records load with these null.
+    6: ``server_timings_source`` (the response key ``server_timings`` came under:
+       "timings" llama.cpp, "metrics" vLLM, "stats" NVIDIA NIM); ``server_timings`` may
+       hold objects one level down (vLLM ``speculative_decoding``). Older records load
+       with it null (their timings are llama.cpp's).
 """
 
 from __future__ import annotations
@@ -61,13 +65,14 @@ __all__ = [
     "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 5
+RECORD_SCHEMA_VERSION: Final = 6
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
     3: "response_model, cached_tokens, server_timings, stamp_source, session_id, turn",
     4: "answer (checked prompts only), check_passed, check_score, check_error",
     5: "request_id, cached_tokens_source, cache_write_tokens",
+    6: "server_timings_source (timings, metrics, stats)",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -88,6 +93,7 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "request_id": 5,
     "cached_tokens_source": 5,
     "cache_write_tokens": 5,
+    "server_timings_source": 6,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -167,6 +173,7 @@ class RequestRecord:
     request_id: str | None = None
     cached_tokens_source: str | None = None
     cache_write_tokens: int | None = None
+    server_timings_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -267,6 +274,7 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "request_id": "String",
     "cached_tokens_source": "String",
     "cache_write_tokens": "Int64",
+    "server_timings_source": "String",
     "extra": "String",
 }
 

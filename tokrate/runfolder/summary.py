@@ -26,6 +26,10 @@ readers keep loading every version listed):
     4: groups carry ``cache`` (what the server said about its prompt cache:
        :class:`CacheUse`, null when no request reported cached tokens). Older
        files load with ``cache`` None.
+    5: ``server`` gains ``sources`` (the response keys the timings came under:
+       timings / metrics / stats), ``queue_s``, ``ttft_s``, ``decode_s``,
+       ``ttft_minus_server_s``, ``decode_minus_server_s`` (client minus server, per
+       request) and ``spec_acceptance_p50``. Older files load with them empty.
 """
 
 from __future__ import annotations
@@ -58,13 +62,14 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 4
+SUMMARY_SCHEMA_VERSION: Final = 5
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
     " per-token distributions without buffered requests",
     3: "quality (checked answers' pass rate with its Wilson interval) per group and task",
     4: "cache (prompt-cache hit rate, TTFT cold vs cached, per turn and session) per group",
+    5: "server: sources, queue/ttft/decode, client minus server TTFT and decode, acceptance",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -242,11 +247,17 @@ def _float_values(cls: Any, data: Mapping[str, Any], where: str) -> dict[str, An
 @dataclass(frozen=True, slots=True)
 class ServerTimings:
     """What the server said about a group's ok measured requests (llama.cpp
-    ``timings``; docs/report.md "Client vs server"): ``n`` requests carried timings;
-    ``decode_tps`` = the server's decode speed, ``prompt_s`` its prefill time;
+    ``timings``, vLLM ``metrics``, NIM ``stats``; tokrate.analysis.server_timings,
+    docs/report.md "Client vs server"): ``n`` requests carried timings, under the
+    response keys ``sources``; ``decode_tps`` = the server's decode speed, ``prompt_s``
+    its prefill time, ``queue_s`` / ``ttft_s`` / ``decode_s`` its queue wait, time to
+    first token and decode time; ``ttft_minus_server_s`` / ``decode_minus_server_s`` the
+    per-request client minus server figures (network + client overhead);
     ``decode_vs_server_p50`` = median over requests of client decode_tps / server's
     - 1 (negative: network + client cost speed); ``ttft_minus_prompt_p50_s`` /
-    ``ttft_minus_prompt_min_s`` = client TTFT - server prompt time (>= 0 when honest)."""
+    ``ttft_minus_prompt_min_s`` = client TTFT - server prompt time (>= 0 when honest);
+    ``spec_acceptance_p50`` the median accepted share of drafted tokens
+    (speculative decoding), None when not reported."""
 
     n: int
     decode_tps: Distribution = Distribution()
@@ -254,21 +265,42 @@ class ServerTimings:
     decode_vs_server_p50: float | None = None
     ttft_minus_prompt_p50_s: float | None = None
     ttft_minus_prompt_min_s: float | None = None
+    spec_acceptance_p50: float | None = None
+    sources: tuple[str, ...] = ("timings",)
+    queue_s: Distribution = Distribution()
+    ttft_s: Distribution = Distribution()
+    decode_s: Distribution = Distribution()
+    ttft_minus_server_s: Distribution = Distribution()
+    decode_minus_server_s: Distribution = Distribution()
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": self.n}
-        out.update({m: getattr(self, m).to_dict() for m in ("decode_tps", "prompt_s")})
+        out: dict[str, Any] = {"n": self.n, "sources": list(self.sources)}
+        out.update({m: getattr(self, m).to_dict() for m in _SERVER_DISTS})
         out.update({name: getattr(self, name) for name in _float_fields(self)})
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerTimings:
-        return cls(
-            n=_int(data, "n", where),
-            decode_tps=Distribution.from_dict(_obj(data, "decode_tps", where), where),
-            prompt_s=Distribution.from_dict(_obj(data, "prompt_s", where), where),
+        sources = data.get("sources") or ["timings"]
+        if not isinstance(sources, list):
+            raise _bad(where, "sources must be a list")
+        values: dict[str, Any] = {
+            **_dists(data, _SERVER_DISTS, where),
             **_float_values(cls, data, where),
-        )
+        }
+        return cls(n=_int(data, "n", where), sources=tuple(str(s) for s in sources), **values)
+
+
+#: The distributions of :class:`ServerTimings`, in summary.json order.
+_SERVER_DISTS: Final = (
+    "decode_tps",
+    "prompt_s",
+    "queue_s",
+    "ttft_s",
+    "decode_s",
+    "ttft_minus_server_s",
+    "decode_minus_server_s",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ class SimState:
     api_key: str | None
     truth: TruthLog | None
     prefix_cache: bool = False
+    request_metrics: bool = False
 
 
 class SimApp:
@@ -269,6 +270,8 @@ class SimApp:
             send=send,
             block_keys=plan.block_keys,
             answer=answer,
+            received_ns=entry.received_ns,
+            request_metrics=self.state.request_metrics,
         )
         entry.req = req
         # Logged before the final write, so a client that read the end finds the line.
@@ -414,6 +417,7 @@ class _TruthEntry:
             reasoning_tokens=req.usage().reasoning_tokens,
             input_tokens=req.input_tokens,
             cached_tokens=req.cached_tokens,
+            engine=req.engine_stamps(),
             request=self.request,
             answered_right=self.answered_right,
         )

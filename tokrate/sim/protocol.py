@@ -142,7 +142,8 @@ class ChunkBytes(StreamWire):
         """The usage-only event (``choices`` empty), sent when include_usage is true."""
         extra = b',"system_fingerprint":null' if self.chat else b""
         body = orjson.dumps(_usage(usage))
-        return self._head + extra + b',"choices":[],"usage":' + body + b"}\n\n"
+        metrics = b"" if usage.metrics is None else b',"metrics":' + orjson.dumps(usage.metrics)
+        return self._head + extra + b',"choices":[],"usage":' + body + metrics + b"}\n\n"
 
     def closing(self, finish_reason: str, usage: TokenUsage) -> bytes:
         tail = self.usage(usage) if self.include_usage else b""

@@ -60,6 +60,7 @@ class SimRequest:
     __slots__ = (
         "aborting",
         "answer",
+        "admitted_ns",
         "before_final",
         "block_keys",
         "cached_tokens",
@@ -72,9 +73,11 @@ class SimRequest:
         "done_ns",
         "error_at",
         "finish_reason",
+        "first_token_ns",
         "first_write_ns",
         "held_until_ns",
         "input_tokens",
+        "last_token_ns",
         "malformed_at",
         "next_due_ns",
         "output_tokens",
@@ -82,6 +85,8 @@ class SimRequest:
         "pending_content",
         "produced",
         "reasoning_tokens",
+        "received_ns",
+        "request_metrics",
         "send",
         "stall",
         "stall_at",
@@ -103,6 +108,8 @@ class SimRequest:
         send: Send,
         block_keys: tuple[bytes, ...] = (),
         answer: tuple[bytes, ...] | None = None,
+        received_ns: int = 0,
+        request_metrics: bool = False,
     ) -> None:
         #: The right answer's tokens (:mod:`tokrate.sim.answers`), written as the
         #: content after any reasoning; None: the filler text.
@@ -111,6 +118,14 @@ class SimRequest:
         #: prompt tokens found cached (their prefill is skipped).
         self.block_keys = block_keys
         self.cached_tokens: int | None = None
+        #: The engine's stamps (perf_counter_ns): arrival, admission into the batch,
+        #: first and last token produced; ``request_metrics`` sends them, as vLLM's
+        #: per-request metrics object, with the usage.
+        self.received_ns = received_ns
+        self.admitted_ns: int | None = None
+        self.first_token_ns: int | None = None
+        self.last_token_ns: int | None = None
+        self.request_metrics = request_metrics
         self.wire = wire
         self.stream = stream
         self.input_tokens = input_tokens
@@ -165,13 +180,42 @@ class SimRequest:
         return self.input_tokens + self.produced
 
     def usage(self) -> TokenUsage:
-        """Exact counts of what was produced so far."""
+        """Exact counts of what was produced so far (with the metrics object when
+        asked for and the answer is complete)."""
         return TokenUsage(
             self.input_tokens,
             self.produced,
             min(self.produced, self.reasoning_tokens),
             cached_tokens=self.cached_tokens,
+            metrics=self.metrics() if self.request_metrics else None,
         )
+
+    def engine_stamps(self) -> dict[str, int | None]:
+        """The truth log's ``engine`` object."""
+        return {
+            "admitted_ns": self.admitted_ns,
+            "first_token_ns": self.first_token_ns,
+            "last_token_ns": self.last_token_ns,
+        }
+
+    def metrics(self) -> dict[str, float] | None:
+        """vLLM's per-request metrics object, in seconds, from the engine's stamps:
+        ``queue_time`` (arrival to admission), ``prefill_time`` (admission to first
+        token), ``ttft`` (arrival to first token), ``decode_time`` (first to last token),
+        ``mean_itl`` (decode_time / (tokens - 1)), ``num_generation_tokens``; None
+        until the last token exists."""
+        admitted, first, last = self.admitted_ns, self.first_token_ns, self.last_token_ns
+        if admitted is None or first is None or last is None:
+            return None
+        decode_s = (last - first) / 1e9
+        return {
+            "queue_time": (admitted - self.received_ns) / 1e9,
+            "prefill_time": (first - admitted) / 1e9,
+            "ttft": (first - self.received_ns) / 1e9,
+            "decode_time": decode_s,
+            "mean_itl": decode_s / (self.produced - 1) if self.produced > 1 else 0.0,
+            "num_generation_tokens": self.produced,
+        }
 
     def produce(self, n_tokens: int, spawn: Callable[[Awaitable[None]], None]) -> bool:
         """Generate the next chunk of up to ``n_tokens`` tokens; True when generation ended.
@@ -182,6 +226,10 @@ class SimRequest:
         """
         start = self.produced
         stop = min(start + n_tokens, self.output_tokens)
+        now = perf_counter_ns()
+        if self.first_token_ns is None:
+            self.first_token_ns = now
+        self.last_token_ns = now
         if self.stream:
             if start <= self.disconnect_at < stop:
                 self.aborting = self.complete = True
@@ -392,6 +440,7 @@ class BatchEngine(_EngineBase):
             self.kv_used_tokens += head.reserved_tokens
             self.batch.append(head)
             joiners.append(head)
+            head.admitted_ns = perf_counter_ns()
             if self.prefix_cache is not None:
                 head.cached_tokens = self.prefix_cache.admit(head.block_keys, head.input_tokens)
         self.max_batch_seen = max(self.max_batch_seen, len(self.batch))

@@ -79,6 +79,9 @@ class SimConfig:
     tiers: tuple[Tier, ...] | None = None
     hardware_profile: HardwareProfile | None = None
     """Custom accelerator; wins over ``hardware`` (a tiers file's [hardware] wins over both)."""
+    request_metrics: bool = False
+    """Chat and completions usage chunks carry a vLLM-style per-request ``metrics``
+    object (queue, prefill, TTFT, decode, mean ITL, tokens: tokrate.sim.scheduler)."""
     prefix_cache: bool = False
     """Each tier keeps a prefix cache (tokrate.sim.prefix_cache): cached prompt blocks
     skip their prefill and usage reports them as cached_tokens."""
@@ -135,7 +138,16 @@ def build_state(cfg: SimConfig) -> SimState:
     timings = {t.name: TierTiming.place(t, hw, cfg.efficiency, cfg.tier_efficiency) for t in tiers}
     plan = FaultPlan(rules, names, cfg.seed)
     truth = TruthLog(cfg.truth_log) if cfg.truth_log else None
-    return SimState(timings, plan, cfg.seed, cfg.time_scale, cfg.api_key, truth, cfg.prefix_cache)
+    return SimState(
+        timings,
+        plan,
+        cfg.seed,
+        cfg.time_scale,
+        cfg.api_key,
+        truth,
+        cfg.prefix_cache,
+        cfg.request_metrics,
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -332,6 +344,8 @@ def spawn_simulator(
             args += ["--truth-log", cfg.truth_log]
         if cfg.prefix_cache:
             args.append("--prefix-cache")
+        if cfg.request_metrics:
+            args.append("--request-metrics")
         env = dict(os.environ)
         env[_PARENT_ENV] = str(os.getpid())
         if cfg.api_key:

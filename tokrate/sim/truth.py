@@ -4,7 +4,7 @@ JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
      "done_ns", "output_tokens", "reasoning_tokens", "fault", "input_tokens",
-     "cached_tokens", "request"}
+     "cached_tokens", "engine", "request"}
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
@@ -12,6 +12,10 @@ event (reasoning or answer) in every protocol, the first ``reasoning_tokens`` of
 ``output_tokens`` being reasoning. ``input_tokens`` is the prompt as the server
 counted it (null for an answer that never reached the engine: an injected error
 status); ``cached_tokens`` the part of it the prefix cache served (null with it off).
+``engine`` is the engine's own stamps (``admitted_ns``, ``first_token_ns``,
+``last_token_ns``: when the scheduler admitted the request into its batch and produced
+its first and last token; null for an answer that never reached the engine), what the
+``--request-metrics`` object is computed from.
 ``request`` is what reached the wire besides the
 prompt: ``{"body": {non-prompt fields}, "headers": {lower-cased name: value}}``,
 bounded, secret-named header values redacted (:mod:`tokrate.sim.capture`).
@@ -62,6 +66,7 @@ class TruthLog:
         *,
         input_tokens: int | None = None,
         cached_tokens: int | None = None,
+        engine: dict[str, int | None] | None = None,
         protocol: str,
         reasoning_tokens: int,
         request: dict[str, Any] | None = None,
@@ -81,6 +86,7 @@ class TruthLog:
                 "fault": fault,
                 "input_tokens": input_tokens,
                 "cached_tokens": cached_tokens,
+                "engine": engine,
                 "request": request,
                 "answered_right": answered_right,
             }

@@ -31,6 +31,9 @@ class TokenUsage:
     reasoning_tokens: int
     #: Prompt tokens the prefix cache served (None: the cache is off).
     cached_tokens: int | None = None
+    #: A vLLM-style per-request metrics object (``--request-metrics``), sent beside
+    #: usage by the chat and completions wires.
+    metrics: dict[str, float] | None = None
 
 
 class StreamWire(ABC):
