@@ -8,6 +8,7 @@ log, or a TTFT compared with its own other half of the same run.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from tokrate.analysis.metrics import derive
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.store import load_run
-from tokrate.spec import ClientSpec, PromptsSpec, SharedPrefixSpec
+from tokrate.sim.model import Tier
+from tokrate.spec import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 
 
 def _truth(log: Path) -> list[dict[str, Any]]:
@@ -164,3 +166,32 @@ def test_server_timings_from_a_vllm_style_metrics_object_are_the_simulators(
     assert server.ttft_minus_server_s.min is not None and server.ttft_minus_server_s.min >= 0
     md = (run.path / "summary.md").read_text(encoding="utf-8")
     assert "Client vs server" in md and "TTFT − server" in md
+
+
+def test_a_speculative_tier_is_flagged_above_the_bound_with_its_acceptance(
+    start_sim: Any, tmp_path: Path
+) -> None:
+    """A speculative tier (70% of 4 drafted tokens accepted: 2.77 tokens per weight
+    pass) decodes past its memory-bandwidth bound, reports its acceptance in the
+    metrics object, and the report rings its point and names it in a warning with
+    that acceptance; a plain tier of the same size beside it stays under the bound.
+    Real time (time_scale 1): the bound is physics only at that scale."""
+    plain = Tier(name="plain-7b", params_b=7.0, active_params_b=7.0,
+                 output_tokens_min=24, output_tokens_max=24)  # fmt: skip
+    spec = dataclasses.replace(plain, name="spec-7b", speculative_acceptance=0.7)
+    assert spec.speculative_speedup == pytest.approx(1 + 0.7 + 0.49 + 0.343 + 0.2401)
+    url = start_sim(tiers=(plain, spec), request_metrics=True, time_scale=1.0)
+    models = [ModelSpec("sim", t.name, params_b=7.0, bytes_per_param=2.0) for t in (plain, spec)]
+    run_spec = sim_spec(url, tmp_path, models=models, report=True, concurrency=(1,), requests=6)
+    run = load_run(Path(run_benchmark(run_spec, quiet=True).run_dir))
+    assert run.summary is not None
+    servers = {g.model: g.server for g in run.summary.groups}
+    assert servers["spec-7b"] is not None and servers["plain-7b"] is not None
+    assert servers["spec-7b"].spec_acceptance_p50 == pytest.approx(0.7)
+    assert servers["plain-7b"].spec_acceptance_p50 is None
+    md = (run.path / "summary.md").read_text(encoding="utf-8")
+    flagged = [line for line in md.splitlines() if "memory-bandwidth bound (" in line]
+    assert len(flagged) == 1 and "spec-7b" in flagged[0], flagged
+    assert "70% of drafted tokens accepted" in flagged[0]
+    html = (run.path / "report.html").read_text(encoding="utf-8")
+    assert "Ringed in red" in html  # the size chart's caption (summary.md has no charts)

@@ -145,11 +145,27 @@ def size_vs_speed(
     speed_labels: list[Label] = []
     ttft_labels: list[Label] = []
     labelled: set[str] = set()
+    ringed = False
     for name in series:
         part = points.filter(pl.col("series") == name)
         color = colors[name]
         _errorbars(ax, part, "tps", color, "o", f"{name} (median, p10–p90)")
         _errorbars(ax2, part, "ttft", color, "s", None)
+        if "above_bound" in part.columns and bool(part["above_bound"].any()):
+            # Past the bandwidth bound: the physics of plain decoding does not allow it
+            # (size_text.above_bound_warnings says why it may happen).
+            above = part.filter(pl.col("above_bound"))
+            ax.scatter(
+                above.get_column("x_params_b").to_numpy(),
+                above.get_column("tps_p50").to_numpy(),
+                s=220,
+                facecolors="none",
+                edgecolors="#d62728",
+                linewidths=1.6,
+                zorder=4,
+                label=None if ringed else "above its bandwidth bound",
+            )
+            ringed = True
         fit = fits.get(name)
         if fit is not None:
             x = part.get_column("x_params_b").to_numpy()

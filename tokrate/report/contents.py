@@ -126,14 +126,24 @@ def gather_inputs(
         records=records,
         sizes=sizes,
         groups=_data.group_table(ordered),
-        size_speed=_size_speed(records, sizes, hardware),
+        size_speed=_size_speed(records, sizes, hardware, _time_scale(runs)),
         comparisons={k: compare_loaded(first, r) for k, r in runs[1:]},
         hardware_named=hardware_named,
     )
 
 
-def _size_speed(records: Any, sizes: Any, hardware: HardwareProfile) -> SizeSpeed:
+def _time_scale(runs: Sequence[tuple[str, LoadedRun]]) -> float:
+    """The largest simulator time_scale of the runs (1 for real servers): a sped-up
+    simulator's speeds sit that many times above the bound by design (its own warning
+    says so), so only speeds past bound x this count as above the bound."""
+    return max((r.info.time_scale or 1.0 for _, r in runs), default=1.0)
+
+
+def _size_speed(
+    records: Any, sizes: Any, hardware: HardwareProfile, time_scale: float = 1.0
+) -> SizeSpeed:
     points, notes = _data.size_speed_points(records, sizes, hardware)
+    points = _size_text.mark_above_bound(points, time_scale)
     fits: dict[str, PowerLawFit] = {}
     for (series,), part in points.group_by(["series"], maintain_order=True):
         # Divide out multi-GPU bandwidth so the fit measures size alone
@@ -339,6 +349,9 @@ def _warnings(inputs: ReportInputs) -> list[str]:
             out.append(f"{prefix}{lag}")
     for key, summary in inputs.summaries:
         out += [f"{inputs.prefix(key)}{w}" for w in stability_warnings(summary.groups)]
+    out += _size_text.above_bound_warnings(
+        inputs.size_speed.points, inputs.hardware.description, inputs.summaries
+    )
     return out + _streams.buffered_warnings(inputs.summaries)
 
 

@@ -12,8 +12,17 @@ from tokrate.analysis.ordering import model_key
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, HardwareProfile
 from tokrate.report.data import ASSUMED_BYTES_PER_PARAM
+from tokrate.runfolder.summary import Summary
 
-__all__ = ["bandwidth_text", "bound_assumptions", "describe_fit", "fit_notes", "size_caption"]
+__all__ = [
+    "above_bound_warnings",
+    "bandwidth_text",
+    "bound_assumptions",
+    "describe_fit",
+    "fit_notes",
+    "mark_above_bound",
+    "size_caption",
+]
 
 
 def describe_fit(fit: PowerLawFit) -> str:
@@ -132,7 +141,59 @@ def size_caption(
             " No power law fitted: a family needs two or more models of different sizes "
             "with a measured decode speed."
         )
+    if "above_bound" in points.columns and bool(points["above_bound"].any()):
+        text += (
+            " Ringed in red: a median decode speed above its memory-bandwidth bound, which "
+            "plain decoding cannot reach: speculative decoding (several tokens per pass over "
+            "the weights), a wrong size or bytes per param, or answers served from a cache "
+            "(the warnings name each)."
+        )
     return text
+
+
+def mark_above_bound(points: pl.DataFrame, time_scale: float = 1.0) -> pl.DataFrame:
+    """``points`` with ``above_bound``: the median decode speed is past the point's
+    bandwidth bound (x ``time_scale``, a sped-up simulator's factor); False where the
+    bound is unknown."""
+    if not points.height:
+        return points.with_columns(pl.lit(False).alias("above_bound"))
+    bound = pl.col("bound_tps") * time_scale
+    return points.with_columns(
+        (bound.is_not_null() & (pl.col("tps_p50") > bound)).fill_null(False).alias("above_bound")
+    )
+
+
+def above_bound_warnings(
+    points: pl.DataFrame, hardware: str, summaries: Sequence[tuple[str, Summary]]
+) -> list[str]:
+    """One warning per point above its bandwidth bound, naming the usual causes and the
+    speculative acceptance the server reported for that model, if it did."""
+    if "above_bound" not in points.columns:
+        return []
+    acceptance: dict[tuple[str, str], float] = {}
+    for _key, summary in summaries:
+        for g in summary.groups:
+            if g.server is not None and g.server.spec_acceptance_p50 is not None:
+                acceptance.setdefault((g.endpoint, g.model), g.server.spec_acceptance_p50)
+    out = []
+    for row in points.filter(pl.col("above_bound")).iter_rows(named=True):
+        accepted = acceptance.get((row["endpoint"], row["model"]))
+        cause = (
+            f"the server reports speculative decoding ({accepted * 100:.0f}% of drafted "
+            "tokens accepted), which explains it"
+            if accepted is not None
+            else "speculative decoding, a wrong params_b or bytes_per_param, or answers "
+            "served from a cache"
+        )
+        out.append(
+            f"{row['endpoint']}/{row['model']}: median decode {row['tps_p50']:,.0f} tok/s is "
+            f"{row['tps_p50'] / row['bound_tps']:.1f}× its memory-bandwidth bound "
+            f"({row['bound_tps']:,.0f} tok/s for {row['x_params_b']:g}B active at "
+            f"{row['bytes_per_param']:g} bytes/param"
+            f"{' (assumed)' if row.get('bpp_assumed') else ''} on {hardware}), past what plain "
+            f"decoding allows: {cause}; ringed on the size chart"
+        )
+    return out
 
 
 def fit_notes(fits: Mapping[str, PowerLawFit]) -> list[tuple[str, str]]:

@@ -272,6 +272,7 @@ class SimApp:
             answer=answer,
             received_ns=entry.received_ns,
             request_metrics=self.state.request_metrics,
+            speculative=_speculative(self.state.timings.get(plan.model)),
         )
         entry.req = req
         # Logged before the final write, so a client that read the end finds the line.
@@ -421,6 +422,18 @@ class _TruthEntry:
             request=self.request,
             answered_right=self.answered_right,
         )
+
+
+def _speculative(timing: TierTiming | None) -> dict[str, float] | None:
+    """vLLM's ``speculative_decoding`` summary for a speculative tier (else None)."""
+    if timing is None or timing.tier.speculative_acceptance is None:
+        return None
+    tier = timing.tier
+    return {
+        "draft_acceptance_rate": timing.tier.speculative_acceptance,
+        "mean_acceptance_length": tier.speculative_speedup,
+        "num_spec_tokens": tier.draft_tokens,
+    }
 
 
 def _require_method(method: str, allowed: str) -> None:

@@ -108,6 +108,12 @@ class Tier:
     #: ("classification=0.95,extraction=0.8"; tasks not named get ``accuracy``).
     accuracy: float = 0.5
     task_accuracy: str | None = None
+    #: Speculative decoding: the share of drafted tokens the model accepts (0..1, None:
+    #: none) with ``draft_tokens`` drafted per verification step. Each step then yields
+    #: :attr:`speculative_speedup` tokens on average for one step's memory traffic, so
+    #: decode runs that many times past the bandwidth bound.
+    speculative_acceptance: float | None = None
+    draft_tokens: int = 4
 
     def __post_init__(self) -> None:
         where = f"tier {self.name!r}"
@@ -133,6 +139,7 @@ class Tier:
             )
         if self.reasoning_tokens < 0:
             raise SimulatorError(f"{where}: reasoning_tokens must be >= 0")
+        self._check_speculative(where)
         if self.efficiency is not None and not 0 < self.efficiency <= 1:
             raise SimulatorError(f"{where}: efficiency must be in (0, 1], got {self.efficiency}")
         if (self.fixed_ttft_ms is None) != (self.fixed_itl_ms is None):
@@ -149,6 +156,23 @@ class Tier:
     @property
     def fixed_timing(self) -> bool:
         return self.fixed_itl_ms is not None
+
+    def _check_speculative(self, where: str) -> None:
+        a = self.speculative_acceptance
+        if a is not None and not 0 <= a < 1:
+            raise SimulatorError(f"{where}: speculative_acceptance must be in [0, 1), got {a!r}")
+        if self.draft_tokens < 1:
+            raise SimulatorError(f"{where}: draft_tokens must be >= 1")
+
+    @property
+    def speculative_speedup(self) -> float:
+        """Tokens per verification step on average: 1 + a + a^2 + ... + a^k for
+        acceptance a and k drafted tokens (each drafted token is kept only when every
+        one before it was), 1 without speculative decoding."""
+        a = self.speculative_acceptance
+        if a is None:
+            return 1.0
+        return sum(a**i for i in range(self.draft_tokens + 1))
 
     @property
     def weight_bytes(self) -> float:
@@ -299,7 +323,12 @@ class TierTiming:
         if self.tier.fixed_timing:
             itl = self.tier.fixed_itl_ms or 0.0
             return math.inf if itl == 0 else 1000.0 / itl * self.tier.tokens_per_chunk
-        return self.decode_bound_tps * self.efficiency * self.tier.tokens_per_chunk
+        return (
+            self.decode_bound_tps
+            * self.efficiency
+            * self.tier.tokens_per_chunk
+            * self.tier.speculative_speedup
+        )
 
     def prefill_s(self, input_tokens: int) -> float:
         """Compute-bound prefill time of one request (seconds, model time)."""
@@ -309,7 +338,9 @@ class TierTiming:
         """One decode step for ``batch_size`` sequences holding ``batch_context_tokens``.
 
         Roofline: the larger of the memory time (active weights + the batch's KV) and
-        the compute time (2 x active params x tokens produced).
+        the compute time (2 x active params x tokens produced), divided by the
+        speculative speedup (a speculative tier verifies several drafted tokens per
+        weight pass; the draft model's own cost is not modelled).
         """
         mem = (
             self.tier.active_weight_bytes + self.tier.kv_bytes_per_token * batch_context_tokens
@@ -317,7 +348,7 @@ class TierTiming:
         compute = (
             2.0 * self.tier.active_params_b * 1e9 * batch_size * self.tier.tokens_per_chunk
         ) / self.flops_eff
-        return max(mem, compute)
+        return max(mem, compute) / self.tier.speculative_speedup
 
     def describe(self) -> dict[str, object]:
         """Parameters for GET /v1/models (the non-standard ``tokrate`` field)."""
@@ -339,4 +370,6 @@ class TierTiming:
             "fixed_itl_ms": t.fixed_itl_ms,
             "accuracy": t.accuracy,
             "task_accuracy": _parse_task_accuracy(t.task_accuracy, t.name),
+            "speculative_acceptance": t.speculative_acceptance,
+            "draft_tokens": t.draft_tokens if t.speculative_acceptance is not None else None,
         }

@@ -21,7 +21,7 @@ import heapq
 import logging
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter_ns
 from typing import Any
 
@@ -59,8 +59,8 @@ class SimRequest:
 
     __slots__ = (
         "aborting",
-        "answer",
         "admitted_ns",
+        "answer",
         "before_final",
         "block_keys",
         "cached_tokens",
@@ -88,6 +88,7 @@ class SimRequest:
         "received_ns",
         "request_metrics",
         "send",
+        "speculative",
         "stall",
         "stall_at",
         "stream",
@@ -110,6 +111,7 @@ class SimRequest:
         answer: tuple[bytes, ...] | None = None,
         received_ns: int = 0,
         request_metrics: bool = False,
+        speculative: Mapping[str, float] | None = None,
     ) -> None:
         #: The right answer's tokens (:mod:`tokrate.sim.answers`), written as the
         #: content after any reasoning; None: the filler text.
@@ -126,6 +128,8 @@ class SimRequest:
         self.first_token_ns: int | None = None
         self.last_token_ns: int | None = None
         self.request_metrics = request_metrics
+        #: A speculative tier's ``speculative_decoding`` part of the metrics object.
+        self.speculative = speculative
         self.wire = wire
         self.stream = stream
         self.input_tokens = input_tokens
@@ -198,7 +202,7 @@ class SimRequest:
             "last_token_ns": self.last_token_ns,
         }
 
-    def metrics(self) -> dict[str, float] | None:
+    def metrics(self) -> dict[str, Any] | None:
         """vLLM's per-request metrics object, in seconds, from the engine's stamps:
         ``queue_time`` (arrival to admission), ``prefill_time`` (admission to first
         token), ``ttft`` (arrival to first token), ``decode_time`` (first to last token),
@@ -208,7 +212,7 @@ class SimRequest:
         if admitted is None or first is None or last is None:
             return None
         decode_s = (last - first) / 1e9
-        return {
+        out: dict[str, Any] = {
             "queue_time": (admitted - self.received_ns) / 1e9,
             "prefill_time": (first - admitted) / 1e9,
             "ttft": (first - self.received_ns) / 1e9,
@@ -216,6 +220,9 @@ class SimRequest:
             "mean_itl": decode_s / (self.produced - 1) if self.produced > 1 else 0.0,
             "num_generation_tokens": self.produced,
         }
+        if self.speculative is not None:
+            out["speculative_decoding"] = dict(self.speculative)
+        return out
 
     def produce(self, n_tokens: int, spawn: Callable[[Awaitable[None]], None]) -> bool:
         """Generate the next chunk of up to ``n_tokens`` tokens; True when generation ended.

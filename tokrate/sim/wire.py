@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["StreamWire", "TokenUsage"]
 
@@ -33,7 +34,7 @@ class TokenUsage:
     cached_tokens: int | None = None
     #: A vLLM-style per-request metrics object (``--request-metrics``), sent beside
     #: usage by the chat and completions wires.
-    metrics: dict[str, float] | None = None
+    metrics: dict[str, Any] | None = None
 
 
 class StreamWire(ABC):
