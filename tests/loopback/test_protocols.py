@@ -204,7 +204,9 @@ def test_anthropic_events_classified() -> None:
             },
         }
     )
-    assert start.usage == {"prompt_tokens": 8, "cached_tokens": 2} and start.response_id == "m1"
+    # Reads and writes of the cache apart (records: cached_tokens, cache_write_tokens).
+    assert start.usage == {"prompt_tokens": 8, "cached_tokens": 2, "cache_write_tokens": 1}
+    assert start.response_id == "m1"
     sig = {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "x"}}
     assert classify_anthropic_event(sig).kind == "empty"
     err = classify_anthropic_event(

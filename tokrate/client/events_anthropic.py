@@ -13,8 +13,10 @@ Completions:
 - usage arrives in parts, merged by the caller
   (:func:`~tokrate.client.events_common.merge_usage`): ``message_start`` yields only
   ``prompt_tokens`` (= ``input_tokens`` + cache creation + cache read: Anthropic's
-  ``input_tokens`` excludes cached ones) and ``cached_tokens`` (=
-  ``cache_read_input_tokens``); its ``output_tokens`` is a placeholder, not the count.
+  ``input_tokens`` excludes cached ones), ``cached_tokens`` (=
+  ``cache_read_input_tokens``) and ``cache_write_tokens`` (=
+  ``cache_creation_input_tokens``, what this request wrote to the cache); its
+  ``output_tokens`` is a placeholder, not the count.
   ``message_delta`` carries the final ``completion_tokens`` (= ``output_tokens``).
 - stop reasons in the Chat Completions words (``end_turn`` -> ``stop``,
   ``max_tokens`` -> ``length``, ``tool_use`` -> ``tool_calls``, ...).
