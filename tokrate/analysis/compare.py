@@ -30,7 +30,8 @@ that are resampled for the interval, so a value and its interval always agree an
 equal summary.json's. Percentiles use linear interpolation. The interval is a circular
 block bootstrap in send order with blocks as long as the number of requests in flight
 together (:func:`tokrate.analysis.stats.block_bootstrap`); error rates and the pass rate
-of checked answers (:mod:`tokrate.analysis.quality_compare`) use Newcombe's interval.
+of checked answers (:mod:`tokrate.analysis.quality_compare`) use Newcombe's interval,
+and so does the prompt-cache hit rate (:mod:`tokrate.analysis.cache_compare`).
 
 The result's types and its JSON document (schema history included) are
 :mod:`tokrate.runfolder.comparison`'s, re-exported here.
@@ -45,6 +46,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tokrate.analysis.cache_compare import compare_cache_hit_rate, has_cached_tokens
 from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
@@ -186,6 +188,8 @@ def compare_metric(
         return _compare_error_rate(gb, gc, t, s, problem, empty)
     if metric == "pass_rate":
         return compare_pass_rate(gb, gc, t, s, problem, empty)
+    if metric == "cache_hit_rate":
+        return compare_cache_hit_rate(gb, gc, t, s, problem, empty)
     column, q = metric_column(metric)
     # Send order (wall clock at t0) so that the bootstrap's blocks are neighbours in time.
     ob = gb.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
@@ -406,6 +410,12 @@ def compare_loaded(
     if not (has_checks(base.records) or has_checks(cur.records)):
         # No answer was checked on either side: no pass-rate row (docs/quality.md).
         ths = ThresholdSet(tuple(t for t in ths.metrics if t.metric != "pass_rate"), ths.per_series)
+    if not (has_cached_tokens(base.records) or has_cached_tokens(cur.records)):
+        # No server reported cached tokens on either side: no cache row
+        # (tokrate.analysis.cache_compare).
+        ths = ThresholdSet(
+            tuple(t for t in ths.metrics if t.metric != "cache_hit_rate"), ths.per_series
+        )
     warnings = [
         f"{side} run {run.path.name} is {run.info.status}"
         for side, run in (("baseline", base), ("current", cur))

@@ -24,6 +24,7 @@ from typing import Any, Final
 import orjson
 import polars as pl
 
+from tokrate.analysis.cache_compare import cache_share
 from tokrate.analysis.metrics import analysed
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
@@ -83,6 +84,9 @@ def _from_summary(summary: Summary, metrics: Sequence[str]) -> list[tuple[Any, .
             elif metric == "pass_rate":
                 value = None if g.quality is None else g.quality.rate
                 n = 0 if g.quality is None else g.quality.n
+            elif metric == "cache_hit_rate":
+                value = None if g.cache is None else g.cache.hit_rate
+                n = 0 if g.cache is None else g.cache.n
             else:
                 series, stat = metric.rsplit("_", 1)
                 dist = g.distribution(SERIES[series][0])
@@ -111,6 +115,10 @@ def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...
                 judged = g["check_passed"].drop_nulls()
                 rate = float(judged.mean()) if judged.len() else None  # type: ignore[arg-type]
                 rows.append((endpoint, model, scenario, metric, rate, judged.len()))
+                continue
+            if metric == "cache_hit_rate":
+                share = cache_share(g)
+                rows.append((endpoint, model, scenario, metric, share.rate, share.n))
                 continue
             column, q = metric_column(metric)
             values = g.filter((pl.col("status") == "ok") & pl.col(column).is_not_null())[column]

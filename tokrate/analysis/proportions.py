@@ -10,9 +10,10 @@ from statistics import NormalDist
 __all__ = ["wilson_bounds", "wilson_interval"]
 
 
-def wilson_bounds(k: int, n: int, z: float) -> tuple[float, float]:
+def wilson_bounds(k: float, n: float, z: float) -> tuple[float, float]:
     """The Wilson score interval's two ends at normal quantile ``z``, unclipped (the
-    Newcombe interval of a difference builds on them). Requires n > 0."""
+    Newcombe interval of a difference builds on them). Requires n > 0; ``k`` and ``n``
+    may be effective (fractional) counts, as for a token-weighted share."""
     p = k / n
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

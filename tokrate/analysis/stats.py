@@ -226,13 +226,14 @@ def relative_change_ci(
 
 
 def newcombe_interval(
-    k_base: int, n_base: int, k_cur: int, n_cur: int, confidence: float = 0.95
+    k_base: float, n_base: float, k_cur: float, n_cur: float, confidence: float = 0.95
 ) -> tuple[float, float]:
     """Newcombe's hybrid-score interval of p_cur - p_base (two proportions).
 
     Built from the two Wilson intervals, it stays sensible at 0 errors and small n,
     where the normal approximation collapses to a zero-width interval.
-    Requires n_base > 0 and n_cur > 0.
+    Requires n_base > 0 and n_cur > 0 (effective, fractional counts are allowed:
+    :mod:`tokrate.analysis.cache_compare`).
     """
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     p1, p2 = k_base / n_base, k_cur / n_cur

@@ -51,6 +51,12 @@ def add_sim(sub: Subparsers) -> None:
         help="each tier caches prompt prefixes: a cached prefix skips its prefill",
     )
     p.add_argument(
+        "--prefix-cache-cold",
+        action="store_true",
+        help="prompts are looked up in a prefix cache that keeps nothing: usage reports 0"
+        " cached tokens (a provider whose cache stopped working)",
+    )
+    p.add_argument(
         "--request-metrics",
         action="store_true",
         help="chat/completions usage chunks carry a vLLM-style per-request 'metrics' object",
@@ -109,6 +115,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         faults=args.faults,
         truth_log=args.truth_log,
         prefix_cache=args.prefix_cache,
+        prefix_cache_cold=args.prefix_cache_cold,
         request_metrics=args.request_metrics,
     )
 

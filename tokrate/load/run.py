@@ -163,6 +163,7 @@ def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
         time_scale=s.time_scale,
         seed=s.seed,
         prefix_cache=s.prefix_cache,
+        prefix_cache_cold=s.prefix_cache_cold,
         request_metrics=s.request_metrics,
     )
     tiers = configured_tiers(config)

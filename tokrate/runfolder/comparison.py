@@ -14,6 +14,8 @@ Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
 
     1: first version.
     (later, optional: baseline/current "label", threshold "source")
+    (later, in 2: metrics ``pass_rate`` and ``cache_hit_rate``, absolute like
+    ``error_rate``)
     2: verdict "inconclusive" (row and document), exit code 3; baseline/current
        "warnings" (each run's run.json warnings); row "confirmation"; "confirmed",
        "unconfirmed"; "noise" (where fitted thresholds came from); settings
@@ -32,6 +34,7 @@ import orjson
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.jsonread import JsonReader
 from tokrate.spec.thresholds import (
+    ABSOLUTE_METRICS,
     Direction,
     SeriesKey,
     Threshold,
@@ -191,8 +194,8 @@ class NoiseSource:
 class MetricResult:
     """One (target, scenario, metric) verdict.
 
-    ``change`` is relative (current / baseline - 1) for every metric but ``error_rate``,
-    where it is the absolute difference of the rates; ``ci_low``/``ci_high`` bound the
+    ``change`` is relative (current / baseline - 1) for every metric but the rates of
+    ABSOLUTE_METRICS, where it is the absolute difference of the rates; ``ci_low``/``ci_high`` bound the
     same quantity. Values are in ``unit``. Unknown is ``None``. ``label`` names the row
     ("sim-7b c=4", or "endpoint/model c=4" where a model name is ambiguous).
     """
@@ -236,7 +239,7 @@ class MetricResult:
             "baseline": self.baseline,
             "current": self.current,
             "change": self.change,
-            "change_kind": "absolute" if self.metric in ("error_rate", "pass_rate") else "relative",
+            "change_kind": "absolute" if self.metric in ABSOLUTE_METRICS else "relative",
             "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
             "threshold": None if self.threshold is None else self.threshold.describe(),
             "threshold_source": None if self.threshold is None else self.threshold.source,

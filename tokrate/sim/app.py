@@ -90,6 +90,13 @@ class SimState:
     truth: TruthLog | None
     prefix_cache: bool = False
     request_metrics: bool = False
+    #: The prefix cache is looked up but keeps nothing (SimConfig.prefix_cache_cold).
+    prefix_cache_cold: bool = False
+
+    @property
+    def caches_prefixes(self) -> bool:
+        """Whether prompts are looked up in a prefix cache (and usage reports it)."""
+        return self.prefix_cache or self.prefix_cache_cold
 
 
 class SimApp:
@@ -139,7 +146,10 @@ class SimApp:
         if eng is None:
             timing = self.state.timings[name]
             eng = (FixedEngine if timing.tier.fixed_timing else BatchEngine)(
-                timing, self.state.time_scale, prefix_cache=self.state.prefix_cache
+                timing,
+                self.state.time_scale,
+                prefix_cache=self.state.caches_prefixes,
+                prefix_cache_blocks=0 if self.state.prefix_cache_cold else None,
             )
             self._engines[name] = eng
         return eng
@@ -221,7 +231,7 @@ class SimApp:
         headers: list[tuple[bytes, bytes]],
     ) -> None:
         received_ns = perf_counter_ns()
-        plan = api.plan(raw, self.state.timings, self._length_rng, self.state.prefix_cache)
+        plan = api.plan(raw, self.state.timings, self._length_rng, self.state.caches_prefixes)
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(api.id_prefix)
         entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault, api.name)

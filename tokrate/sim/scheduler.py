@@ -320,15 +320,23 @@ class SimRequest:
 
 class _EngineBase(ABC):
     def __init__(
-        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+        self,
+        timing: TierTiming,
+        time_scale: float,
+        *,
+        prefix_cache: bool = False,
+        prefix_cache_blocks: int | None = None,
     ) -> None:
         self.timing = timing
-        #: The tier's prefix cache (``[simulator] prefix_cache``); the fixed-timing
-        #: engine has none (its TTFT is fixed by definition).
+        #: The tier's prefix cache (``[simulator] prefix_cache``), of
+        #: ``prefix_cache_blocks`` blocks (default: the tier's KV capacity; 0 for
+        #: ``prefix_cache_cold``); the fixed-timing engine has none (its TTFT is fixed
+        #: by definition).
+        blocks = prefix_cache_blocks
+        if blocks is None:
+            blocks = timing.kv_capacity_tokens // BLOCK_TOKENS
         self.prefix_cache = (
-            PrefixCache(timing.kv_capacity_tokens // BLOCK_TOKENS)
-            if prefix_cache and not timing.tier.fixed_timing
-            else None
+            PrefixCache(blocks) if prefix_cache and not timing.tier.fixed_timing else None
         )
         self.time_scale = time_scale
         self._alarm = Alarm()
@@ -397,9 +405,19 @@ class BatchEngine(_EngineBase):
     """
 
     def __init__(
-        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+        self,
+        timing: TierTiming,
+        time_scale: float,
+        *,
+        prefix_cache: bool = False,
+        prefix_cache_blocks: int | None = None,
     ) -> None:
-        super().__init__(timing, time_scale, prefix_cache=prefix_cache)
+        super().__init__(
+            timing,
+            time_scale,
+            prefix_cache=prefix_cache,
+            prefix_cache_blocks=prefix_cache_blocks,
+        )
         self.queue: deque[SimRequest] = deque()
         self.batch: list[SimRequest] = []
         self.kv_used_tokens = 0
@@ -496,7 +514,12 @@ class FixedEngine(_EngineBase):
     """Exact timing: chunk ``c`` of a request is due at received + TTFT + c x ITL."""
 
     def __init__(
-        self, timing: TierTiming, time_scale: float, *, prefix_cache: bool = False
+        self,
+        timing: TierTiming,
+        time_scale: float,
+        *,
+        prefix_cache: bool = False,
+        prefix_cache_blocks: int | None = None,
     ) -> None:
         super().__init__(timing, time_scale, prefix_cache=False)
         tier = timing.tier

@@ -85,6 +85,10 @@ class SimConfig:
     prefix_cache: bool = False
     """Each tier keeps a prefix cache (tokrate.sim.prefix_cache): cached prompt blocks
     skip their prefill and usage reports them as cached_tokens."""
+    prefix_cache_cold: bool = False
+    """The prefix cache is looked up but keeps nothing (0 blocks): every prompt is
+    prefilled in full and usage reports 0 cached tokens, /metrics queries without
+    hits; a provider whose cache stopped working. Wins over ``prefix_cache``."""
 
 
 def _resolve_tiers(
@@ -147,6 +151,7 @@ def build_state(cfg: SimConfig) -> SimState:
         truth,
         cfg.prefix_cache,
         cfg.request_metrics,
+        cfg.prefix_cache_cold,
     )
 
 
@@ -344,6 +349,8 @@ def spawn_simulator(
             args += ["--truth-log", cfg.truth_log]
         if cfg.prefix_cache:
             args.append("--prefix-cache")
+        if cfg.prefix_cache_cold:
+            args.append("--prefix-cache-cold")
         if cfg.request_metrics:
             args.append("--request-metrics")
         env = dict(os.environ)

@@ -2,7 +2,8 @@
 get worse before it counts.
 
 A metric name is ``<series>_<stat>`` (``ttft_p95``, ``decode_tps_p50``, ``e2e_mean``)
-or ``error_rate`` or ``pass_rate`` (checked answers that passed, docs/quality.md). A
+or ``error_rate`` or ``pass_rate`` (checked answers that passed, docs/quality.md) or
+``cache_hit_rate`` (prompt tokens the server said it served from its cache). A
 :class:`Threshold` is relative to the baseline value (0.10 = 10%) for every metric except
 the rates (:data:`ABSOLUTE_METRICS`), where it is an absolute difference of rates
 (0.01 = 1 percentage point); its ``floor`` is an absolute change below which nothing is
@@ -26,6 +27,7 @@ from tokrate.errors import UsageError
 
 __all__ = [
     "ABSOLUTE_METRICS",
+    "CACHE_HIT_RATE_DEFAULT",
     "CAPACITY_DEFAULT",
     "PASS_RATE_DEFAULT",
     "DEFAULT_COMPARE_THRESHOLDS",
@@ -74,12 +76,13 @@ METRICS: Final[tuple[str, ...]] = (
     *(f"{s}_{t}" for s in SERIES for t in STATS),
     "error_rate",
     "pass_rate",
+    "cache_hit_rate",
     "capacity",
 )
 #: Metrics of a whole run's search rather than of one group's requests.
 RUN_METRICS: Final = ("capacity",)
 #: Rates whose change (and threshold) is an absolute difference in percentage points.
-ABSOLUTE_METRICS: Final = ("error_rate", "pass_rate")
+ABSOLUTE_METRICS: Final = ("error_rate", "pass_rate", "cache_hit_rate")
 
 _THRESHOLD_RE: Final = re.compile(
     r"^\s*([a-z0-9_]+)\s*=\s*([+-]?)\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*$"
@@ -99,13 +102,14 @@ def metric_direction(metric: str) -> Direction:
     """Which way is better for a metric name from METRICS."""
     if metric == "error_rate":
         return "lower_is_better"
-    if metric in ("capacity", "pass_rate"):
+    if metric in ("capacity", "pass_rate", "cache_hit_rate"):
         return "higher_is_better"
     return SERIES[metric.rsplit("_", 1)[0]][2]
 
 
 def metric_unit(metric: str) -> str:
-    """ "s", "tok/s", "rate" (error_rate, pass_rate) or "level" (capacity)."""
+    """ "s", "tok/s", "rate" (error_rate, pass_rate, cache_hit_rate) or "level"
+    (capacity)."""
     if metric in ABSOLUTE_METRICS:
         return "rate"
     if metric == "capacity":
@@ -145,7 +149,7 @@ class Threshold:
         """``+10%`` / ``-5%`` / ``+1pp``: the sign shows which way is worse."""
         if self.metric == "error_rate":
             return f"+{self.limit * 100:.3g}pp"
-        if self.metric == "pass_rate":
+        if self.metric in ("pass_rate", "cache_hit_rate"):
             return f"-{self.limit * 100:.3g}pp"
         sign = "-" if self.direction == "higher_is_better" else "+"
         return f"{sign}{self.limit * 100:.3g}%"
@@ -168,10 +172,22 @@ CAPACITY_DEFAULT: Final = Threshold("capacity", 0.10)
 #: only where some answer was checked; a regression also needs Newcombe's interval of
 #: the difference to exclude 0).
 PASS_RATE_DEFAULT: Final = Threshold("pass_rate", 0.05)
+#: The prompt-cache threshold when none is given: a drop of 10 percentage points in
+#: the share of prompt tokens served from the cache (judged only where a server
+#: reported cached tokens; a regression also needs Newcombe's interval of the
+#: difference to exclude 0, tokrate.analysis.cache_compare).
+CACHE_HIT_RATE_DEFAULT: Final = Threshold("cache_hit_rate", 0.10)
 #: What a comparison judges by default: the per-request metrics, the pass rate of
-#: checked answers and capacity (a run without a capacity search has no capacity row,
-#: one without checks no pass-rate row; ``capacity=off`` / ``pass_rate=off`` drop them).
-DEFAULT_COMPARE_THRESHOLDS: Final = (*DEFAULT_THRESHOLDS, PASS_RATE_DEFAULT, CAPACITY_DEFAULT)
+#: checked answers, the prompt-cache hit rate and capacity (a run without a capacity
+#: search has no capacity row, one without checks no pass-rate row, one whose server
+#: reported no cached tokens no cache row; ``capacity=off`` / ``pass_rate=off`` /
+#: ``cache_hit_rate=off`` drop them).
+DEFAULT_COMPARE_THRESHOLDS: Final = (
+    *DEFAULT_THRESHOLDS,
+    PASS_RATE_DEFAULT,
+    CACHE_HIT_RATE_DEFAULT,
+    CAPACITY_DEFAULT,
+)
 
 
 def _default_floor(metric: str) -> float:
@@ -201,7 +217,7 @@ def parse_threshold(text: str) -> Threshold | str:
     if metric not in METRICS:
         raise ThresholdError(text, f"unknown metric {metric!r}")
     if unit == "pp" and metric not in ABSOLUTE_METRICS:
-        raise ThresholdError(text, "'pp' is only for error_rate and pass_rate")
+        raise ThresholdError(text, "'pp' is only for error_rate, pass_rate and cache_hit_rate")
     if unit is None and metric not in ABSOLUTE_METRICS:
         raise ThresholdError(text, f"give a percentage, e.g. {metric}=+10%")
     worse = "-" if metric_direction(metric) == "higher_is_better" else "+"

@@ -412,6 +412,9 @@ class SimulatorSpec:
     #: Each tier caches prompt prefixes (blocks of 16 tokens): a cached prefix skips its
     #: prefill, usage reports it as prompt_tokens_details.cached_tokens.
     prefix_cache: bool = False
+    #: Prompts are looked up in a prefix cache that keeps nothing: usage reports 0
+    #: cached tokens on every request (a provider whose cache stopped working).
+    prefix_cache_cold: bool = False
     #: Chat and completions usage chunks carry a vLLM-style per-request ``metrics``
     #: object (queue, prefill, TTFT, decode time, mean ITL, tokens).
     request_metrics: bool = False
