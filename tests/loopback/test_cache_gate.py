@@ -67,12 +67,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_a_cache_that_stopped_working_is_a_regression(runs: dict[str, Path]) -> None:
     records = pl.read_parquet(runs["warm1"] / "records.parquet")
     shared = records.filter(pl.col("task") == "shared-prefix")
-    # All but the first shared-prefix request found the 1024-token prefix cached.
-    assert (shared["cached_tokens"] >= 1024).sum() == shared.height - 1
+    # All but the first shared-prefix request found the 1024-token prefix cached (in
+    # whole 16-token blocks).
+    assert (shared["cached_tokens"] >= 1024 - 16).sum() == shared.height - 1
     row = _cache_row(runs["warm1"], runs["cold"])
     assert row.verdict == "regressed", row.reason
     assert row.current == 0.0 and row.n_current == 16
-    assert row.baseline is not None and row.baseline > 0.4
+    assert row.baseline is not None and row.baseline > 0.3
     assert row.ci_high is not None and row.ci_high < 0
 
 

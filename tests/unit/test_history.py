@@ -22,6 +22,7 @@ from tokrate.errors import UsageError
 from tokrate.finish.baseline import check_baseline
 from tokrate.report.history_pages import build_history
 from tokrate.runfolder.store import LATEST_GOOD
+from tokrate.runfolder.summary import SUMMARY_SCHEMA_HISTORY
 from tokrate.spec.thresholds import ThresholdSet
 
 
@@ -254,7 +255,7 @@ def test_broken_and_newer_folders_are_skipped_with_a_warning(
     ) in text
     assert (
         f"{tmp_path / 'newsummary' / 'summary.json'}: schema_version 99 is not supported"
-        " (known: [1, 2, 3, 4, 5]); upgrade tokrate; using records instead"
+        f" (known: {sorted(SUMMARY_SCHEMA_HISTORY)}); upgrade tokrate; using records instead"
     ) in text
     assert f"skipping {tmp_path / 'killed'}: run status is 'running', not 'complete'" in text
     assert all("\n" not in w for w in history.warnings)

@@ -17,6 +17,7 @@ from tokrate.analysis.stats import (
     t_quantile_975,
 )
 from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
 
 
 def rec(i: int, **kw: Any) -> RequestRecord:
@@ -160,7 +161,7 @@ def hand_run(**slo: float) -> tuple[pl.DataFrame, dict[str, Any]]:
 def test_summarize_hand_computed_group() -> None:
     frame, run = hand_run()
     summary = summarize(frame, run)
-    assert summary["schema_version"] == 5
+    assert summary["schema_version"] == SUMMARY_SCHEMA_VERSION
     assert summary["run_id"] == "r1"
     (g,) = summary["groups"]
     assert (g["endpoint"], g["model"], g["scenario"], g["concurrency"]) == ("ep", "m7b", "c1", 1)
@@ -249,7 +250,7 @@ def test_all_failed_group_has_none_not_zero() -> None:
 
 def test_empty_frame() -> None:
     summary = summarize(records_to_frame([]), {"run_id": "r"})
-    assert summary == {"schema_version": 5, "run_id": "r", "groups": []}
+    assert summary == {"schema_version": SUMMARY_SCHEMA_VERSION, "run_id": "r", "groups": []}
 
 
 def test_retried_request_counts_once_by_its_last_attempt() -> None:

@@ -193,6 +193,38 @@ def _turns(prompt: Prompt, unique_prefix: str | None) -> list[Any]:
     raise PromptError(f"prompt {prompt.id!r}: no messages or prompt")
 
 
+#: Anthropic's cache breakpoint (a five-minute cache entry).
+_CACHE_CONTROL: Final = {"type": "ephemeral"}
+
+
+def _with_breakpoint(content: Any) -> Any:
+    """A message's content with a cache breakpoint on its last block (a string becomes
+    one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content, "cache_control": _CACHE_CONTROL}]
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        return [*content[:-1], {**content[-1], "cache_control": _CACHE_CONTROL}]
+    return content
+
+
+def _cache_breakpoint(body: dict[str, Any], prompt: Prompt) -> None:
+    """Mark where Anthropic may cache (``[[model]] cache_control``): the end of the
+    prompt's shared prefix (its ``shared_messages``: the system text when they are all
+    system messages, else the last shared turn), or, where it declares none, the whole
+    prompt (its last message), so a session's next turn reads what this one wrote."""
+    shared = (prompt.messages or ())[: prompt.shared_messages]
+    shared_turns = sum(
+        1 for m in shared if not (isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES)
+    )
+    turns = body["messages"]
+    if shared and shared_turns == 0 and "system" in body:
+        body["system"] = _with_breakpoint(body["system"])
+        return
+    at = shared_turns - 1 if shared else len(turns) - 1
+    if 0 <= at < len(turns) and isinstance(turns[at], dict):
+        turns[at] = {**turns[at], "content": _with_breakpoint(turns[at].get("content"))}
+
+
 def _protocol_body(
     api: str,
     prompt: Prompt,
@@ -364,7 +396,9 @@ def build_request(
     A prompt with ``exact_output`` asks for exactly ``max_tokens`` (ignore_eos +
     min_tokens). ``keep_text`` makes the client keep the answer's text (session
     turns). ``request_id`` rides in ``settings.request_id_header`` (configured headers
-    may replace it). Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
+    may replace it). A model's ``cache_control`` marks Anthropic cache breakpoints
+    (:func:`_cache_breakpoint`), its ``prompt_cache_key`` rides in chat and Responses
+    bodies. Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
     model/messages/prompt/input/stream. ``include_usage`` only matters to chat and
     completions (the typed protocols always report usage).
 
@@ -378,6 +412,10 @@ def build_request(
     body: dict[str, Any] = {"model": model.name}
     part, route = _protocol_body(api, prompt, unique_prefix, limit_field)
     body.update(part)
+    if model.cache_control and api == "anthropic":
+        _cache_breakpoint(body, prompt)
+    if model.prompt_cache_key is not None and api in ("chat", "responses"):
+        body["prompt_cache_key"] = model.prompt_cache_key
     body["stream"] = True
     if include_usage and api in ("chat", "completions"):
         body["stream_options"] = {"include_usage": True}

@@ -5,7 +5,8 @@ with everything it knows (counts, warnings, loop lag, connections, scrapes, and 
 capacity search's capacity.json) but the status. :func:`finalize_run_folder` runs in
 the finishing process (tokrate.finish.child) and writes, through the store, in this
 order: records.parquet, summary.json (the capacity search's result in it when there
-was one), then run.json with the status, ``ended_at`` and the calibration verdict.
+was one, and the servers' /metrics counters over the run: tokrate.analysis.server_counters),
+then run.json with the status, ``ended_at`` and the calibration verdict.
 run.json comes last, so "complete" is only ever seen next to a complete parquet and
 summary.
 """
@@ -20,6 +21,8 @@ from tokrate.analysis.calibration import run_envelope
 from tokrate.analysis.checks import apply_checks
 from tokrate.analysis.metrics import summarize
 from tokrate.analysis.routing import routing_table
+from tokrate.analysis.server_counters import server_counters
+from tokrate.runfolder.server_metrics import read_server_metrics
 from tokrate.runfolder.store import (
     iso_now,
     load_run_info,
@@ -46,6 +49,9 @@ def finalize_run_folder(run_dir: Path, status: Literal["complete", "interrupted"
     capacity = read_capacity(run_dir)
     if capacity is not None:
         summary = dataclasses.replace(summary, capacity=capacity)
+    counters = server_counters(read_server_metrics(run_dir))
+    if counters:
+        summary = dataclasses.replace(summary, server_counters=counters)
     write_summary(run_dir, summary)
     routing = routing_table(summary, info)
     write_routing(run_dir, None if routing is None else routing.to_dict())

@@ -79,10 +79,25 @@ class Target:
         m = self.model
         return m.active_params_b if m.active_params_b is not None else m.params_b
 
-    def info(self, default_api: str = "chat") -> TargetInfo:
+    def prompt_cache_mode(self, api: str, unique_prompts: bool = True) -> str:
+        """How this target's requests treat a prompt cache, as run.json's
+        ``prompt_cache`` says it: ``unique-prefix`` (``[client] unique_prompts``, the
+        default: a random tag before each prompt's own part, so only a declared shared
+        prefix can hit) or ``as-written``, then ``+cache_control`` (Anthropic
+        breakpoints) and ``+prompt_cache_key`` where the model sends them in ``api``."""
+        parts = ["unique-prefix" if unique_prompts else "as-written"]
+        if self.model.cache_control and api == "anthropic":
+            parts.append("cache_control")
+        if self.model.prompt_cache_key is not None and api in ("chat", "responses"):
+            parts.append("prompt_cache_key")
+        return "+".join(parts)
+
+    def info(self, default_api: str = "chat", unique_prompts: bool = True) -> TargetInfo:
         """run.json's description of this target (``default_api``: ``[client] api``,
-        which an endpoint's own ``api`` overrides)."""
+        which an endpoint's own ``api`` overrides; ``unique_prompts``: ``[client]
+        unique_prompts``)."""
         m = self.model
+        api = self.endpoint.api or default_api
         return TargetInfo(
             endpoint=self.endpoint.name,
             model=m.name,
@@ -96,10 +111,11 @@ class Target:
             gpus=m.gpus,
             simulated=self.simulated,
             family=m.family,
-            api=self.endpoint.api or default_api,
+            api=api,
             size_source=self.size_source,
             bytes_source=self.bytes_source,
             served=self.served,
+            prompt_cache=self.prompt_cache_mode(api, unique_prompts),
         )
 
 

@@ -73,7 +73,7 @@ def start_info(
         host=socket.gethostname(),
         libraries=_libraries(),
         config=spec_to_dict(spec),
-        targets=tuple(t.info(spec.client.api) for t in targets),
+        targets=tuple(t.info(spec.client.api, spec.client.unique_prompts) for t in targets),
         scenarios=tuple(_scenario_info(s, spec) for s in plan.scenarios),
         slo=SloInfo(**dataclasses.asdict(spec.slo)),
         hardware=spec.simulator.hardware if spec.uses_simulator else spec.output.hardware,

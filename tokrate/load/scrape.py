@@ -13,6 +13,11 @@ renders the page before it sends them); every sample of one scrape shares its (`
 ``at``). Pages are kept compressed and parsed when the run ends, so no parse competes
 with the load for the interpreter lock.
 
+The first scrape is taken when the sampler starts (:meth:`MetricsSampler.start`
+returns once it has ended, so it precedes the first request), the last when it stops
+(after the last one ended), so the difference of a counter over the samples covers
+the whole run.
+
 Invariants: the sampler runs in its own thread, on its own event loop and its own
 httpx client, so it never shares the benchmark's connection pool or event loop and
 never waits on the load; a scrape that fails (refused, timeout, not 200, too large,
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "FIRST_SCRAPE_WAIT_S",
     "MAX_PAGE_BYTES",
     "STOP_GRACE_S",
     "MetricsSampler",
@@ -64,6 +71,10 @@ MAX_PAGE_BYTES: Final = 16 * 1024 * 1024
 _ACCEPT: Final = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 #: Seconds a scrape in flight when the run ends may still take to finish.
 STOP_GRACE_S: Final = 1.0
+#: Seconds :meth:`MetricsSampler.start` waits for every endpoint's first scrape, so a
+#: counter's first reading precedes the first request (an endpoint that has not
+#: answered by then is read from its first later scrape).
+FIRST_SCRAPE_WAIT_S: Final = 2.0
 #: Compressed pages kept unparsed during the run (parsing holds the interpreter lock:
 #: ~9 ms for a vLLM page on the 2-core machine, benchmarks/server_metrics_cost.py);
 #: past this the pages so far are parsed at once, so memory stays bounded.
@@ -136,9 +147,12 @@ class MetricsSampler:
         self._portal: Any = None
         self._done: Any = None
         self._stop_event: anyio.Event | None = None
+        self._first_pending = len(self.targets)
+        self._first_done = threading.Event()
 
     def start(self) -> None:
-        """Start scraping in a thread of its own (returns at once)."""
+        """Start scraping in a thread of its own; returns once every endpoint's first
+        scrape has ended (at most FIRST_SCRAPE_WAIT_S)."""
         if not self.targets or self._portal is not None:
             return
         import anyio
@@ -152,6 +166,7 @@ class MetricsSampler:
         self._portal = self._portal_cm.__enter__()
         self._stop_event = self._portal.call(anyio.Event)
         self._done = self._portal.start_task_soon(self._main)
+        self._first_done.wait(FIRST_SCRAPE_WAIT_S)
 
     def stop(self) -> tuple[ScrapeInfo, ...]:
         """Stop scraping (a scrape in flight gets STOP_GRACE_S to finish, else it is
@@ -250,14 +265,24 @@ class MetricsSampler:
 
         period_ns = int(target.interval_s * 1e9)
         due_ns = time.perf_counter_ns()
+        first = True
         while not stop.is_set():
             await self._scrape(client, target, limit_s)
+            if first:
+                first = False
+                self._first_pending -= 1  # one event loop: no lock needed
+                if self._first_pending <= 0:
+                    self._first_done.set()
             due_ns += period_ns
             now = time.perf_counter_ns()
             if due_ns <= now:  # overran: skip the ticks it covered, keep the grid
                 due_ns += ((now - due_ns) // period_ns + 1) * period_ns
             with anyio.move_on_after((due_ns - now) / 1e9):
                 await stop.wait()
+        # One scrape after the load ended (within the stop grace): a counter's
+        # difference over the run then covers its last requests too
+        # (tokrate.analysis.server_counters).
+        await self._scrape(client, target, limit_s)
 
     async def _scrape(
         self, client: httpx.AsyncClient, target: ScrapeTarget, limit_s: float

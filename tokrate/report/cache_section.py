@@ -6,6 +6,11 @@ tokens, TTFT of cold requests against requests with part of the prompt cached, t
 per-turn hit rates of sessions) and a chart of the same TTFT split with each group's
 hit rate. Only requests whose server reported a cached-token figure count; a group
 with none is absent, and without any the chart is left out with a note.
+
+Beside it, "Prompt cache and speculative decoding, as the server counted them": the
+increase of the servers' own ``/metrics`` counters over each run
+(:mod:`tokrate.analysis.server_counters`, from the run's server_metrics.parquet, the
+same figures summary.json's ``server_counters`` holds).
 """
 
 from __future__ import annotations
@@ -16,13 +21,21 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from tokrate.analysis.server_counters import server_counters
 from tokrate.report.figures import house_style, new_figure
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.tables import Table
 from tokrate.runfolder.summary import CacheUse, Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct
 
-__all__ = ["cache_chart", "cache_rows", "cache_split_words", "cache_table", "cache_tables"]
+__all__ = [
+    "cache_chart",
+    "cache_rows",
+    "cache_split_words",
+    "cache_table",
+    "cache_tables",
+    "counters_table",
+]
 
 Summaries = Sequence[tuple[str, Summary]]
 
@@ -102,10 +115,72 @@ def cache_table(summaries: Summaries) -> Table | None:
     return Table("Prompt cache", header, tuple(rows), note=note, numeric=numeric, wrap=wrap)
 
 
+def _tokens(value: int | None) -> str:
+    return DASH if value is None else f"{value:,}"
+
+
+def counters_table(inputs: ReportInputs) -> Table | None:
+    """One row per run and target whose server exported prompt-cache or speculative
+    counters on /metrics (None when no server did)."""
+    rows = []
+    for key, run in inputs.runs:
+        for c in server_counters(run.server_metrics):
+            hit_rate = fmt_pct(c.prefix_hit_rate, 1)
+            if c.hit_rate_from_gauge:
+                hit_rate += " (gauge mean)"
+            rows.append(
+                (
+                    key,
+                    c.endpoint,
+                    c.model or "(whole server)",
+                    hit_rate,
+                    f"{_tokens(c.prefix_hit_tokens)} / {_tokens(c.prefix_query_tokens)}",
+                    fmt_pct(c.spec_acceptance, 1),
+                    f"{_tokens(c.accepted_tokens)} / {_tokens(c.draft_tokens)}",
+                    f"{c.window_s:.1f} s ({c.scrapes})" if c.window_s is not None else DASH,
+                    ", ".join(c.sources),
+                )
+            )
+    if not rows:
+        return None
+    header = (
+        "run",
+        "endpoint",
+        "model",
+        "cache hit rate",
+        "hit / queried tokens",
+        "spec. acceptance",
+        "accepted / drafted tokens",
+        "window (scrapes)",
+        "counters",
+    )
+    note = (
+        "What the server counted on its /metrics over the whole run: the increase of each "
+        "counter from the run's first scrape to its last, warm-up and any other client's "
+        "requests included (the table above counts this run's measured requests only). "
+        "Hit rate = prefix-cache hit tokens ÷ queried tokens; acceptance = accepted ÷ "
+        "drafted tokens of speculative decoding. SGLang exports only a hit-rate gauge: "
+        "its mean over the scrapes."
+    )
+    numeric = (False,) * 3 + (True,) * 5 + (False,)
+    wrap = (False,) * 8 + (True,)
+    return Table(
+        "Prompt cache and speculative decoding, as the server counted them",
+        header,
+        tuple(rows),
+        note=note,
+        numeric=numeric,
+        wrap=wrap,
+    )
+
+
 def cache_tables(inputs: ReportInputs) -> Iterator[Table]:
     table = cache_table(inputs.summaries)
     if table is not None:
         yield table
+    counters = counters_table(inputs)
+    if counters is not None:
+        yield counters
 
 
 def _name(key: str, g: Group, multi: bool) -> str:

@@ -187,6 +187,36 @@ def server_metrics_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
     return _server_load.server_load_meta([(k, r.info) for k, r in inputs.runs], inputs.multi)
 
 
+#: run.json's ``prompt_cache`` parts in words.
+_CACHE_MODE_WORDS: Final = {
+    "unique-prefix": "a unique tag before each prompt's own part (only shared prefixes can hit)",
+    "as-written": "prompts as written ([client] unique_prompts = false)",
+    "cache_control": "Anthropic cache_control breakpoints",
+    "prompt_cache_key": "prompt_cache_key",
+}
+
+
+def prompt_cache_meta(inputs: ReportInputs) -> Iterator[tuple[str, str]]:
+    """Per run, how its requests treated a prompt cache (run.json targets'
+    ``prompt_cache``); one line when every target did the same."""
+    for key, run in inputs.runs:
+        modes: dict[str, list[str]] = {}
+        for t in run.info.targets:
+            if t.prompt_cache is not None:
+                modes.setdefault(t.prompt_cache, []).append(t.model)
+        if not modes:
+            continue
+
+        def words(mode: str) -> str:
+            return " + ".join(_CACHE_MODE_WORDS.get(p, p) for p in mode.split("+"))
+
+        if len(modes) == 1:
+            text = words(next(iter(modes)))
+        else:
+            text = "; ".join(f"{', '.join(ms)}: {words(m)}" for m, ms in modes.items())
+        yield (f"{inputs.prefix(key)}prompt caching", text)
+
+
 def shared_prefix_meta(inputs: ReportInputs) -> list[tuple[str, str]]:
     return _workloads.prefix_notes([(k, r.records) for k, r in inputs.runs])
 
@@ -212,6 +242,7 @@ META: Final[tuple[MetaDeclaration, ...]] = (
     run_meta,
     connection_meta,
     server_metrics_meta,
+    prompt_cache_meta,
     shared_prefix_meta,
     calibration_meta,
     hardware_meta,

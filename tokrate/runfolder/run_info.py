@@ -48,7 +48,7 @@ RUN_LAYOUT_VERSION: Final = 1
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
     " server_metrics, calibration, prompts, nodes,"
-    " targets[].size_source/bytes_source/served, loop_lag.scenarios)"
+    " targets[].size_source/bytes_source/served/prompt_cache, loop_lag.scenarios)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -84,6 +84,10 @@ class TargetInfo:
     bytes_source: str | None = None
     #: What the server said about the model before the load (None: nothing).
     served: ServedModel | None = None
+    #: How its requests treat a prompt cache (tokrate.inputs.targets.Target.prompt_cache_mode:
+    #: "unique-prefix" or "as-written", then "+cache_control" / "+prompt_cache_key");
+    #: None in runs older than the field.
+    prompt_cache: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -121,6 +125,7 @@ class TargetInfo:
             size_source=r.opt_str("size_source"),
             bytes_source=r.opt_str("bytes_source"),
             served=None if served is None else ServedModel.from_dict(served, f"{where}: served"),
+            prompt_cache=r.opt_str("prompt_cache"),
         )
 
     def to_dict(self) -> dict[str, Any]:

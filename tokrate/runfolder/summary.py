@@ -30,6 +30,10 @@ readers keep loading every version listed):
        timings / metrics / stats), ``queue_s``, ``ttft_s``, ``decode_s``,
        ``ttft_minus_server_s``, ``decode_minus_server_s`` (client minus server, per
        request) and ``spec_acceptance_p50``. Older files load with them empty.
+    6: a top-level ``server_counters``: per endpoint and model, what the server's own
+       ``/metrics`` counters say over the run (prompt-cache query and hit tokens and
+       their rate, speculative draft and accepted tokens: :class:`ServerCounters`);
+       absent without a scraped counter. Older files load with none.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = [
     "Group",
     "GroupCounts",
     "Quality",
+    "ServerCounters",
     "ServerTimings",
     "StreamShape",
     "Summary",
@@ -62,7 +67,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 5
+SUMMARY_SCHEMA_VERSION: Final = 6
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -70,6 +75,7 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     3: "quality (checked answers' pass rate with its Wilson interval) per group and task",
     4: "cache (prompt-cache hit rate, TTFT cold vs cached, per turn and session) per group",
     5: "server: sources, queue/ttft/decode, client minus server TTFT and decode, acceptance",
+    6: "server_counters: /metrics prefix-cache and speculative-decoding counters over the run",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -108,6 +114,15 @@ def _int(data: Mapping[str, Any], key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad(where, f"{key} must be an integer, got {value!r}")
     return int(value)
+
+
+def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad(where, f"{key} must be a list")
+    return value
 
 
 def _obj(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -384,6 +399,76 @@ class CacheUse:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerCounters:
+    """What one target's server counted on its ``/metrics`` over the run
+    (tokrate.analysis.server_counters; docs/run-folder.md "summary.json"): the increase
+    of each counter from the run's first scrape to its last (``window_s`` seconds
+    apart, ``scrapes`` of them), warm-up and any other client's requests included.
+    ``model`` is "" where the server labels no model. ``prefix_query_tokens`` /
+    ``prefix_hit_tokens``: prompt tokens looked up in / found in the prefix cache,
+    ``prefix_hit_rate`` hits / queries (or, with ``hit_rate_from_gauge``, the mean of a
+    hit-rate gauge such as SGLang's, with no token counts); ``draft_tokens`` /
+    ``accepted_tokens`` of speculative decoding and ``spec_acceptance`` accepted /
+    drafted. None: the server exported no such counter. ``sources``: the sample
+    names read."""
+
+    endpoint: str
+    model: str
+    sources: tuple[str, ...] = ()
+    window_s: float | None = None
+    scrapes: int = 0
+    prefix_query_tokens: int | None = None
+    prefix_hit_tokens: int | None = None
+    prefix_hit_rate: float | None = None
+    hit_rate_from_gauge: bool = False
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    spec_acceptance: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "sources": list(self.sources),
+            "window_s": self.window_s,
+            "scrapes": self.scrapes,
+            "prefix_query_tokens": self.prefix_query_tokens,
+            "prefix_hit_tokens": self.prefix_hit_tokens,
+            "prefix_hit_rate": self.prefix_hit_rate,
+            "hit_rate_from_gauge": self.hit_rate_from_gauge,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "spec_acceptance": self.spec_acceptance,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerCounters:
+        if not isinstance(data, Mapping):
+            raise _bad(where, "not an object")
+        sources = data.get("sources") or []
+        if not isinstance(sources, list):
+            raise _bad(where, "sources must be a list")
+
+        def opt_int(key: str) -> int | None:
+            return None if data.get(key) is None else _int(data, key, where)
+
+        return cls(
+            endpoint=str(data.get("endpoint") or ""),
+            model=str(data.get("model") or ""),
+            sources=tuple(str(x) for x in sources),
+            window_s=_num(data, "window_s", where),
+            scrapes=_int(data, "scrapes", where),
+            prefix_query_tokens=opt_int("prefix_query_tokens"),
+            prefix_hit_tokens=opt_int("prefix_hit_tokens"),
+            prefix_hit_rate=_num(data, "prefix_hit_rate", where),
+            hit_rate_from_gauge=bool(data.get("hit_rate_from_gauge")),
+            draft_tokens=opt_int("draft_tokens"),
+            accepted_tokens=opt_int("accepted_tokens"),
+            spec_acceptance=_num(data, "spec_acceptance", where),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TaskGroup:
     """One task's part of a group (same counting rules)."""
 
@@ -556,6 +641,8 @@ class Summary:
     schema_version: int = SUMMARY_SCHEMA_VERSION
     #: A capacity search's result (capacity.json); None for a sweep (and old files).
     capacity: CapacityResult | None = None
+    #: The servers' own /metrics counters over the run, per target (empty: none scraped).
+    server_counters: tuple[ServerCounters, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -565,7 +652,18 @@ class Summary:
         }
         if self.capacity is not None:
             out["capacity"] = self.capacity.to_dict()
+        if self.server_counters:
+            out["server_counters"] = [c.to_dict() for c in self.server_counters]
         return out
+
+    def counters(self, endpoint: str, model: str) -> ServerCounters | None:
+        """The server counters of a target (its model's, else the whole server's)."""
+        for c in self.server_counters:
+            if c.endpoint == endpoint and c.model == model:
+                return c
+        return next(
+            (c for c in self.server_counters if c.endpoint == endpoint and c.model == ""), None
+        )
 
     def group(self, endpoint: str, model: str, scenario: str) -> Group | None:
         for g in self.groups:
@@ -602,5 +700,9 @@ class Summary:
                 None
                 if data.get("capacity") is None
                 else CapacityResult.from_dict(data["capacity"], f"{where}: capacity")
+            ),
+            server_counters=tuple(
+                ServerCounters.from_dict(c, f"{where}: server_counters[{i}]")
+                for i, c in enumerate(_list(data, "server_counters", where))
             ),
         )

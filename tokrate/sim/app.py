@@ -173,7 +173,13 @@ class SimApp:
                 await _respond(send, 200, orjson.dumps({"status": "ok", "engines": stats}))
                 return
             if path == "/metrics":
-                return await serve_metrics(send, method, self.state.timings, self._engines)
+                return await serve_metrics(
+                    send,
+                    method,
+                    self.state.timings,
+                    self._engines,
+                    self.state.caches_prefixes,
+                )
             if api is not None:
                 api.check_headers(scope["headers"], self._api_key)
                 _require_method(method, "POST")
@@ -279,6 +285,7 @@ class SimApp:
             fault=fault,
             send=send,
             block_keys=plan.block_keys,
+            cache_limit_tokens=plan.cache_limit_tokens,
             answer=answer,
             received_ns=entry.received_ns,
             request_metrics=self.state.request_metrics,
@@ -435,12 +442,16 @@ class _TruthEntry:
 
 
 def _speculative(timing: TierTiming | None) -> dict[str, float] | None:
-    """vLLM's ``speculative_decoding`` summary for a speculative tier (else None)."""
+    """vLLM's ``speculative_decoding`` summary for a speculative tier (else None).
+    ``draft_acceptance_rate`` is vLLM's: accepted / drafted tokens, (speedup - 1) /
+    draft_tokens, the ratio of the /metrics counters too (the tier's
+    ``speculative_acceptance`` is the chance of each drafted position given the
+    ones before it)."""
     if timing is None or timing.tier.speculative_acceptance is None:
         return None
     tier = timing.tier
     return {
-        "draft_acceptance_rate": timing.tier.speculative_acceptance,
+        "draft_acceptance_rate": (tier.speculative_speedup - 1.0) / tier.draft_tokens,
         "mean_acceptance_length": tier.speculative_speedup,
         "num_spec_tokens": tier.draft_tokens,
     }

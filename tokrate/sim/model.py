@@ -108,8 +108,9 @@ class Tier:
     #: ("classification=0.95,extraction=0.8"; tasks not named get ``accuracy``).
     accuracy: float = 0.5
     task_accuracy: str | None = None
-    #: Speculative decoding: the share of drafted tokens the model accepts (0..1, None:
-    #: none) with ``draft_tokens`` drafted per verification step. Each step then yields
+    #: Speculative decoding: the chance that a drafted token is accepted once every
+    #: one before it was (0..1, None: none), ``draft_tokens`` drafted per verification
+    #: step (the share of all drafted tokens accepted is (speedup - 1) / draft_tokens). Each step then yields
     #: :attr:`speculative_speedup` tokens on average for one step's memory traffic, so
     #: decode runs that many times past the bandwidth bound.
     speculative_acceptance: float | None = None

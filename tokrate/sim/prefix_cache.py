@@ -30,7 +30,13 @@ from typing import Final
 
 from tokrate.physics import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 
-__all__ = ["BLOCK_TOKENS", "PrefixCache", "chat_block_keys", "text_block_keys"]
+__all__ = [
+    "BLOCK_TOKENS",
+    "PrefixCache",
+    "breakpoint_tokens",
+    "chat_block_keys",
+    "text_block_keys",
+]
 
 #: Tokens per cache block (vLLM's default block size).
 BLOCK_TOKENS: Final = 16
@@ -79,6 +85,27 @@ def _block_keys(pieces: Iterable[bytes]) -> tuple[bytes, ...]:
     return tuple(keys)
 
 
+def breakpoint_tokens(messages: Sequence[Mapping[str, object]]) -> int | None:
+    """Anthropic prompt caching: the prompt tokens up to the end of its last content
+    block marked ``cache_control`` (counted as :func:`chat_block_keys` spells them;
+    a block ending inside a 4-byte token covers the tokens before it), None when no
+    block is marked (then nothing may be cached)."""
+    position = 0
+    found: int | None = None
+    for m in messages:
+        position += CHAT_MESSAGE_OVERHEAD_TOKENS
+        content = m.get("content")
+        if isinstance(content, list):
+            size = 0
+            for part in content:
+                if isinstance(part, dict) and "text" in part:
+                    size += len(str(part.get("text", "")).encode("utf-8"))
+                if isinstance(part, dict) and part.get("cache_control") is not None:
+                    found = position + size // _BYTES_PER_TOKEN
+        position += -(-len(_content_bytes(content)) // _BYTES_PER_TOKEN)
+    return found
+
+
 def chat_block_keys(messages: Iterable[Mapping[str, object]]) -> tuple[bytes, ...]:
     """Keys of the full blocks of a chat prompt (see the module doc)."""
     return _block_keys(_chat_pieces(messages))
@@ -104,9 +131,13 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def admit(self, keys: Sequence[bytes], input_tokens: int) -> int:
+    def admit(self, keys: Sequence[bytes], input_tokens: int, limit: int | None = None) -> int:
         """Cached tokens of a prompt of ``input_tokens`` whose blocks are ``keys``; then
-        every one of its blocks is cached (most recently used)."""
+        every one of its blocks is cached (most recently used). ``limit``: only the
+        first that many tokens may be cached or found (Anthropic's breakpoint,
+        :func:`breakpoint_tokens`); the lookup still counts the whole prompt."""
+        if limit is not None:
+            keys = keys[: limit // BLOCK_TOKENS]
         blocks = self._blocks
         hit = 0
         for key in keys:

@@ -20,7 +20,7 @@ from typing import Any
 
 from tokrate.sim.answers import reference
 from tokrate.sim.model import TierTiming, count_chat_tokens
-from tokrate.sim.prefix_cache import chat_block_keys
+from tokrate.sim.prefix_cache import breakpoint_tokens, chat_block_keys
 from tokrate.sim.request_plan import (
     BadRequest,
     RequestPlan,
@@ -260,7 +260,9 @@ def plan_messages(
     reasoning = _thinking_tokens(body, max_tokens, tier.reasoning_tokens)
     n, finish = plan_length(tier, rngs[model], input_tokens, extra_limits(body, max_tokens))
     keys = chat_block_keys(messages) if block_keys else ()
+    # Anthropic caches only up to a cache_control breakpoint: none, nothing cached.
+    limit = (breakpoint_tokens(messages) or 0) if block_keys else None
     return RequestPlan(
         model, input_tokens, n, finish, stream, False, reasoning, block_keys=keys,
-        reference=reference(body),
+        reference=reference(body), cache_limit_tokens=limit,
     )  # fmt: skip

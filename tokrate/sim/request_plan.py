@@ -90,6 +90,9 @@ class RequestPlan:
     block_keys: tuple[bytes, ...] = ()
     #: The right answer tokrate told a simulator target (:mod:`tokrate.sim.answers`).
     reference: Reference | None = None
+    #: Prompt tokens the prefix cache may serve and keep (Anthropic: up to the last
+    #: cache_control breakpoint, 0 without one; None: all, as vLLM's automatic cache).
+    cache_limit_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,8 @@ class SimRequest:
         "answer",
         "before_final",
         "block_keys",
+        "cache_limit_tokens",
+        "cache_write_tokens",
         "cached_tokens",
         "cancelled",
         "complete",
@@ -112,6 +114,7 @@ class SimRequest:
         received_ns: int = 0,
         request_metrics: bool = False,
         speculative: Mapping[str, float] | None = None,
+        cache_limit_tokens: int | None = None,
     ) -> None:
         #: The right answer's tokens (:mod:`tokrate.sim.answers`), written as the
         #: content after any reasoning; None: the filler text.
@@ -120,6 +123,11 @@ class SimRequest:
         #: prompt tokens found cached (their prefill is skipped).
         self.block_keys = block_keys
         self.cached_tokens: int | None = None
+        #: Anthropic: the tokens up to its last cache_control breakpoint, the only part
+        #: that may be cached (None: all of it), and, once admitted, the tokens of the
+        #: blocks this request wrote to the cache (reported apart from the reads).
+        self.cache_limit_tokens = cache_limit_tokens
+        self.cache_write_tokens: int | None = None
         #: The engine's stamps (perf_counter_ns): arrival, admission into the batch,
         #: first and last token produced; ``request_metrics`` sends them, as vLLM's
         #: per-request metrics object, with the usage.
@@ -191,6 +199,7 @@ class SimRequest:
             self.produced,
             min(self.produced, self.reasoning_tokens),
             cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             metrics=self.metrics() if self.request_metrics else None,
         )
 
@@ -344,6 +353,8 @@ class _EngineBase(ABC):
         self._background: set[asyncio.Task[None]] = set()
         self._dirty: list[SimRequest] = []
         self.tokens_per_chunk = timing.tier.tokens_per_chunk
+        #: Output tokens generated since start (the speculative counters of /metrics).
+        self.generated_tokens = 0
 
     def _ns(self, model_s: float) -> int:
         return int(model_s * 1e9 / self.time_scale)
@@ -467,7 +478,13 @@ class BatchEngine(_EngineBase):
             joiners.append(head)
             head.admitted_ns = perf_counter_ns()
             if self.prefix_cache is not None:
-                head.cached_tokens = self.prefix_cache.admit(head.block_keys, head.input_tokens)
+                limit = head.cache_limit_tokens
+                head.cached_tokens = self.prefix_cache.admit(
+                    head.block_keys, head.input_tokens, limit
+                )
+                if limit is not None:
+                    cacheable = min(limit, head.input_tokens) // BLOCK_TOKENS * BLOCK_TOKENS
+                    head.cache_write_tokens = max(0, cacheable - head.cached_tokens)
         self.max_batch_seen = max(self.max_batch_seen, len(self.batch))
         return joiners
 
@@ -502,7 +519,10 @@ class BatchEngine(_EngineBase):
                 if req.cancelled:
                     self.kv_used_tokens -= req.reserved_tokens
                     continue
-                if req.produce(self.tokens_per_chunk, self._spawn):
+                before = req.produced
+                done = req.produce(self.tokens_per_chunk, self._spawn)
+                self.generated_tokens += req.produced - before
+                if done:
                     self.kv_used_tokens -= req.reserved_tokens
                 else:
                     keep.append(req)

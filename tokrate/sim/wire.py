@@ -32,6 +32,9 @@ class TokenUsage:
     reasoning_tokens: int
     #: Prompt tokens the prefix cache served (None: the cache is off).
     cached_tokens: int | None = None
+    #: Prompt tokens written to the cache up to an Anthropic cache_control breakpoint
+    #: (None: the cache is off, or the protocol has no breakpoints).
+    cache_write_tokens: int | None = None
     #: A vLLM-style per-request metrics object (``--request-metrics``), sent beside
     #: usage by the chat and completions wires.
     metrics: dict[str, Any] | None = None

@@ -58,6 +58,19 @@ def anthropic_error_body(status: int, message: str, request_id: str) -> bytes:
     return orjson.dumps({"type": "error", "error": error, "request_id": request_id})
 
 
+def _usage(input_tokens: int, out: int, usage: TokenUsage | None) -> dict[str, int]:
+    """Anthropic's usage: ``input_tokens`` is the prompt's part neither read from nor
+    written to the cache; reads and writes come apart (0 with the cache off)."""
+    read = (usage.cached_tokens if usage else None) or 0
+    written = (usage.cache_write_tokens if usage else None) or 0
+    return {
+        "input_tokens": input_tokens - read - written,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "output_tokens": out,
+    }
+
+
 def _event(obj: dict[str, Any]) -> bytes:
     return b"event: " + str(obj["type"]).encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
 
@@ -79,7 +92,13 @@ class MessagesWire(StreamWire):
         self._index = -1
         self._pre = b""
 
-    def _message(self, content: list[dict[str, Any]], stop: str | None, out: int) -> dict[str, Any]:
+    def _message(
+        self,
+        content: list[dict[str, Any]],
+        stop: str | None,
+        out: int,
+        usage: TokenUsage | None = None,
+    ) -> dict[str, Any]:
         return {
             "id": self._id,
             "type": "message",
@@ -88,12 +107,7 @@ class MessagesWire(StreamWire):
             "content": content,
             "stop_reason": stop,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": self._input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": out,
-            },
+            "usage": _usage(self._input_tokens, out, usage),
         }
 
     def _open(self, kind: str) -> bytes:
@@ -146,10 +160,14 @@ class MessagesWire(StreamWire):
         return pre + text + b"\n\n"
 
     def closing(self, finish_reason: str, usage: TokenUsage) -> bytes:
+        # With the prefix cache on, the final usage carries the cache reads and writes
+        # (message_start went out before the engine looked the prompt up).
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": _STOP_REASONS[finish_reason], "stop_sequence": None},
-            "usage": {"output_tokens": usage.output_tokens},
+            "usage": {"output_tokens": usage.output_tokens}
+            if usage.cached_tokens is None
+            else _usage(self._input_tokens, usage.output_tokens, usage),
         }
         return self._close() + _event(delta) + _event({"type": "message_stop"})
 
@@ -167,5 +185,5 @@ class MessagesWire(StreamWire):
             )
         if usage.output_tokens > r:
             content.append({"type": "text", "text": token_bytes(r, usage.output_tokens).decode()})
-        body = self._message(content, _STOP_REASONS[finish_reason], usage.output_tokens)
+        body = self._message(content, _STOP_REASONS[finish_reason], usage.output_tokens, usage)
         return orjson.dumps(body)

@@ -152,6 +152,14 @@ class ModelSpec:
     #: (the ``tokenizers`` library; relative to the config file's folder) or
     #: ``"tiktoken:ENCODING"`` (an encoding tiktoken has cached). See tokrate.inputs.tokencount.
     tokenizer: str | None = None
+    #: Exercise the provider's prompt cache on purpose (docs/config.md "Prompt caching"):
+    #: Anthropic ``cache_control`` breakpoints on the prompt's shared prefix (api =
+    #: "anthropic"; the whole prompt where it declares none, so a session's next turn
+    #: reads the last one's).
+    cache_control: bool = False
+    #: OpenAI's ``prompt_cache_key`` sent with every request (chat, responses): requests
+    #: with one key and one prefix are routed to the same cache.
+    prompt_cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
