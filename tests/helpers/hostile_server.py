@@ -13,7 +13,9 @@ stamps with) in ``server.truth[response_id]``, so tests compare against the serv
 own write times instead of nominal delays.
 
 Modes: ok (option ``empty``: every content delta is "", the usage still counts the
-tokens), status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
+tokens; option ``hold=N``: the first N content chunks are produced at the ITL pace but
+written together with the Nth, a server that really bunches the start of its answer),
+status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``),
@@ -347,6 +349,8 @@ class HostileServer:
             await asyncio.sleep(ttft)
         sent = 0
         total = 10**9 if mode == "endless" else n
+        hold = int(o.get("hold", "0"))
+        held: list[bytes] = []
         i = 0
         while sent < total:
             if out.w.transport.is_closing():  # the client gave up: stop, don't spin
@@ -360,8 +364,9 @@ class HostileServer:
                 else delta(content="" if o.get("empty") else "tok " * k)
             )
             sent += k
-            out.body(event(d))
-            truth.content_write_ns.append(time.perf_counter_ns())
+            # The first `hold` chunks are produced now but written with the last of them.
+            held.append(event(d))
+            _write_held(out, held, truth, now=i >= hold - 1 or sent >= total)
             i += 1
             if mode == "disconnect" and i >= int(o.get("after", "2")):
                 await out.w.drain()
@@ -389,6 +394,15 @@ class HostileServer:
             await asyncio.sleep(tail)
         await out.end()
         return True
+
+
+def _write_held(out: _Writer, held: list[bytes], truth: Truth, *, now: bool) -> None:
+    """When ``now``: write the chunks produced so far in one write, each logged at it."""
+    if not now:
+        return
+    out.body(b"".join(held))
+    truth.content_write_ns.extend([time.perf_counter_ns()] * len(held))
+    held.clear()
 
 
 def _default_model(mode: str, req: dict[str, Any]) -> Any:

@@ -2,19 +2,30 @@
 straight and behind a TCP proxy that holds its answers back (tests/helpers/
 buffering_proxy.py), with the real fast client. A direct stream is never flagged, nor
 one whose server packs 3 tokens per chunk; the proxied one is, in the summary, the
-terminal table and the report, and its fake decode speed is kept apart."""
+terminal table and the report, and its fake decode speed is kept apart.
+
+Who held it: the same simulator stream read by a client whose own event loop is
+blocked around the first token is bunched just as well, and is said to be the client's
+doing (with the loop lag), while a server that really bunches the start of its answer
+(the hostile server's ``hold``) on an idle client is still the proxy's or server's."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from helpers.buffering_proxy import buffering_proxy
+from helpers.hostile_server import HostileServer
 from helpers.specs import sim_spec, synthetic_prompts
 from rich.console import Console
 
+import tokrate.load.sender
 from tokrate.analysis.metrics import summarize
 from tokrate.load.run import run_benchmark
 from tokrate.report import build_report
@@ -110,3 +121,77 @@ def test_a_stream_held_back_by_a_proxy_is_flagged(sim: str, tmp_path: Path, clie
     if n == 6:
         assert "| buffered | buffered |" in md  # TPOT p50 and ITL p99 cells of the summary
         assert "TPOT / ITL distribution: stream held back (proxy or server)" in md
+
+
+#: The client's loop is blocked this long, from 10 ms after each request is sent: over
+#: the steady tier's first token (30 ms), so ~38 of its 96 chunks (6 ms apart) wait in
+#: the socket and arrive in one read.
+BLOCK_S = 0.25
+
+
+def test_a_stream_the_blocked_client_bunched_is_the_clients(
+    sim: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client's loop blocked over the first token: every stream is buffered (a read
+    holds a quarter of the answer or more), and every one is client-held, with a loop
+    lag near the block; the report and the terminal say the client held it and never
+    blame a proxy or the server (there is none: this is the simulator, direct)."""
+    original = tokrate.load.sender.Sender._stream
+
+    async def blocked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # A callback on the client's own loop that hogs it: what a loaded client does.
+        asyncio.get_running_loop().call_later(0.01, time.sleep, BLOCK_S)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tokrate.load.sender.Sender, "_stream", blocked)
+    run = _run(tmp_path, "blocked", sim, "steady", concurrency=1)
+    lags = [r["loop_lag_ms"] for r in run.records.to_dicts()]
+    assert all(lag is not None and lag >= BLOCK_S * 1000 / 2 for lag in lags), lags
+    g = _group(run)
+    assert g.stream is not None
+    assert (g.stream.judged, g.stream.buffered, g.stream.client_held) == (6, 6, 6), g.stream
+    assert g.stream.client_held_lag_max_ms is not None
+    assert g.stream.client_held_lag_max_ms >= BLOCK_S * 1000 / 2
+    assert g.tpot_s.n == 0 and g.ttft_s.n == 6
+    console = io.StringIO()
+    render_summary(summarize(run.records, run.info), Console(file=console, width=80))
+    words = " ".join(console.getvalue().split())
+    assert "the client held it (loop lag" in words and "proxy or server" not in words
+    out = build_report([run.path], formats=("png",))
+    md = " ".join((out / "summary.md").read_text(encoding="utf-8").split())
+    assert "6 of 6 requests came bunched because this client's event loop lagged" in md
+    assert "stream held back (proxy or server)" not in md
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileServer]:
+    with HostileServer() as s:
+        yield s
+
+
+def test_a_server_that_bunches_is_not_the_clients(hostile: HostileServer, tmp_path: Path) -> None:
+    """A server that writes the first 20 of 40 chunks (5 ms apart) together, to an idle
+    client: buffered, none client-held (the loop was on time at the first read), and
+    the report says held back (proxy or server)."""
+    url = hostile.base_url("ok", tokens=40, ttft_ms=20, itl_ms=5, hold=20)
+    spec = sim_spec(
+        url,
+        tmp_path,
+        models=("m",),
+        run_id="bunching",
+        prompts=synthetic_prompts(40, count=6),
+        concurrency=(1,),
+        requests=6,
+    )
+    result = run_benchmark(spec)
+    assert result.exit_code == 0
+    run = load_run(result.run_dir)
+    lags = [r["loop_lag_ms"] for r in run.records.to_dicts()]
+    assert all(lag is not None and lag < 5.0 for lag in lags), lags
+    g = _group(run)
+    assert g.stream is not None
+    assert (g.stream.judged, g.stream.buffered, g.stream.client_held) == (6, 6, 0), g.stream
+    out = build_report([run.path], formats=("png",))
+    md = " ".join((out / "summary.md").read_text(encoding="utf-8").split())
+    assert "stream held back (proxy or server): ITL/TPOT not meaningful for 6 of 6" in md
+    assert "the client held it" not in md

@@ -13,7 +13,7 @@ import pytest
 from helpers.documents import run_info
 from rich.console import Console
 
-from tokrate.analysis.buffering import buffering_exprs
+from tokrate.analysis.buffering import buffering_exprs, client_held_expr
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
 from tokrate.report.terminal import render_summary
@@ -138,6 +138,39 @@ def test_one_late_read_among_many_is_not_a_buffered_stream() -> None:
     assert out["buffered"][0] is False
 
 
+def test_who_held_a_buffered_stream() -> None:
+    """The client held it when its loop was late at the first read by at least 5 ms and
+    half the hold the read shows; otherwise a proxy or the server did. A stream that is
+    not buffered is never client-held, however late the loop."""
+    held = [0.3] * 10 + [0.3 + 0.02 * k for k in range(1, 23)]  # held_s 10 x 0.44 / 22
+    cases = {
+        # name: (offsets, loop lag at the first read in ms or None, client held?)
+        "late loop explains the hold": (held, 200.0, True),
+        "late loop, half the hold": (held, 100.0, True),
+        "late loop, less than half the hold": (held, 90.0, False),
+        "slightly late loop, long hold": (held, 6.0, False),
+        "on time": (held, 0.0, False),
+        "older record (no lag)": (held, None, False),
+        "whole answer in one read, loop 20 ms late": ([0.3] * 32, 20.0, True),
+        "whole answer in one read, loop 3 ms late": ([0.3] * 32, 3.0, False),
+        "not buffered, loop 300 ms late": ([0.1 + 0.02 * i for i in range(32)], 300.0, False),
+    }
+    frame = pl.DataFrame(
+        {
+            "name": list(cases),
+            "chunk_offsets_s": [c[0] for c in cases.values()],
+            "output_tokens": [32] * len(cases),
+            "client": ["fast"] * len(cases),
+            "loop_lag_ms": [c[1] for c in cases.values()],
+        },
+        schema_overrides={"chunk_offsets_s": pl.List(pl.Float64), "loop_lag_ms": pl.Float64},
+    )
+    out = frame.with_columns(buffering_exprs()).with_columns(client_held_expr())
+    assert out["held_s"][0] == pytest.approx(0.2)
+    got = dict(zip(out["name"], out["client_held"], strict=True))
+    assert got == {name: case[2] for name, case in cases.items()}
+
+
 def _rec(i: int, offsets: list[float], tokens: int = 32, **kw: Any) -> RequestRecord:
     ttft, e2e = offsets[0], offsets[-1]
     fields: dict[str, Any] = {"endpoint": "gw", "model": "tf", **kw}
@@ -229,6 +262,48 @@ def test_summary_v2_round_trips_and_v1_still_loads() -> None:
     loaded = load_run(fixture)
     assert loaded.summary is not None and loaded.summary.schema_version == 1
     assert all(g.stream is None for g in loaded.summary.groups)
+
+
+def test_client_held_streams_are_blamed_on_the_client_everywhere(tmp_path: Path) -> None:
+    """Three requests bunched while the loop lagged 180 ms: still out of TPOT and decode
+    speed, but summary.json counts them as client-held with the lag, and the terminal
+    line, the report's warning and the summary table's note say the client held them
+    instead of blaming a proxy; summary.json v4 round-trips and v3 still loads."""
+    from helpers.runfolders import write_run
+
+    from tokrate.report import build_report
+
+    by_client = [
+        _rec(10 + i, [1.0] * 16 + [1.1] * 16, model="gw-only", loop_lag_ms=180.0) for i in range(3)
+    ]
+    records = [*_issue_records(), *by_client]
+    summary = summarize(records_to_frame(records), run_info())
+    groups = {g.model: g for g in summary.groups}
+    held, proxied = groups["gw-only"].stream, groups["tf"].stream
+    assert held is not None and proxied is not None
+    assert (held.buffered, held.client_held, held.client_held_lag_max_ms) == (3, 3, 180.0)
+    assert (proxied.buffered, proxied.client_held) == (1, 0)
+    assert groups["gw-only"].tpot_s.n == 0 and groups["gw-only"].ttft_s.n == 3
+    assert Summary.from_dict(summary.to_dict()) == summary
+    old = summary.to_dict()
+    old["schema_version"] = 3
+    for g in old["groups"]:
+        del g["stream"]["client_held"], g["stream"]["client_held_lag_max_ms"]
+    assert all(g.stream and g.stream.client_held == 0 for g in Summary.from_dict(old).groups)
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=80, color_system=None))
+    words = " ".join(buf.getvalue().split())
+    assert "held back (proxy or server; 3 of them by the client (loop lag 180 ms))" in words
+    run = write_run(tmp_path, "r", records, scenarios={"c1": 1})
+    md = (build_report([run], formats=("png",)) / "summary.md").read_text(encoding="utf-8")
+    flat = " ".join(md.split())
+    assert (
+        "gw/gw-only c=1: 3 of 3 requests came bunched because this client's event loop lagged"
+        " at their first read: the client held it (loop lag 180 ms), not a proxy or the"
+        " server: ITL/TPOT not meaningful" in flat
+    )
+    assert "gw/tf c=1: stream held back (proxy or server): ITL/TPOT not meaningful for 1" in flat
+    assert "gw/gw-only c=1: stream held back (proxy or server)" not in flat
 
 
 def test_terminal_summary_marks_buffered_groups_in_80_columns() -> None:

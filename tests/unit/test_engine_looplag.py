@@ -7,6 +7,7 @@ import time
 import anyio
 
 from tokrate.load.looplag import (
+    LATE_SLACK_NS,
     MAX_THRESHOLD_MS,
     P99_THRESHOLD_MS,
     LagMonitor,
@@ -52,3 +53,42 @@ def test_detects_a_blocked_loop() -> None:
     anyio.run(main)
     s = mon.summary()
     assert s.max_ms >= 100.0 and s.exceeded
+
+
+def test_lag_at_finds_the_late_stretch_that_holds_a_stamp() -> None:
+    """A wake-up due at 100 ms that came at 300 ms: a stamp inside that stretch (or
+    just after it: the read and the wake-up end it in either order) reads 200 ms; one
+    before it, or well after it, reads 0.0; while the pending wake-up is overdue, a
+    stamp since its due time reads the lateness so far."""
+    ms = 1_000_000
+    mon = LagMonitor()
+    mon.add_late(100 * ms, 300 * ms)
+    mon.add_late(310 * ms, 311 * ms)  # on time within LATE_KEEP_MS: not kept
+    assert mon.lag_at(150 * ms, now_ns=400 * ms) == 200.0
+    assert mon.lag_at(300 * ms + LATE_SLACK_NS, now_ns=400 * ms) == 200.0
+    assert mon.lag_at(90 * ms, now_ns=400 * ms) == 0.0
+    assert mon.lag_at(320 * ms, now_ns=400 * ms) == 0.0
+    mon._due_ns = 500 * ms  # the monitor asleep, due at 500 ms
+    assert mon.lag_at(520 * ms, now_ns=560 * ms) == 60.0
+    assert mon.lag_at(490 * ms, now_ns=560 * ms) == 0.0
+    assert mon.summary().max_ms == 200.0  # the kept stretches count in the summary too
+
+
+def test_lag_at_sees_a_really_blocked_loop() -> None:
+    """A callback hogs the loop 120 ms: a stamp taken inside the hog reads the block."""
+    mon = LagMonitor()
+    inside: list[int] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mon.run)
+            await anyio.sleep(0.05)
+            time.sleep(0.06)  # noqa: ASYNC251 -- the client's loop busy, on purpose
+            inside.append(time.perf_counter_ns())
+            time.sleep(0.06)  # noqa: ASYNC251
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert mon.lag_at(inside[0]) >= 100.0
+    assert mon.lag_at(time.perf_counter_ns()) == 0.0

@@ -61,6 +61,17 @@ proxy that passes the first token on and buffers the rest in three or more flush
 is not flagged: TTFT and TPOT are then right (first and last token on time), and the
 ITL shows the flushes the client really saw. ``burst_share`` and ``reads_per_token``
 describe the stream in the summary; they do not decide.
+Who held it: a stream is bunched just the same when the *client* reads late. While the
+measuring event loop is busy (too many streams for one core, a machine whose other
+work takes the CPU), the chunks that arrive wait in the socket, and the next read takes
+them all. Each record carries ``loop_lag_ms``: how far behind the worker's loop was
+when the first content was read (tokrate.load.looplag ``lag_at``). **client_held**
+when buffered and that lag is at least :data:`CLIENT_LAG_MIN_MS` and at least
+:data:`CLIENT_LAG_SHARE` of ``held_s`` (the hold it has to explain; when nothing came
+after the first read there is no ``held_s``, and the floor alone decides). Such a
+request stays out of TPOT, ITL and decode speed (its stamps are bunched all the same),
+but the report and the warnings say the client held it, with the lag, instead of
+blaming a proxy or the server that a simulator run does not even have.
 """
 
 from __future__ import annotations
@@ -75,6 +86,8 @@ from tokrate.runfolder.summary import Distribution, StreamShape
 
 __all__ = [
     "BUFFERING_COLUMNS",
+    "CLIENT_LAG_MIN_MS",
+    "CLIENT_LAG_SHARE",
     "FEW_READS",
     "MIN_FIRST_READ_SHARE",
     "MIN_HELD_S",
@@ -82,6 +95,7 @@ __all__ = [
     "NEARLY_ALL_SHARE",
     "PER_CHUNK_STAMP_GAP_S",
     "buffering_exprs",
+    "client_held_expr",
     "stream_aggs",
     "stream_entry",
 ]
@@ -99,6 +113,13 @@ MIN_HELD_S: Final = 0.05
 FEW_READS: Final = 2
 #: So is an answer whose first read holds this share of it, however short the hold.
 NEARLY_ALL_SHARE: Final = 0.9
+
+#: A buffered stream is the client's doing when its loop was at least this late (ms) at
+#: the first read (the event-loop lag's p99 threshold: below it the loop was on time)...
+CLIENT_LAG_MIN_MS: Final = 5.0
+#: ... and the lateness covers at least this share of the hold the read shows (a proxy
+#: that held 300 ms while the loop was 6 ms late is still the proxy).
+CLIENT_LAG_SHARE: Final = 0.5
 
 #: The columns :func:`buffering_exprs` adds, in order.
 BUFFERING_COLUMNS: Final = (
@@ -166,14 +187,28 @@ def buffering_exprs() -> list[pl.Expr]:
     ]
 
 
+def client_held_expr() -> pl.Expr:
+    """``client_held`` (Boolean, never null): a buffered request whose first read came
+    while the client's own loop lagged enough to explain its hold (module doc). Over a
+    frame with :func:`buffering_exprs`' columns and the records' ``loop_lag_ms``."""
+    lag_ms = pl.col("loop_lag_ms")
+    explains = lag_ms >= pl.max_horizontal(
+        pl.lit(CLIENT_LAG_MIN_MS), CLIENT_LAG_SHARE * 1000.0 * pl.col("held_s").fill_null(0.0)
+    )
+    return (pl.col("buffered") & explains).fill_null(False).alias("client_held")
+
+
 def stream_aggs(ok: pl.Expr) -> list[pl.Expr]:
     """Group aggregations behind :class:`~tokrate.runfolder.summary.StreamShape` over the
     requests ``ok`` selects, on a :func:`tokrate.analysis.metrics.derive`-d frame."""
     buffered = ok & pl.col("buffered")
+    client_held = buffered & pl.col("client_held")
     measured_tps = pl.when(pl.col("tpot_measured_s") > 0).then(1.0 / pl.col("tpot_measured_s"))
     return [
         ok.sum().alias("stream__judged"),
         buffered.sum().alias("stream__buffered"),
+        client_held.sum().alias("stream__client_held"),
+        pl.col("loop_lag_ms").filter(client_held).max().alias("stream__client_lag_max_ms"),
         pl.col("reads_per_token").filter(ok).median().alias("stream__reads_per_token_p50"),
         pl.col("burst_share").filter(ok).median().alias("stream__burst_share_p50"),
         pl.col("reads_per_token").filter(buffered).median().alias("stream__b_reads_p50"),
@@ -188,6 +223,8 @@ def stream_entry(row: Mapping[str, Any]) -> StreamShape:
     return StreamShape(
         judged=int(row["stream__judged"] or 0),
         buffered=int(row["stream__buffered"] or 0),
+        client_held=int(row["stream__client_held"] or 0),
+        client_held_lag_max_ms=row["stream__client_lag_max_ms"],
         reads_per_token_p50=row["stream__reads_per_token_p50"],
         burst_share_p50=row["stream__burst_share_p50"],
         buffered_reads_per_token_p50=row["stream__b_reads_p50"],

@@ -50,7 +50,12 @@ from typing import Any, Final, TypeVar
 
 import polars as pl
 
-from tokrate.analysis.buffering import buffering_exprs, stream_aggs, stream_entry
+from tokrate.analysis.buffering import (
+    buffering_exprs,
+    client_held_expr,
+    stream_aggs,
+    stream_entry,
+)
 from tokrate.analysis.cache_use import (
     cache_aggs,
     cache_entry,
@@ -160,6 +165,7 @@ def derive(frame: FrameT) -> FrameT:
         pl.col("tpot_s").alias("tpot_measured_s"),
     ).with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
     return framed.with_columns(
+        client_held_expr(),
         decode_tps_expr(),
         itl.alias("itl_s"),
         pl.when(~buffered)

@@ -162,12 +162,16 @@ class _Worker:
             concurrency=sc.level_concurrency or sc.concurrency,
             rate_rps=None if sc.rate_rps is None else sc.rate_rps * sc.shard_count,
         )
+        #: How late this worker's loop wakes up; the sender asks it, per record, how
+        #: late the loop was at the first content read.
+        self.monitor = LagMonitor()
         self.sender = Sender(
             settings=task.settings,
             targets=task.targets,
             prompts=task.prompts,
             api_keys=dict(task.api_keys),
             emit=emit,
+            lag_at=self.monitor.lag_at,
         )
 
     # --- lifecycle -------------------------------------------------------------
@@ -180,7 +184,7 @@ class _Worker:
             timeouts=s.timeouts,
             kernel_stamps=s.kernel_stamps,
         )
-        monitor = LagMonitor()
+        monitor = self.monitor
         try:
             if s.preconnect:
                 await self._preconnect(client)

@@ -86,8 +86,12 @@ class Sender:
         prompts: tuple[Prompt, ...],
         api_keys: dict[str, str],
         emit: Emit,
+        lag_at: Callable[[int], float] | None = None,
     ) -> None:
         self.settings = settings
+        #: The worker's loop-lag lookup (tokrate.load.looplag ``LagMonitor.lag_at``):
+        #: how far behind the loop was at a stamp; None where nothing monitors it.
+        self.lag_at = lag_at
         self.targets = targets
         self.prompts = prompts
         self.api_keys = api_keys
@@ -262,6 +266,11 @@ class Sender:
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)
+            if self.lag_at is not None and result.chunk_ns:
+                # Read now, while the stretch that held the first read is still kept:
+                # a stream bunched then is the client's doing (analysis.buffering).
+                lag_ms = round(self.lag_at(result.chunk_ns[0]), 3)
+                record = dataclasses.replace(record, loop_lag_ms=lag_ms)
             if checked and result.answer_text is not None:
                 # Kept for the checks after the load, bounded and redacted like every
                 # string a server sent.

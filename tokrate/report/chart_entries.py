@@ -111,7 +111,13 @@ def latency_boxes(inputs: ReportInputs) -> Entry:
             _draw_boxes,
         )
     elif any(g.stream and g.stream.buffered for _, s in inputs.summaries for g in s.groups):
-        yield LeftOut(f"TPOT / ITL distribution: {_streams.BUFFERED_WORDS}")
+        streams = [g.stream for _, s in inputs.summaries for g in s.groups if g.stream]
+        if all(st.client_held == st.buffered for st in streams):
+            lags = [st.client_held_lag_max_ms or 0.0 for st in streams if st.client_held]
+            words = _streams.client_held_words(max(lags) if lags else None)
+        else:
+            words = _streams.BUFFERED_WORDS
+        yield LeftOut(f"TPOT / ITL distribution: {words}")
     else:
         yield LeftOut("TPOT / ITL distribution: no ok request with 2 or more tokens")
 

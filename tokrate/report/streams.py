@@ -4,9 +4,10 @@ Two parts, both read from the summaries (:class:`~tokrate.runfolder.summary.Stre
 :class:`~tokrate.runfolder.summary.ServerTimings`, so the report says what summary.json says):
 
 - **Buffered streams** (docs/report.md): a group with requests that came in a few
-  reads gets a warning line ("stream held back (proxy or server): ITL/TPOT not meaningful")
-  and a row in the "Buffered streams" table; those requests are already out of
-  every TPOT/ITL/decode figure, shown apart with their count.
+  reads gets a warning line ("stream held back (proxy or server): ITL/TPOT not meaningful";
+  for those whose first read came while the client's own loop lagged: "the client held
+  it (loop lag X ms)") and a row in the "Buffered streams" table; those requests are
+  already out of every TPOT/ITL/decode figure, shown apart with their count.
 - **Client vs server**: where records carry server timings (llama.cpp ``timings``),
   a table and a chart of client decode tok/s against the server's, with the paired
   difference in % (what network + client cost), and client TTFT against the server's
@@ -29,6 +30,7 @@ from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
 
 __all__ = [
     "BUFFERED_WORDS",
+    "client_held_words",
     "buffered_warnings",
     "client_vs_server",
     "client_vs_server_chart",
@@ -40,6 +42,14 @@ __all__ = [
 
 #: What a report says instead of a fake ITL (also the summary-table cell text).
 BUFFERED_WORDS: Final = "stream held back (proxy or server): ITL/TPOT not meaningful"
+
+
+def client_held_words(lag_ms: float | None) -> str:
+    """What a report says of streams the client itself bunched (its loop lagged at
+    their first read), instead of blaming a proxy."""
+    lag = "" if lag_ms is None else f" (loop lag {lag_ms:.0f} ms)"
+    return f"the client held it{lag}, not a proxy or the server: ITL/TPOT not meaningful"
+
 
 Summaries = Sequence[tuple[str, Summary]]
 
@@ -60,13 +70,22 @@ def buffered_warnings(summaries: Summaries) -> list[str]:
                 continue
             fake = s.buffered_decode_tps.p50
             shown = f"; their 1/TPOT would read {fmt_tps(fake)} tok/s" if fake else ""
-            out.append(
-                f"{_name(key, g, multi)}: {BUFFERED_WORDS} for {s.buffered} of {s.judged} "
-                f"requests (their first tokens held back: first read p50 "
-                f"{fmt_pct(s.buffered_first_read_share_p50)} of the answer, burst share p50 "
-                f"{fmt_pct(s.buffered_burst_share_p50)}); left out of TPOT, ITL and decode tok/s"
-                f"{shown}"
-            )
+            held_elsewhere = s.buffered - s.client_held
+            if held_elsewhere:
+                out.append(
+                    f"{_name(key, g, multi)}: {BUFFERED_WORDS} for {held_elsewhere} of "
+                    f"{s.judged} requests (their first tokens held back: first read p50 "
+                    f"{fmt_pct(s.buffered_first_read_share_p50)} of the answer, burst share "
+                    f"p50 {fmt_pct(s.buffered_burst_share_p50)}); left out of TPOT, ITL and "
+                    f"decode tok/s{shown}"
+                )
+            if s.client_held:
+                out.append(
+                    f"{_name(key, g, multi)}: {s.client_held} of {s.judged} requests came "
+                    f"bunched because this client's event loop lagged at their first read: "
+                    f"{client_held_words(s.client_held_lag_max_ms)}; left out of TPOT, ITL "
+                    "and decode tok/s; lower the concurrency per process or use --workers N"
+                )
     return out
 
 
@@ -83,6 +102,7 @@ def stream_table(summaries: Summaries) -> Table | None:
         "level",
         "judged",
         "buffered",
+        "held by the client (loop lag max)",
         "share",
         "reads/token p50 all · buffered",
         "burst share p50 all · buffered",
@@ -103,6 +123,7 @@ def stream_table(summaries: Summaries) -> Table | None:
                     g.level,
                     str(s.judged),
                     str(s.buffered),
+                    _client_held_cell(s.client_held, s.client_held_lag_max_ms),
                     fmt_pct(s.buffered_share),
                     f"{_ratio(s.reads_per_token_p50)} · {_ratio(s.buffered_reads_per_token_p50)}",
                     f"{fmt_pct(s.burst_share_p50)} · {fmt_pct(s.buffered_burst_share_p50)}",
@@ -115,12 +136,20 @@ def stream_table(summaries: Summaries) -> Table | None:
     note = (
         f"{BUFFERED_WORDS}. A request is buffered when it has 4+ tokens and a quarter of "
         "its chunks or more arrived together with the first one (held back), or the whole "
-        "answer came in 1-2 reads (docs/report.md). Buffered requests are left out "
+        "answer came in 1-2 reads (docs/report.md); the client held it when its own event "
+        "loop lagged at the first read (then no proxy or server is to blame). Buffered "
+        "requests are left out "
         "of TPOT, ITL and decode tok/s; TTFT and E2E keep them. The last column is what "
         "1/TPOT would have read: not a decode speed."
     )
-    numeric = (False,) * 4 + (True,) * 7
+    numeric = (False,) * 4 + (True,) * 8
     return Table("Buffered streams", header, tuple(rows), note=note, numeric=numeric)
+
+
+def _client_held_cell(n: int, lag_ms: float | None) -> str:
+    if not n:
+        return "0"
+    return str(n) if lag_ms is None else f"{n} ({fmt_ms(lag_ms / 1000)})"
 
 
 def server_rows(summaries: Summaries) -> list[tuple[str, Group]]:

@@ -69,10 +69,11 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "req/s",
     )
     rows = []
-    buffered = 0
+    buffered = by_client = 0
     for g in summary.groups:
         n_buffered = g.stream.buffered if g.stream else 0
         buffered += n_buffered
+        by_client += g.stream.client_held if g.stream else 0
         # Every request buffered: say so instead of a dash (the value is not unknown,
         # it is not meaningful).
         per_token = "buffered" if n_buffered and not g.tpot_s.n else None
@@ -99,9 +100,15 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
     numeric = (False, False, False) + (True,) * (len(header) - 3)
     note = ""
     if buffered:
+        who = (
+            "held back by this client's lagging event loop"
+            if by_client == buffered
+            else "held back by a proxy or the server"
+            + (f", {by_client} of them by this client's lagging event loop" if by_client else "")
+        )
         note = (
-            f"{buffered} buffered requests (held back by a proxy or the server: ITL/TPOT not "
-            "meaningful) are left out of TPOT, ITL and decode tok/s; see Buffered streams."
+            f"{buffered} buffered requests ({who}: ITL/TPOT not meaningful) are left out "
+            "of TPOT, ITL and decode tok/s; see Buffered streams."
         )
     return Table(title or f"Summary: {run_key}", header, tuple(rows), note=note, numeric=numeric)
 

@@ -32,6 +32,10 @@ keep loading every version listed here):
        "timings" llama.cpp, "metrics" vLLM, "stats" NVIDIA NIM); ``server_timings`` may
        hold objects one level down (vLLM ``speculative_decoding``). Older records load
        with it null (their timings are llama.cpp's).
+    7: ``loop_lag_ms``: how far behind the measuring event loop was when the request's
+       first content was read (ms, 0.0 on time; tokrate.load.looplag ``lag_at``), null
+       without content. A stream bunched while it was late is the client's doing
+       (tokrate.analysis.buffering ``client_held``). Older records load with it null.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ __all__ = [
     "upgrade_frame",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 6
+RECORD_SCHEMA_VERSION: Final = 7
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
@@ -73,6 +77,7 @@ RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     4: "answer (checked prompts only), check_passed, check_score, check_error",
     5: "request_id, cached_tokens_source, cache_write_tokens",
     6: "server_timings_source (timings, metrics, stats)",
+    7: "loop_lag_ms: how late the measuring event loop was at the first content read",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -94,6 +99,7 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "cached_tokens_source": 5,
     "cache_write_tokens": 5,
     "server_timings_source": 6,
+    "loop_lag_ms": 7,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -174,6 +180,9 @@ class RequestRecord:
     cached_tokens_source: str | None = None
     cache_write_tokens: int | None = None
     server_timings_source: str | None = None
+    #: How far behind the worker's event loop was when the first content was read
+    #: (ms; 0.0 on time; None without content or where nothing measured it).
+    loop_lag_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -275,6 +284,7 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "cached_tokens_source": "String",
     "cache_write_tokens": "Int64",
     "server_timings_source": "String",
+    "loop_lag_ms": "Float64",
     "extra": "String",
 }
 

@@ -34,6 +34,10 @@ readers keep loading every version listed):
        ``/metrics`` counters say over the run (prompt-cache query and hit tokens and
        their rate, speculative draft and accepted tokens: :class:`ServerCounters`);
        absent without a scraped counter. Older files load with none.
+    7: ``stream`` carries ``client_held`` (buffered requests whose first read came
+       while the client's own event loop lagged: the client held them, not a proxy;
+       tokrate.analysis.buffering) and ``client_held_lag_max_ms`` (the worst such lag).
+       Older files load with 0 and None.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 6
+SUMMARY_SCHEMA_VERSION: Final = 7
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -76,6 +80,8 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     4: "cache (prompt-cache hit rate, TTFT cold vs cached, per turn and session) per group",
     5: "server: sources, queue/ttft/decode, client minus server TTFT and decode, acceptance",
     6: "server_counters: /metrics prefix-cache and speculative-decoding counters over the run",
+    7: "stream.client_held and client_held_lag_max_ms: buffered streams the client's own"
+    " lagging event loop held",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -219,6 +225,10 @@ class StreamShape:
 
     judged: int = 0
     buffered: int = 0
+    #: Of ``buffered``: those the client itself held (its loop lagged at their first
+    #: read), and the worst loop lag among them (ms).
+    client_held: int = 0
+    client_held_lag_max_ms: float | None = None
     reads_per_token_p50: float | None = None
     burst_share_p50: float | None = None
     buffered_reads_per_token_p50: float | None = None
@@ -232,7 +242,11 @@ class StreamShape:
         return self.buffered / self.judged if self.judged else None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"judged": self.judged, "buffered": self.buffered}
+        out: dict[str, Any] = {
+            "judged": self.judged,
+            "buffered": self.buffered,
+            "client_held": self.client_held,
+        }
         out["buffered_share"] = self.buffered_share
         out.update({name: getattr(self, name) for name in _float_fields(self)})
         out["buffered_decode_tps"] = self.buffered_decode_tps.to_dict()
@@ -243,6 +257,7 @@ class StreamShape:
         return cls(
             judged=_int(data, "judged", where),
             buffered=_int(data, "buffered", where),
+            client_held=_int(data, "client_held", where),
             **_float_values(cls, data, where),
             buffered_decode_tps=Distribution.from_dict(
                 _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
