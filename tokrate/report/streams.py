@@ -134,7 +134,8 @@ def stream_table(summaries: Summaries) -> Table | None:
     if not rows:
         return None
     note = (
-        f"{BUFFERED_WORDS}. A request is buffered when it has 4+ tokens and a quarter of "
+        "Buffered streams: ITL/TPOT not meaningful. A request is buffered when it has 4+ "
+        "tokens and a quarter of "
         "its chunks or more arrived together with the first one (held back), or the whole "
         "answer came in 1-2 reads (docs/report.md); the client held it when its own event "
         "loop lagged at the first read (then no proxy or server is to blame). Buffered "
