@@ -91,8 +91,9 @@ def test_every_fault_recorded_and_counts_conserved(
     assert len(groups) == 4
     for g in groups:
         c = g["counts"]
-        assert c["scheduled"] == c["ok"] + c["error"] + c["cancelled"] == 30, g["model"]
-        assert sum(g["errors_by_class"].values()) == c["error"]
+        failed = c["error"] + c["not_sent"] + c["cancelled"]
+        assert c["scheduled"] == c["ok"] + failed == 30, g["model"]
+        assert sum(g["errors_by_class"].values()) == c["error"] + c["not_sent"]
 
 
 def test_retry_policy_records_each_attempt_and_conserves_counts(

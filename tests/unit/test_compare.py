@@ -141,6 +141,34 @@ def test_error_rate_regression(tmp_path: Path) -> None:
     assert _verdicts(c)[("sim-70b", "error_rate")] == "unchanged"
 
 
+def test_requests_the_client_never_sent_are_not_the_servers_error_rate(tmp_path: Path) -> None:
+    """34 of sim-7b's 200 requests never left the client (``not_sent``): the server's
+    error rate is unchanged, and history reads the same rate from records and summary."""
+    from dataclasses import replace
+
+    from tokrate.analysis.points import _from_records
+    from tokrate.runfolder.store import load_run
+
+    base = write_run(tmp_path, "base", make_records("base", seed=1))
+    records = make_records("cur", seed=2, error_every={"sim-7b": 6})
+    unsent = [
+        replace(r, error_class="not_sent", http_status=None) if r.error_class == "http_5xx" else r
+        for r in records
+    ]
+    cur = write_run(tmp_path, "cur", unsent)
+    row = next(
+        r
+        for r in compare_runs(base, cur).results
+        if r.model == "sim-7b" and r.metric == "error_rate"
+    )
+    assert (row.current, row.n_current, row.verdict) == (0.0, 200 - 34, "unchanged")
+    rates = {
+        (model, value)
+        for _, model, _, metric, value, _ in _from_records(load_run(cur), ["error_rate"])
+    }
+    assert ("sim-7b", 0.0) in rates
+
+
 def test_newcombe_matches_published_example() -> None:
     # Newcombe (1998), Stat Med 17:873, example (a): 56/70 vs 48/80 -> [0.0524, 0.3339].
     lo, hi = newcombe_interval(48, 80, 56, 70)

@@ -173,6 +173,7 @@ def test_summarize_hand_computed_group() -> None:
         "cancelled": 1,
         "warmup": 1,
         "retried_attempts": 0,
+        "not_sent": 0,
     }
     assert g["errors_by_class"] == {"cancelled": 1, "http_5xx": 1}
     assert g["ttft_s"]["n"] == 3
@@ -270,6 +271,7 @@ def test_retried_request_counts_once_by_its_last_attempt() -> None:
         "cancelled": 0,
         "warmup": 0,
         "retried_attempts": 2,
+        "not_sent": 0,
     }
     assert g["errors_by_class"] == {"http_5xx": 1}
     assert g["ttft_s"]["n"] == 2

@@ -51,7 +51,7 @@ from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
-from tokrate.analysis.metrics import analysed
+from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
@@ -258,11 +258,12 @@ def _compare_error_rate(
     problem: str | None,
     empty: MetricResult,
 ) -> MetricResult:
-    """Error rate = error / (ok + error); cancelled requests are the user's, not the
+    """Error rate = error / (ok + error); cancelled requests are the user's and unsent
+    ones the client's (:func:`~tokrate.analysis.metrics.server_error_expr`), not the
     endpoint's, and are left out. Interval: Newcombe hybrid score."""
 
     def counts(g: pl.DataFrame) -> tuple[int, int]:
-        err = int((g["status"] == "error").sum())
+        err = int(g.select(server_error_expr().sum()).item())
         return err, err + int((g["status"] == "ok").sum())
 
     kb, nb = counts(gb)

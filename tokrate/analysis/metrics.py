@@ -31,6 +31,10 @@ Rules (docs/run-folder.md, docs/definitions.md):
   answer, ITL of a one-chunk stream) holds vacuously. ``slo_met_fraction`` divides by
   the ok + error requests (a failed request misses; cancelled ones are left out, the
   user stopped them). No SLO set: goodput and the fraction are None.
+- A request the client never sent (:func:`client_side_expr`, error class ``not_sent``:
+  its own pool, loop or connect held it until a timeout) is the client's failure: it
+  is counted apart (``counts.not_sent``), not in ``counts.error``, the error rate
+  (:func:`server_error_expr`) or the SLO fraction; the run warns about it.
 - Cost per million output tokens: ``price_out_per_m`` when the target has one
   (source "price"), else ``gpu_hourly_usd`` x ``gpus`` (1 when unset) / measured output
   tokens per hour x 1e6 (source "gpu_hourly"); None without either.
@@ -83,17 +87,20 @@ from tokrate.runfolder.summary import (
     Summary,
     TaskGroup,
 )
+from tokrate.spec.types import CLIENT_SIDE_CLASSES
 
 __all__ = [
     "GROUP_KEYS",
     "SLO_KEYS",
     "analysed",
+    "client_side_expr",
     "decode_tps_expr",
     "derive",
     "empty_answer_expr",
     "final_attempts",
     "is_final_attempt",
     "ok_mask",
+    "server_error_expr",
     "slo_met_expr",
     "summarize",
     "window_exprs",
@@ -183,6 +190,20 @@ def ok_mask() -> pl.Expr:
     return pl.col("is_measured") & (pl.col("status") == "ok")
 
 
+def client_side_expr() -> pl.Expr:
+    """True for a failure that is the client's, not the server's (its error class is
+    one of :data:`~tokrate.spec.types.CLIENT_SIDE_CLASSES`: the request was never sent)."""
+    return (pl.col("status") == "error") & pl.col("error_class").is_in(
+        sorted(CLIENT_SIDE_CLASSES)
+    ).fill_null(False)
+
+
+def server_error_expr() -> pl.Expr:
+    """True for a failed request the server is answerable for: what the error rate
+    counts (every ``status == "error"`` but :func:`client_side_expr`)."""
+    return (pl.col("status") == "error") & ~client_side_expr()
+
+
 def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
     """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set."""
     columns = {
@@ -266,7 +287,8 @@ def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
     aggs: list[pl.Expr] = [
         measured.sum().alias("n_scheduled"),
         ok.sum().alias("n_ok"),
-        (measured & (status == "error")).sum().alias("n_error"),
+        (measured & server_error_expr()).sum().alias("n_error"),
+        (measured & client_side_expr()).sum().alias("n_not_sent"),
         (measured & (status == "cancelled")).sum().alias("n_cancelled"),
         (~measured).sum().alias("n_warmup"),
         *window_exprs(measured),
@@ -283,7 +305,7 @@ def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
         if metric != "itl_s":  # ITL gaps: see _itl_query
             aggs += dist_exprs(pl.col(metric).filter(ok), metric)
     if slo_set:
-        judged = measured & (status != "cancelled")
+        judged = measured & (status != "cancelled") & ~client_side_expr()
         aggs += [
             pl.col("slo_met").filter(measured).sum().alias("n_slo_met"),
             judged.sum().alias("n_judged"),
@@ -377,6 +399,7 @@ def _counts(row: Mapping[str, Any], retried: int = 0) -> GroupCounts:
         scheduled=int(row["n_scheduled"] or 0),
         ok=int(row["n_ok"] or 0),
         error=int(row["n_error"] or 0),
+        not_sent=int(row["n_not_sent"] or 0),
         cancelled=int(row["n_cancelled"] or 0),
         warmup=int(row["n_warmup"] or 0),
         retried_attempts=retried,

@@ -25,7 +25,7 @@ import orjson
 import polars as pl
 
 from tokrate.analysis.cache_compare import cache_share
-from tokrate.analysis.metrics import analysed
+from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.run_info import RunInfo
@@ -108,7 +108,7 @@ def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...
                 continue  # a capacity search is no series of requests
             if metric == "error_rate":
                 ok = int((g["status"] == "ok").sum())
-                err = int((g["status"] == "error").sum())
+                err = int(g.select(server_error_expr().sum()).item())
                 rows.append((endpoint, model, scenario, metric, _error_rate(ok, err), ok + err))
                 continue
             if metric == "pass_rate":

@@ -83,11 +83,21 @@ class Attempt:
         scope.deadline = min(self.total_deadline, self.loop.time() + wait)
 
     def after_scope(self, scope: anyio.CancelScope) -> None:
-        """Record the timeout when the scope fired."""
+        """Record the timeout when the scope fired: ``timeout`` once the request was
+        written (the server's latency), ``not_sent`` when it expired before that (the
+        client's own pool, loop or connect held it; the server never saw it)."""
         if scope.cancelled_caught:
             total_hit = self.loop.time() >= self.total_deadline - 0.001
             message = timeout_message(self.timeouts, self.state, total_hit=total_hit)
-            self.state.fail("timeout", message, perf_counter_ns())
+            if self.trace.request_sent:
+                self.state.fail("timeout", message, perf_counter_ns())
+            else:
+                expired = message.removesuffix(" (no response body)")
+                self.state.fail(
+                    "not_sent",
+                    f"request never sent: {expired} {self.trace.unsent_stage}",
+                    perf_counter_ns(),
+                )
 
     def cancelled(self, on_partial: Callable[[StreamResult], None] | None) -> None:
         """A cancellation (the grace period ended): record it and hand over what was
@@ -100,6 +110,9 @@ class Attempt:
         """Any transport exception as data: a connection that ended mid-stream is
         ``truncated`` (with the transport's words), the rest by class."""
         cls, message = classify_httpx_exception(exc, got_headers=self.got_headers)
+        if cls == "timeout" and not self.trace.request_sent:
+            # A pool timeout, or a write that never completed: the server never had it.
+            cls, message = "not_sent", f"request never sent: {message}"
         now = perf_counter_ns()
         if cls == "truncated":
             self.state.finish(now)

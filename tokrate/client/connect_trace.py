@@ -12,6 +12,12 @@ built the connection may be closed, and uvloop's stand-in for a closed socket ra
 plus the span of ``start_tls`` (:func:`tokrate.client.handshake.set_up_ns`); where the kernel has no figure, the
 ``perf_counter_ns`` span from the first connect step's start to the last one's
 completion. 0 when no connect step ran, None when one started and never completed.
+
+It also says whether the request left the client (:attr:`ConnectTrace.request_sent`):
+httpcore traces the write of the request's headers and body on its connection, so a
+request that timed out before that was never sent, however long it waited: for a
+connection of the client's own pool, for its event loop, or for its own connect to
+finish. That is the client's failure, not the server's (error class ``not_sent``).
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ class ConnectTrace:
 
     __slots__ = (
         "_done",
+        "_last_step",
         "_open_steps",
         "_rtt_ns",
         "_rtt_read",
         "_started_ns",
         "_tls_ns",
         "_tls_started",
+        "request_sent",
     )
 
     def __init__(self) -> None:
@@ -47,10 +55,19 @@ class ConnectTrace:
         self._rtt_read = False
         self._tls_started: int | None = None
         self._tls_ns = 0
+        self._last_step: tuple[str, str] | None = None
+        #: The whole request was written on its connection (body complete, or the
+        #: response head awaited after a write the server cut short).
+        self.request_sent = False
 
     async def __call__(self, name: str, info: dict[str, Any]) -> None:
         _prefix, _, rest = name.partition(".")
         step, _, phase = rest.rpartition(".")
+        self._last_step = (step, phase)
+        if (step == "send_request_body" and phase == "complete") or (
+            step == "receive_response_headers"
+        ):
+            self.request_sent = True
         if step not in _STEPS:
             return
         now = perf_counter_ns()
@@ -81,3 +98,15 @@ class ConnectTrace:
         if self._open_steps > 0 or self._done is None:
             return None
         return set_up_ns(self._rtt_ns, self._done - self._started_ns, self._tls_ns)
+
+    @property
+    def unsent_stage(self) -> str:
+        """Where a request that was never sent stood, in words for its message."""
+        if self._last_step is None:
+            return "before it had a connection (waiting for the client's pool or event loop)"
+        step, phase = self._last_step
+        if step in _STEPS:
+            return "opening its connection" if phase != "complete" else "on a new connection"
+        if step.startswith("send_request"):
+            return "writing the request"
+        return "on its connection"

@@ -19,6 +19,10 @@ several targets into "... (and N more like it)":
   (no answer, reasoning or tool-call text), per target, with the output tokens the
   server counted for them: those tokens are left out of throughput (docs/definitions.md
   "empty answer"), and a server that answers with nothing is broken, not fast.
+- ``not_sent`` (at the end): requests the client never sent (error class ``not_sent``:
+  its own connection pool, event loop or connect held them until a timeout), per
+  target, with the first one's message: not the server's errors (left out of its error
+  rate), but the server received less load than planned.
 - ``prompt_cache`` (at the end): the server said it took at least
   :data:`CACHED_SHARE_WARN` of the prompt tokens of a target's measured ok requests
   from its prompt cache, which flatters TTFT.
@@ -60,6 +64,8 @@ class _TargetFacts:
     measured_ok: int = 0
     empty: int = 0
     empty_tokens: int = 0
+    not_sent: int = 0
+    not_sent_first: str = ""
 
 
 class RecordWarnings:
@@ -94,6 +100,9 @@ class RecordWarnings:
             if record.prompt_id not in facts.too_long:
                 facts.too_long.append(record.prompt_id)
             facts.context_tokens = facts.context_tokens or context_size(record.error_message)
+        if record.error_class == "not_sent":
+            facts.not_sent += 1
+            facts.not_sent_first = facts.not_sent_first or (record.error_message or "")
         if record.status != "ok":
             return out
         self._short(record, label, facts, out)
@@ -145,6 +154,8 @@ class RecordWarnings:
                 )
             if facts.empty:
                 out.append(("empty_answer", _empty_line(label, facts)))
+            if facts.not_sent:
+                out.append(("not_sent", _not_sent_line(label, facts)))
             share = facts.cached_tokens / facts.prompt_tokens if facts.prompt_tokens else 0.0
             if share >= CACHED_SHARE_WARN:
                 why = (
@@ -174,4 +185,14 @@ def _empty_line(label: str, facts: _TargetFacts) -> str:
         f" content (no answer, reasoning or tool-call text){counted}; their tokens are"
         " left out of throughput and they miss every SLO: check the server's chat"
         " template and detokenizer with one request by hand"
+    )
+
+
+def _not_sent_line(label: str, facts: _TargetFacts) -> str:
+    n = facts.not_sent
+    return (
+        f"target {label}: {n} request{'s' if n != 1 else ''} never left the client"
+        f" ({facts.not_sent_first}); they are the client's failures, not the server's"
+        " (left out of its error rate), and the server got less load than planned:"
+        " use the fast client or spread the streams over more workers (--workers N)"
     )

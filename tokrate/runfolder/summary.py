@@ -38,6 +38,9 @@ readers keep loading every version listed):
        while the client's own event loop lagged: the client held them, not a proxy;
        tokrate.analysis.buffering) and ``client_held_lag_max_ms`` (the worst such lag).
        Older files load with 0 and None.
+    8: ``counts.not_sent``: requests the client never sent (error class ``not_sent``),
+       its own failures, no longer in ``counts.error`` (the server's). Older files load
+       with 0 (the class did not exist).
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 7
+SUMMARY_SCHEMA_VERSION: Final = 8
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -82,6 +85,7 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     6: "server_counters: /metrics prefix-cache and speculative-decoding counters over the run",
     7: "stream.client_held and client_held_lag_max_ms: buffered streams the client's own"
     " lagging event loop held",
+    8: "counts.not_sent (requests the client never sent, left out of counts.error)",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -179,15 +183,18 @@ class GroupCounts:
 
     scheduled: int = 0
     ok: int = 0
+    #: Failures the server is answerable for (what the error rate counts).
     error: int = 0
     cancelled: int = 0
     warmup: int = 0
     retried_attempts: int = 0
+    #: Requests the client never sent (error class ``not_sent``): its own failure.
+    not_sent: int = 0
 
     @property
     def failed(self) -> int:
-        """Requests that did not end ok (errors and cancellations)."""
-        return self.error + self.cancelled
+        """Requests that did not end ok (errors, unsent requests and cancellations)."""
+        return self.error + self.not_sent + self.cancelled
 
     def to_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

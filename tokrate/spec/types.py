@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 __all__ = [
+    "CLIENT_SIDE_CLASSES",
     "ERROR_CLASSES",
     "RESERVED_BODY_KEYS",
     "TIKTOKEN_PREFIX",
@@ -64,9 +65,15 @@ ERROR_CLASSES: Final[dict[str, str]] = {
     "truncated": "the stream ended before [DONE] or a finish_reason",
     "response_limit": "the response passed [client] max_response_chunks or max_response_bytes "
     "(a stream without end), and was dropped",
+    "not_sent": "the client never sent the request: its own connection pool, event loop or"
+    " connect held it until a timeout (a client-side failure: warned about, and not in"
+    " the server's error rate)",
     "cancelled": "the request was cancelled (Ctrl-C grace period or run shutdown)",
     "worker_lost": "the worker process or node running the request died",
 }
+#: Error classes that are the client's failure, not the server's: left out of the
+#: server's error rate and of SLO judgement (counted apart in summary.json).
+CLIENT_SIDE_CLASSES: Final = frozenset({"not_sent"})
 RESERVED_BODY_KEYS: Final = ("model", "messages", "prompt", "stream", "input")
 #: A model's ``tokenizer`` that names a tiktoken encoding (the rest of the value), not a
 #: path to a tokenizer.json.
