@@ -13,7 +13,9 @@ stamps with) in ``server.truth[response_id]``, so tests compare against the serv
 own write times instead of nominal delays.
 
 Modes: ok (option ``empty``: every content delta is "", the usage still counts the
-tokens; option ``hold=N``: the first N content chunks are produced at the ITL pace but
+tokens; option ``close_next``: the next request on the same connection is dropped
+unread and the connection reset, as by a server whose keep-alive timeout fired as it
+came; option ``hold=N``: the first N content chunks are produced at the ITL pace but
 written together with the Nth, a server that really bunches the start of its answer),
 status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
 bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
@@ -178,7 +180,7 @@ class HostileServer:
         try:
             while True:
                 _method, path, headers, body, received = await read_request(r)
-                if reset_next:  # models500: the connection is gone, the client not told
+                if reset_next:  # the connection is gone, the client not told
                     w.transport.abort()
                     break
                 req = orjson.loads(body) if body else {}
@@ -203,6 +205,9 @@ class HostileServer:
                     reset_next = mode == "models500"
                 else:
                     keep = await self._respond(mode, opts, req, path, out, received)
+                    # close_next: the next request on this connection meets a server that
+                    # closed it as the request came (a keep-alive timeout's race).
+                    reset_next = bool(opts.get("close_next"))
                 if not keep or framing == "close":
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):

@@ -23,6 +23,7 @@ from helpers.requests import KINDS, record, req_for
 
 from tokrate.analysis.metrics import summarize
 from tokrate.client import open_client
+from tokrate.client.base import STALE_NOTE
 from tokrate.client.result import StreamResult
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.runfolder.records import records_to_frame
@@ -102,3 +103,28 @@ def test_unsent_requests_are_counted_apart_and_warned_about(server: HostileServe
         warnings.add(r)
     lines = [line for kind, line in warnings.final() if kind == "not_sent"]
     assert len(lines) == 1 and f"{REQUESTS} requests never left the client" in lines[0]
+
+
+@pytest.mark.parametrize("kind", ["fast", "httpx"])
+def test_a_request_on_a_connection_the_server_just_closed_is_sent_again(
+    server: HostileServer, kind: str
+) -> None:
+    """The server closes the kept-alive connection as the second request arrives on it
+    (unread: its keep-alive timeout won the race). That request never reached the server,
+    so the client sends it once more and it is answered, noted on the result; judged by
+    the server's own log: it read the first request and the resent one, nothing else."""
+    base = server.base_url("ok", tokens=2, close_next=1)
+    before = len(server.requests)
+
+    async def main() -> list[StreamResult]:
+        client = open_client(kind, pool_size=1, timeouts=TimeoutsSpec())
+        try:
+            return [await client.stream(req_for(base, messages=_ask(i))) for i in range(2)]
+        finally:
+            await client.aclose()
+
+    first, second = uvloop.run(main())
+    assert first.error_class is None and STALE_NOTE not in first.notes
+    assert second.error_class is None, second.error_message
+    assert STALE_NOTE in second.notes
+    assert len(server.requests) - before == 2

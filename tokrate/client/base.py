@@ -21,7 +21,7 @@ DRAIN_WAIT_S: Final = 0.05
 if TYPE_CHECKING:
     from tokrate.client.accumulate import StreamState
 
-__all__ = ["CLIENT_KINDS", "StreamClient", "with_usage_fallback"]
+__all__ = ["CLIENT_KINDS", "STALE_NOTE", "StreamClient", "with_usage_fallback"]
 
 CLIENT_KINDS = ("fast", "httpx", "openai")
 
@@ -63,6 +63,10 @@ class StreamClient(Protocol):
 
     async def aclose(self) -> None: ...
 
+
+#: The note on a result whose request went out on a kept-alive connection the server
+#: had already closed, and was sent once more (the server never read the first).
+STALE_NOTE: Final = "stale keep-alive connection: resent once"
 
 #: One send of a request, called as ``send(req, attempt=n, usage_rejected=flag)``.
 Attempt = Callable[..., Awaitable[StreamResult]]

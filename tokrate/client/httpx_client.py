@@ -4,7 +4,9 @@ proxies from the environment), stamping each raw read as httpx yields it.
 Same facts as the fast client (shared :class:`~tokrate.client.accumulate.StreamState`),
 same timeouts: connect (httpx), first body byte from send, idle gap between reads and
 total, enforced with one ``asyncio.timeout`` rescheduled per read. The pool never caps
-concurrency (``max_connections=None``); ``pool_size`` keep-alive connections are kept.
+concurrency (``max_connections=None``); ``pool_size`` keep-alive connections are kept
+(idle for httpx's default 5 s). A request that went out on a kept-alive
+connection the server had just closed (no byte of response) is sent once more, noted.
 Connection set-up (``connect_ns``) comes from httpcore's ``trace`` extension
 (:class:`~tokrate.client.connect_trace.ConnectTrace`); :func:`preconnect_http` opens
 connections ahead of the measurement with cheap GET requests held open together.
@@ -28,7 +30,7 @@ from tokrate.client.accumulate import (
     needs_error_body,
 )
 from tokrate.client.attempt import Attempt
-from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
+from tokrate.client.base import DRAIN_WAIT_S, STALE_NOTE, with_usage_fallback
 from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
@@ -81,6 +83,19 @@ async def preconnect_http(client: Any, url: str, n: int, pool_size: int) -> list
                     await response.aread()
                 await response.aclose()
     return out
+
+
+def _stale_reuse(a: Attempt) -> bool:
+    """The request went out on a reused connection (no connect step) that closed before
+    a byte of the response came back."""
+    state = a.state
+    return (
+        a.trace.connect_ns == 0
+        and not a.got_headers
+        and state.bytes_received == 0
+        and state.error_class == "protocol"
+        and (state.error_message or "").startswith("connection closed before response headers")
+    )
 
 
 class HttpxClient:
@@ -143,6 +158,22 @@ class HttpxClient:
         attempt: int,
         usage_rejected: bool,
     ) -> StreamResult:
+        a = await self._send(req, on_partial, watch, attempt, usage_rejected)
+        if _stale_reuse(a):
+            # A kept-alive connection the server had closed as the request went out on
+            # it: the server never read it (the fast client does the same, once).
+            a = await self._send(req, on_partial, watch, attempt, usage_rejected)
+            a.state.notes.append(STALE_NOTE)
+        return a.result()
+
+    async def _send(
+        self,
+        req: PreparedRequest,
+        on_partial: Callable[[StreamResult], None] | None,
+        watch: Callable[[StreamState], None] | None,
+        attempt: int,
+        usage_rejected: bool,
+    ) -> Attempt:
         a = Attempt(
             self.kind,
             req,
@@ -173,7 +204,7 @@ class HttpxClient:
             raise
         except Exception as exc:  # every transport failure becomes data, none escapes
             a.transport_failure(exc)
-        return a.result()
+        return a
 
     async def _read(self, a: Attempt, response: httpx.Response, scope: anyio.CancelScope) -> None:
         """The response into the attempt's state: an error body, or the stream."""

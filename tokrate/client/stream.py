@@ -42,7 +42,7 @@ from tokrate._version import __version__
 from tokrate.client.accumulate import (
     StreamState,
 )
-from tokrate.client.base import DRAIN_WAIT_S, with_usage_fallback
+from tokrate.client.base import DRAIN_WAIT_S, STALE_NOTE, with_usage_fallback
 from tokrate.client.connection import Connection, URLTarget, parse_target, proxy_for
 from tokrate.client.failures import classify_exception
 from tokrate.client.handshake import connect_ns
@@ -378,7 +378,7 @@ class FastClient:
                 if watch is not None:
                     watch(state)
                 if stale_retry:
-                    state.notes.append("stale keep-alive connection: resent on a new one")
+                    state.notes.append(STALE_NOTE)
                 # Waiting for a connection that is only reading its body terminator is
                 # the previous request's tail, not this one's latency: before t0.
                 # A resend goes on a fresh connection: the other idle ones may be just as
