@@ -28,7 +28,7 @@ def _table(c: Comparison) -> str:
     return buf.getvalue()
 
 
-def _same(c: Comparison) -> None:
+def _assert_reads_back(c: Comparison) -> None:
     back = Comparison.from_dict(orjson.loads(render_json(c)))
     assert render_json(back) == render_json(c)
     assert render_markdown(back) == render_markdown(c)
@@ -40,7 +40,7 @@ def test_a_regression_and_a_missing_model_read_back_as_written(tmp_path: Path) -
     base = write_run(tmp_path, "base", make_records("base", seed=1))
     slow = make_records("cur", seed=2, slow={"sim-70b": 1.3}, models=("sim-70b", "sim-1b"))
     cur = write_run(tmp_path, "cur", slow)
-    _same(compare_runs(base, cur, {"e2e_p95": "off", "ttft_p95": "+20%"}))
+    _assert_reads_back(compare_runs(base, cur, {"e2e_p95": "off", "ttft_p95": "+20%"}))
 
 
 def test_thresholds_fitted_to_noise_read_back_per_series(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_thresholds_fitted_to_noise_read_back_per_series(tmp_path: Path) -> None
     thresholds, noise = fit_thresholds(history, history / "night6", ThresholdSet())
     assert thresholds.per_series and noise.fitted == len(thresholds.per_series)
     c = compare_runs(history / "night5", history / "night6", thresholds, noise=noise)
-    _same(c)
+    _assert_reads_back(c)
     back = Comparison.from_dict(orjson.loads(render_json(c)))
     assert back.noise == noise
 
@@ -64,7 +64,7 @@ def test_inconclusive_rows_warnings_and_a_confirmation_read_back(tmp_path: Path)
     c = compare_runs(base, cur)
     assert c.inconclusive and c.confirmed
     assert any(r.confirmation is not None for r in c.results)
-    _same(c)
+    _assert_reads_back(c)
     back = Comparison.from_dict(orjson.loads(render_json(c)))
     assert (back.baseline_warnings, back.current_warnings) == (("base warned",), ("lagged",))
     assert back.results == c.results
