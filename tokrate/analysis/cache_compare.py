@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from tokrate.analysis.quality_compare import judge_share_change
 from tokrate.analysis.stats import newcombe_interval
-from tokrate.runfolder.comparison import CompareSettings, MetricResult, Verdict
+from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.spec.thresholds import Threshold
 
 __all__ = ["CacheShare", "cache_share", "compare_cache_hit_rate", "has_cached_tokens"]
@@ -65,19 +66,6 @@ def cache_share(group: pl.DataFrame) -> CacheShare:
     return CacheShare(n, rate, n_eff)
 
 
-def _judge(drop: float, ci: tuple[float, float], t: Threshold) -> tuple[Verdict, str]:
-    """``drop`` = baseline - current (positive is worse); ``ci`` of current - baseline."""
-    if drop > t.limit:
-        if ci[1] < 0:
-            return "regressed", f"dropped more than {t.describe()} and the interval excludes 0"
-        return "unchanged", "dropped more than the threshold but not significant"
-    if -drop > t.limit:
-        if ci[0] > 0:
-            return "improved", "rose more than the threshold and the interval excludes 0"
-        return "unchanged", "rose more than the threshold but not significant"
-    return "unchanged", f"within {t.describe()}"
-
-
 def compare_cache_hit_rate(
     gb: pl.DataFrame,
     gc: pl.DataFrame,
@@ -109,5 +97,5 @@ def compare_cache_hit_rate(
     assert b.rate is not None and c.rate is not None
     change = c.rate - b.rate
     lo, hi = newcombe_interval(b.rate * b.n_eff, b.n_eff, c.rate * c.n_eff, c.n_eff, s.confidence)
-    verdict, reason = _judge(-change, (lo, hi), t)
+    verdict, reason = judge_share_change(-change, (lo, hi), t)
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)

@@ -19,7 +19,7 @@ from tokrate.analysis.stats import newcombe_interval
 from tokrate.runfolder.comparison import CompareSettings, MetricResult, Verdict
 from tokrate.spec.thresholds import Threshold
 
-__all__ = ["compare_pass_rate", "has_checks"]
+__all__ = ["compare_pass_rate", "has_checks", "judge_share_change"]
 
 
 def has_checks(records: pl.DataFrame) -> bool:
@@ -32,8 +32,9 @@ def _counts(group: pl.DataFrame) -> tuple[int, int]:
     return int(judged.sum()), judged.len()
 
 
-def _judge(drop: float, ci: tuple[float, float], t: Threshold) -> tuple[Verdict, str]:
-    """``drop`` = baseline - current (positive is worse); ``ci`` of current - baseline."""
+def judge_share_change(drop: float, ci: tuple[float, float], t: Threshold) -> tuple[Verdict, str]:
+    """The verdict on a change of a share (pass rate, cache hit rate): ``drop`` =
+    baseline - current (positive is worse); ``ci`` the interval of current - baseline."""
     if drop > t.limit:
         if ci[1] < 0:
             return "regressed", f"dropped more than {t.describe()} and the interval excludes 0"
@@ -74,5 +75,5 @@ def compare_pass_rate(
     assert out.baseline is not None and out.current is not None
     change = out.current - out.baseline
     lo, hi = newcombe_interval(kb, nb, kc, nc, s.confidence)
-    verdict, reason = _judge(-change, (lo, hi), t)
+    verdict, reason = judge_share_change(-change, (lo, hi), t)
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
