@@ -48,7 +48,10 @@ def assert_clean_records(records: list[dict[str, Any]], max_tokens: int) -> None
         assert rec["output_tokens"] == max_tokens
         assert rec["finish_reason"] == "length"
         assert rec["error_class"] is None  # no [DONE], yet not "truncated"
-        assert rec["ttft_s"] > rec["first_byte_s"]  # the role chunk is not the first token
+        # On a short prompt the role chunk and the first token can reach the client in one
+        # read on a busy machine (then both stamps are that read's); the long-prompt test
+        # below is the one that tells the role chunk from the first token.
+        assert rec["ttft_s"] >= rec["first_byte_s"]
         assert rec["e2e_s"] > rec["ttft_s"]
         assert 0 < rec["content_chunks"] <= rec["output_tokens"]
 
