@@ -5,7 +5,8 @@ Same facts as the fast client (shared :class:`~tokrate.client.accumulate.StreamS
 same timeouts: connect (httpx), first body byte from send, idle gap between reads and
 total, enforced with one ``asyncio.timeout`` rescheduled per read. The pool never caps
 concurrency (``max_connections=None``); ``pool_size`` keep-alive connections are kept
-(idle for httpx's default 5 s). A request that went out on a kept-alive
+(idle for httpx's default 5 s), in pools of at most 16 (:class:`PoolShards`: httpcore's
+pool costs O(connections²) per request). A request that went out on a kept-alive
 connection the server had just closed (no byte of response) is sent once more, noted.
 Connection set-up (``connect_ns``) comes from httpcore's ``trace`` extension
 (:class:`~tokrate.client.connect_trace.ConnectTrace`); :func:`preconnect_http` opens
@@ -15,9 +16,10 @@ connections ahead of the measurement with cheap GET requests held open together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 from typing import Any, Final
 
@@ -36,12 +38,14 @@ from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["HTTP2_AVAILABLE", "HttpxClient", "preconnect_http"]
+__all__ = ["HTTP2_AVAILABLE", "SHARD_CONNECTIONS", "HttpxClient", "PoolShards", "preconnect_http"]
 
 HTTP2_AVAILABLE: Final = importlib.util.find_spec("h2") is not None
 #: Warm-up requests preconnect_http sends at once, and how long it reads each answer.
 _PRECONNECT_BATCH: Final = 64
 _PRECONNECT_READ_S: Final = 5.0
+#: Kept-alive connections per httpx pool (see :class:`PoolShards`).
+SHARD_CONNECTIONS: Final = 16
 
 
 async def preconnect_http(client: Any, url: str, n: int, pool_size: int) -> list[int | None]:
@@ -85,6 +89,58 @@ async def preconnect_http(client: Any, url: str, n: int, pool_size: int) -> list
     return out
 
 
+class PoolShards:
+    """The httpx client's connections split over pools of at most
+    :data:`SHARD_CONNECTIONS` kept-alive connections each; a request goes to the pool
+    with the fewest requests in flight (in a closed loop, the one its stream just left,
+    so it reuses that stream's connection).
+
+    Why not one pool: httpcore 1.0's pool re-examines every connection, and for each
+    idle one counts every connection again, each time a request starts or ends
+    (``AsyncConnectionPool._assign_requests_to_connections``), which is O(connections²)
+    per request; that count also takes busy connections for idle ones, so idle
+    connections are closed whenever the pool holds more than its keep-alive limit. At
+    1,000 streams in one pool that pass took most of the client's CPU (21 s of a 51 s
+    run beside two CPU-bound processes), the loop lagged 6-11 s, the server's 5 s
+    keep-alive closed the waiting connections, nearly every request opened a new one
+    and 0.2-1.2% of those bursts of connects ran past the connect timeout
+    (``benchmarks/httpx_streams.py``). The openai SDK's pool (httpcore2) does the pass
+    in one sweep, which is why the openai client never lost them. Small pools keep the
+    pass short; HTTP/2 then multiplexes each pool's streams on its own connection.
+    """
+
+    def __init__(self, pool_size: int, make: Callable[[int], httpx.AsyncClient]) -> None:
+        count = max(1, -(-pool_size // SHARD_CONNECTIONS))
+        #: Kept-alive connections per shard: ``pool_size`` in all, rounded up.
+        self.keep = max(1, -(-pool_size // count))
+        self.clients = [make(self.keep) for _ in range(count)]
+        self._in_flight = [0] * count
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[httpx.AsyncClient]:
+        """The least busy shard's client, counted busy while the block runs."""
+        shard = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
+        self._in_flight[shard] += 1
+        try:
+            yield self.clients[shard]
+        finally:
+            self._in_flight[shard] -= 1
+
+    async def preconnect(self, url: str, n: int) -> list[int | None]:
+        """:func:`preconnect_http` with ``n`` spread evenly over the shards."""
+        count = len(self.clients)
+        out: list[int | None] = []
+        for i, client in enumerate(self.clients):
+            share = n // count + (i < n % count)
+            if share:
+                out += await preconnect_http(client, url, share, self.keep)
+        return out
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
 def _stale_reuse(a: Attempt) -> bool:
     """The request went out on a reused connection (no connect step) that closed before
     a byte of the response came back."""
@@ -113,15 +169,18 @@ class HttpxClient:
         self.pool_size = pool_size
         self.timeouts = timeouts
         self.notices: list[str] = []
-        self._client = httpx.AsyncClient(
-            http2=HTTP2_AVAILABLE,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=pool_size),
-            # read/pool None: first-byte, idle and total are enforced below.
-            timeout=httpx.Timeout(
-                connect=timeouts.connect_s, read=None, write=timeouts.idle_s, pool=None
+        self._shards = PoolShards(
+            pool_size,
+            lambda keep: httpx.AsyncClient(
+                http2=HTTP2_AVAILABLE,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=keep),
+                # read/pool None: first-byte, idle and total are enforced below.
+                timeout=httpx.Timeout(
+                    connect=timeouts.connect_s, read=None, write=timeouts.idle_s, pool=None
+                ),
+                verify=ssl_context if ssl_context is not None else True,
+                trust_env=True,
             ),
-            verify=ssl_context if ssl_context is not None else True,
-            trust_env=True,
         )
 
     async def __aenter__(self) -> HttpxClient:
@@ -131,11 +190,12 @@ class HttpxClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._shards.aclose()
 
     async def preconnect(self, url: str, n: int) -> list[int | None]:
-        """Open up to ``n`` connections to ``url``'s origin (see :func:`preconnect_http`)."""
-        return await preconnect_http(self._client, url, n, self.pool_size)
+        """Open up to ``n`` connections to ``url``'s origin (see :func:`preconnect_http`),
+        spread evenly over the shards."""
+        return await self._shards.preconnect(url, n)
 
     async def stream(
         self,
@@ -182,7 +242,18 @@ class HttpxClient:
             usage_rejected=usage_rejected,
             watch=watch,
         )
-        request = self._client.build_request(
+        with self._shards.take() as client:
+            await self._send_on(client, a, req, on_partial)
+        return a
+
+    async def _send_on(
+        self,
+        client: httpx.AsyncClient,
+        a: Attempt,
+        req: PreparedRequest,
+        on_partial: Callable[[StreamResult], None] | None,
+    ) -> None:
+        request = client.build_request(
             "POST",
             req.url,
             content=req.body,
@@ -191,7 +262,7 @@ class HttpxClient:
         )
         try:
             with a.scope() as scope:
-                response = await self._client.send(request, stream=True)
+                response = await client.send(request, stream=True)
                 a.got_headers = True
                 try:
                     await self._read(a, response, scope)
@@ -204,7 +275,6 @@ class HttpxClient:
             raise
         except Exception as exc:  # every transport failure becomes data, none escapes
             a.transport_failure(exc)
-        return a
 
     async def _read(self, a: Attempt, response: httpx.Response, scope: anyio.CancelScope) -> None:
         """The response into the attempt's state: an error body, or the stream."""
