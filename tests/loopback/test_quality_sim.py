@@ -14,6 +14,8 @@ from helpers.specs import sim_spec
 
 from tokrate.analysis.checks import JUDGED_NOW_NOTE, with_verdicts
 from tokrate.analysis.compare import compare_runs
+from tokrate.analysis.routing import ROUTING_LAYOUT
+from tokrate.analysis.tier_pick import min_requests
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
 from tokrate.runfolder.checks_file import read_checks
@@ -116,7 +118,8 @@ def test_summary_quality_and_routing_follow_the_records(
 ) -> None:
     """summary.json's quality per model x task equals the records' counts with a Wilson
     interval around the rate; routing.json names per task the smallest tier whose rate
-    clears the bar (here 0.9), computed from the simulator's own verdicts."""
+    reaches the bar (here 0.9) on enough answers to decide it (10), computed from the
+    simulator's own verdicts, and leaves a task of too few answers unrouted, saying so."""
     # The user's check module is importable here and in the analysis child after the
     # load, as a user's would be from PYTHONPATH (or the working directory).
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -128,7 +131,9 @@ def test_summary_quality_and_routing_follow_the_records(
         tmp_path / "out",
         models=models,
         prompts=prompts,
-        requests=13,
+        # 26 per tier: 20 classification answers decide a 90% bar, 4 extraction ones
+        # cannot; the latency of 26 requests (all tasks together) can be judged.
+        requests=26,
         concurrency=(4,),
         slo=SloSpec(min_pass_rate=0.9),
         simulator=SimulatorSpec(time_scale=20.0),
@@ -138,6 +143,7 @@ def test_summary_quality_and_routing_follow_the_records(
     assert run.summary is not None
     tiers = {t.name: t for t in default_tiers()}
     seen_rates: dict[tuple[str, str], float] = {}
+    answers: dict[tuple[str, str], int] = {}
     for g in run.summary.groups:
         for t in g.by_task:
             if t.task == "chat":
@@ -152,6 +158,7 @@ def test_summary_quality_and_routing_follow_the_records(
             lo, hi = t.quality.rate_ci or (0, 0)
             assert lo <= passed / len(rows) <= hi
             seen_rates[(g.model, t.task)] = passed / len(rows)
+            answers[(g.model, t.task)] = len(rows)
             # the simulator's truth: each prompt is right or wrong for this tier
             for r in rows:
                 ref = Reference("x", r["task"], r["prompt_id"])
@@ -162,10 +169,32 @@ def test_summary_quality_and_routing_follow_the_records(
     assert "### Answer quality" in markdown and "### Routing table" in markdown
     assert (folder / "charts" / "quality_vs_size.png").stat().st_size > 0
     routing = json.loads((run.path / "routing.json").read_text())
+    assert routing["layout"] == ROUTING_LAYOUT
     assert routing["bar"] == {"default": 0.9, "by_task": {}, "source": "config"}
+    assert set(routing["routes"]) == {"classification", "extraction"}  # chat is unchecked
+    assert run.records.filter(run.records["status"] != "ok").height == 0
+    needed = min_requests(0.9)
     for task, route in routing["routes"].items():
-        clearing = [m for m in models if seen_rates[(m, task)] >= 0.9]
+        clearing = [
+            m for m in models if answers[(m, task)] >= needed and seen_rates[(m, task)] >= 0.9
+        ]
         assert (route and route["model"]) == (clearing[0] if clearing else None), seen_rates
+    assert routing["routes"]["classification"] is not None
+    fewest = min(answers[(m, "extraction")] for m in models)
+    assert fewest < needed
+    assert routing["unrouted"]["extraction"] == {
+        "why": "too_few_answers",
+        "reason": f"too few checked answers to decide: as few as {fewest} per model, and a "
+        f"90% pass-rate bar needs at least {needed}",
+        "answers": fewest,
+        "answers_needed": needed,
+    }
+    # The verdict names the same route, and the report's routing table shows it.
+    picked = routing["routes"]["classification"]["model"]
+    assert f"For classification pick {picked}:" in markdown
+    assert "For extraction there are too few checked answers at c=4 to decide" in markdown
+    assert f"| classification | 90% | {picked} |" in markdown
+    assert "| extraction | 90% | no route | too few checked answers to decide" in markdown
 
 
 def test_compare_flags_a_swapped_smaller_model(tmp_path: Path) -> None:

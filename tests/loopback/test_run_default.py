@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 import tokrate.sim
+from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
 from tokrate.runfolder.store import load_run
 from tokrate.sim.model import default_tiers
@@ -96,6 +98,24 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert by_task["extraction"].startswith(
         "extraction there are too few checked answers at c=8 to decide: as few as 4 per tier"
     )
+    # routing.json is the same decision: classification routed to the model its
+    # sentence picks, extraction unrouted for the reason its sentence gives, in numbers.
+    routing = json.loads((run_dir / "routing.json").read_text())
+    assert routing["layout"] == ROUTING_LAYOUT and routing["level"] == "c=8"
+    assert set(routing["routes"]) == {"classification", "extraction"}
+    route = routing["routes"]["classification"]
+    if route is None:
+        assert " pick " not in cls and "classification" in routing["unrouted"]
+    else:
+        assert cls.startswith(f"classification pick {route['model']}:")
+    assert routing["routes"]["extraction"] is None
+    assert routing["unrouted"]["extraction"] == {
+        "why": "too_few_answers",
+        "reason": "too few checked answers to decide: as few as 4 per model, and a 90% "
+        "pass-rate bar needs at least 10",
+        "answers": 4,
+        "answers_needed": 10,
+    }
     # The same sentences open summary.md, and the terminal prints no second verdict.
     for sentence in sentences:
         assert sentence in head

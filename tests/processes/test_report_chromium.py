@@ -8,6 +8,7 @@ unless CI=true (then a missing browser fails).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -281,5 +282,46 @@ def test_the_decision_shows_without_scrolling_at_1400px(browser: Any, default_ru
             assert summary[name]["right"] <= right + 0.5, (name, summary[name], right)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report-1400.png"), full_page=False)
+    finally:
+        page.close()
+
+
+def test_the_routing_table_shows_the_verdicts_routes(browser: Any, default_run: Path) -> None:
+    """The default run's report, as a reader sees it: its routing table gives each
+    checked task the route routing.json holds and the verdict sentence picks, and the
+    task of too few checked answers (extraction: 4, 10 needed) says so instead."""
+    routing = json.loads((default_run.parent / "routing.json").read_text())
+    page, problems, _ = _open(browser, default_run, 1400, 900)
+    try:
+        assert problems == []
+        verdict = page.locator("#verdict p").all_inner_texts()
+        section = page.locator("section", has=page.locator("h2", has_text="Routing table"))
+        rows = [
+            [" ".join(cell.split()) for cell in row.locator("td").all_inner_texts()]
+            for row in section.locator("tbody tr").all()
+        ]
+        assert (
+            {row[0] for row in rows}
+            == set(routing["routes"])
+            == {
+                "classification",
+                "extraction",
+            }
+        )
+        for task, _bar, shown, evidence in rows:
+            route = routing["routes"][task]
+            sentence = next(t for t in verdict if t.startswith(f"For {task} "))
+            if route is None:
+                assert shown == "no route" and " pick " not in sentence
+                assert evidence == routing["unrouted"][task]["reason"]
+            else:
+                assert shown == route["model"]
+                assert sentence.startswith(f"For {task} pick {route['model']}:")
+        extraction = next(row for row in rows if row[0] == "extraction")
+        assert extraction[2:] == [
+            "no route",
+            "too few checked answers to decide: as few as 4 per model, and a 90% pass-rate "
+            "bar needs at least 10",
+        ]
     finally:
         page.close()

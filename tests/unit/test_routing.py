@@ -1,13 +1,17 @@
 """The routing table and the pass-rate comparison, on hand-made summaries and records:
-the smallest clearing model per task, by how much each misses, the bar's sources,
-summary.json's quality round trip, and a pass-rate drop judged by its interval."""
+each task's route is the tier decision's pick (so routing.json and the verdict never
+disagree), a task the decision cannot settle has no route and says why with its
+numbers, each candidate says by how much it misses, the bar's sources, summary.json's
+quality round trip, and a pass-rate drop judged by its interval."""
 
 from __future__ import annotations
+
+import random
 
 import polars as pl
 
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
-from tokrate.analysis.routing import routing_table
+from tokrate.analysis.routing import ROUTING_LAYOUT, routing_table
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.report.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
@@ -26,11 +30,14 @@ from tokrate.spec.thresholds import PASS_RATE_DEFAULT, parse_threshold
 SIZES = {"small": 1.0, "mid": 13.0, "big": 70.0}
 
 
-def _task(task: str, n: int, passed: int, slo: float | None = None) -> TaskGroup:
+def _task(
+    task: str, n: int, passed: int, slo: float | None = None, requests: int | None = None
+) -> TaskGroup:
+    """A task of ``requests`` (default ``n``) ok requests, ``n`` of them checked."""
     d = Distribution()
-    return TaskGroup(
-        task, GroupCounts(scheduled=n, ok=n), d, d, d, d, slo, Quality(n, passed, passed / n)
-    )
+    sent = n if requests is None else requests
+    quality = Quality(n, passed, passed / n if n else None)
+    return TaskGroup(task, GroupCounts(scheduled=sent, ok=sent), d, d, d, d, slo, quality)
 
 
 def _run(tasks: dict[str, list[TaskGroup]], slo: SloInfo, price: dict[str, float]) -> tuple:  # type: ignore[type-arg]
@@ -68,23 +75,40 @@ def test_smallest_clearing_model_per_task_and_misses() -> None:
     table = routing_table(summary, info)
     assert table is not None
     doc = table.to_dict()
+    assert doc["layout"] == ROUTING_LAYOUT and doc["level"] == "c=4"
     assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "mid"}, "ext": None}
     assert doc["bar"] == {"default": 0.9, "by_task": {"ext": 0.99}, "source": "config"}
+    # 40 answers cannot show 99%: one wrong answer is 2.5% (100 would be needed).
+    assert doc["unrouted"] == {
+        "ext": {
+            "why": "too_few_answers",
+            "reason": "too few checked answers to decide: as few as 40 per model, and a "
+            "99% pass-rate bar needs at least 100",
+            "answers": 40,
+            "answers_needed": 100,
+        }
+    }
     (level,) = doc["levels"]
     cls, ext = level["tasks"]
     assert [c["model"] for c in cls["candidates"]] == ["small", "mid", "big"]
-    assert cls["cheapest"] == {"endpoint": "ep", "model": "mid"}
-    assert cls["candidates"][0]["misses"] == ["pass rate 75.0% < 90% (by 15.0 points)"]
-    assert ext["candidates"][2]["misses"] == ["pass rate 97.5% < 99% (by 1.5 points)"]
+    assert cls["route"] == cls["cheapest"] == {"endpoint": "ep", "model": "mid"}
+    assert cls["rule"] == "cheapest" and cls["smallest"] == cls["route"]
+    small = cls["candidates"][0]
+    assert small["misses"] == ["pass rate 75.0% < 90% (by 15.0 points)"]
+    assert small["pass_rate"]["verdict"] == "misses" and small["pass_rate"]["needed"] == 10
+    assert (small["n"], small["passed"], small["rate"]) == (40, 30, 0.75)
+    assert small["rate_ci"] == list(wilson(30, 40))
+    assert ext["candidates"][2]["misses"] == [
+        "pass rate undecided (40 checked answers: a 99% bar needs at least 100)"
+    ]
     # One verdict: the tier pick holds each task to the same bar and names the same
-    # model (mid: the cheapest priced one that clears; small fails the bar).
+    # model (mid: the cheapest priced one that meets; small fails the bar).
     cls_line, ext_line = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
     assert cls_line.startswith(
         "For cls pick mid: answered 40/40 requests (95% CI 91–100%) at c=4 with no SLOs set"
     )
     assert "passes 39/40 checked answers (95% CI 87–100%) ≥ the 90% bar" in cls_line
     assert "; small (pass rate 75%, 95% CI 60–86%) fails the 90% pass-rate bar." in cls_line
-    # 40 answers cannot show 99%: one wrong answer is 2.5% (100 would be needed).
     assert ext_line.startswith("For ext there are too few checked answers at c=4 to decide")
     assert "a 99% pass-rate bar needs at least 100" in ext_line
 
@@ -98,8 +122,10 @@ def test_slo_and_default_bar() -> None:
     table = routing_table(summary, info)
     assert table is not None and table.bar_source == "default"
     assert table.to_dict()["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}
+    assert table.to_dict()["slo_set"] is True
     small = table.routes[0].candidates[0]
-    assert small.misses() == ["SLO met 50% < 95%"]
+    assert small.misses() == ["SLOs met 20/40 (50%) < 95%"]
+    assert table.routes[0].rule == "smallest"
     (line,) = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
     assert line.startswith("For cls pick big: meets TTFT ≤ 500 ms at c=4 in 40/40 requests")
     assert "≥ the 90% bar (the default; set [slo] min_pass_rate)" in line
@@ -145,3 +171,141 @@ def test_pass_rate_drop_needs_its_interval() -> None:
     )
     t = parse_threshold("pass_rate=-3pp")
     assert not isinstance(t, str) and t.limit == 0.03 and t.describe() == "-3pp"
+
+
+def test_a_model_with_too_few_answers_is_never_routed() -> None:
+    """4 of 4 right is no evidence of a 90% rate (10 answers decide it): the small
+    model that answered them is not routed, and where no model has 10 answers the task
+    has no route, with the counts; the verdict says the same."""
+    summary, info = _run(
+        {
+            "small": [_task("cls", 4, 4, requests=40), _task("ext", 4, 4, requests=40)],
+            "big": [_task("cls", 20, 19, requests=40), _task("ext", 4, 4, requests=40)],
+        },
+        SloInfo(),
+        {},
+    )
+    table = routing_table(summary, info)
+    assert table is not None
+    doc = table.to_dict()
+    assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "big"}, "ext": None}
+    assert doc["unrouted"]["ext"]["why"] == "too_few_answers"
+    assert (doc["unrouted"]["ext"]["answers"], doc["unrouted"]["ext"]["answers_needed"]) == (4, 10)
+    cls = doc["levels"][0]["tasks"][0]
+    assert cls["candidates"][0]["verdict"] == "undecided"
+    assert cls["candidates"][0]["misses"] == [
+        "pass rate undecided (4 checked answers: a 90% bar needs at least 10)"
+    ]
+    cls_line, ext_line = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
+    assert cls_line.startswith("For cls pick big:")
+    assert ext_line.startswith("For ext there are too few checked answers at c=4 to decide")
+    assert "as few as 4 per tier, and a 90% pass-rate bar needs at least 10" in ext_line
+
+
+def test_no_route_below_the_bar_or_missing_one_bar_each() -> None:
+    """Every model below the bar: "below_bar", naming the best with its interval. One
+    model below the bar and the other over the SLOs: "no_model_meets", each with what it
+    missed by how much."""
+    summary, info = _run(
+        {"small": [_task("cls", 40, 20)], "big": [_task("cls", 40, 30)]}, SloInfo(), {}
+    )
+    table = routing_table(summary, info)
+    assert table is not None
+    (route,) = table.routes
+    assert route.pick is None and route.why == "below_bar"
+    assert route.reason == (
+        "no model reaches the 90% pass-rate bar: the best, big, passes 30/40 = 75% (95% CI 60-86%)"
+    )
+    summary, info = _run(
+        {"small": [_task("cls", 40, 40, slo=0.5)], "big": [_task("cls", 40, 30, slo=1.0)]},
+        SloInfo(ttft_s=0.5),
+        {},
+    )
+    table = routing_table(summary, info)
+    assert table is not None
+    (route,) = table.routes
+    assert route.why == "no_model_meets"
+    assert route.reason == (
+        "no model meets both the pass-rate bar and the SLOs: small: SLOs met 20/40 (50%) "
+        "< 95%; big: pass rate 75.0% < 90% (by 15.0 points)"
+    )
+    (line,) = verdict_lines(decide_tiers([TierRun("r1", summary, info)]))
+    assert line.startswith("For cls no tier meets")
+
+
+def test_few_requests_per_task_pool_the_latency_but_not_the_answers() -> None:
+    """With 12 requests per task (20 decide 95%), each model's SLOs are judged on its
+    requests of all tasks, said in ``latency_pooled`` and in the SLO judgement; the
+    pass rate stays the task's own."""
+    summary, info = _run(
+        {
+            "small": [_task("cls", 12, 8, slo=1.0), _task("chat", 0, 0, slo=1.0, requests=12)],
+            "big": [_task("cls", 12, 12, slo=1.0), _task("chat", 0, 0, slo=1.0, requests=12)],
+        },
+        SloInfo(ttft_s=1.0),
+        {},
+    )
+    table = routing_table(summary, info)
+    assert table is not None
+    doc = table.to_dict()
+    assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}  # chat is unchecked
+    (cls,) = doc["levels"][0]["tasks"]
+    assert cls["latency_pooled"] is True
+    big = cls["candidates"][1]
+    assert big["slo"]["pooled"] is True and big["slo"]["n"] == 40  # the group's requests
+    assert big["pass_rate"]["n"] == 12 and big["pass_rate"]["verdict"] == "meets"
+
+
+def test_routes_are_the_verdicts_picks_on_random_runs() -> None:
+    """On 300 random runs (3 models, 1-3 tasks, answers 0-40, SLO fractions, prices
+    or none, two levels) every task's route is the pick of the verdict's cell for that
+    task at the heaviest level, and a task without one is unrouted with a reason."""
+    rng = random.Random(28)
+    for _ in range(300):
+        tasks = rng.sample(["cls", "ext", "qa"], rng.randint(1, 3))
+        groups = []
+        for level in (1, 8):
+            for model in SIZES:
+                parts = []
+                for task in tasks:
+                    n = rng.choice([0, 3, 9, 10, 12, 25, 40])
+                    passed = rng.randint(0, n)
+                    requests = max(n, rng.choice([4, 12, 30]))
+                    slo = rng.choice([None, 0.8, 0.96, 1.0])
+                    parts.append(_task(task, n, passed, slo=slo, requests=requests))
+                price = rng.choice([None, 0.5, 2.0])
+                groups.append(
+                    Group(
+                        "ep",
+                        model,
+                        f"c{level}",
+                        level,
+                        None,
+                        GroupCounts(scheduled=60, ok=60),
+                        slo_met_fraction=rng.choice([None, 0.9, 1.0]),
+                        cost=None if price is None else Cost(price, "price"),
+                        by_task=tuple(parts),
+                    )
+                )
+        slo = SloInfo(ttft_s=rng.choice([None, 0.5]), min_pass_rate=rng.choice([None, 0.8]))
+        info = RunInfo(
+            "r", targets=tuple(TargetInfo("ep", m, active_params_b=SIZES[m]) for m in SIZES)
+        )
+        info = RunInfo("r", targets=info.targets, slo=slo)
+        summary = Summary("r", tuple(groups))
+        decision = decide_tiers([TierRun("r", summary, info)])
+        table = routing_table(summary, info)
+        if table is None:
+            assert not decision.checked
+            continue
+        heaviest = decision.levels[-1]
+        assert table.level == heaviest
+        doc = table.to_dict()
+        for cell in decision.cells_at(heaviest):
+            for task in cell.tasks:
+                if task not in doc["routes"]:
+                    assert all(c.pass_rate is None for c in cell.candidates)
+                    continue
+                route = doc["routes"][task]
+                assert (route and route["model"]) == (cell.pick and cell.pick.model)
+                assert (task in doc["unrouted"]) == (route is None)

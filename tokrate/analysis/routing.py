@@ -1,37 +1,51 @@
-"""The routing table: per task, the smallest model that clears the quality bar and the
-latency SLOs (docs/quality.md).
+"""The routing table: per task, the model the tier pick chose, with the evidence of
+every candidate (docs/quality.md).
+
+The routes are the tier decision's (:func:`tokrate.analysis.tier_pick.decide_tiers`
+on the one run, its pass-rate bar included), read from its per-task cells: a task's
+route is the pick of that task's cell, so routing.json, the terminal's verdict and the
+report's verdict name the same model for every task, or none. A model *meets* when
+its pass rate on the task reaches the bar (``[slo] min_pass_rate``, per task
+``[slo.min_pass_rate_by_task]``, :data:`DEFAULT_BAR` when neither is set) on at least
+``ceil(1 / (1 - bar))`` checked answers (10 for 90%), and at least :data:`ATTAINMENT`
+of its requests met every SLO (answered without error, with no SLOs set) on at least
+20 requests: the task's own, or at a level with fewer per task, the model's requests
+of all tasks together (``latency_pooled``). The pick among the models that meet is
+the cheapest priced one, else the smallest (active parameters). A task the decision
+cannot settle gets no route and says why (:data:`Why`): too few checked answers (with
+the fewest any model had and the number needed), no model reaching the bar, too few
+requests, or no model meeting both bars; each candidate says what it missed by how
+much.
 
 Pure Python over a :class:`~tokrate.runfolder.summary.Summary` and the run's
 :class:`~tokrate.runfolder.run_info.RunInfo` (no polars), so the measuring process can
-read and print it. For every task with checked answers and every load level, each
-target is a candidate with its pass rate (Wilson 95% interval), its SLO-met fraction,
-size and cost. A candidate *clears* when its pass rate is at least the bar (``[slo]
-min_pass_rate``, per task ``[slo.min_pass_rate_by_task]``; :data:`DEFAULT_BAR` when
-neither is set) and, with SLOs set, at least :data:`ATTAINMENT` of its requests met
-every SLO. The route is the smallest clearing target (active parameters; unknown sizes
-last, then cost, then name); the cheapest clearing target is named beside it. Where
-none clears, every candidate says by how much it misses. ``confident`` says whether the
-interval's lower end clears the bar too (else more prompts would be needed to be sure).
-
-The sentence a reader quotes is the tier pick's (analysis.tier_pick holds each pick to
-the same pass-rate bar; report.tier_text says it): this module keeps the data, so
-the two never disagree in words.
-
-routing.json (layout 1) is :meth:`RoutingTable.to_dict`: ``routes`` maps each task to
-``{"endpoint", "model"}`` (null: no model clears) at the highest load level measured,
-the level a gateway must plan for; ``levels`` holds every level's full evidence.
+read it. routing.json (layout :data:`ROUTING_LAYOUT`) is :meth:`RoutingTable.to_dict`:
+``routes`` maps each checked task to ``{"endpoint", "model"}`` or null at the heaviest
+load level measured (the level the verdict judges and a gateway must plan for),
+``unrouted`` says why for each null, ``levels`` holds every level's evidence.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from tokrate.analysis.tier_pick import (
+    ATTAINMENT,
+    DEFAULT_PASS_BAR,
+    PASS_RATE,
+    SLOS,
+    Cell,
+    Judgement,
+    TierDecision,
+    TierRun,
+    decide_tiers,
+    min_requests,
+)
+from tokrate.analysis.tier_pick import Candidate as TierCandidate
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.summary import Group, Summary
+from tokrate.runfolder.summary import Summary, TaskGroup
 
 __all__ = [
     "ATTAINMENT",
@@ -41,26 +55,52 @@ __all__ = [
     "LevelRoutes",
     "Route",
     "RoutingTable",
+    "Why",
+    "routing_from_decision",
     "routing_table",
 ]
 
-ROUTING_LAYOUT: Final = 1
+#: routing.json's layout: 2 since the routes are the tier decision's (layout 1 had a
+#: rule of its own, without a minimum number of answers).
+ROUTING_LAYOUT: Final = 2
 #: The pass rate a task must reach when the config sets no bar.
-DEFAULT_BAR: Final = 0.9
-#: Share of requests that must meet every SLO (the report's tier pick uses the same).
-ATTAINMENT: Final = 0.95
+DEFAULT_BAR: Final = DEFAULT_PASS_BAR
+
+#: Why a task has no route: every model had too few checked answers to judge the bar;
+#: every model's pass rate is below it; every model had too few requests to judge;
+#: or each model missed the pass-rate bar or the SLOs (some one, some the other).
+Why = Literal["too_few_answers", "below_bar", "too_few_requests", "no_model_meets"]
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def _ci(j: Judgement) -> str:
+    if j.interval is None:
+        return "no interval"
+    lo, hi = j.interval
+    return f"95% CI {lo * 100:.0f}-{hi * 100:.0f}%"
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One target on one task at one load level."""
+    """One model on one task at one level, as the tier decision judged it.
+
+    ``pass_rate`` is its judgement against the task's bar (None: no answer of this
+    model on this task was checked), ``slo`` its judgement against the SLOs (the
+    level's requests of all tasks where ``slo.pooled``). ``quality`` is the task's
+    summary ``quality`` (its mean score and check errors beside n and passed)."""
 
     endpoint: str
     model: str
     size_b: float | None
-    quality: Quality
-    slo_met_fraction: float | None
     usd_per_m_output: float | None
+    verdict: str
+    quality: Quality
+    pass_rate: Judgement | None
+    slo: Judgement | None
+    failed: int
     bar: float
 
     @property
@@ -68,68 +108,145 @@ class Candidate:
         return self.quality.rate or 0.0
 
     @property
-    def meets_quality(self) -> bool:
-        return self.quality.n > 0 and self.rate >= self.bar
-
-    @property
-    def meets_slo(self) -> bool:
-        return self.slo_met_fraction is None or self.slo_met_fraction >= ATTAINMENT
-
-    @property
-    def clears(self) -> bool:
-        return self.meets_quality and self.meets_slo
+    def meets(self) -> bool:
+        return self.verdict == "meets"
 
     @property
     def confident(self) -> bool:
+        """Whether the interval's lower end clears the bar too (else more prompts
+        would be needed to be sure of it)."""
         ci = self.quality.rate_ci
         return ci is not None and ci[0] >= self.bar
 
     def misses(self) -> list[str]:
-        """What keeps it from clearing, in words with numbers ([] when it clears)."""
+        """What keeps it from being picked, with numbers ([] when it meets)."""
         out = []
-        if not self.meets_quality:
-            gap = (self.bar - self.rate) * 100
-            out.append(f"pass rate {self.rate:.1%} < {self.bar:.0%} (by {gap:.1f} points)")
-        if not self.meets_slo and self.slo_met_fraction is not None:
-            out.append(f"SLO met {self.slo_met_fraction:.0%} < {ATTAINMENT:.0%}")
+        j = self.pass_rate
+        if j is None:
+            out.append("no checked answers")
+        elif j.verdict == "misses":
+            gap = (j.target - self.rate) * 100
+            out.append(f"pass rate {self.rate:.1%} < {j.target:.0%} (by {gap:.1f} points)")
+        elif j.verdict == "undecided":
+            out.append(f"pass rate undecided ({j.reason})")
+        s = self.slo
+        if s is not None and s.verdict in ("misses", "undecided"):
+            pooled = ", requests of all tasks" if s.pooled else ""
+            if s.verdict == "undecided":
+                out.append(f"{s.bar} undecided ({s.reason}{pooled})")
+            else:
+                fraction = s.fraction or 0.0
+                over = "".join(
+                    f"; {f.what} {f.value * 1000:.0f} ms > {f.limit * 1000:.4g} ms"
+                    for f in s.shortfalls
+                )
+                out.append(
+                    f"{s.bar} met {s.met}/{s.n} ({fraction:.0%}{pooled}) < {s.target:.0%}{over}"
+                )
+        if self.failed and s is not None and s.verdict == "misses" and not s.shortfalls:
+            out.append(f"{self.failed} failed")
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        def judged(j: Judgement | None) -> dict[str, Any] | None:
+            if j is None:
+                return None
+            return {
+                "verdict": j.verdict,
+                "met": j.met,
+                "n": j.n,
+                "target": j.target,
+                "needed": min_requests(j.target),
+                "interval": None if j.interval is None else list(j.interval),
+                "pooled": j.pooled,
+                "reason": j.reason or None,
+            }
+
         return {
             "endpoint": self.endpoint,
             "model": self.model,
             "size_b": self.size_b,
-            **self.quality.to_dict(),
-            "slo_met_fraction": self.slo_met_fraction,
             "usd_per_m_output": self.usd_per_m_output,
-            "clears": self.clears,
+            "verdict": self.verdict,
+            **self.quality.to_dict(),
             "confident": self.confident,
+            "pass_rate": judged(self.pass_rate),
+            "slo": judged(self.slo),
             "misses": self.misses(),
         }
 
 
-def _order(c: Candidate) -> tuple[float, float, str, str]:
-    size = c.size_b if c.size_b is not None else math.inf
-    cost = c.usd_per_m_output if c.usd_per_m_output is not None else math.inf
-    return (size, cost, c.model, c.endpoint)
-
-
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One task at one level: the candidates (smallest first) and the pick."""
+    """One task at one level: its candidates (smallest first) and the decision's pick
+    (None: ``why`` and ``reason`` say why)."""
 
     task: str
     bar: float
     candidates: tuple[Candidate, ...]
+    pick: Candidate | None
+    rule: str
+    latency_pooled: bool
+
+    @property
+    def needed(self) -> int:
+        """The fewest checked answers on which the bar can be decided."""
+        return min_requests(self.bar)
 
     @property
     def smallest(self) -> Candidate | None:
-        return next((c for c in self.candidates if c.clears), None)
+        """The smallest model that meets (the pick where no model has a price)."""
+        return next((c for c in self.candidates if c.meets), None)
 
     @property
     def cheapest(self) -> Candidate | None:
-        priced = [c for c in self.candidates if c.clears and c.usd_per_m_output is not None]
-        return min(priced, key=lambda c: (c.usd_per_m_output, _order(c))) if priced else None
+        """The cheapest priced model that meets (the pick where one has a price)."""
+        priced = [c for c in self.candidates if c.meets and c.usd_per_m_output is not None]
+        return min(priced, key=lambda c: c.usd_per_m_output or 0.0) if priced else None
+
+    @property
+    def fewest_answers(self) -> int:
+        """The fewest checked answers any candidate had on this task."""
+        return min((c.quality.n for c in self.candidates), default=0)
+
+    @property
+    def why(self) -> Why | None:
+        """Why the task has no route (None: it has one)."""
+        if self.pick is not None:
+            return None
+        rates = [c.pass_rate for c in self.candidates]
+        if rates and all(j is not None and j.verdict == "undecided" for j in rates):
+            return "too_few_answers"
+        if all(c.verdict == "undecided" for c in self.candidates):
+            return "too_few_requests"
+        if rates and all(j is not None and j.verdict == "misses" for j in rates):
+            return "below_bar"
+        return "no_model_meets"
+
+    @property
+    def reason(self) -> str | None:
+        """The why in words, with numbers (None: the task has a route)."""
+        why = self.why
+        if why is None:
+            return None
+        if why == "too_few_answers":
+            return (
+                f"too few checked answers to decide: as few as {self.fewest_answers} per "
+                f"model, and a {self.bar:.0%} pass-rate bar needs at least {self.needed}"
+            )
+        if why == "below_bar":
+            best = max(self.candidates, key=lambda c: (c.rate, -self.candidates.index(c)))
+            j = best.pass_rate
+            ci = "" if j is None else f" ({_ci(j)})"
+            return (
+                f"no model reaches the {self.bar:.0%} pass-rate bar: the best, "
+                f"{best.model}, passes {best.quality.passed}/{best.quality.n} = "
+                f"{_pct(best.rate)}{ci}"
+            )
+        misses = "; ".join(f"{c.model}: {', '.join(c.misses())}" for c in self.candidates)
+        if why == "too_few_requests":
+            return f"too few requests to decide: {misses}"
+        return f"no model meets both the pass-rate bar and the SLOs: {misses}"
 
     def to_dict(self) -> dict[str, Any]:
         def name(c: Candidate | None) -> dict[str, str] | None:
@@ -138,15 +255,20 @@ class Route:
         return {
             "task": self.task,
             "bar": self.bar,
+            "answers_needed": self.needed,
+            "route": name(self.pick),
+            "rule": self.rule,
+            "why": self.why,
+            "reason": self.reason,
             "smallest": name(self.smallest),
             "cheapest": name(self.cheapest),
+            "latency_pooled": self.latency_pooled,
             "candidates": [c.to_dict() for c in self.candidates],
         }
 
 
 @dataclass(frozen=True, slots=True)
 class LevelRoutes:
-    scenario: str
     level: str
     load: float | None
     routes: tuple[Route, ...]
@@ -154,7 +276,7 @@ class LevelRoutes:
 
 @dataclass(frozen=True, slots=True)
 class RoutingTable:
-    """Every level's routes; ``routes`` are the highest level's (module docstring)."""
+    """Every level's routes, lightest first; ``routes`` are the heaviest level's."""
 
     run_id: str | None
     bar: float
@@ -164,11 +286,22 @@ class RoutingTable:
     levels: tuple[LevelRoutes, ...]
 
     @property
+    def level(self) -> str | None:
+        return self.levels[-1].level if self.levels else None
+
+    @property
     def routes(self) -> tuple[Route, ...]:
         return self.levels[-1].routes if self.levels else ()
 
     def to_dict(self) -> dict[str, Any]:
-        top = self.levels[-1] if self.levels else None
+        unrouted = {}
+        for r in self.routes:
+            if r.pick is not None:
+                continue
+            entry: dict[str, Any] = {"why": r.why, "reason": r.reason}
+            if r.why == "too_few_answers":
+                entry |= {"answers": r.fewest_answers, "answers_needed": r.needed}
+            unrouted[r.task] = entry
         return {
             "layout": ROUTING_LAYOUT,
             "run_id": self.run_id,
@@ -177,69 +310,98 @@ class RoutingTable:
                 "by_task": dict(self.bar_by_task),
                 "source": self.bar_source,
             },
-            "slo_attainment": ATTAINMENT if self.slo_set else None,
-            "level": None if top is None else top.level,
+            "slo_attainment": ATTAINMENT,
+            "slo_set": self.slo_set,
+            "level": self.level,
             "routes": {
                 r.task: None
-                if r.smallest is None
-                else {"endpoint": r.smallest.endpoint, "model": r.smallest.model}
+                if r.pick is None
+                else {"endpoint": r.pick.endpoint, "model": r.pick.model}
                 for r in self.routes
             },
+            "unrouted": unrouted,
             "levels": [
-                {
-                    "scenario": lv.scenario,
-                    "level": lv.level,
-                    "tasks": [r.to_dict() for r in lv.routes],
-                }
+                {"level": lv.level, "load": lv.load, "tasks": [r.to_dict() for r in lv.routes]}
                 for lv in self.levels
             ],
         }
 
 
-def _candidates(groups: Iterable[Group], info: RunInfo, bar_of: Any) -> dict[str, list[Candidate]]:
-    by_task: dict[str, list[Candidate]] = {}
-    for g in groups:
-        target = info.target(g.endpoint, g.model)
-        size = None if target is None else target.active_params_b
-        cost = None if g.cost is None else g.cost.usd_per_m_output
-        for t in g.by_task:
-            if t.quality is None or t.quality.n == 0:
-                continue
-            by_task.setdefault(t.task, []).append(
-                Candidate(
-                    g.endpoint, g.model, size, t.quality, t.slo_met_fraction, cost, bar_of(t.task)
-                )
-            )
-    return by_task
+def _candidate(
+    c: TierCandidate, task: TaskGroup | None, bar: float, size: float | None
+) -> Candidate:
+    quality = task.quality if task is not None and task.quality is not None else Quality(0, 0)
+    return Candidate(
+        endpoint=c.endpoint,
+        model=c.model,
+        size_b=size,
+        usd_per_m_output=c.usd_per_m,
+        verdict=c.verdict,
+        quality=quality,
+        pass_rate=c.pass_rate,
+        slo=c.judgement(SLOS),
+        failed=c.failed,
+        bar=bar,
+    )
 
 
-def routing_table(summary: Summary, info: RunInfo) -> RoutingTable | None:
-    """The routing table of a run, or None when no answer was checked."""
+def _route(cell: Cell, summary: Summary, info: RunInfo) -> Route | None:
+    """The route of a one-task cell whose answers were checked (else None)."""
+    if len(cell.tasks) != 1 or not any(c.pass_rate is not None for c in cell.candidates):
+        return None
+    (task,) = cell.tasks
+    bar = info.slo.pass_bar(task)
+    bar = DEFAULT_BAR if bar is None else bar
+    parts = {
+        (g.endpoint, g.model): t
+        for g in summary.groups
+        if g.level == cell.level
+        for t in g.by_task
+        if t.task == task
+    }
+    sizes = {t.key: t.size_b for t in info.targets}
+    candidates = tuple(
+        _candidate(c, parts.get((c.endpoint, c.model)), bar, sizes.get((c.endpoint, c.model)))
+        for c in cell.candidates
+    )
+    pick = None
+    if cell.pick is not None:
+        pick = next(
+            c for c in candidates if (c.endpoint, c.model) == (cell.pick.endpoint, cell.pick.model)
+        )
+    pooled = any(c.slo is not None and c.slo.pooled for c in candidates)
+    return Route(task, bar, candidates, pick, cell.rule, pooled)
+
+
+def routing_from_decision(
+    decision: TierDecision, summary: Summary, info: RunInfo
+) -> RoutingTable | None:
+    """The routing table of ``decision`` over the one run of ``summary`` and ``info``,
+    or None when no answer was checked."""
+    levels: dict[str, LevelRoutes] = {}
+    for cell in decision.task_cells:
+        route = _route(cell, summary, info)
+        if route is None:
+            continue
+        lv = levels.setdefault(cell.level, LevelRoutes(cell.level, cell.load, ()))
+        levels[cell.level] = LevelRoutes(lv.level, lv.load, (*lv.routes, route))
+    if not levels:
+        return None
     slo = info.slo
     by_task = tuple(slo.min_pass_rate_by_task)
     if slo.min_pass_rate is not None:
         bar, source = slo.min_pass_rate, "config"
     else:
         bar, source = DEFAULT_BAR, "default" if not by_task else "config (per task)"
+    # The decision's levels are in load order already; a level's tasks in its order.
+    ordered = tuple(levels[lv] for lv in decision.levels if lv in levels)
+    return RoutingTable(summary.run_id, bar, by_task, source, slo.any_set, ordered)
 
-    def bar_of(task: str) -> float:
-        return dict(by_task).get(task, bar)
 
-    scenarios: dict[str, list[Group]] = {}
-    for g in summary.groups:
-        scenarios.setdefault(g.scenario, []).append(g)
-    levels = []
-    for name, groups in scenarios.items():
-        found = _candidates(groups, info, bar_of)
-        if not found:
-            continue
-        routes = tuple(
-            Route(task, bar_of(task), tuple(sorted(cands, key=_order)))
-            for task, cands in sorted(found.items())
-        )
-        first = groups[0]
-        levels.append(LevelRoutes(name, first.level, first.load_value, routes))
-    if not levels:
+def routing_table(summary: Summary, info: RunInfo) -> RoutingTable | None:
+    """The routing table of a run (the tier decision over it alone), or None when no
+    answer was checked."""
+    decision = decide_tiers([TierRun(summary.run_id or "run", summary, info)])
+    if PASS_RATE not in decision.bars:
         return None
-    levels.sort(key=lambda lv: lv.load if lv.load is not None else -math.inf)
-    return RoutingTable(summary.run_id, bar, by_task, source, slo.any_set, tuple(levels))
+    return routing_from_decision(decision, summary, info)

@@ -17,7 +17,8 @@ level with the same answer collapse into one row, their requests summed.
 
 Bars are pluggable (:class:`Bar`): :class:`SloBar` always, and :class:`PassRateBar`
 (answers judged right, docs/quality.md) wherever a run checked answers: a pick must
-meet both, so the tier pick and the routing table never name two different answers.
+meet both. routing.json is written from this decision's per-task cells
+(``task_cells``; analysis.routing), so the two never name two different answers.
 The pass rate is judged per task at the cell's level against ``[slo] min_pass_rate``
 (per task ``[slo.min_pass_rate_by_task]``, else :data:`DEFAULT_PASS_BAR`), by the same
 rule as the SLOs (met fraction >= bar on at least ``min_requests(bar)`` answers, 10
@@ -49,6 +50,7 @@ __all__ = [
     "Evidence",
     "Judgement",
     "PASS_RATE",
+    "SLOS",
     "PassRateBar",
     "Shortfall",
     "SloBar",
@@ -68,6 +70,8 @@ CONFIDENCE: Final = 0.95
 DEFAULT_PASS_BAR: Final = 0.9
 #: The pass-rate bar's name (a column of the evidence table, a part of the verdict).
 PASS_RATE: Final = "pass rate"
+#: The SLO bar's name.
+SLOS: Final = "SLOs"
 
 #: "unjudged": the bar does not apply to these requests (a task without checked
 #: answers); it decides nothing either way.
@@ -184,7 +188,7 @@ class SloBar:
     answered passes."""
 
     attainment: float = ATTAINMENT
-    name: str = "SLOs"
+    name: str = SLOS
 
     def judge(self, evidence: Evidence) -> Judgement:
         part = evidence.latency_part
@@ -394,6 +398,10 @@ class TierDecision:
     bars: tuple[str, ...]
     cells: tuple[Cell, ...] = field(default=())
     pass_bar_default: bool = False
+    #: The cells before equal answers were merged: one per task (a level judged on
+    #: all its tasks pooled without checked answers: that one cell). routing.json is
+    #: written from these, so its route per task is the pick of the task's cell.
+    task_cells: tuple[Cell, ...] = field(default=())
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -434,8 +442,11 @@ def decide_tiers(runs: Sequence[TierRun], bars: Sequence[Bar] | None = None) -> 
             levels.setdefault(g.level, g.load_value)
             per_level.setdefault(g.level, []).append((run, g))
     cells: list[Cell] = []
+    task_cells: list[Cell] = []
     for level in sorted(levels, key=lambda lv: level_key(lv, levels[lv])):
-        cells += _level_cells(level, levels[level], per_level[level], runs, use, needed)
+        merged, each = _level_cells(level, levels[level], per_level[level], runs, use, needed)
+        cells += merged
+        task_cells += each
     first = runs[0].info.slo if runs else SloInfo()
     default_bar = any(
         not pass_bar(r.info.slo, t.task)[1]
@@ -451,6 +462,7 @@ def decide_tiers(runs: Sequence[TierRun], bars: Sequence[Bar] | None = None) -> 
         bars=tuple(b.name for b in use),
         cells=tuple(cells),
         pass_bar_default=default_bar and any(b.name == PASS_RATE for b in use),
+        task_cells=tuple(task_cells),
     )
 
 
@@ -461,7 +473,8 @@ def _level_cells(
     runs: Sequence[TierRun],
     bars: Sequence[Bar],
     needed: int,
-) -> list[Cell]:
+) -> tuple[list[Cell], list[Cell]]:
+    """The level's cells, equal answers merged, and the same before merging."""
     tasks = sorted({t.task for _, g in entries for t in g.by_task}, key=model_key)
     sizes = [t.counts.ok + t.counts.error for _, g in entries for t in g.by_task]
     fewest = min(sizes, default=0)
@@ -490,12 +503,14 @@ def _level_cells(
             )
             for task in tasks
         ]
-        return [replace(c, pooled=True, fewest=fewest) for c in _collapse(per_task_pooled)]
+        merged = [replace(c, pooled=True, fewest=fewest) for c in _collapse(per_task_pooled)]
+        return merged, per_task_pooled
     if not tasks or pooled:
         # No task named, or some task too small to judge alone: the level's whole groups.
         candidates = [_candidate(run, g, None, runs, bars) for run, g in entries]
         cell = _decided(level, load, tuple(tasks) or ("all",), candidates)
-        return [replace(cell, pooled=pooled, fewest=fewest if pooled else None)]
+        cell = replace(cell, pooled=pooled, fewest=fewest if pooled else None)
+        return [cell], [cell]
     per_task = [
         _decided(
             level,
@@ -510,7 +525,7 @@ def _level_cells(
         )
         for task in tasks
     ]
-    return _collapse(per_task)
+    return _collapse(per_task), per_task
 
 
 def _label(run: TierRun, g: Group, runs: Sequence[TierRun]) -> str:

@@ -54,33 +54,36 @@ def quality_tables(inputs: ReportInputs) -> Iterator[Table | LeftOut]:
 def _routing_table(key: str, table: RoutingTable, multi: bool) -> Table:
     rows = []
     for route in table.routes:
-        pick, cheap = route.smallest, route.cheapest
+        pick = route.pick
         if pick is None:
-            evidence = "; ".join(f"{c.model}: {', '.join(c.misses())}" for c in route.candidates)
+            evidence = route.reason or ""
         else:
             lo, hi = pick.quality.rate_ci or (0.0, 0.0)
+            how = "the cheapest priced" if route.rule == "cheapest" else "the smallest"
             evidence = (
-                f"{pick.quality.passed}/{pick.quality.n} = {pick.rate:.0%} [{lo:.0%}, {hi:.0%}]"
-                + ("" if pick.confident else " (interval reaches below the bar)")
+                f"passes {pick.quality.passed}/{pick.quality.n} = {pick.rate:.0%} "
+                f"[{lo:.0%}, {hi:.0%}]; {how} model that meets"
+                + ("" if pick.confident else " (its interval reaches below the bar)")
             )
         rows.append(
             (
                 route.task,
                 f"{route.bar:.0%}",
-                "none clears" if pick is None else pick.model,
-                "-" if cheap is None else cheap.model,
+                "no route" if pick is None else pick.model,
                 evidence,
             )
         )
-    level = table.levels[-1].level
-    source = " (default bar: set [slo] min_pass_rate)" if table.bar_source == "default" else ""
+    source = " (the default: set [slo] min_pass_rate)" if table.bar_source == "default" else ""
+    needed = sorted({r.needed for r in table.routes})
     return Table(
         f"Routing table: {key}" if multi else "Routing table",
-        ("task", "bar", "smallest that clears", "cheapest that clears", "evidence"),
+        ("task", "bar", "route", "evidence"),
         tuple(rows),
-        f"At {level}, the highest load level; a model clears when its pass rate reaches the "
-        f"bar{source} and, with SLOs set, 95% of its requests met them. routing.json holds "
-        "every level and candidate.",
+        f"At {table.level}, the heaviest load level: each task's route is the verdict's "
+        f"pick. A model meets when its pass rate reaches the bar{source} on at least "
+        f"{' / '.join(str(n) for n in needed)} checked answers and 95% of its requests met "
+        "the SLOs; the cheapest priced model that meets is picked, else the smallest. "
+        "routing.json holds every level and every model's evidence.",
     )
 
 
@@ -88,7 +91,7 @@ def _per_dollar(table: RoutingTable) -> Table | None:
     rows = []
     for route in table.routes:
         for c in route.candidates:
-            if c.usd_per_m_output is None or c.usd_per_m_output <= 0:
+            if c.quality.n == 0 or c.usd_per_m_output is None or c.usd_per_m_output <= 0:
                 continue
             rows.append(
                 (
@@ -133,6 +136,8 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
     for _key, table in _routings(inputs):
         for route in table.routes:
             for c in route.candidates:
+                if c.quality.n == 0:
+                    continue  # no answer of it was checked on this task
                 if c.size_b is None:
                     unsized.add(c.model)
                     continue
@@ -151,8 +156,9 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
         "quality_vs_size",
         "Answer quality and speed vs model size",
         "Left: pass rate of checked answers per task, with Wilson 95% intervals, against "
-        "active parameters. Right: per-stream decode speed (median). The smallest model "
-        "that clears your bar is the one the routing table names.",
+        "active parameters. Right: per-stream decode speed (median). The routing table "
+        "names each task's pick: the model that reaches your bar on enough answers and "
+        "meets the SLOs.",
         tuple(points),
         _draw,
     )

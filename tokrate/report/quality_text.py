@@ -75,7 +75,7 @@ def render_quality(summary: Summary, routing: Mapping[str, Any] | None, console:
     if routing is not None:
         console.print(
             Text(
-                f"routing.json: each task's route at {routing.get('level')} with every "
-                "model's evidence; the verdict below holds each pick to the same bar."
+                f"routing.json: each task's route at {routing.get('level')} (the verdict's "
+                "pick below, or why there is none) with every model's evidence."
             )
         )
