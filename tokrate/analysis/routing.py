@@ -46,6 +46,7 @@ from tokrate.analysis.tier_pick import Candidate as TierCandidate
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary, TaskGroup
+from tokrate.textfmt import fmt_ms
 
 __all__ = [
     "ATTAINMENT",
@@ -102,6 +103,8 @@ class Candidate:
     slo: Judgement | None
     failed: int
     bar: float
+    #: Whether the run set any SLO (without, the SLO bar is "answered without error").
+    slo_set: bool = True
 
     @property
     def rate(self) -> float:
@@ -136,12 +139,13 @@ class Candidate:
                 out.append(f"{s.bar} undecided ({s.reason}{pooled})")
             else:
                 fraction = s.fraction or 0.0
-                over = "".join(
-                    f"; {f.what} {f.value * 1000:.0f} ms > {f.limit * 1000:.4g} ms"
-                    for f in s.shortfalls
+                over = ", ".join(
+                    f"{f.what} {fmt_ms(f.value)} > {fmt_ms(f.limit)}" for f in s.shortfalls
                 )
+                what = f"{s.bar} met" if self.slo_set else "answered"
                 out.append(
-                    f"{s.bar} met {s.met}/{s.n} ({fraction:.0%}{pooled}) < {s.target:.0%}{over}"
+                    f"{what} {s.met}/{s.n} ({fraction:.0%}{pooled}) < {s.target:.0%}"
+                    + (f": {over}" if over else "")
                 )
         if self.failed and s is not None and s.verdict == "misses" and not s.shortfalls:
             out.append(f"{self.failed} failed")
@@ -328,7 +332,7 @@ class RoutingTable:
 
 
 def _candidate(
-    c: TierCandidate, task: TaskGroup | None, bar: float, size: float | None
+    c: TierCandidate, task: TaskGroup | None, bar: float, size: float | None, slo_set: bool
 ) -> Candidate:
     quality = task.quality if task is not None and task.quality is not None else Quality(0, 0)
     return Candidate(
@@ -342,6 +346,7 @@ def _candidate(
         slo=c.judgement(SLOS),
         failed=c.failed,
         bar=bar,
+        slo_set=slo_set,
     )
 
 
@@ -361,7 +366,13 @@ def _route(cell: Cell, summary: Summary, info: RunInfo) -> Route | None:
     }
     sizes = {t.key: t.size_b for t in info.targets}
     candidates = tuple(
-        _candidate(c, parts.get((c.endpoint, c.model)), bar, sizes.get((c.endpoint, c.model)))
+        _candidate(
+            c,
+            parts.get((c.endpoint, c.model)),
+            bar,
+            sizes.get((c.endpoint, c.model)),
+            info.slo.any_set,
+        )
         for c in cell.candidates
     )
     pick = None
