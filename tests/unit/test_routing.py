@@ -7,12 +7,16 @@ quality round trip, and a pass-rate drop judged by its interval."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from types import SimpleNamespace
 
 import polars as pl
 
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.routing import ROUTING_LAYOUT, routing_table
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
+from tokrate.report.model import LeftOut
+from tokrate.report.quality_section import quality_chart
 from tokrate.report.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.runfolder.quality import Quality, wilson
@@ -309,3 +313,26 @@ def test_routes_are_the_verdicts_picks_on_random_runs() -> None:
                 route = doc["routes"][task]
                 assert (route and route["model"]) == (cell.pick and cell.pick.model)
                 assert (task in doc["unrouted"]) == (route is None)
+
+
+def test_the_trade_chart_says_which_model_has_no_speed_to_draw() -> None:
+    """A checked model whose streams gave no decode speed (all buffered, or one token)
+    keeps its pass-rate point but cannot be drawn in the speed panel: a LeftOut note
+    names it, and the chart still comes."""
+    summary, info = _run(
+        {"small": [_task("cls", 40, 30)], "big": [_task("cls", 40, 39)]}, SloInfo(), {}
+    )
+    speeds = {"small": Distribution(), "big": Distribution(n=40, p50=50.0)}
+    summary = Summary("r1", tuple(replace(g, decode_tps=speeds[g.model]) for g in summary.groups))
+    inputs = SimpleNamespace(
+        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),)
+    )
+    items = list(quality_chart(inputs))  # type: ignore[arg-type]
+    notes = [i.note for i in items if isinstance(i, LeftOut)]
+    assert notes == [
+        "quality vs size: left out of the speed panel (no measurable decode speed: fewer "
+        "than 2 tokens, or the stream was buffered: it came in a few reads): small"
+    ]
+    (chart,) = [i for i in items if not isinstance(i, LeftOut)]
+    assert chart.figure() is not None  # draws with the speedless model left out
+    assert {(p.model, p.decode_tps) for p in chart.data} == {("small", None), ("big", 50.0)}

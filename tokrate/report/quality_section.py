@@ -10,6 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from tokrate.analysis.ordering import model_key
 from tokrate.analysis.routing import RoutingTable, routing_table
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
@@ -147,6 +148,13 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
                 )
     if unsized:
         yield LeftOut(f"quality vs size: no size for {', '.join(sorted(unsized))}")
+    slow = sorted({p.model for p in points if p.decode_tps is None}, key=model_key)
+    if slow:
+        yield LeftOut(
+            "quality vs size: left out of the speed panel (no measurable decode speed: "
+            f"fewer than 2 tokens, or the stream was buffered: it came in a few reads): "
+            f"{', '.join(slow)}"
+        )
     if not points:
         if not unsized:
             return
