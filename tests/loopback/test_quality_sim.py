@@ -309,3 +309,24 @@ def test_an_interrupted_or_killed_run_shows_the_quality_it_has(tmp_path: Path) -
         # compare sees the same pass rate as the whole run's.
         (row,) = [r for r in compare_runs(whole, folder).results if r.metric == "pass_rate"]
         assert row.verdict == "unchanged" and row.baseline == row.current == passed / 24
+    # A killed run whose user check no longer imports (its module gone from the path
+    # when the report runs): every answer is that check's error, and the notes say which
+    # check and what to do, instead of a quality table of check errors alone.
+    gone = stopped("gone", "running", finished=False)
+    document = json.loads((gone / "checks.json").read_text())
+    for entry in document["checks"]:
+        entry["expect"] = {"check": "tokrate_gone_checks:arith"}
+    (gone / "checks.json").write_text(json.dumps(document))
+    judged = with_verdicts(load_run(gone))
+    assert judged.records["check_passed"].null_count() == 24
+    assert judged.records["check_error"].null_count() == 0
+    note = judged.notes[-1]
+    assert note == (
+        "the checks of 24 prompts did not load now, so their answers count as check "
+        "errors, not as right or wrong: expect: 'check' 'tokrate_gone_checks:arith': "
+        "cannot import 'tokrate_gone_checks' (No module named 'tokrate_gone_checks'). "
+        "Make the check's module importable (PYTHONPATH or the working "
+        "directory) and run tokrate report again"
+    )
+    markdown = (build_report([gone], formats=("png",)) / "summary.md").read_text()
+    assert note in markdown.replace("\\", "")  # the warning, unescaped

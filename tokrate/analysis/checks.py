@@ -22,7 +22,13 @@ from tokrate.spec.expect import Expect, Outcome, judge, parse_expect
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["JUDGED_NOW_NOTE", "apply_checks", "judge_answers", "with_verdicts"]
+__all__ = [
+    "JUDGED_NOW_NOTE",
+    "apply_checks",
+    "judge_answers",
+    "unloadable_note",
+    "with_verdicts",
+]
 
 #: The note a run judged by :func:`with_verdicts` carries (report/compare warn it).
 JUDGED_NOW_NOTE = (
@@ -32,6 +38,41 @@ JUDGED_NOW_NOTE = (
 
 _KEYS = ("prompt_id", "turn", "status", "answer")
 
+_Loaded = dict[tuple[str, int | None], tuple[CheckEntry, Expect | str]]
+
+
+def _load(entries: tuple[CheckEntry, ...]) -> _Loaded:
+    """Each entry's check, or the one line saying why it does not load now."""
+    checks: _Loaded = {}
+    for e in entries:
+        try:
+            checks[e.key] = (e, parse_expect(e.expect, e.source))
+        except PromptError as err:
+            checks[e.key] = (e, str(err))
+    return checks
+
+
+def unloadable_note(entries: tuple[CheckEntry, ...]) -> str | None:
+    """Where some check of ``entries`` does not load now (a user check's module not
+    importable when ``tokrate report`` judges a killed run): why, for how many prompts,
+    and what to do; None when every check loads."""
+    why: dict[str, int] = {}
+    for e, x in _load(entries).values():
+        if isinstance(x, str):
+            # One line per distinct failure, not per prompt: drop "FILE line N: ".
+            reason = x.removeprefix(f"{e.source}: ")
+            why[reason] = why.get(reason, 0) + 1
+    if not why:
+        return None
+    (first, count), *rest = sorted(why.items(), key=lambda kv: (-kv[1], kv[0]))
+    more = f" ({count} prompts; and {len(rest)} more checks)" if rest else ""
+    return (
+        f"the checks of {sum(why.values())} prompts did not load now, so their answers "
+        f"count as check errors, not as right or wrong: {first}{more}. Make "
+        "the check's module importable (PYTHONPATH or the working directory) and run "
+        "tokrate report again"
+    )
+
 
 def judge_answers(
     rows: list[dict[str, Any]], entries: tuple[CheckEntry, ...]
@@ -39,12 +80,7 @@ def judge_answers(
     """One outcome per row (None: not checked) of rows with prompt_id, turn, status and
     answer. A check that no longer loads (a user module gone since the run) is every
     such row's check error."""
-    checks: dict[tuple[str, int | None], tuple[CheckEntry, Expect | str]] = {}
-    for e in entries:
-        try:
-            checks[e.key] = (e, parse_expect(e.expect, e.source))
-        except PromptError as err:
-            checks[e.key] = (e, str(err))
+    checks = _load(entries)
     out: list[Outcome | None] = []
     for row in rows:
         found = checks.get((row["prompt_id"], row["turn"]))
@@ -77,7 +113,8 @@ def apply_checks(frame: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
 def with_verdicts(run: LoadedRun) -> LoadedRun:
     """``run`` with its answers judged when it stopped before its finishing step (a
     killed run: records.jsonl has the answers, never the verdicts) and has checks.json;
-    saying so in its notes. Any other run comes back as it is (its records.parquet
+    saying so in its notes, and naming any check that does not load now (its answers
+    are then check errors: :func:`unloadable_note`). Any other run comes back as it is (its records.parquet
     already holds the verdicts, or nothing was checked)."""
     import polars as pl
 
@@ -89,8 +126,11 @@ def with_verdicts(run: LoadedRun) -> LoadedRun:
     ).item()
     if judged or not frame.select(pl.col("answer").is_not_null().any()).item():
         return run
-    if not read_checks(run.path):
+    entries = read_checks(run.path)
+    if not entries:
         return run
-    return dataclasses.replace(
-        run, records=apply_checks(frame, run.path), notes=(*run.notes, JUDGED_NOW_NOTE)
-    )
+    notes = (*run.notes, JUDGED_NOW_NOTE)
+    unloadable = unloadable_note(entries)
+    if unloadable is not None:
+        notes = (*notes, unloadable)
+    return dataclasses.replace(run, records=apply_checks(frame, run.path), notes=notes)
