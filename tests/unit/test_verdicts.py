@@ -23,7 +23,7 @@ from tokrate.analysis.compare import (
     judge,
     samples_needed,
 )
-from tokrate.analysis.health import OVERLOAD_FACTOR, Overload, overload_reason
+from tokrate.analysis.health import OVERLOAD_FACTOR, OVERLOAD_PREFIX, Overload, overload_reason
 from tokrate.analysis.history import band
 from tokrate.analysis.noise import MIN_NOISE_RUNS, fit_thresholds, noise_limit
 from tokrate.finish.baseline import check_baseline
@@ -254,6 +254,35 @@ def test_thresholds_widen_to_the_spread_of_earlier_comparable_runs(tmp_path: Pat
     other = _night(tmp_path, 12, 1.0, config=cfg)
     fitted, noise = fit_thresholds(tmp_path, other, ThresholdSet())
     assert not fitted.per_series and noise.runs_max == 0
+
+
+def test_a_night_counts_in_the_spread_as_its_own_check_judged_it(tmp_path: Path) -> None:
+    """A stall the confirmation pass did not reproduce counts with its re-measured value,
+    and a series found inconclusive for the client's overload not at all: fitted into
+    the spread as first measured, one stalled night widened the threshold for the next
+    twenty runs (seen: +783% on a p95 TTFT, a doubled TTFT no longer flagged)."""
+    rng = np.random.default_rng(5)
+    for i in range(8):
+        _night(tmp_path, i, float(np.exp(rng.normal(0, 0.03))))
+    stalled = _night(tmp_path, 8, 3.0)
+    tonight = _night(tmp_path, 9, 1.0)
+    key = ("sim", "sim-7b", "c=4", "tpot_p50")
+    as_measured = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
+
+    def judged(row: dict[str, object]) -> None:
+        doc = {"kind": "tokrate-comparison", "verdict": "ok", "baseline": {"run_id": "n07"}}
+        row = {"endpoint": key[0], "model": key[1], "scenario": key[2], "metric": key[3], **row}
+        (stalled / "comparison.json").write_text(json.dumps({**doc, "results": [row]}))
+
+    n07 = compare_runs(tmp_path / "n00", tmp_path / "n07", ThresholdSet())
+    typical = _row(n07, "sim-7b", "tpot_p50").current  # type: ignore[attr-defined]
+    judged({"verdict": "unchanged", "confirmation": {"current": typical}})
+    remeasured = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
+    judged({"verdict": "inconclusive", "reason": f"{OVERLOAD_PREFIX} (current run: ...)"})
+    left_out = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
+    assert as_measured.source == "noise" and as_measured.limit > 1.0
+    assert remeasured.limit < as_measured.limit / 4
+    assert left_out.limit < as_measured.limit / 4
 
 
 # --- what moves latest-good ------------------------------------------------------------

@@ -33,6 +33,7 @@ from tokrate.runfolder.run_info import RunInfo
 
 __all__ = [
     "OVERLOAD_FACTOR",
+    "OVERLOAD_PREFIX",
     "SEND_DELAY_LIMIT_S",
     "Overload",
     "overload_reason",
@@ -43,6 +44,9 @@ __all__ = [
 #: scenario measured while overloaded: the client's own lateness plus as much again
 #: for a server on the same machine.
 OVERLOAD_FACTOR: Final = 2.0
+#: How the reason of a row found inconclusive for the client's overload begins (the
+#: noise fit leaves such values out: tokrate.analysis.noise).
+OVERLOAD_PREFIX: Final = "client overloaded"
 #: Open loop: a p95 send delay above this means the load the server saw was not the
 #: load asked for (the capacity search's rule, tokrate.load.capacity_probe).
 SEND_DELAY_LIMIT_S: Final = 0.010
@@ -113,6 +117,6 @@ def overload_reason(
     ]
     unit = "per token" if series in ("tpot", "decode_tps") else ""
     return (
-        f"client overloaded ({'; '.join(sides)}): the change, {change_s * 1e3:.2f} ms"
+        f"{OVERLOAD_PREFIX} ({'; '.join(sides)}): the change, {change_s * 1e3:.2f} ms"
         f"{' ' + unit if unit else ''}, is within {OVERLOAD_FACTOR:g}x that lateness"
     )

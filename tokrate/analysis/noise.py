@@ -12,6 +12,15 @@ regression is not noise). Per series (endpoint, model, scenario, metric), the ne
 :data:`NOISE_WINDOW` of them with a value give the spread: the standard deviation s
 of the log values (of the plain values for ``error_rate``).
 
+A run's value stands for the night as its own check judged it: where that check
+re-measured the series (a regression the confirmation pass did not reproduce), the
+re-measured value; where it called the series inconclusive because the client was
+overloaded, no value. Both are stalls the verdict already handles by other means (the
+re-measurement, the health gate); fitted into the spread they counted twice: one
+night with a 450 ms stall of the client (p95 TTFT 258 ms, 169 ms re-measured, against
+152-186 ms on every other night) widened sim-70b's p95 TTFT threshold to +783% for the
+next runs, so that a doubled TTFT was no longer flagged.
+
 The noise limit is the change that two runs of an unchanged endpoint exceed about
 once in a thousand: with m runs, t(0.999, m - 1) x sqrt(2) x s (Student's t, so a
 spread estimated from few runs gives a wider limit): ``exp(..) - 1`` for a latency,
@@ -32,10 +41,12 @@ from pathlib import Path
 from typing import Final
 
 import numpy as np
+import orjson
 import polars as pl
 
 from tokrate.analysis.comparability import run_problem
 from tokrate.analysis.compare import NoiseSource
+from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.analysis.points import RunEntry, read_points
 from tokrate.analysis.stats import t_quantile
 from tokrate.runfolder.run_info import RunInfo
@@ -53,6 +64,7 @@ __all__ = [
     "NOISE_QUANTILE",
     "NOISE_WINDOW",
     "FALLBACK",
+    "as_judged",
     "fit_thresholds",
     "noise_limit",
     "noise_threshold",
@@ -124,11 +136,43 @@ def segment_before(entries: Sequence[RunEntry], current: RunInfo, folder: Path) 
     return [e for e in reversed(segment) if e.checked != "regressed"]
 
 
+def as_judged(folder: Path) -> dict[SeriesKey, float | None]:
+    """The series whose value the run's own check replaced (module doc): the
+    re-measured value, or None for a series it found inconclusive because the client
+    was overloaded. Empty without a readable comparison.json (advice, not data)."""
+    try:
+        doc = orjson.loads((folder / "comparison.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("kind") != "tokrate-comparison":
+        return {}
+    out: dict[SeriesKey, float | None] = {}
+    for row in doc.get("results") or ():
+        if not isinstance(row, dict):
+            continue
+        key = (
+            str(row.get("endpoint")),
+            str(row.get("model")),
+            str(row.get("scenario")),
+            str(row.get("metric")),
+        )
+        confirmation = row.get("confirmation")
+        if isinstance(confirmation, dict) and isinstance(confirmation.get("current"), int | float):
+            out[key] = float(confirmation["current"])
+        elif row.get("verdict") == "inconclusive" and str(row.get("reason", "")).startswith(
+            OVERLOAD_PREFIX
+        ):
+            out[key] = None
+    return out
+
+
 def _values(points: pl.DataFrame, runs: Sequence[RunEntry]) -> dict[SeriesKey, list[float]]:
-    """Per series, the values of ``runs`` (oldest first), newest NOISE_WINDOW kept."""
+    """Per series, the values of ``runs`` as their checks judged them (oldest first),
+    newest NOISE_WINDOW kept."""
     order = {e.key: i for i, e in enumerate(runs)}
     if not order:
         return {}
+    judged = {e.key: as_judged(e.folder) for e in runs}
     keep = points.filter(pl.col("folder").is_in(list(order)))
     keep = keep.with_columns(
         pl.col("folder").replace_strict(order, return_dtype=pl.Int64).alias("_order")
@@ -136,7 +180,14 @@ def _values(points: pl.DataFrame, runs: Sequence[RunEntry]) -> dict[SeriesKey, l
     out: dict[SeriesKey, list[float]] = {}
     for key, g in keep.group_by(["endpoint", "model", "scenario", "metric"], maintain_order=True):
         series = (str(key[0]), str(key[1]), str(key[2]), str(key[3]))
-        out[series] = [float(v) for v in g["value"].tail(NOISE_WINDOW)]
+        values: list[float] = []
+        for folder, value in zip(g["folder"], g["value"], strict=True):
+            replaced = judged[str(folder)]
+            if series not in replaced:
+                values.append(float(value))
+            elif (v := replaced[series]) is not None:
+                values.append(v)
+        out[series] = values[-NOISE_WINDOW:]
     return out
 
 
