@@ -69,5 +69,11 @@ def test_readme_nightly_recipe_passes_night_after_night(tmp_path: Path) -> None:
             if done.returncode == 3:
                 assert "inconclusive" in verdicts
         if done.returncode == 0:
-            # A clean pass moves the pointer: the next night is judged against this one.
-            assert (reports / LATEST_GOOD).read_text().strip() == run_dir.name
+            # A clean pass moves the pointer: the next night is judged against this one;
+            # unless the client's loop lagged far past its threshold on a busy machine,
+            # which comparison.json then says (tokrate.analysis.health.unfit_baseline).
+            moved = (reports / LATEST_GOOD).read_text().strip() == run_dir.name
+            held = night > 0 and any(
+                w.startswith(f"{LATEST_GOOD} stays at") for w in doc["warnings"]
+            )
+            assert moved != held, (moved, night)

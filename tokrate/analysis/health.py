@@ -19,6 +19,15 @@ server sharing its machine). For per-token metrics the lateness is spread over t
 answer's decode gaps (TPOT = (E2E - TTFT) / (tokens - 1)), so it is divided by the
 group's median output tokens - 1. Error rates are not gated.
 
+A run is *unfit to be a baseline* (:func:`unfit_baseline`) when its measuring loop
+lagged far past the threshold in some scenario: a p99 lag above
+:data:`BASELINE_LAG_FACTOR` x the run's recorded threshold (run.json
+``loop_lag.threshold_ms``, 5 ms: so above 20 ms). Such a night may pass its own
+check (a change within the lateness is inconclusive, not regressed), but its values
+carry the stall (seen: a p95 TTFT of 275 ms at a lag p99 of 44 ms, against 152-186 ms
+on nights at 5-20 ms), and every night judged against it would look that much
+faster: ``latest-good`` does not move to it (tokrate.finish.baseline).
+
 Pure functions over RunInfo and a group's records; no I/O.
 """
 
@@ -32,12 +41,14 @@ import polars as pl
 from tokrate.runfolder.run_info import RunInfo
 
 __all__ = [
+    "BASELINE_LAG_FACTOR",
     "OVERLOAD_FACTOR",
     "OVERLOAD_PREFIX",
     "SEND_DELAY_LIMIT_S",
     "Overload",
     "overload_reason",
     "scenario_overload",
+    "unfit_baseline",
 ]
 
 #: How many times the client's lateness a change must exceed to be judged on a
@@ -50,6 +61,15 @@ OVERLOAD_PREFIX: Final = "client overloaded"
 #: Open loop: a p95 send delay above this means the load the server saw was not the
 #: load asked for (the capacity search's rule, tokrate.load.capacity_probe).
 SEND_DELAY_LIMIT_S: Final = 0.010
+#: How many times the loop-lag threshold a scenario's p99 lag must pass for its run to
+#: be unfit as a baseline (module doc). A busy shared machine keeps the client a few
+#: ms late on every night alike (p99 5-20 ms on two cores with two busy processes),
+#: which a comparison between two such nights cancels; a stall far past that is one
+#: night's accident and must not become the reference of the nights after it.
+BASELINE_LAG_FACTOR: Final = 4.0
+#: The loop-lag threshold of runs whose run.json does not record it (ms;
+#: tokrate.load.looplag.P99_THRESHOLD_MS).
+_DEFAULT_LAG_THRESHOLD_MS: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,4 +139,23 @@ def overload_reason(
     return (
         f"{OVERLOAD_PREFIX} ({'; '.join(sides)}): the change, {change_s * 1e3:.2f} ms"
         f"{' ' + unit if unit else ''}, is within {OVERLOAD_FACTOR:g}x that lateness"
+    )
+
+
+def unfit_baseline(info: RunInfo) -> str | None:
+    """Why ``info``'s run must not become a baseline (module doc), or None when it may."""
+    lag = info.loop_lag
+    if lag is None:
+        return None
+    limit = BASELINE_LAG_FACTOR * (lag.threshold_ms or _DEFAULT_LAG_THRESHOLD_MS)
+    worst = [(s.p99_ms, f"scenario {s.scenario}") for s in lag.scenarios]
+    if not worst and lag.p99_ms is not None:
+        worst = [(lag.p99_ms, "the run")]
+    past = [(p99, where) for p99, where in worst if p99 > limit]
+    if not past:
+        return None
+    p99, where = max(past)
+    return (
+        f"its client's event loop lagged far past the threshold (p99 {p99:.1f} ms in"
+        f" {where}, above {BASELINE_LAG_FACTOR:g}x {limit / BASELINE_LAG_FACTOR:g} ms)"
     )

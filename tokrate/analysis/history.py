@@ -15,11 +15,13 @@ Per series (endpoint, model, scenario, metric), in time order (run.json ``starte
 - **baseline**: the run compare judges this run against: the baseline its own check
   recorded in comparison.json (``tokrate run --baseline``), when that is an earlier run
   of the same segment; otherwise the latest earlier run of the segment this history
-  did not mark regressed (what ``latest-good`` would have been). The first run of a
-  segment has none.
+  did not mark regressed and whose client was fit to measure a baseline
+  (:func:`tokrate.analysis.health.unfit_baseline`; what ``latest-good`` would have
+  been). The first run of a segment has none.
 - **threshold**: the one ``tokrate run --baseline`` judges by at that point: the
-  configured threshold, widened to the noise of the segment's earlier runs
-  (:mod:`tokrate.analysis.noise`, the same function).
+  configured threshold, widened to the noise of the segment's earlier runs, each
+  value as its run's own check judged it (:mod:`tokrate.analysis.noise`, the same
+  functions).
 - **band**: the values compare would not call a change against that baseline with
   that threshold: ``[b / (1 + L), b x (1 + L)]`` for a latency (L the threshold),
   ``[b x (1 - L), b / (1 - L)]`` for tokens/s, ``b ± L`` for an error rate, at least
@@ -55,7 +57,8 @@ from tokrate.analysis.compare import (
     load_confirmation,
     samples_needed,
 )
-from tokrate.analysis.noise import NOISE_WINDOW, noise_threshold
+from tokrate.analysis.health import unfit_baseline
+from tokrate.analysis.noise import NOISE_WINDOW, as_judged, noise_threshold, value_as_judged
 from tokrate.analysis.points import RunEntry, read_points
 from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
@@ -205,14 +208,14 @@ def _baseline(
     runs: Sequence[tuple[RunEntry, float, int]], regressed: set[str], cur: RunEntry
 ) -> tuple[RunEntry, float, int]:
     """The run ``cur`` is judged against (module doc): its recorded baseline when that
-    is an earlier run of the segment, else the latest one not marked regressed (the
-    first of the segment when all were)."""
+    is an earlier run of the segment, else the latest one not marked regressed and fit
+    to be a baseline (the first of the segment when none is)."""
     if cur.checked_against is not None:
         for found in reversed(runs):
             if found[0].info.run_id == cur.checked_against:
                 return found
     for found in reversed(runs):
-        if found[0].key not in regressed:
+        if found[0].key not in regressed and unfit_baseline(found[0].info) is None:
             return found
     return runs[0]
 
@@ -227,6 +230,13 @@ def _walk(
     """Segment, baseline, threshold, band and verdict of every point (module doc)."""
     run_segment, segment_reasons = _run_segments(list(entries.values()))
     judge = _Judge(settings)
+    judged_runs: dict[str, dict[tuple[str, str, str, str], float | None]] = {}
+
+    def judged(e: RunEntry) -> dict[tuple[str, str, str, str], float | None]:
+        if e.key not in judged_runs:
+            judged_runs[e.key] = as_judged(e.folder)
+        return judged_runs[e.key]
+
     extra: list[tuple[Any, ...]] = []
     ordered = points.sort([*_KEYS, "started_at", "folder"])
     state: dict[tuple[str, str, str, str], _Walk] = {}
@@ -261,7 +271,10 @@ def _walk(
             )
             walk.runs.append((e, value, n))
             continue
-        earlier = [v for r, v, _ in walk.runs if r.checked != "regressed"][-window:]
+        counted = (
+            value_as_judged(judged(r), key, v) for r, v, _ in walk.runs if r.checked != "regressed"
+        )
+        earlier = [v for v in counted if v is not None][-window:]
         fitted = noise_threshold(t, earlier)
         low, high = band(base_value, fitted)
         outside = not low <= value <= high

@@ -11,16 +11,23 @@ this run when it completed and
 - there was no pointer yet (the first night), or the run is not comparable with the
   one it names at all (other load settings or prompts: the run starts a new
   baseline, exit 0); or
-- its verdict is ``ok`` and no regression was left unconfirmed by a re-measurement
+- its verdict is ``ok``, no regression was left unconfirmed by a re-measurement
   (a night whose first measurement of a scenario was off passes, but does not
-  become the baseline).
+  become the baseline), and its client was fit to measure a baseline: no scenario's
+  event-loop lag far past the threshold (:func:`tokrate.analysis.health.unfit_baseline`;
+  such a night passes too, and its comparison carries a warning that says why the
+  pointer stayed).
 
 It stays where it was on a regression (exit 1) and on an inconclusive verdict (exit 3).
+The first night of a folder (or of a new segment) becomes ``latest-good`` whatever its
+health: there is no other reference to keep, and the first fit night that passes
+against it replaces it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ from tokrate.analysis.compare import (
     NoiseSource,
     compare_runs,
 )
+from tokrate.analysis.health import unfit_baseline
 from tokrate.finish.baseline_ref import check_baseline_ref
 from tokrate.report.comparison import render_json, render_markdown
 from tokrate.runfolder.run_info import RunInfo
@@ -81,14 +89,28 @@ def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:
     write_comparison(run_dir, orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode(), text)
 
 
-def moves_pointer(comparison: Comparison) -> bool:
-    """Whether a judged run becomes ``latest-good`` (module doc)."""
-    if comparison.verdict != "ok":
+def moves_pointer(comparison: Comparison, info: RunInfo) -> bool:
+    """Whether a judged run (``info``: the current run's) becomes ``latest-good``
+    (module doc)."""
+    if comparison.verdict != "ok" or unfit_baseline(info) is not None:
         return False
     return not any(
         r.confirmation is not None and r.confirmation.verdict != "regressed"
         for r in comparison.results
     )
+
+
+def _held_for_health(comparison: Comparison, info: RunInfo) -> Comparison:
+    """``comparison`` with a warning when the run passed but stays out of
+    ``latest-good`` because its client lagged too far (module doc)."""
+    why = unfit_baseline(info)
+    if comparison.verdict != "ok" or why is None:
+        return comparison
+    note = (
+        f"{LATEST_GOOD} stays at {comparison.baseline_name}: this run passed, but {why},"
+        " so its values are no baseline for the nights after it"
+    )
+    return replace(comparison, warnings=(*comparison.warnings, note))
 
 
 def check_baseline(
@@ -121,10 +143,12 @@ def check_baseline(
             point_latest_good(reports_root, run_dir)
         return 0
     comparison = compare_runs(base_dir, run_dir, thresholds, noise=noise)
+    if pointer:
+        comparison = _held_for_health(comparison, info)
     if on_comparison is not None:
         on_comparison(comparison)
     write_comparison(run_dir, render_json(comparison), render_markdown(comparison))
-    if pointer and info.complete and moves_pointer(comparison):
+    if pointer and info.complete and moves_pointer(comparison, info):
         point_latest_good(reports_root, run_dir)
     return comparison.exit_code
 
