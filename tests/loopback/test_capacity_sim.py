@@ -9,17 +9,27 @@ agree) and it is sharp. A TPOT SLO on long prompts has two (lockstep prefills la
 TTFT, staggered ones in every TPOT); benchmarks/capacity_search.py --slo tpot shows a
 measured search lying between them. ``time_scale`` 2 halves the wall time; the 1B's
 ~240 streams then send ~500 requests/s, which two shared cores still carry.
+
+The found capacity is never above the simulator's answer (a client only adds time) and
+within 15% below it, unless the machine was busy: the client and the simulator then wait
+for a CPU for whole time slices, each wait lands in the E2Es of the requests in flight,
+and the search rightly misses earlier (a loaded run found 192 for sim-1b's 239). Such a
+shortfall must be the waits' alone: at the first level above the found capacity that the
+search rejected, the requests' E2Es less the run-queue wait of the test process's and
+the simulator's threads inside each (the kernel's count, ``helpers.cpu_waits``; ~0 on an
+idle machine, where the 15% band is the whole check) meet the goodput.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import polars as pl
 import pytest
+from helpers.cpu_waits import CpuWaits
 
 from tokrate.cli import main
 from tokrate.load.run import RunResult, run_benchmark
@@ -52,11 +62,35 @@ formats = ["png"]
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
+def searched_and_waits(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, CpuWaits]:
     folder = tmp_path_factory.mktemp("capacity")
     (folder / "bench.toml").write_text(CONFIG)
     spec = load_spec(folder / "bench.toml", {"output.dir": str(folder / "reports")})
-    yield run_benchmark(spec)
+    with CpuWaits(interval_s=0.02) as waits:
+        result = run_benchmark(spec)
+    return result, waits
+
+
+@pytest.fixture(scope="module")
+def searched(searched_and_waits: tuple[RunResult, CpuWaits]) -> RunResult:
+    return searched_and_waits[0]
+
+
+def _goodput_less_waits(run_dir: Path, model: str, scenario: str, waits: CpuWaits) -> float:
+    """The fraction of a probe's measured requests that are ok with an E2E, less the
+    CPU wait inside it, within the SLO."""
+    records = load_run(run_dir).records.filter(
+        (pl.col("model") == model) & (pl.col("scenario") == scenario) & ~pl.col("warmup")
+    )
+    slo_s = E2E_SLO_S / TIME_SCALE
+    met = 0
+    for status, t0_ns, e2e_s in zip(
+        records["status"], records["t0_ns"], records["e2e_s"], strict=True
+    ):
+        if status == "ok" and e2e_s is not None:
+            waited_s = waits.within(t0_ns, t0_ns + int(e2e_s * 1e9)) / 1e9
+            met += e2e_s - waited_s <= slo_s
+    return met / max(1, records.height)
 
 
 def _sim_answers(input_tokens: int) -> dict[str, int]:
@@ -82,9 +116,9 @@ def _sim_answers(input_tokens: int) -> dict[str, int]:
 
 
 def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
-    searched: RunResult,
+    searched_and_waits: tuple[RunResult, CpuWaits],
 ) -> None:
-    result = searched
+    result, waits = searched_and_waits
     assert result.exit_code == 0 and result.summary is not None
     capacity = result.summary.capacity
     assert capacity is not None and capacity.mode == "closed"
@@ -97,8 +131,15 @@ def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
         t = found[name]
         assert t.verdict == "found", (name, t.note)
         assert t.capacity is not None
-        assert abs(t.capacity - answer) <= 0.15 * answer, (name, t.capacity, answer)
         assert t.capacity <= answer, (name, t.capacity, answer)  # a client only adds time
+        if t.capacity < 0.85 * answer:
+            # Only the CPU waits of a busy machine may explain more (module docstring).
+            rejected = min(
+                (p for p in t.probes if p.level > t.capacity and p.verdict == "misses"),
+                key=lambda p: p.level,
+            )
+            goodput = _goodput_less_waits(result.run_dir, name, rejected.scenario, waits)
+            assert goodput >= GOODPUT, (name, t.capacity, answer, rejected.level, goodput)
         assert t.limiting_slo == "e2e_s"
     # Dense tiers: strictly fewer streams per size step.
     dense = [found[n].capacity or 0 for n in ("sim-1b", "sim-7b", "sim-13b", "sim-34b", "sim-70b")]
