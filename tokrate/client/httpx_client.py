@@ -101,7 +101,7 @@ class PoolShards:
     per request; that count also takes busy connections for idle ones, so idle
     connections are closed whenever the pool holds more than its keep-alive limit. At
     1,000 streams in one pool that pass took most of the client's CPU (21 s of a 51 s
-    run beside two CPU-bound processes), the loop lagged 6-11 s, the server's 5 s
+    run beside two CPU-bound processes), the loop lagged 5-11 s, the server's 5 s
     keep-alive closed the waiting connections, nearly every request opened a new one
     and 0.2-1.2% of those bursts of connects ran past the connect timeout
     (``benchmarks/httpx_streams.py``). The openai SDK's pool (httpcore2) does the pass
