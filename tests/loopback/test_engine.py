@@ -133,18 +133,30 @@ def test_stop_grace_then_cancel_keeps_partial_timings(server: HostileServer) -> 
     spec = RunSpec(load=LoadSpec(concurrency=(3,), requests=50))
     url = server.base_url("ok", tokens=200, itl_ms=20)
     stop = Stop()
-    timer = threading.Timer(0.3, stop.set)
+    stopped_at_ns: list[int] = []
+
+    def stop_now() -> None:
+        stopped_at_ns.append(time.perf_counter_ns())
+        stop.set()
+
+    timer = threading.Timer(0.3, stop_now)
     timer.start()
-    t = time.perf_counter()
     recs = _records(_run(spec, (_target("a", url),), stop=stop, grace_s=0.2))
-    elapsed = time.perf_counter() - t
     timer.cancel()
-    assert elapsed < 3.0
     assert len(recs) == 3
     for r in recs:
         assert r.status == "cancelled" and r.error_class == "cancelled"
         assert r.ttft_s is not None and r.content_chunks > 0 and r.e2e_s is not None
-        assert r.e2e_s >= 0.45  # ran through the 0.3 s + 0.2 s grace, then cancelled
+        # Ran through the 0.2 s grace after the stop, then was cancelled: judged from the
+        # moment the stop was set (the records' t0_ns is the same perf_counter), since
+        # on a busy machine the requests start later than the timer does. The event
+        # loop may fire the grace timer up to a clock tick early: 2 ms.
+        ended_ns = r.t0_ns + r.e2e_s * 1e9
+        assert ended_ns >= stopped_at_ns[0] + 0.2e9 - 2e6
+        # The run did not wait for the streams: each was cut before the server's 200
+        # tokens (4 s at 20 ms each) - judged on what the stream received, not on a
+        # wall clock a busy machine stretches.
+        assert r.content_chunks < 200
     counts = count_outcomes(recs)
     assert counts == {"scheduled": 3, "ok": 0, "error": 0, "cancelled": 3}
 
