@@ -55,6 +55,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _background_load import busy_processes
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "examples" / "nightly.toml"
 TOKRATE = [sys.executable, "-m", "tokrate"]
@@ -85,19 +87,6 @@ class Tally:
 
     def of(self, kind: str) -> list[Night]:
         return [n for n in self.nights if n.kind == kind]
-
-
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[list[int]]:
-    """``count`` processes spinning on a core; stopped by pid on exit."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield [p.pid for p in procs]
-    finally:
-        for p in procs:
-            os.kill(p.pid, signal.SIGTERM)
-        for p in procs:
-            p.wait()
 
 
 @contextlib.contextmanager

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import os
 import resource
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from _background_load import busy_processes
 
 from tokrate.inputs.prompts import Prompt
 from tokrate.load.engine import Target, WorkerSettings, WorkerTask, run_worker
@@ -42,19 +39,6 @@ from tokrate.load.stopping import Stop
 from tokrate.sim.model import Tier
 from tokrate.sim.server import SimConfig, simulator_process
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
-
-
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[list[int]]:
-    """``count`` processes spinning on a core; stopped by pid on exit."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield [p.pid for p in procs]
-    finally:
-        for p in procs:
-            os.kill(p.pid, signal.SIGTERM)
-        for p in procs:
-            p.wait()
 
 
 def cpu_s() -> float:
