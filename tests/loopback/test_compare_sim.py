@@ -18,6 +18,10 @@ below the default thresholds:
   its own seeded order; 64 requests at c=8 average the order effects on the batch.
 - A stall of the machine delays every request in flight at once; compare's block
   bootstrap resamples those together, so one stall is one event, not eight.
+- On a busy machine (a CI runner; the fast suite beside two CPU-bound processes) the
+  client lags, and compare withholds a change past its threshold that the lag could
+  have made (inconclusive, "client overloaded ...", exit 3): such a row was compared,
+  and it is not an alarm.
 - 64 requests per night are too few for a p95 (it needs 200): those rows are
   inconclusive every night, the medians carry the verdict. The false-alarm and
   detection rates of the documented nightly config, p95s included, are a benchmark
@@ -34,6 +38,7 @@ from helpers.specs import sim_spec
 
 import tokrate.load.run as run_mod
 import tokrate.sim as sim
+from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.runfolder.store import LATEST_GOOD
 from tokrate.spec import PromptsSpec, SyntheticSpec
 
@@ -97,31 +102,39 @@ def test_nightly_sequence_false_alarms_and_planted_slowdown(tmp_path: Path) -> N
     assert (root / LATEST_GOOD).read_text().strip() == "n00"
 
     # Ten nights of the unchanged simulator, each judged against latest-good.
-    false_alarms = 0
-    judged = 0
+    alarms: list[tuple[str, str, str, float]] = []
+    compared = 0
     for night in range(1, 11):
         run_id = f"n{night:02d}"
         _run(root, run_id, seed=100 + night)
         doc = _comparison(root, run_id)
         results = doc["results"]
         assert isinstance(results, list)
-        judged += sum(r["verdict"] not in ("not_comparable", "inconclusive") for r in results)
         for r in results:
-            if r["verdict"] == "inconclusive":
-                assert r["metric"].endswith("_p95") and r["reason"].startswith("too few"), r
-        # An alarm is a tier called regressed on a night (TPOT and decode tokens/s are
-        # one measurement seen two ways, so they count once).
-        false_alarms += len({r["model"] for r in results if r["verdict"] == "regressed"})
-    assert judged >= 10 * len(MODELS) * 3  # every median and error rate was compared
-    assert false_alarms <= 1, false_alarms
+            too_few = r["verdict"] == "inconclusive" and r["reason"].startswith("too few")
+            if too_few:
+                assert r["metric"].endswith("_p95"), r
+            # A change past its threshold that the night's (or the baseline's) lagging
+            # client could have made is withheld, not called: on a busy machine (this
+            # simulator shares the test's process and its CPU) that is the tool's answer.
+            if r["verdict"] == "inconclusive" and not too_few:
+                assert r["reason"].startswith(OVERLOAD_PREFIX), r
+            compared += r["verdict"] != "not_comparable" and not too_few
+            if r["verdict"] == "regressed":
+                alarms.append((run_id, r["model"], r["metric"], r["change"]))
+    assert compared >= 10 * len(MODELS) * 3  # every median and error rate was compared
+    # An alarm is a tier called regressed on a night (TPOT and decode tokens/s are one
+    # measurement seen two ways, so they count once).
+    assert len({(night, model) for night, model, _m, _c in alarms}) <= 1, alarms
     good = (root / LATEST_GOOD).read_text().strip()
 
     # Night 11: sim-70b 20% slower (efficiency 0.8 -> 0.64). The regression is measured
     # again (slow/confirm/, only its scenario) before it is reported.
-    assert _run(root, "slow", seed=999, tier_efficiency={"sim-70b": 0.64}) == 1
+    code = _run(root, "slow", seed=999, tier_efficiency={"sim-70b": 0.64})
     doc = _comparison(root, "slow")
     results = doc["results"]
     assert isinstance(results, list)
+    assert code == 1, [r for r in results if r["verdict"] in ("regressed", "inconclusive")]
     regressed = {(r["model"], r["metric"]) for r in results if r["verdict"] == "regressed"}
     assert {m for m, _ in regressed} == {"sim-70b"}, regressed
     assert {("sim-70b", "tpot_p50"), ("sim-70b", "decode_tps_p50")} <= regressed

@@ -41,6 +41,7 @@ from tokrate.spec import CapacitySpec
 
 __all__ = [
     "CLIENT_BUSY_FRACTION",
+    "JUDGE_BATCH",
     "LOAD_LAG_FACTOR",
     "SEND_DELAY_LIMIT_S",
     "SLO_COLUMNS",
@@ -64,8 +65,9 @@ SLO_COLUMNS: Final[Mapping[str, str]] = {
     "e2e_s": "e2e_s",
     "itl_p99_s": "itl_p99_req_s",
 }
-#: Records judged per batch (a batch is one small polars frame).
-_BATCH: Final = 4
+#: Records judged per batch (a batch is one small polars frame): a probe is decided
+#: at a multiple of this many measured requests (or where its scenario ran out).
+JUDGE_BATCH: Final = 4
 
 
 class ProbeJudge:
@@ -119,7 +121,7 @@ class ProbeJudge:
             if record.warmup or self.frozen is not None:
                 return
             self.pending.append(record)
-            if len(self.pending) >= _BATCH or self._count() + len(self.pending) >= (
+            if len(self.pending) >= JUDGE_BATCH or self._count() + len(self.pending) >= (
                 self.max_requests
             ):
                 self._judge_pending()
