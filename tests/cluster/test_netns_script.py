@@ -20,10 +20,20 @@ pytestmark = pytest.mark.cluster
     reason="needs root and setpriv to drop to an unprivileged user",
 )
 def test_without_root_the_check_says_why_in_one_line() -> None:
-    """The line the multi-node tests skip with (or fail with, under CI=true)."""
+    """The line the multi-node tests skip with (or fail with, under CI=true).
+
+    The script goes to the unprivileged shell on its stdin, read here as root: a
+    checkout in a private directory (``mktemp -d`` makes it 0700) is closed to uid
+    65534, and what is checked is the script's answer, not the checkout's modes.
+    """
     argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
     done = subprocess.run(
-        [*argv, "bash", str(SCRIPT), "check"], capture_output=True, text=True, timeout=30
+        [*argv, "bash", "-s", "check"],
+        input=SCRIPT.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
     )
     assert done.returncode == 1
     assert done.stderr == "network namespaces need root (running as uid 65534)\n"
