@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cpu_waits import CpuWaits
 
+import tokrate.load.engine
 import tokrate.sim
 from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
+from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
 from tokrate.runfolder.store import load_run
 from tokrate.sim.model import default_tiers
 
@@ -30,8 +33,20 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
             started.append(url)
             yield url
 
+    # Every wake-up of the client's loop-lag monitors past the max threshold, with its
+    # times, to weigh against the CPU waits of the same stretch (below).
+    stalls: list[tuple[int, int]] = []
+
+    class StallsKept(LagMonitor):
+        def add_late(self, due_ns: int, woke_ns: int) -> None:
+            super().add_late(due_ns, woke_ns)
+            if (woke_ns - due_ns) / 1e6 > MAX_THRESHOLD_MS:
+                stalls.append((due_ns, woke_ns))
+
     monkeypatch.setattr(tokrate.sim, "simulator_process", spy)
-    rc = main(["run", "--output-dir", str(tmp_path)])
+    monkeypatch.setattr(tokrate.load.engine, "LagMonitor", StallsKept)
+    with CpuWaits() as waits:
+        rc = main(["run", "--output-dir", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert len(started) == 1  # the simulator ran in its own process
@@ -52,12 +67,27 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     # An event-loop lag warning is a fact about the machine, not the design: on a
     # machine that other processes keep busy (load average at or above one core) the
     # client may honestly be late, and saying so is right; on a quiet one it must not be.
+    # A quiet machine still has moments that are not: a stall past the max threshold
+    # (52.5 ms once, in a fresh clone's full suite with the load average under one; the
+    # usual worst is 2-3 ms) is the machine's when the kernel counted the run and its
+    # simulator waiting for a CPU inside it for all but the threshold: the loop could
+    # not run then, whatever its design.
     warnings = list(run.info.to_dict()["warnings"])
-    if os.getloadavg()[0] >= 1.0:
+    unexplained = [
+        f"{(woke - due) / 1e6:.1f} ms (CPU wait inside it {waits.within(due, woke) / 1e6:.1f} ms)"
+        for due, woke in stalls
+        if (woke - due - waits.within(due, woke)) / 1e6 > MAX_THRESHOLD_MS
+    ]
+    # Only the max criterion is weighed so: a p99 over its threshold is lag on one
+    # wake-up in a hundred, which a stall or two cannot make.
+    scenarios = run.info.to_dict()["loop_lag"]["scenarios"]
+    by_stalls_alone = all(s["p99_ms"] <= P99_THRESHOLD_MS for s in scenarios if s["exceeded"])
+    machine_made = bool(stalls) and not unexplained and by_stalls_alone
+    if os.getloadavg()[0] >= 1.0 or machine_made:
         warnings = [w for w in warnings if "event-loop lag" not in w]
         err = "\n".join(line for line in err.splitlines() if "event-loop lag" not in line)
-    assert "warning" not in err
-    assert warnings == []
+    assert "warning" not in err, f"loop stalls not explained by CPU waits: {unexplained}"
+    assert warnings == [], f"loop stalls not explained by CPU waits: {unexplained}"
     summary_md = (run_dir / "summary.md").read_text()
     if not run.info.to_dict()["warnings"]:
         assert "**Warnings**" not in summary_md
