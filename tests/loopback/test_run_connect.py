@@ -197,7 +197,11 @@ def test_cold_start_connect_s_marks_exactly_the_requests_that_opened_a_connectio
     records = run.records
     assert records.height == 15 and (records["status"] == "ok").all()
     opened = [log.opened[rid] for rid in records["response_id"]]
-    assert sum(opened) >= 3 + 3  # one per stream, plus the reconnects after each close
+    # The middleware closes every connection on its third request, so 15 requests need
+    # at least 5 connections, 2 of them opened mid-run. Not 2 per stream: the streams
+    # share one pool, and a stream's next request may take a connection another stream
+    # left (a busy machine reorders who finishes first; 5 seen beside two busy loops).
+    assert sum(opened) >= -(-records.height // 3)
     for rid, connect_s, ttft_s, first in zip(
         records["response_id"], records["connect_s"], records["ttft_s"], opened, strict=True
     ):
