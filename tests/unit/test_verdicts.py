@@ -48,6 +48,7 @@ from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import LATEST_GOOD, load_run_info, run_folders
 from tokrate.spec import LoadSpec, ModelSpec, RunSpec
 from tokrate.spec.thresholds import Threshold, ThresholdSet
+from tokrate.textfmt import md_escape
 
 
 def _row(c: object, model: str, metric: str) -> object:
@@ -392,6 +393,13 @@ def test_latest_good_moves_only_on_a_clean_pass(tmp_path: Path) -> None:
     offnight = write_run(root, "r3", make_records("r3", seed=3, slow={"sim-70b": 1.3}))
     write_run(offnight, "confirm", make_records("confirm", seed=4))
     assert check_baseline(offnight, LATEST_GOOD, root) == 0 and pointer.read_text() == "r1\n"
+    # ... and its comparison says why the pointer stayed, as for a stalled client.
+    doc = json.loads((offnight / "comparison.json").read_text())
+    assert doc["verdict"] == "ok"
+    (note,) = [w for w in doc["warnings"] if w.startswith(f"{LATEST_GOOD} stays at r1")]
+    assert "its first measurement regressed (sim-70b c=" in note
+    assert "only the re-measurement in confirm/ did not" in note
+    assert md_escape(note) in (offnight / "comparison.md").read_text()
     # Other prompts: nothing to compare with, the run starts a new baseline.
     cfg = {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["code"]}}
     new = write_run(root, "r4", make_records("r4", seed=5), config=cfg)

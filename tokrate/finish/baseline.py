@@ -11,12 +11,13 @@ this run when it completed and
 - there was no pointer yet (the first night), or the run is not comparable with the
   one it names at all (other load settings or prompts: the run starts a new
   baseline, exit 0); or
-- its verdict is ``ok``, no regression was left unconfirmed by a re-measurement
-  (a night whose first measurement of a scenario was off passes, but does not
-  become the baseline), and its client was fit to measure a baseline: no scenario's
-  event-loop lag far past the threshold (:func:`tokrate.analysis.health.unfit_baseline`;
-  such a night passes too, and its comparison carries a warning that says why the
-  pointer stayed).
+- its verdict is ``ok``, no row passed only because a re-measurement did not confirm
+  its regression (a night whose first measurement of a scenario was off passes, but
+  does not become the baseline), and its client was fit to measure a baseline: no
+  scenario's event-loop lag far past the threshold
+  (:func:`tokrate.analysis.health.unfit_baseline`; such a night passes too). A night
+  that passes and stays out for either reason carries a ``latest-good stays at ...``
+  warning in its comparison that says which.
 
 It stays where it was on a regression (exit 1) and on an inconclusive verdict (exit 3).
 The first night of a folder (or of a new segment) becomes ``latest-good`` whatever its
@@ -89,22 +90,42 @@ def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:
     write_comparison(run_dir, orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode(), text)
 
 
-def moves_pointer(comparison: Comparison, info: RunInfo) -> bool:
-    """Whether a judged run (``info``: the current run's) becomes ``latest-good``
-    (module doc)."""
-    if comparison.verdict != "ok" or unfit_baseline(info) is not None:
-        return False
-    return not any(
-        r.confirmation is not None and r.confirmation.verdict != "regressed"
+def _cleared_rows(comparison: Comparison) -> list[str]:
+    """The rows whose first measurement regressed and whose re-measurement did not."""
+    return [
+        f"{r.label or r.scenario} {r.metric}"
         for r in comparison.results
+        if r.confirmation is not None and r.confirmation.verdict != "regressed"
+    ]
+
+
+def _hold_reason(comparison: Comparison, info: RunInfo) -> str | None:
+    """Why a run whose verdict is ``ok`` stays out of ``latest-good`` (module doc), or
+    None when it becomes it. One function for both the decision and the warning that
+    explains it, so the pointer is never held without the comparison saying why."""
+    lag = unfit_baseline(info)
+    if lag is not None:
+        return lag
+    cleared = _cleared_rows(comparison)
+    if not cleared:
+        return None
+    shown = ", ".join(cleared[:3]) + (f" and {len(cleared) - 3} more" if len(cleared) > 3 else "")
+    return (
+        f"its first measurement regressed ({shown}) and only the re-measurement in confirm/ did not"
     )
 
 
-def _held_for_health(comparison: Comparison, info: RunInfo) -> Comparison:
+def moves_pointer(comparison: Comparison, info: RunInfo) -> bool:
+    """Whether a judged run (``info``: the current run's) becomes ``latest-good``
+    (module doc)."""
+    return comparison.verdict == "ok" and _hold_reason(comparison, info) is None
+
+
+def _with_hold_warning(comparison: Comparison, info: RunInfo) -> Comparison:
     """``comparison`` with a warning when the run passed but stays out of
-    ``latest-good`` because its client lagged too far (module doc)."""
-    why = unfit_baseline(info)
-    if comparison.verdict != "ok" or why is None:
+    ``latest-good`` (module doc): the user is told why the pointer did not move."""
+    why = _hold_reason(comparison, info) if comparison.verdict == "ok" else None
+    if why is None:
         return comparison
     note = (
         f"{LATEST_GOOD} stays at {comparison.baseline_name}: this run passed, but {why},"
@@ -144,7 +165,7 @@ def check_baseline(
         return 0
     comparison = compare_runs(base_dir, run_dir, thresholds, noise=noise)
     if pointer:
-        comparison = _held_for_health(comparison, info)
+        comparison = _with_hold_warning(comparison, info)
     if on_comparison is not None:
         on_comparison(comparison)
     write_comparison(run_dir, render_json(comparison), render_markdown(comparison))
