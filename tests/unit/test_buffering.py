@@ -58,6 +58,13 @@ CASES: dict[str, tuple[list[float], int, bool]] = {
     "starved server": ([0.009] * 123 + [0.0092, 0.0093, 0.0094, 0.0094, 0.0094], 128, True),
     # A busy machine's 27 ms hiccup: 19 of 32 tokens of a ~700 tok/s stream in one read.
     "hiccup": ([0.03] * 19 + [0.03 + 0.0014 * k for k in range(1, 14)], 32, False),
+    # A busy machine's short answer: the first token on its own, the other three of a
+    # 900 tok/s simulator stream in one read 3.3 ms later (the offsets of a default run
+    # beside two busy processes). TTFT on time, TPOT the simulator's pace: not held.
+    "first token alone, rest in one read": ([0.002419819] + [0.005749879] * 3, 4, False),
+    # The same two reads where the first chunk carried several tokens: one gap for 8
+    # tokens, the first read may have held some back.
+    "two reads, multi-token chunks": ([0.1, 0.1, 0.1, 0.4], 8, True),
     # Too short to tell.
     "3 tokens in one read": ([0.1, 0.1, 0.1], 3, False),
     "no content": ([], 5, False),
