@@ -2,8 +2,13 @@
 
 Against the simulator in its own process: for every targets mode, no target ever has
 more than c requests in flight (from the records' t0 and E2E on the worker's monotonic
-clock), each reaches c, and at c=1 every target decodes at its single-stream speed
-(the simulator's own bandwidth model) within 2%.
+clock), each reaches c, and at c=1 every target's measured decode speed is the one the
+simulator really wrote within 2% (its truth log: first content write to the last).
+Judged against the truth log and not the nominal speed (the simulator's own bandwidth
+model): beside two busy processes the
+simulator's process waits for a CPU, its writes come late, and the client rightly
+measured sim-7b 2-3% under the nominal (566 and 570 tok/s against 583, 2 of 8 runs
+beside three busy loops).
 """
 
 from __future__ import annotations
@@ -12,13 +17,13 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.store import load_run
-from tokrate.sim import SimConfig, build_state
 
 TIME_SCALE = 5.0
 MODELS = ("sim-7b", "sim-34b", "sim-70b")
@@ -43,7 +48,8 @@ def max_in_flight(frame: pl.DataFrame) -> int:
 def test_each_target_gets_its_own_c_slots(
     mode: str, tmp_path: Path, start_sim_process: Callable[..., str]
 ) -> None:
-    url = start_sim_process(time_scale=TIME_SCALE)
+    truth_log = tmp_path / "truth.jsonl"
+    url = start_sim_process(time_scale=TIME_SCALE, truth_log=str(truth_log))
     spec = sim_spec(
         url,
         tmp_path,
@@ -58,10 +64,15 @@ def test_each_target_gets_its_own_c_slots(
     assert result.exit_code == 0
     records = load_run(result.run_dir).records
     assert (records["status"] == "ok").all()
-    expected = {
-        name: timing.expected_decode_tps * TIME_SCALE
-        for name, timing in build_state(SimConfig(time_scale=TIME_SCALE)).timings.items()
+    truth = {
+        row["id"]: row
+        for row in (orjson.loads(line) for line in truth_log.read_bytes().splitlines() if line)
     }
+
+    def written_tps(response_id: str) -> float:
+        t = truth[response_id]
+        return (t["output_tokens"] - 1) / ((t["done_ns"] - t["content_write_ns"][0]) / 1e9)
+
     for (model, c), part in records.group_by(["model", "concurrency"]):
         # All of this target's records at this level (one scenario, one worker clock).
         assert part.height == 6
@@ -69,4 +80,5 @@ def test_each_target_gets_its_own_c_slots(
         assert peak == c, (mode, model, c, peak)
         if c == 1:
             measured = statistics.median(1.0 / t for t in part["tpot_s"])
-            assert measured == pytest.approx(expected[str(model)], rel=0.02), (mode, model)
+            written = statistics.median(written_tps(r) for r in part["response_id"])
+            assert measured == pytest.approx(written, rel=0.02), (mode, model)
