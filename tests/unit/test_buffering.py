@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 import pytest
 from helpers.documents import run_info
 from rich.console import Console
 
-from tokrate.analysis.buffering import buffering_exprs, client_held_expr
+from tokrate.analysis.buffering import buffering_exprs, client_held_expr, short_hold_expr
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
+from tokrate.report.stream_words import who_held
 from tokrate.report.terminal import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
@@ -176,6 +177,117 @@ def test_who_held_a_buffered_stream() -> None:
     assert out["held_s"][0] == pytest.approx(0.2)
     got = dict(zip(out["name"], out["client_held"], strict=True))
     assert got == {name: case[2] for name, case in cases.items()}
+
+
+#: A default run's sim-1b c=1 request beside two busy processes (its offsets as
+#: recorded): a 4-token answer whole in one read 6.3 ms after the send, where the
+#: group's other short answers took ~2.7 ms to their first token; loop lag 0.
+WHOLE_AT_6_MS: Final = [0.006332939] * 4
+
+
+def test_a_hold_shorter_than_the_floor_blames_nobody() -> None:
+    """A buffered request's hold is at most its first read's offset (the first token was
+    not ready before the send), so one whose first read came within 50 ms of the send
+    is a short hold: still buffered (a one-read answer's TPOT is 0), but not a proxy's
+    or the server's doing. The client's lag, where it explains the hold, comes first;
+    a stream that is not buffered is never a short hold."""
+    cases = {
+        # name: (offsets, output tokens, loop lag ms, (buffered, client held, short hold))
+        "busy machine, 4 tokens at once": (WHOLE_AT_6_MS, 4, 0.0, (True, False, True)),
+        "the same, loop 8 ms late": (WHOLE_AT_6_MS, 4, 8.0, (True, True, False)),
+        "starved server, first read at 9 ms": (
+            [0.009] * 123 + [0.0092, 0.0093, 0.0094, 0.0094, 0.0094],
+            128,
+            0.0,
+            (True, False, True),
+        ),
+        "first read at 49 ms": ([0.049] * 32, 32, 0.0, (True, False, True)),
+        "gateway, whole answer at 50 ms": ([0.05] * 32, 32, 0.0, (True, False, False)),
+        "gateway, whole answer at 300 ms": ([0.3] * 32, 32, 0.0, (True, False, False)),
+        "fast stream, not buffered": (
+            [0.002 + 0.001 * i for i in range(32)],
+            32,
+            0.0,
+            (False,) * 3,
+        ),
+    }
+    frame = pl.DataFrame(
+        {
+            "name": list(cases),
+            "chunk_offsets_s": [c[0] for c in cases.values()],
+            "output_tokens": [c[1] for c in cases.values()],
+            "client": ["fast"] * len(cases),
+            "loop_lag_ms": [c[2] for c in cases.values()],
+        },
+        schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
+    )
+    out = (
+        frame.with_columns(buffering_exprs())
+        .with_columns(client_held_expr())
+        .with_columns(short_hold_expr())
+    )
+    got = {r["name"]: (r["buffered"], r["client_held"], r["short_hold"]) for r in out.to_dicts()}
+    assert got == {name: case[3] for name, case in cases.items()}
+
+
+def test_a_short_hold_is_counted_apart_and_raises_no_warning(tmp_path: Path) -> None:
+    """The run's own group: 29 streamed answers and the one that came whole at 6.3 ms.
+    It stays out of TPOT and decode speed, summary.json counts it as a short hold, the
+    terminal and the summary table's note say nobody is to blame, summary.md has no
+    warning, and its "Buffered streams" table shows it; a version-8 summary loads with
+    no short holds."""
+    from helpers.runfolders import write_run
+
+    from tokrate.report import build_report
+
+    tpot = 1 / 900
+    streamed = [
+        _rec(i, [0.0027 + tpot * k for k in range(4)], tokens=4, model="sim-1b") for i in range(29)
+    ]
+    records = [*streamed, _rec(29, WHOLE_AT_6_MS, tokens=4, model="sim-1b", loop_lag_ms=0.0)]
+    summary = summarize(records_to_frame(records), run_info())
+    (g,) = summary.groups
+    assert g.stream is not None
+    assert (g.stream.buffered, g.stream.client_held, g.stream.short_hold) == (1, 0, 1)
+    assert g.stream.held_elsewhere == 0
+    assert g.tpot_s.n == 29 and g.decode_tps.n == 29 and g.ttft_s.n == 30
+    assert g.decode_tps.p50 == pytest.approx(900)
+    assert Summary.from_dict(summary.to_dict()) == summary
+    old = summary.to_dict()
+    old["schema_version"] = 8
+    for group in old["groups"]:
+        del group["stream"]["short_hold"]
+    assert all(x.stream and x.stream.short_hold == 0 for x in Summary.from_dict(old).groups)
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=80, color_system=None))
+    words = " ".join(buf.getvalue().split())
+    assert "bunched within 50 ms of the send, too short a hold to blame a proxy or the" in words
+    assert "proxy or server)" not in words
+    run = write_run(tmp_path, "r", records, scenarios={"c1": 1})
+    md = (build_report([run], formats=("png",)) / "summary.md").read_text(encoding="utf-8")
+    flat = " ".join(md.split())
+    assert "**Warnings**" not in md and "stream held back" not in flat
+    assert "1 buffered requests (bunched within 50 ms of the send, too short a hold" in flat
+    assert "### Buffered streams" in md and "held under 50 ms" in md
+
+
+def test_the_hold_words_name_every_side_that_held() -> None:
+    """One line over several groups names who held what, client and short holds apart."""
+    assert who_held(3, 0, 0, None) == "stream held back (proxy or server)"
+    assert who_held(3, 1, 1, 12.0) == (
+        "held back (proxy or server; 1 of them by the client (loop lag 12 ms); "
+        "1 within 50 ms of the send)"
+    )
+    assert (
+        who_held(2, 2, 0, 12.0) == "the client held it (loop lag 12 ms), not a proxy or the server"
+    )
+    assert who_held(2, 0, 2, None) == (
+        "bunched within 50 ms of the send, too short a hold to blame a proxy or the server"
+    )
+    assert who_held(3, 1, 2, 12.0) == (
+        "the client held 1 (loop lag 12 ms) and 2 came within 50 ms of the send, "
+        "not a proxy or the server"
+    )
 
 
 def _rec(i: int, offsets: list[float], tokens: int = 32, **kw: Any) -> RequestRecord:

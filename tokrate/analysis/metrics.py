@@ -57,6 +57,7 @@ import polars as pl
 from tokrate.analysis.buffering import (
     buffering_exprs,
     client_held_expr,
+    short_hold_expr,
     stream_aggs,
     stream_entry,
 )
@@ -149,7 +150,8 @@ def derive(frame: FrameT) -> FrameT:
     """Add the per-request derived columns.
 
     Adds the buffered-stream columns of :mod:`tokrate.analysis.buffering` (``stream_reads``,
-    ``reads_per_token``, ``burst_share``, ``buffered``); ``tpot_measured_s`` (the
+    ``reads_per_token``, ``burst_share``, ``buffered``, and who held a buffered one:
+    ``client_held``, ``short_hold``); ``tpot_measured_s`` (the
     record's tpot_s as measured); ``tpot_s`` (None on a buffered request: its
     per-token figures are the proxy's flushes, not decoding); ``decode_tps`` (tokens/s,
     1 / tpot_s; None when tpot_s is None or <= 0); ``itl_s`` (list of seconds between
@@ -182,7 +184,7 @@ def derive(frame: FrameT) -> FrameT:
         (pl.col("started_at") + pl.col("e2e_s").fill_null(0.0)).alias("end_at"),
         (~pl.col("warmup").fill_null(False)).alias("is_measured"),
         empty_answer_expr().alias("empty_answer"),
-    ).with_columns(versus_server_exprs())
+    ).with_columns(short_hold_expr(), *versus_server_exprs())
 
 
 def ok_mask() -> pl.Expr:

@@ -18,9 +18,9 @@ from matplotlib.figure import Figure
 from tokrate.hardware import HardwareProfile
 from tokrate.report import charts
 from tokrate.report import data as _data
-from tokrate.report import streams as _streams
 from tokrate.report.model import Chart, LeftOut, ReportInputs, SizeSpeed
 from tokrate.report.size_text import bound_assumptions, size_caption
+from tokrate.report.stream_words import who_held
 from tokrate.report.timeline_data import timeline_bins
 
 __all__ = [
@@ -112,11 +112,14 @@ def latency_boxes(inputs: ReportInputs) -> Entry:
         )
     elif any(g.stream and g.stream.buffered for _, s in inputs.summaries for g in s.groups):
         streams = [g.stream for _, s in inputs.summaries for g in s.groups if g.stream]
-        if all(st.client_held == st.buffered for st in streams):
-            lags = [st.client_held_lag_max_ms or 0.0 for st in streams if st.client_held]
-            words = _streams.client_held_words(max(lags) if lags else None)
-        else:
-            words = _streams.BUFFERED_WORDS
+        lags = [st.client_held_lag_max_ms or 0.0 for st in streams if st.client_held]
+        who = who_held(
+            sum(st.buffered for st in streams),
+            sum(st.client_held for st in streams),
+            sum(st.short_hold for st in streams),
+            max(lags) if lags else None,
+        )
+        words = f"{who}: ITL/TPOT not meaningful"
         yield LeftOut(f"TPOT / ITL distribution: {words}")
     else:
         yield LeftOut("TPOT / ITL distribution: no ok request with 2 or more tokens")

@@ -37,6 +37,7 @@ DEFINITIONS: Final = (
     ("bound", "memory-bandwidth ceiling of single-stream decode: bandwidth / (active params × bytes per param)."),
     ("buffered stream", "a request with 4+ output tokens where a quarter of its chunks or more arrived together with the first one (held back), or the whole answer came in 1–2 reads: a proxy or a stalled server held it back, so its ITL/TPOT are not meaningful. Chunks stamped together count as one read (httpx and openai SDK clients: chunks ≤ 0.5 ms apart). Left out of TPOT, ITL and decode speed; kept in TTFT and E2E."),
     ("client held", "a buffered stream whose first read came while this client's own event loop lagged (by at least 5 ms and half the hold): the client bunched it, not a proxy or the server; still left out of TPOT, ITL and decode speed."),
+    ("short hold", "a buffered stream, not client-held, whose first read came within 50 ms of the send: whatever held it held it for less than that, which a scheduling hiccup of the server or the client explains, so no proxy or server is blamed; still left out of TPOT, ITL and decode speed."),
     ("client vs server", "where the server reports its own timings (llama.cpp timings): its decode speed = (predicted_n − 1) / predicted_ms, the same n − 1 gaps as TPOT; the difference is the median over requests of client ÷ server − 1 (network and client)."),
 )  # fmt: skip
 

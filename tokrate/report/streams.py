@@ -6,8 +6,9 @@ Two parts, both read from the summaries (:class:`~tokrate.runfolder.summary.Stre
 - **Buffered streams** (docs/report.md): a group with requests that came in a few
   reads gets a warning line ("stream held back (proxy or server): ITL/TPOT not meaningful";
   for those whose first read came while the client's own loop lagged: "the client held
-  it (loop lag X ms)") and a row in the "Buffered streams" table; those requests are
-  already out of every TPOT/ITL/decode figure, shown apart with their count.
+  it (loop lag X ms)"; none for those whose first read came within 50 ms of the send,
+  too short a hold to blame anyone) and a row in the "Buffered streams" table; those
+  requests are already out of every TPOT/ITL/decode figure, shown apart with their count.
 - **Client vs server**: where records carry server timings (llama.cpp ``timings``),
   a table and a chart of client decode tok/s against the server's, with the paired
   difference in % (what network + client cost), and client TTFT against the server's
@@ -24,13 +25,12 @@ from matplotlib.figure import Figure
 
 from tokrate.report.figures import house_style, new_figure
 from tokrate.report.model import Chart, LeftOut, ReportInputs
+from tokrate.report.stream_words import BUFFERED_WORDS, client_held_words
 from tokrate.report.tables import Table
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
 
 __all__ = [
-    "BUFFERED_WORDS",
-    "client_held_words",
     "buffered_warnings",
     "client_vs_server",
     "client_vs_server_chart",
@@ -39,17 +39,6 @@ __all__ = [
     "stream_table",
     "stream_tables",
 ]
-
-#: What a report says instead of a fake ITL (also the summary-table cell text).
-BUFFERED_WORDS: Final = "stream held back (proxy or server): ITL/TPOT not meaningful"
-
-
-def client_held_words(lag_ms: float | None) -> str:
-    """What a report says of streams the client itself bunched (its loop lagged at
-    their first read), instead of blaming a proxy."""
-    lag = "" if lag_ms is None else f" (loop lag {lag_ms:.0f} ms)"
-    return f"the client held it{lag}, not a proxy or the server: ITL/TPOT not meaningful"
-
 
 Summaries = Sequence[tuple[str, Summary]]
 
@@ -60,7 +49,9 @@ def _name(key: str, g: Group, multi: bool) -> str:
 
 
 def buffered_warnings(summaries: Summaries) -> list[str]:
-    """One line per group with buffered requests."""
+    """One line per group with buffered requests a proxy or the server held, one per
+    group with client-held ones; none for short holds (a hiccup is nothing to act on:
+    the "Buffered streams" table counts them)."""
     out: list[str] = []
     multi = len(summaries) > 1
     for key, summary in summaries:
@@ -70,7 +61,7 @@ def buffered_warnings(summaries: Summaries) -> list[str]:
                 continue
             fake = s.buffered_decode_tps.p50
             shown = f"; their 1/TPOT would read {fmt_tps(fake)} tok/s" if fake else ""
-            held_elsewhere = s.buffered - s.client_held
+            held_elsewhere = s.held_elsewhere
             if held_elsewhere:
                 out.append(
                     f"{_name(key, g, multi)}: {BUFFERED_WORDS} for {held_elsewhere} of "
@@ -103,6 +94,7 @@ def stream_table(summaries: Summaries) -> Table | None:
         "judged",
         "buffered",
         "held by the client (loop lag max)",
+        "held under 50 ms",
         "share",
         "reads/token p50 all · buffered",
         "burst share p50 all · buffered",
@@ -124,6 +116,7 @@ def stream_table(summaries: Summaries) -> Table | None:
                     str(s.judged),
                     str(s.buffered),
                     _client_held_cell(s.client_held, s.client_held_lag_max_ms),
+                    str(s.short_hold),
                     fmt_pct(s.buffered_share),
                     f"{_ratio(s.reads_per_token_p50)} · {_ratio(s.buffered_reads_per_token_p50)}",
                     f"{fmt_pct(s.burst_share_p50)} · {fmt_pct(s.buffered_burst_share_p50)}",
@@ -138,12 +131,13 @@ def stream_table(summaries: Summaries) -> Table | None:
         "tokens and a quarter of "
         "its chunks or more arrived together with the first one (held back), or the whole "
         "answer came in 1-2 reads (docs/report.md); the client held it when its own event "
-        "loop lagged at the first read (then no proxy or server is to blame). Buffered "
+        "loop lagged at the first read (then no proxy or server is to blame); a hold "
+        "under 50 ms (the first read came that soon after the send) blames nobody. Buffered "
         "requests are left out "
         "of TPOT, ITL and decode tok/s; TTFT and E2E keep them. The last column is what "
         "1/TPOT would have read: not a decode speed."
     )
-    numeric = (False,) * 4 + (True,) * 8
+    numeric = (False,) * 4 + (True,) * 9
     return Table("Buffered streams", header, tuple(rows), note=note, numeric=numeric)
 
 

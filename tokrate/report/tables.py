@@ -14,6 +14,7 @@ import polars as pl
 
 from tokrate.analysis.tier_pick import PASS_RATE, Candidate, Judgement, TierDecision
 from tokrate.report.comparison import describe_change
+from tokrate.report.stream_words import who_held
 from tokrate.report.tier_text import candidate_text, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.summary import Group, Summary
@@ -69,11 +70,16 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "req/s",
     )
     rows = []
-    buffered = by_client = 0
+    buffered = by_client = short = 0
+    lags: list[float] = []
     for g in summary.groups:
         n_buffered = g.stream.buffered if g.stream else 0
         buffered += n_buffered
-        by_client += g.stream.client_held if g.stream else 0
+        if g.stream:
+            by_client += g.stream.client_held
+            short += g.stream.short_hold
+            if g.stream.client_held_lag_max_ms is not None:
+                lags.append(g.stream.client_held_lag_max_ms)
         # Every request buffered: say so instead of a dash (the value is not unknown,
         # it is not meaningful).
         per_token = "buffered" if n_buffered and not g.tpot_s.n else None
@@ -100,12 +106,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
     numeric = (False, False, False) + (True,) * (len(header) - 3)
     note = ""
     if buffered:
-        who = (
-            "held back by this client's lagging event loop"
-            if by_client == buffered
-            else "held back by a proxy or the server"
-            + (f", {by_client} of them by this client's lagging event loop" if by_client else "")
-        )
+        who = who_held(buffered, by_client, short, max(lags) if lags else None)
         note = (
             f"{buffered} buffered requests ({who}: ITL/TPOT not meaningful) are left out "
             "of TPOT, ITL and decode tok/s; see Buffered streams."

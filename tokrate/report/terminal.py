@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from tokrate.report.stream_words import who_held
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
@@ -74,15 +75,13 @@ def _buffered_line(groups: Sequence[Group]) -> str | None:
     if len(hit) > 3:
         where += f" and {len(hit) - 3} more"
     streams = [g.stream for g in hit if g.stream is not None]
-    by_client = sum(s.client_held for s in streams)
     lags = [s.client_held_lag_max_ms for s in streams if s.client_held_lag_max_ms is not None]
-    lag = f" (loop lag {max(lags):.0f} ms)" if lags else ""
-    if by_client == sum(s.buffered for s in streams):
-        who = f"the client held it{lag}, not a proxy or the server"
-    elif by_client:
-        who = f"held back (proxy or server; {by_client} of them by the client{lag})"
-    else:
-        who = "stream held back (proxy or server)"
+    who = who_held(
+        sum(s.buffered for s in streams),
+        sum(s.client_held for s in streams),
+        sum(s.short_hold for s in streams),
+        max(lags) if lags else None,
+    )
     return (
         f"{BUFFERED_MARK}/buf: {who}: ITL/TPOT not meaningful "
         f"({where} requests came in a few reads; left out of TPOT and tok/s stream)"

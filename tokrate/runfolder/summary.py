@@ -41,6 +41,9 @@ readers keep loading every version listed):
     8: ``counts.not_sent``: requests the client never sent (error class ``not_sent``),
        its own failures, no longer in ``counts.error`` (the server's). Older files load
        with 0 (the class did not exist).
+    9: ``stream.short_hold``: buffered requests (not client-held) whose first read came
+       within 50 ms of the send, so held for less than that: too short to blame a proxy
+       or the server (tokrate.analysis.buffering). Older files load with 0.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 8
+SUMMARY_SCHEMA_VERSION: Final = 9
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -86,6 +89,7 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     7: "stream.client_held and client_held_lag_max_ms: buffered streams the client's own"
     " lagging event loop held",
     8: "counts.not_sent (requests the client never sent, left out of counts.error)",
+    9: "stream.short_hold: buffered streams whose first read came within 50 ms of the send",
 }
 
 #: Keys of every distribution, in the order summary.json writes them.
@@ -236,6 +240,9 @@ class StreamShape:
     #: read), and the worst loop lag among them (ms).
     client_held: int = 0
     client_held_lag_max_ms: float | None = None
+    #: Of ``buffered``, not client-held: those whose first read came within 50 ms of
+    #: the send (held less than that: no proxy or server to blame).
+    short_hold: int = 0
     reads_per_token_p50: float | None = None
     burst_share_p50: float | None = None
     buffered_reads_per_token_p50: float | None = None
@@ -248,11 +255,18 @@ class StreamShape:
         """Buffered / judged; None when nothing was judged."""
         return self.buffered / self.judged if self.judged else None
 
+    @property
+    def held_elsewhere(self) -> int:
+        """Buffered requests a proxy or the server held: neither the client's doing nor
+        too short to blame."""
+        return self.buffered - self.client_held - self.short_hold
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "judged": self.judged,
             "buffered": self.buffered,
             "client_held": self.client_held,
+            "short_hold": self.short_hold,
         }
         out["buffered_share"] = self.buffered_share
         out.update({name: getattr(self, name) for name in _float_fields(self)})
@@ -265,6 +279,7 @@ class StreamShape:
             judged=_int(data, "judged", where),
             buffered=_int(data, "buffered", where),
             client_held=_int(data, "client_held", where),
+            short_hold=_int(data, "short_hold", where),
             **_float_values(cls, data, where),
             buffered_decode_tps=Distribution.from_dict(
                 _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
