@@ -13,10 +13,15 @@ import pytest
 from helpers.documents import run_info
 from rich.console import Console
 
-from tokrate.analysis.buffering import buffering_exprs, client_held_expr, short_hold_expr
+from tokrate.analysis.buffering import (
+    MIN_HELD_S,
+    buffering_exprs,
+    client_held_expr,
+    short_hold_expr,
+)
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
-from tokrate.report.stream_words import who_held
+from tokrate.report.stream_words import SHORT_HOLD_WHO, who_held
 from tokrate.report.terminal import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
@@ -272,7 +277,9 @@ def test_a_short_hold_is_counted_apart_and_raises_no_warning(tmp_path: Path) -> 
 
 
 def test_the_hold_words_name_every_side_that_held() -> None:
-    """One line over several groups names who held what, client and short holds apart."""
+    """One line over several groups names who held what, client and short holds apart;
+    the words say the floor the analysis uses."""
+    assert f"within {MIN_HELD_S * 1000:.0f} ms of the send" in SHORT_HOLD_WHO
     assert who_held(3, 0, 0, None) == "stream held back (proxy or server)"
     assert who_held(3, 1, 1, 12.0) == (
         "held back (proxy or server; 1 of them by the client (loop lag 12 ms); "
