@@ -99,6 +99,16 @@ from typing import Any, Final
 
 import polars as pl
 
+from tokrate.analysis.buffering_rules import (
+    CLIENT_LAG_MIN_MS,
+    CLIENT_LAG_SHARE,
+    FEW_READS,
+    MIN_FIRST_READ_SHARE,
+    MIN_HELD_S,
+    MIN_TOKENS,
+    NEARLY_ALL_SHARE,
+    PER_CHUNK_STAMP_GAP_S,
+)
 from tokrate.analysis.stats import dist_exprs, row_to_distribution
 from tokrate.runfolder.summary import Distribution, StreamShape
 
@@ -118,28 +128,6 @@ __all__ = [
     "stream_aggs",
     "stream_entry",
 ]
-
-#: Through httpx or the SDK, chunks at most this many seconds apart arrived in one read
-#: (see the module docstring; the fast client shares one stamp per read exactly).
-PER_CHUNK_STAMP_GAP_S: Final = 0.0005
-#: Fewer output tokens than this: too short to tell, never buffered.
-MIN_TOKENS: Final = 4
-#: The first read holds at least this share of the content chunks.
-MIN_FIRST_READ_SHARE: Final = 0.25
-#: The first read's chunks must have taken this long to produce (seconds); a buffered
-#: request whose first read came sooner than this after its send is ``short_hold``.
-MIN_HELD_S: Final = 0.05
-#: The whole answer in at most this many reads is buffered whatever the chunking.
-FEW_READS: Final = 2
-#: So is an answer whose first read holds this share of it, however short the hold.
-NEARLY_ALL_SHARE: Final = 0.9
-
-#: A buffered stream is the client's doing when its loop was at least this late (ms) at
-#: the first read (the event-loop lag's p99 threshold: below it the loop was on time)...
-CLIENT_LAG_MIN_MS: Final = 5.0
-#: ... and the lateness covers at least this share of the hold the read shows (a proxy
-#: that held 300 ms while the loop was 6 ms late is still the proxy).
-CLIENT_LAG_SHARE: Final = 0.5
 
 #: The columns :func:`buffering_exprs` adds, in order.
 BUFFERING_COLUMNS: Final = (

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from tokrate.analysis.buffering_rules import MIN_HELD_S
+
 __all__ = [
     "BUFFERED_WORDS",
     "SHORT_HOLD_WHO",
@@ -20,11 +22,8 @@ __all__ = [
 
 #: What a report says instead of a fake ITL (also the summary-table cell text).
 BUFFERED_WORDS: Final = "stream held back (proxy or server): ITL/TPOT not meaningful"
-#: How soon after the send a first read came to be a short hold, in words: 50 ms is
-#: tokrate.analysis.buffering.MIN_HELD_S, written out because importing it would load
-#: polars into the measuring process (tests/processes/test_lean_process.py); a unit test
-#: keeps the two equal.
-_SHORT: Final = "within 50 ms of the send"
+#: How soon after the send a first read came to be a short hold, in words.
+_SHORT: Final = f"within {MIN_HELD_S * 1000:.0f} ms of the send"
 #: Who held streams whose first read came that soon, and what a report says of them.
 SHORT_HOLD_WHO: Final = f"bunched {_SHORT}, too short a hold to blame a proxy or the server"
 SHORT_HOLD_WORDS: Final = f"{SHORT_HOLD_WHO}: ITL/TPOT not meaningful"
