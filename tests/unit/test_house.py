@@ -58,7 +58,14 @@ _WRITERS = {
     "tokrate/spec/init_template.py": "tokrate init's config file",
     "tokrate/cli/_analysis.py": "tokrate compare --output FILE",
 }
-_WRITE_CALLS = ("write_atomic", "write_parquet", "write_text", "write_bytes", "write_csv")
+_WRITE_CALLS = (
+    "write_atomic",
+    "write_atomic_with",
+    "write_parquet",
+    "write_text",
+    "write_bytes",
+    "write_csv",
+)
 
 
 def test_each_file_has_one_writer() -> None:
@@ -76,3 +83,39 @@ def test_each_file_has_one_writer() -> None:
                 if name in _WRITE_CALLS:
                     writers.add(rel)
     assert writers == set(_WRITERS)
+
+
+#: Calls that open, create, rename or make a file or folder by path: only tokrate.fileio
+#: makes them (issue 41: every file is created O_EXCL | O_NOFOLLOW under a random name
+#: and renamed; nothing opens an existing path to write). ``mkdir`` of a new run folder
+#: (RunStore, which refuses one that exists) and of the calibration's cache folder are
+#: the two left outside, both on a path the user chose.
+_FILE_CALLS = ("open", "replace", "rename", "write_text", "write_bytes", "mkdir", "fdopen")
+#: Of those, the names other objects use too: only ``os.NAME`` (or the builtin) counts.
+_OS_CALLS = ("open", "replace", "rename", "fdopen")
+_FILE_CALLS_ALLOWED = {
+    ("tokrate/runfolder/store.py", "mkdir"),
+    ("tokrate/runfolder/calibration.py", "mkdir"),
+}
+
+
+def test_only_fileio_opens_files_to_write() -> None:
+    offenders = []
+    for path in sorted((ROOT / "tokrate").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "tokrate/fileio.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            if name in _OS_CALLS and not (
+                (owner is None and name == "open")
+                or (owner is not None and ast.unparse(owner) == "os")
+            ):
+                continue  # str.replace, dataclasses' replace, webbrowser.open: no file
+            if name in _FILE_CALLS and (rel, name) not in _FILE_CALLS_ALLOWED:
+                offenders.append(f"{rel}:{node.lineno} {name}")
+    assert offenders == []

@@ -313,7 +313,7 @@ def test_a_charts_symlink_out_of_the_folder_is_not_written_through(
     (run / "charts").symlink_to(outside)
     assert main(["report", str(run)]) == 2
     err = capsys.readouterr().err
-    assert "outside the report folder" in err and "Traceback" not in err
+    assert "is a symlink to" in err and "outside" in err and "Traceback" not in err
     assert list(outside.iterdir()) == []
     (run / "charts").unlink()
     (run / "drawn").mkdir()

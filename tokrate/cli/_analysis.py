@@ -153,7 +153,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         text = buf.getvalue()
     if args.output:
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            from tokrate.fileio import write_atomic
+
+            write_atomic(Path(args.output), text.encode("utf-8"))
         except OSError as err:
             raise OutputError(f"{args.output}: cannot write ({err.strerror})") from None
     else:

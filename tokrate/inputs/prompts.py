@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from tokrate.errors import PromptError
-from tokrate.fileio import path_exists, path_is_dir
+from tokrate.fileio import FileRefused, path_exists, path_is_dir, read_regular
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -64,7 +64,6 @@ from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
 from tokrate.spec.expect import parse_expect
-from tokrate.tomlfile import FileRefused, read_user_file
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -255,7 +254,7 @@ def _is_json_document(data: bytes) -> bool:
 
 def _load_file(path: Path, label: str, spec: PromptsSpec) -> list[Prompt]:
     try:
-        data = read_user_file(path, MAX_PROMPT_FILE_BYTES)
+        data = read_regular(path, MAX_PROMPT_FILE_BYTES)
     except FileRefused as err:
         raise PromptError(f"{label}: {err}") from None
     except OSError as err:

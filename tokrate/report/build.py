@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokrate.errors import OutputError, UsageError
-from tokrate.fileio import write_atomic
+from tokrate.fileio import FileRefused, make_folder, write_atomic
 from tokrate.report.contents import DEFAULT_HARDWARE, build_model, load_inputs
 from tokrate.report.document import report_html, report_markdown
 from tokrate.report.drawing import FORMATS, draw_charts
@@ -73,17 +73,10 @@ def build_report(
 
 def _prepare(out: Path) -> None:
     charts = out / "charts"
-    if charts.is_symlink():
-        # Writing through it would put files wherever the link points (another run's
-        # folder, a system path): only a link that stays inside the folder is followed.
-        target = charts.resolve()
-        if not target.is_relative_to(out.resolve()):
-            raise OutputError(
-                f"{charts}: is a symlink to {target}, outside the report folder;"
-                " not writing through it (remove the link)"
-            )
     try:
-        charts.mkdir(parents=True, exist_ok=True)
+        make_folder(charts, inside=out)
+    except FileRefused as err:
+        raise OutputError(f"{charts}: {err}") from None
     except OSError as err:
         raise OutputError(f"{out}: cannot create the report folder ({err.strerror})") from None
 

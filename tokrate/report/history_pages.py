@@ -24,7 +24,7 @@ from tokrate.analysis.history import DEFAULT_HISTORY_METRICS, History, load_hist
 from tokrate.analysis.noise import MIN_NOISE_RUNS, NOISE_WINDOW
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
-from tokrate.fileio import write_atomic
+from tokrate.fileio import FileRefused, make_folder, write_atomic
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.tables import Table
 from tokrate.spec.thresholds import ABSOLUTE_METRICS, DEFAULT_THRESHOLDS, Threshold
@@ -311,7 +311,7 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
     """Write history.html, history.md, history.csv and charts/<metric>.png into
     ``out``. Raises OutputError (one line)."""
     try:
-        (out / "charts").mkdir(parents=True, exist_ok=True)
+        make_folder(out / "charts", inside=out)
         rows = _table_rows(history)
         segments = _segment_rows(history)
         charts: dict[str, bytes] = {}
@@ -326,6 +326,8 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
         write_atomic(out / "history.csv", csv.getvalue())
     except OSError as err:
         raise OutputError(f"{out}: cannot write history ({err.strerror or err})") from None
+    except FileRefused as err:
+        raise OutputError(f"{out / 'charts'}: {err}") from None
 
 
 def build_history(

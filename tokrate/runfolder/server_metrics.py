@@ -15,12 +15,11 @@ and ``value``: the float the server wrote.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from tokrate.errors import RunFolderError
+from tokrate.fileio import write_atomic_with
 
 if TYPE_CHECKING:
     import polars as pl
@@ -54,14 +53,7 @@ def write_server_metrics(folder: Path, frame: pl.DataFrame) -> Path:
     ``folder/server_metrics.parquet``, to a temporary name renamed into place (a
     reader never sees half a file); returns the path. Raises OSError."""
     path = folder / SERVER_METRICS_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_atomic_with(path, frame.write_parquet)
     return path
 
 

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from tokrate.errors import OutputError, RunFolderError
-from tokrate.fileio import write_atomic
+from tokrate.fileio import create_new, write_atomic, write_atomic_with
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
@@ -183,9 +183,7 @@ class RunStore:
                     f" need {min_free_bytes // (1024 * 1024)} MiB; free some space or use"
                     " --output-dir"
                 )
-            self._fd = os.open(
-                self.path / _JSONL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644
-            )
+            self._fd = create_new(self.path / _JSONL)
         except OSError as err:
             raise OutputError(
                 f"{self.path}: output folder is not writable ({err.strerror or err})"
@@ -281,13 +279,9 @@ def write_records_parquet(run_dir: Path | str, frame: pl.DataFrame) -> None:
     """records.parquet from the records frame (RECORD_POLARS_SCHEMA), written to a
     temporary name and renamed, like every file here. Raises OutputError."""
     path = Path(run_dir) / _PARQUET
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
+        write_atomic_with(path, frame.write_parquet)
     except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
 
 

@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any, Final
 
 from tokrate.errors import ConfigError, SimulatorError
+from tokrate.fileio import write_atomic
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.sim.app import SimApp, SimState
 from tokrate.sim.faults import FaultPlan, FaultRule, parse_faults
@@ -334,9 +335,8 @@ def spawn_simulator(
         tiers_file = cfg.tiers_file
         if tiers_file is None and (cfg.tiers is not None or cfg.hardware_profile is not None):
             tiers_file = str(Path(tmp) / "tiers.toml")
-            Path(tiers_file).write_text(
-                _tiers_toml(cfg.tiers or default_tiers(), cfg.hardware_profile), encoding="utf-8"
-            )
+            toml = _tiers_toml(cfg.tiers or default_tiers(), cfg.hardware_profile)
+            write_atomic(Path(tiers_file), toml.encode("utf-8"))
         if tiers_file:
             args += ["--tiers", tiers_file]
         args += ["--hardware", cfg.hardware, "--efficiency", repr(cfg.efficiency)]

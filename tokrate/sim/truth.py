@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from tokrate.errors import OutputError
+from tokrate.fileio import FileRefused, open_log
 
 __all__ = ["TruthLog"]
 
@@ -48,7 +49,9 @@ class TruthLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+            self._file: BinaryIO | None = open_log(self.path)
+        except FileRefused as err:
+            raise OutputError(f"{self.path}: truth log {err}") from None
         except OSError as err:
             raise OutputError(f"{self.path}: cannot open truth log ({err.strerror})") from None
         self._lock = threading.Lock()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokrate.errors import OutputError
+from tokrate.fileio import write_atomic
 
 __all__ = ["DEFAULT_PATH", "example_config", "write_example"]
 
@@ -194,7 +195,7 @@ def write_example(path: str | Path = DEFAULT_PATH, *, force: bool = False) -> Pa
     if target.exists() and not force:
         raise OutputError(f"{target}: already exists (use --force to overwrite)")
     try:
-        target.write_text(example_config(target.name), encoding="utf-8")
+        write_atomic(target, example_config(target.name).encode("utf-8"))
     except OSError as err:
         raise OutputError(f"{target}: cannot write ({err.strerror})") from None
     return target
