@@ -80,7 +80,7 @@ class LoadResult:
     #: (response_id, chunk stamps ns) per ok request
     stamps: list[tuple[str, Sequence[int]]]
     ttft_s: list[float]
-    #: the engine's event-loop lag monitor over the run (tokrate.load.looplag)
+    #: the engine's event-loop lag monitor over the run (tokrate.load.worker.looplag)
     lag_p99_ms: float = 0.0
     lag_max_ms: float = 0.0
     lag_warned: bool = False
@@ -122,7 +122,7 @@ async def _load(kind: str, base_url: str, streams: int, per_stream: int, tokens:
             else:
                 results.append(await client.stream(req))
 
-    from tokrate.load.looplag import LagMonitor
+    from tokrate.load.worker.looplag import LagMonitor
 
     monitor = LagMonitor()
     cpu0, wall0 = _cpu(), time.perf_counter()

@@ -1,7 +1,7 @@
 """Peak client memory per in-flight stream (issue 6 "Load held"). Not a test.
 
 Starts the simulator in a *separate process* (so its memory is not counted), then
-runs one worker (tokrate.load.engine.run_worker, the default fast client, uvloop) with N
+runs one worker (tokrate.load.worker.engine.run_worker, the default fast client, uvloop) with N
 concurrent streams that all stay in flight for ~2.5 s (fixed TTFT 2 s, 10 tokens at
 50 ms), sampling this process's RSS every 20 ms. Prints a table: peak RSS above the
 idle baseline, per stream, event-loop lag, and errors.
@@ -28,10 +28,12 @@ def _rss_kib() -> int:
 
 
 def _run(url: str, streams: int) -> dict[str, Any]:
-    from tokrate.inputs.prompts import Prompt
-    from tokrate.load.engine import Target, WorkerSettings, WorkerTask, run_worker
-    from tokrate.load.events import LoopLag, RequestFinished
+    from tokrate.inputs.prompt_base import Prompt
+    from tokrate.inputs.targets import Target
     from tokrate.load.plan import build_plan
+    from tokrate.load.worker.engine import WorkerTask, run_worker
+    from tokrate.load.worker.events import LoopLag, RequestFinished
+    from tokrate.load.worker.settings import WorkerSettings
     from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 
     spec = RunSpec(

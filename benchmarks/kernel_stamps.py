@@ -38,7 +38,7 @@ import uvloop
 from _client_common import Sim, lags_ms, request, stats
 
 from tokrate.client import open_client
-from tokrate.load.looplag import LagMonitor
+from tokrate.load.worker.looplag import LagMonitor
 from tokrate.spec import TimeoutsSpec
 
 TIMEOUTS = TimeoutsSpec(connect_s=30, first_byte_s=120, idle_s=60, total_s=600)
@@ -64,7 +64,7 @@ async def _mixed(base_url: str, streams: int, tokens: int, modes: tuple[str, ...
     async def one(mode: str) -> None:
         out[mode].append(await clients[mode].stream(req))
 
-    # As the engine does before its window (tokrate.load.engine.run_worker): collect once
+    # As the engine does before its window (tokrate.load.worker.engine.run_worker): collect once
     # and freeze what survives, so a collection during the streaming walks only what
     # the streaming makes (else a full one walks an earlier load's objects too).
     gc.collect()

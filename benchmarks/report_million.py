@@ -4,7 +4,7 @@
 
 The run folder (records.parquet + run.json; default tiers, a 1/4/16 concurrency sweep,
 2% errors, every record with its T chunk offsets) is generated in a separate process
-first, so the numbers below are those of ``tokrate.report.build_report`` alone in a
+first, so the numbers below are those of ``tokrate.report.build.build_report`` alone in a
 fresh process: reading parquet, metrics.summarize, chart data, six charts as PNG and
 SVG, report.html and summary.md. Target (issue 4): <= 10 s and <= 2 GB peak RSS.
 Not a test: it prints a table.
@@ -84,7 +84,7 @@ def main() -> int:
 def _build(run: Path) -> int:
     import polars as pl
 
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
 
     rows = pl.scan_parquet(run / "records.parquet").select(pl.len()).collect().item()
     cpu0 = time.process_time()

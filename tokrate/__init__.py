@@ -25,7 +25,7 @@ from tokrate.errors import (
 )
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
 from tokrate.load.run import RunResult, run_benchmark
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Group, Summary
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from tokrate.finish.baseline import check_baseline
     from tokrate.inputs.prompts import load_prompts
     from tokrate.load.plan import build_plan
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
     from tokrate.report.history_pages import build_history
     from tokrate.runfolder.comparison import Comparison
     from tokrate.runfolder.store import LoadedRun, load_run
@@ -74,7 +74,7 @@ _LAZY: dict[str, str] = {
     "SimConfig": "tokrate.sim",
     "build_history": "tokrate.report.history_pages",
     "build_plan": "tokrate.load.plan",
-    "build_report": "tokrate.report",
+    "build_report": "tokrate.report.build",
     "check_baseline": "tokrate.finish.baseline",
     "compare_runs": "tokrate.analysis.compare",
     "fit_thresholds": "tokrate.analysis.noise",

@@ -14,7 +14,7 @@ from tokrate.client import (
     open_client,
 )
 from tokrate.client.result import StreamResult, build_record
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.runfolder.records import RequestRecord
 from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec

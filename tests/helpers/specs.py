@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tokrate.inputs.targets import SIM_ENDPOINT
 from tokrate.spec import (
+    SIM_ENDPOINT,
     ClientSpec,
     CompareSpec,
     DistributedSpec,

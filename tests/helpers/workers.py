@@ -11,8 +11,10 @@ from typing import Any
 import orjson
 
 from helpers.specs import sim_spec, synthetic_prompts
-from tokrate.load.engine import Target, WorkerSettings, WorkerTask
+from tokrate.inputs.targets import Target
 from tokrate.load.plan import build_plan, shard
+from tokrate.load.worker.engine import WorkerTask
+from tokrate.load.worker.settings import WorkerSettings
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
 from tokrate.spec import DistributedSpec, EndpointSpec, ModelSpec, RunSpec

@@ -25,11 +25,11 @@ from helpers.hostile_server import HostileServer
 from helpers.specs import sim_spec, synthetic_prompts
 from rich.console import Console
 
-import tokrate.load.sender
+import tokrate.load.worker.sender
 from tokrate.analysis.metrics import summarize
 from tokrate.load.run import run_benchmark
-from tokrate.report import build_report
-from tokrate.report.terminal import render_summary
+from tokrate.report.build import build_report
+from tokrate.report.terminal.run_tables import render_summary
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Group
 from tokrate.sim.model import Tier
@@ -136,14 +136,14 @@ def test_a_stream_the_blocked_client_bunched_is_the_clients(
     holds a quarter of the answer or more), and every one is client-held, with a loop
     lag near the block; the report and the terminal say the client held it and never
     blame a proxy or the server (there is none: this is the simulator, direct)."""
-    original = tokrate.load.sender.Sender._stream
+    original = tokrate.load.worker.sender.Sender._stream
 
     async def blocked(self: Any, *args: Any, **kwargs: Any) -> Any:
         # A callback on the client's own loop that hogs it: what a loaded client does.
         asyncio.get_running_loop().call_later(0.01, time.sleep, BLOCK_S)
         return await original(self, *args, **kwargs)
 
-    monkeypatch.setattr(tokrate.load.sender.Sender, "_stream", blocked)
+    monkeypatch.setattr(tokrate.load.worker.sender.Sender, "_stream", blocked)
     run = _run(tmp_path, "blocked", sim, "steady", concurrency=1)
     lags = [r["loop_lag_ms"] for r in run.records.to_dicts()]
     assert all(lag is not None and lag >= BLOCK_S * 1000 / 2 for lag in lags), lags

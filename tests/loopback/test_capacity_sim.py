@@ -31,7 +31,7 @@ import polars as pl
 import pytest
 from helpers.cpu_waits import CpuWaits
 
-from tokrate.analysis.stats import wilson_interval
+from tokrate.analysis.proportions import wilson_interval
 from tokrate.cli import main
 from tokrate.load.capacity_probe import JUDGE_BATCH
 from tokrate.load.run import RunResult, run_benchmark

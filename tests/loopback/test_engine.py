@@ -15,11 +15,19 @@ import pytest
 from helpers.hostile_server import HostileServer, hostile_server
 
 from tokrate.inputs.prompt_base import Prompt
+from tokrate.inputs.targets import Target
 from tokrate.load.collector import count_outcomes
-from tokrate.load.engine import Target, WorkerSettings, WorkerTask, run_worker
-from tokrate.load.events import LoopLag, RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.load.plan import build_plan
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.engine import WorkerTask, run_worker
+from tokrate.load.worker.events import (
+    LoopLag,
+    RequestFinished,
+    RequestStarted,
+    WorkerDone,
+    WorkerWarning,
+)
+from tokrate.load.worker.settings import WorkerSettings
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, RetrySpec, RunSpec
 

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from tokrate.inputs.prompts import Prompt
-from tokrate.load.engine import Target, WorkerSettings, WorkerTask, run_worker
-from tokrate.load.events import LoopLag, RequestFinished, WorkerWarning
+from tokrate.inputs.prompt_base import Prompt
+from tokrate.inputs.targets import Target
 from tokrate.load.plan import build_plan
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.engine import WorkerTask, run_worker
+from tokrate.load.worker.events import LoopLag, RequestFinished, WorkerWarning
+from tokrate.load.worker.settings import WorkerSettings
+from tokrate.load.worker.stopping import Stop
 from tokrate.sim.model import Tier
 from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 

@@ -22,7 +22,7 @@ from helpers.sim_wire import truth_rows
 
 from tokrate.client import RequestSettings, build_request
 from tokrate.client.request import PreparedRequest
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.sim import Tier
 from tokrate.spec import EndpointSpec, ModelSpec

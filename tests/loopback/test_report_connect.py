@@ -10,7 +10,7 @@ import polars as pl
 from helpers.synthetic import synthetic_run
 
 from tokrate.cli import main
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.runfolder.records import ADDED_COLUMNS, RECORD_POLARS_SCHEMA, RECORD_SCHEMA_VERSION
 from tokrate.runfolder.store import load_run
 

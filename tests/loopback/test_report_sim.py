@@ -29,8 +29,8 @@ from helpers.specs import sim_spec
 from tokrate.analysis.stats import fit_power_law
 from tokrate.hardware import get_hardware
 from tokrate.load.run import run_benchmark
-from tokrate.report import build_report
 from tokrate.report import data as rdata
+from tokrate.report.build import build_report
 from tokrate.runfolder.store import load_run
 from tokrate.sim.model import default_tiers
 from tokrate.sim.server import SimConfig, simulator_process

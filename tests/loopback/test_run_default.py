@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from helpers.cpu_waits import CpuWaits
 
-import tokrate.load.engine
+import tokrate.load.worker.engine
 import tokrate.sim
 from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
-from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
+from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
 from tokrate.runfolder.store import load_run
 from tokrate.sim.model import default_tiers
 
@@ -44,7 +44,7 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
                 stalls.append((due_ns, woke_ns))
 
     monkeypatch.setattr(tokrate.sim, "simulator_process", spy)
-    monkeypatch.setattr(tokrate.load.engine, "LagMonitor", StallsKept)
+    monkeypatch.setattr(tokrate.load.worker.engine, "LagMonitor", StallsKept)
     with CpuWaits() as waits:
         rc = main(["run", "--output-dir", str(tmp_path)])
     out, err = capsys.readouterr()

@@ -12,9 +12,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tokrate.load.events import RequestFinished, RequestStarted, StreamProgress, WorkerWarning
 from tokrate.load.progress import RunProgress, ScenarioInfo, format_duration
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import (
+    RequestFinished,
+    RequestStarted,
+    StreamProgress,
+    WorkerWarning,
+)
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 
 #: One plain progress line (docs/running.md shows the same form).

@@ -15,7 +15,7 @@ import pytest
 from helpers.sim_wire import STRADDLER, truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 
-from tokrate.sim import count_chat_tokens
+from tokrate.physics import count_chat_tokens
 
 VERSION = {"anthropic-version": "2023-06-01"}
 THINK = {"type": "enabled", "budget_tokens": 1024}

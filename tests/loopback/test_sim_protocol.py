@@ -11,7 +11,8 @@ import httpx
 import openai
 import pytest
 
-from tokrate.sim import Tier, count_chat_tokens, count_text_tokens
+from tokrate.physics import count_chat_tokens, count_text_tokens
+from tokrate.sim import Tier
 from tokrate.sim.model import token_text
 
 MESSAGES: Any = [

@@ -14,7 +14,7 @@ from helpers.sim_wire import STRADDLER, truth_rows, words
 from helpers.sse_stamps import StampedStream, is_token_event, stream_stamped
 from openai.types.responses import Response, ResponseStreamEvent
 
-from tokrate.sim import count_chat_tokens
+from tokrate.physics import count_chat_tokens
 
 _EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 

@@ -18,7 +18,7 @@ from tokrate.hardware import (
     HARDWARE_PROFILES,
     get_hardware,
 )
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.spec import load_spec
 
 NEW = (

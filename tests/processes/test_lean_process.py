@@ -135,7 +135,7 @@ def test_a_baseline_check_runs_in_the_child_with_the_same_verdict_and_table(
     assert "HEAVY=\n" in second.stderr, second.stderr
     # The verdict line and table are what the comparison in this process gives.
     from tokrate.analysis.compare import compare_runs
-    from tokrate.report.comparison import baseline_verdict_line
+    from tokrate.report.terminal.comparison_text import baseline_verdict_line
 
     loose = dict(text.split("=") for text in _THRESHOLDS)
     comparison = compare_runs(tmp_path / "a", tmp_path / "b", loose)

@@ -21,9 +21,9 @@ from helpers.workers import (
     shard_tasks,
 )
 
-from tokrate.load.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.load.run import run_benchmark
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerWarning
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.store import load_run
 

@@ -18,7 +18,7 @@ import pytest
 from helpers.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 
 from tokrate.cli import main
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

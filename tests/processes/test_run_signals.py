@@ -93,7 +93,7 @@ def test_sigkill_leaves_every_finished_request_readable(tmp_path: Path) -> None:
     # The embedded simulator's process noticed its parent is gone and stopped serving.
     _assert_port_closes(loaded.info.to_dict()["targets"][0]["base_url"])
     # The report reads the killed run and says it was interrupted.
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
 
     out = build_report([run_dir], formats=("svg",))
     html = (out / "report.html").read_text()

@@ -26,7 +26,7 @@ from tokrate.analysis.server_roles import ROLE_METRICS, role_series
 from tokrate.errors import ConfigError
 from tokrate.load.run import run_benchmark
 from tokrate.load.scrape import parse_metrics_text
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.runfolder.server_metrics import SERVER_METRICS_FILE, server_metrics_schema
 from tokrate.runfolder.store import load_run
 from tokrate.sim import running_simulator

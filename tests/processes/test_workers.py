@@ -25,13 +25,13 @@ from helpers.workers import (
     shard_tasks,
 )
 
+from tokrate.inputs.targets import Target
 from tokrate.load.backends.inprocess import InProcessBackend
 from tokrate.load.backends.processes import ProcessBackend
 from tokrate.load.backends.selection import open_backend
-from tokrate.load.engine import Target
-from tokrate.load.events import RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.load.run import run_benchmark
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerDone, WorkerWarning
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.store import load_run
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec

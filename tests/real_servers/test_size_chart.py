@@ -32,7 +32,7 @@ from real_servers.paths import ServerMissing, missing
 from real_servers.servers import Server, llama_server
 from tokrate.analysis.metrics import derive, summarize
 from tokrate.hardware import get_hardware
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.report.data import combine_runs, size_speed_points, targets_frame
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary

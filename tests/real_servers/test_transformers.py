@@ -186,7 +186,7 @@ def test_size_chart_falls_with_size_under_the_cpu_bound(hf_server: Server, tmp_p
     import itertools
 
     from tokrate.hardware import get_hardware
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
     from tokrate.report.data import combine_runs, size_speed_points, targets_frame
     from tokrate.spec import ClientSpec
 

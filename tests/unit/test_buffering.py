@@ -13,16 +13,12 @@ import pytest
 from helpers.documents import run_info
 from rich.console import Console
 
-from tokrate.analysis.buffering import (
-    MIN_HELD_S,
-    buffering_exprs,
-    client_held_expr,
-    short_hold_expr,
-)
+from tokrate.analysis.buffering import buffering_exprs, client_held_expr, short_hold_expr
+from tokrate.analysis.buffering_rules import MIN_HELD_S
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
-from tokrate.report.stream_words import SHORT_HOLD_WHO, who_held
-from tokrate.report.terminal import render_summary
+from tokrate.report.terminal.run_tables import render_summary
+from tokrate.report.terminal.stream_words import SHORT_HOLD_WHO, who_held
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 from tokrate.runfolder.summary import Summary
@@ -243,7 +239,7 @@ def test_a_short_hold_is_counted_apart_and_raises_no_warning(tmp_path: Path) -> 
     no short holds."""
     from helpers.runfolders import write_run
 
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
 
     tpot = 1 / 900
     streamed = [
@@ -397,7 +393,7 @@ def test_client_held_streams_are_blamed_on_the_client_everywhere(tmp_path: Path)
     instead of blaming a proxy; summary.json v4 round-trips and v3 still loads."""
     from helpers.runfolders import write_run
 
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
 
     by_client = [
         _rec(10 + i, [1.0] * 16 + [1.1] * 16, model="gw-only", loop_lag_ms=180.0) for i in range(3)

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from tokrate.client.request import RequestSettings, build_request
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.physics import count_chat_tokens
 from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache, breakpoint_tokens, chat_block_keys

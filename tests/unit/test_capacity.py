@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokrate.analysis.capacity_compare import compare_capacities
-from tokrate.analysis.stats import wilson_interval
+from tokrate.analysis.proportions import wilson_interval
 from tokrate.cli import main
 from tokrate.errors import ConfigError, RunFolderError
 from tokrate.load.capacity_search import ProbeFn, _note, search, verify_capacity

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from helpers.runfolders import make_records, write_run
 
-from tokrate.analysis.compare import COMPARISON_SCHEMA_VERSION, Comparison, compare_runs
+from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.stats import newcombe_interval
 from tokrate.cli import main
 from tokrate.errors import RunFolderError, UsageError
 from tokrate.finish.baseline import check_baseline
-from tokrate.report.comparison import render_json, render_markdown
+from tokrate.report.terminal.comparison_text import render_json, render_markdown
+from tokrate.runfolder.comparison import COMPARISON_SCHEMA_VERSION, Comparison
 from tokrate.runfolder.store import LATEST_GOOD
 from tokrate.spec.thresholds import (
     DEFAULT_COMPARE_THRESHOLDS,
@@ -338,7 +339,7 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from tokrate.report.comparison import render_table
+    from tokrate.report.terminal.comparison_text import render_table
 
     one = {"models": ("sim-70b",), "n": 200, "noise": 0.0}
     base = write_run(tmp_path, "base", make_records("base", **one))  # type: ignore[arg-type]
@@ -386,7 +387,7 @@ def test_zero_values_render_without_a_ratio(tmp_path: Path) -> None:
     """A TPOT of 0 (every token in one chunk) has no finite ratio: plain change shown."""
     import dataclasses
 
-    from tokrate.report.comparison import describe_change
+    from tokrate.report.terminal.comparison_text import describe_change
 
     base = write_run(tmp_path, "b", make_records("b", seed=1, models=("sim-7b",)))
     zero = [

@@ -16,7 +16,7 @@ from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.noise import fit_thresholds
 from tokrate.errors import RunFolderError
 from tokrate.finish.baseline import check_baseline
-from tokrate.report.comparison import render_json, render_markdown, render_table
+from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
 from tokrate.runfolder.comparison import Comparison, read_comparison
 from tokrate.runfolder.store import LATEST_GOOD
 from tokrate.spec.thresholds import ThresholdSet

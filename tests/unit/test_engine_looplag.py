@@ -6,7 +6,7 @@ import time
 
 import anyio
 
-from tokrate.load.looplag import (
+from tokrate.load.worker.looplag import (
     LATE_SLACK_NS,
     MAX_THRESHOLD_MS,
     P99_THRESHOLD_MS,

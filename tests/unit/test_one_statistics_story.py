@@ -11,7 +11,7 @@ from helpers.runfolders import make_records, write_run
 
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.history import load_history
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 
 
 def test_identical_runs_give_no_difference_anywhere(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from rich.console import Console
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import summarize
 from tokrate.analysis.ordering import level_key, model_key, natural_key
-from tokrate.report import build_report
-from tokrate.report.comparison import render_markdown, render_table
+from tokrate.report.build import build_report
 from tokrate.report.history_pages import build_history
-from tokrate.report.terminal import render_summary
+from tokrate.report.terminal.comparison_text import render_markdown, render_table
+from tokrate.report.terminal.run_tables import render_summary
 from tokrate.runfolder.records import records_to_frame
 from tokrate.runfolder.run_info import RunInfo, TargetInfo
 

@@ -9,17 +9,11 @@ from pathlib import Path
 import pytest
 
 from tokrate.errors import PromptError
-from tokrate.inputs.prompts import (
-    Prompt,
-    bundled_sets,
-    estimate_input_tokens,
-    estimate_tokens,
-    load_prompts,
-    prompt_text,
-    synthetic_prompts,
-)
-from tokrate.sim.model import count_chat_tokens, count_text_tokens
+from tokrate.inputs.prompt_base import Prompt, estimate_input_tokens, estimate_tokens, prompt_text
+from tokrate.inputs.prompts import load_prompts, synthetic_prompts
+from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
+from tokrate.spec.bundled import bundled_sets
 
 
 def load(tmp_path: Path, *paths: str, **kw: object) -> tuple[Prompt, ...]:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokrate.errors import PromptError
-from tokrate.inputs.prompts import estimate_input_tokens, parse_jsonl, parse_text
+from tokrate.inputs.prompt_base import estimate_input_tokens
+from tokrate.inputs.prompts import parse_jsonl, parse_text
 
 json_values = st.recursive(
     st.one_of(

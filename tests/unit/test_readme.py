@@ -86,7 +86,7 @@ def test_every_command_is_in_the_readme() -> None:
 def test_running_docs_list_every_error_class_once() -> None:
     """The error-class table (docs/running.md "Failure handling") has one row per class
     a record may carry, none twice."""
-    from tokrate.runfolder.records import ERROR_CLASSES
+    from tokrate.spec.types import ERROR_CLASSES
 
     text = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
     section = text[

@@ -16,9 +16,9 @@ from tokrate.analysis.stats import fit_power_law
 from tokrate.cli import main
 from tokrate.hardware import get_hardware
 from tokrate.redact import REDACTED, Redactor
-from tokrate.report import build_report
 from tokrate.report import data as rdata
-from tokrate.report.terminal import render_summary
+from tokrate.report.build import build_report
+from tokrate.report.terminal.run_tables import render_summary
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 from tokrate.textfmt import md_escape
@@ -385,7 +385,7 @@ def test_runs_side_by_side_say_what_compare_says(tmp_path: Path) -> None:
     """The report's multi-run table uses compare's functions: each later run's change,
     interval and verdict against the first are exactly `tokrate compare first later`'s."""
     from tokrate.analysis.compare import compare_runs
-    from tokrate.report.comparison import describe_change
+    from tokrate.report.terminal.comparison_text import describe_change
 
     tiers = [SyntheticTier("m-7b", 7.0, 7.0)]
     a = synthetic_run(tmp_path / "a", run_id="fast", tiers=tiers, requests_per_level=40, seed=1)

@@ -15,7 +15,7 @@ from helpers.synthetic import SyntheticTier, synthetic_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.runfolder.records import RECORD_POLARS_SCHEMA
 
 _VOID = {"meta", "img", "br", "hr", "link", "input", "col", "wbr", "source"}

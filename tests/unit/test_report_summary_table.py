@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tokrate.report.terminal import render_summary
+from tokrate.report.terminal.run_tables import render_summary
 from tokrate.runfolder.summary import Summary
 
 

@@ -17,7 +17,7 @@ from tokrate.analysis.routing import ROUTING_LAYOUT, routing_table
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.report.model import LeftOut
 from tokrate.report.quality_section import quality_chart
-from tokrate.report.tier_text import verdict_lines
+from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.runfolder.quality import Quality, wilson
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from tokrate.inputs.targets import Target
 from tokrate.load.collector import Collector, collapse_warnings
-from tokrate.load.events import WorkerWarning
 from tokrate.load.progress import RunProgress
+from tokrate.load.worker.events import WorkerWarning
 from tokrate.runfolder.store import RunStore
 from tokrate.spec import EndpointSpec, ModelSpec
 

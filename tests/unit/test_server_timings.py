@@ -13,7 +13,7 @@ from helpers.documents import run_info
 from helpers.synthetic import SyntheticTier, synthetic_run
 
 from tokrate.analysis.metrics import derive, summarize
-from tokrate.report import build_report
+from tokrate.report.build import build_report
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.runfolder.store import load_run
 

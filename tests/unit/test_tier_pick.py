@@ -20,7 +20,7 @@ from tokrate.analysis.tier_pick import (
     min_requests,
 )
 from tokrate.report.tables import tier_tables
-from tokrate.report.tier_text import verdict_lines
+from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
 from tokrate.runfolder.summary import Cost, Distribution, Group, GroupCounts, Summary, TaskGroup

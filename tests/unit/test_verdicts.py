@@ -43,7 +43,7 @@ from tokrate.analysis.noise import (
 from tokrate.analysis.stats import t_quantile
 from tokrate.finish.baseline import check_baseline, moves_pointer
 from tokrate.load.confirm import confirm_spec
-from tokrate.report.comparison import render_markdown
+from tokrate.report.terminal.comparison_text import render_markdown
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import LATEST_GOOD, load_run_info, run_folders
 from tokrate.spec import LoadSpec, ModelSpec, RunSpec

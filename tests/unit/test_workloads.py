@@ -21,7 +21,8 @@ from tokrate.client.request import (
     without_stream_options,
 )
 from tokrate.errors import ConfigError, PromptError
-from tokrate.inputs.prompts import Prompt, load_prompts
+from tokrate.inputs.prompt_base import Prompt
+from tokrate.inputs.prompts import load_prompts
 from tokrate.inputs.targets import Target
 from tokrate.inputs.traces import parse_sharegpt
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS, grid_prompts, session_prompts

@@ -72,7 +72,7 @@ Who held it: a stream is bunched just the same when the *client* reads late. Whi
 measuring event loop is busy (too many streams for one core, a machine whose other
 work takes the CPU), the chunks that arrive wait in the socket, and the next read takes
 them all. Each record carries ``loop_lag_ms``: how far behind the worker's loop was
-when the first content was read (tokrate.load.looplag ``lag_at``). **client_held**
+when the first content was read (tokrate.load.worker.looplag ``lag_at``). **client_held**
 when buffered and that lag is at least :data:`CLIENT_LAG_MIN_MS` and at least
 :data:`CLIENT_LAG_SHARE` of ``held_s`` (the hold it has to explain; when nothing came
 after the first read there is no ``held_s``, and the floor alone decides). Such a
@@ -114,14 +114,6 @@ from tokrate.runfolder.summary import Distribution, StreamShape
 
 __all__ = [
     "BUFFERING_COLUMNS",
-    "CLIENT_LAG_MIN_MS",
-    "CLIENT_LAG_SHARE",
-    "FEW_READS",
-    "MIN_FIRST_READ_SHARE",
-    "MIN_HELD_S",
-    "MIN_TOKENS",
-    "NEARLY_ALL_SHARE",
-    "PER_CHUNK_STAMP_GAP_S",
     "buffering_exprs",
     "client_held_expr",
     "short_hold_expr",

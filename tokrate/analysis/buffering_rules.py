@@ -1,7 +1,7 @@
 """The numbers of the buffered-stream rule (tokrate.analysis.buffering applies them).
 
 Kept apart from the polars expressions so that a module of the measuring process (the
-terminal's words, tokrate.report.stream_words) can name a threshold without loading
+terminal's words, tokrate.report.terminal.stream_words) can name a threshold without loading
 polars (tests/processes/test_lean_process.py).
 """
 

@@ -56,8 +56,6 @@ from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
-    COMPARISON_SCHEMA_HISTORY,
-    COMPARISON_SCHEMA_VERSION,
     CONFIRM_FOLDER,
     MIN_TAIL_SAMPLES,
     CompareSettings,
@@ -78,16 +76,6 @@ from tokrate.spec.thresholds import (
 )
 
 __all__ = [
-    "COMPARISON_SCHEMA_HISTORY",
-    "COMPARISON_SCHEMA_VERSION",
-    "CONFIRM_FOLDER",
-    "MIN_TAIL_SAMPLES",
-    "CompareSettings",
-    "Comparison",
-    "Confirmation",
-    "MetricResult",
-    "NoiseSource",
-    "Verdict",
     "compare_loaded",
     "compare_runs",
     "load_confirmation",

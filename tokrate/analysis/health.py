@@ -4,7 +4,7 @@ whether a change is small enough that the overload could have made it.
 A scenario of a run is *overloaded* when
 
 - its measuring event loop lagged past the documented threshold
-  (run.json ``loop_lag.scenarios[].exceeded``, :mod:`tokrate.load.looplag`; runs older
+  (run.json ``loop_lag.scenarios[].exceeded``, :mod:`tokrate.load.worker.looplag`; runs older
   than that field: the run-wide ``loop_lag.exceeded``). Every stamp and every send of
   that scenario may then be late by about the lag p99, and on a shared machine a
   server on the same machine (the simulator) is held up about as much; or
@@ -68,7 +68,7 @@ SEND_DELAY_LIMIT_S: Final = 0.010
 #: night's accident and must not become the reference of the nights after it.
 BASELINE_LAG_FACTOR: Final = 4.0
 #: The loop-lag threshold of runs whose run.json does not record it (ms;
-#: tokrate.load.looplag.P99_THRESHOLD_MS).
+#: tokrate.load.worker.looplag.P99_THRESHOLD_MS).
 _DEFAULT_LAG_THRESHOLD_MS: Final = 5.0
 
 

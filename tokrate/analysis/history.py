@@ -50,18 +50,13 @@ from typing import Any, Final
 import polars as pl
 
 from tokrate.analysis.comparability import run_problem
-from tokrate.analysis.compare import (
-    CompareSettings,
-    better_limit,
-    compare_loaded,
-    load_confirmation,
-    samples_needed,
-)
+from tokrate.analysis.compare import better_limit, compare_loaded, load_confirmation, samples_needed
 from tokrate.analysis.health import unfit_baseline
 from tokrate.analysis.noise import NOISE_WINDOW, as_judged, noise_threshold, value_as_judged
 from tokrate.analysis.points import RunEntry, read_points
 from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
+from tokrate.runfolder.comparison import CompareSettings
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,

@@ -62,10 +62,10 @@ import orjson
 import polars as pl
 
 from tokrate.analysis.comparability import run_problem
-from tokrate.analysis.compare import NoiseSource
 from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.analysis.points import RunEntry, read_points
 from tokrate.analysis.stats import t_quantile
+from tokrate.runfolder.comparison import NoiseSource
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import load_run_info
 from tokrate.spec.thresholds import (

@@ -49,7 +49,6 @@ from tokrate.runfolder.summary import Summary, TaskGroup
 from tokrate.textfmt import fmt_ms
 
 __all__ = [
-    "ATTAINMENT",
     "DEFAULT_BAR",
     "ROUTING_LAYOUT",
     "Candidate",

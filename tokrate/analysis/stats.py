@@ -22,11 +22,10 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from tokrate.analysis.proportions import wilson_bounds, wilson_interval
+from tokrate.analysis.proportions import wilson_bounds
 from tokrate.runfolder.summary import DIST_KEYS, Group
 
 __all__ = [
-    "DIST_KEYS",
     "MIN_STABLE_N",
     "PowerLawFit",
     "block_bootstrap",
@@ -35,7 +34,6 @@ __all__ = [
     "newcombe_interval",
     "relative_change_ci",
     "sample_stat",
-    "wilson_interval",
     "dist_exprs",
     "distribution",
     "empty_distribution",

@@ -59,7 +59,7 @@ def add_report(sub: Subparsers) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
 
-    from tokrate.report import build_report
+    from tokrate.report.build import build_report
 
     formats = tuple(f.strip() for f in str(args.formats).split(",") if f.strip())
     if not formats:
@@ -121,7 +121,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     from tokrate.analysis.compare import compare_runs
     from tokrate.errors import OutputError
-    from tokrate.report.comparison import render_json, render_markdown, render_table
+    from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
     from tokrate.spec.thresholds import ThresholdSet
 
     thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))

@@ -317,12 +317,12 @@ def _print_tables(result: RunResult, out: Console) -> None:
     verdict: one sentence per decision of the tier pick, which holds each task to its
     pass-rate bar where answers were checked (so routing.json and the verdict agree).
     This process measured the run: these renderers import nothing heavy
-    (tokrate.report.terminal)."""
+    (tokrate.report.terminal.run_tables)."""
     from tokrate.analysis.tier_pick import TierRun, decide_tiers
-    from tokrate.report.comparison import render_table
-    from tokrate.report.quality_text import render_quality
-    from tokrate.report.terminal import render_capacity, render_summary
-    from tokrate.report.tier_text import render_verdict
+    from tokrate.report.terminal.comparison_text import render_table
+    from tokrate.report.terminal.quality_text import render_quality
+    from tokrate.report.terminal.run_tables import render_capacity, render_summary
+    from tokrate.report.terminal.tier_text import render_verdict
     from tokrate.runfolder.store import load_run_info, read_routing
 
     decision = None

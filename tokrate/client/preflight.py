@@ -49,7 +49,7 @@ import orjson
 
 from tokrate.client.model_names import same_model
 from tokrate.errors import EndpointUnreachable, ModelNotServed
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.redact import redact_text
 from tokrate.runfolder.served_model import ServedModel

@@ -25,7 +25,7 @@ import orjson
 
 from tokrate.client.accumulate import MAX_RESPONSE_BYTES, MAX_RESPONSE_CHUNKS
 from tokrate.errors import ConfigError, PromptError
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.redact import Redactor
 from tokrate.spec import RESERVED_BODY_KEYS

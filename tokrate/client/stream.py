@@ -51,7 +51,7 @@ from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["DRAIN_WAIT_S", "FastClient"]
+__all__ = ["FastClient"]
 
 _USER_AGENT: Final = f"tokrate/{__version__}"
 #: Connections :meth:`FastClient.preconnect` opens at once (a burst of hundreds of

@@ -35,15 +35,10 @@ from typing import Any
 import orjson
 
 from tokrate.analysis.comparability import run_problem
-from tokrate.analysis.compare import (
-    COMPARISON_SCHEMA_VERSION,
-    Comparison,
-    NoiseSource,
-    compare_runs,
-)
+from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.health import unfit_baseline
-from tokrate.finish.baseline_ref import check_baseline_ref
-from tokrate.report.comparison import render_json, render_markdown
+from tokrate.report.terminal.comparison_text import render_json, render_markdown
+from tokrate.runfolder.comparison import COMPARISON_SCHEMA_VERSION, Comparison, NoiseSource
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import (
     LATEST_GOOD,
@@ -55,7 +50,7 @@ from tokrate.runfolder.store import (
 from tokrate.spec.thresholds import Threshold, ThresholdSet
 from tokrate.textfmt import md_escape
 
-__all__ = ["baseline_thresholds", "check_baseline", "check_baseline_ref", "moves_pointer"]
+__all__ = ["baseline_thresholds", "check_baseline", "moves_pointer"]
 
 
 def _no_baseline(run_dir: Path, info: RunInfo, why: str | None) -> None:

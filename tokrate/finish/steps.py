@@ -39,7 +39,7 @@ def finish(request: FinishRequest) -> list[FinishProblem]:
             return [_problem("finalize", err)]
     if request.report_formats:
         try:
-            from tokrate.report import build_report
+            from tokrate.report.build import build_report
 
             build_report([run_dir], formats=request.report_formats)
         except Exception as err:  # any failure: the run is saved, the report is rebuilt later

@@ -43,13 +43,9 @@ from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
     Prompt,
-    Turn,
     check_messages,
     decode_utf8,
-    estimate_input_tokens,
-    estimate_tokens,
     make_prompt,
-    prompt_text,
     text_of_tokens,
 )
 from tokrate.inputs.traces import (
@@ -69,16 +65,10 @@ __all__ = [
     "JSONL_SUFFIXES",
     "TEXT_SUFFIXES",
     "LoadedPrompts",
-    "Prompt",
-    "Turn",
-    "bundled_sets",
-    "estimate_input_tokens",
-    "estimate_tokens",
     "load_prompt_sources",
     "load_prompts",
     "parse_jsonl",
     "parse_text",
-    "prompt_text",
     "synthetic_prompts",
 ]
 

@@ -25,7 +25,6 @@ from tokrate.runfolder.served_model import ServedModel
 from tokrate.spec import SIM_ENDPOINT, EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
-    "SIM_ENDPOINT",
     "SizedTier",
     "Target",
     "api_keys",

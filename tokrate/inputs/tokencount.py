@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from tokrate.spec.types import ModelSpec
 
 __all__ = [
-    "TIKTOKEN_PREFIX",
     "TokenCounter",
     "cached_counter",
     "check_tokenizers",

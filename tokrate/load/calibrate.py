@@ -6,7 +6,7 @@ tokens arrive in aligned bursts across all streams (the hard case), at each
 concurrency. Per level: stamp lag = client stamp - the simulator's write time of the
 same token (both CLOCK_MONOTONIC, ms; every token of every measured request), CPU per
 token (user + sys of this process over the load / tokens received, µs), and the
-event-loop lag the client had meanwhile (tokrate.load.looplag, ms). The concurrency at
+event-loop lag the client had meanwhile (tokrate.load.worker.looplag, ms). The concurrency at
 which the p99 stamp lag is first over 1 ms / 5 ms is the floor's headline.
 
 The result is a :class:`~tokrate.runfolder.calibration.Calibration` (the file format and
@@ -151,7 +151,7 @@ async def _load(
     import anyio
 
     from tokrate.client import open_client
-    from tokrate.load.looplag import LagMonitor
+    from tokrate.load.worker.looplag import LagMonitor
     from tokrate.spec import TimeoutsSpec
 
     req = sim_request(base_url, tokens)
@@ -183,7 +183,7 @@ def sim_request(base_url: str, tokens: int, model: str = "calibration") -> Any:
     """A chat request for ``tokens`` tokens (ignore_eos) to the simulator at
     ``base_url``, as the calibration (and the client benchmarks) send it."""
     from tokrate.client import RequestSettings, build_request
-    from tokrate.inputs.prompts import Prompt
+    from tokrate.inputs.prompt_base import Prompt
     from tokrate.inputs.targets import Target
     from tokrate.spec import EndpointSpec, ModelSpec
 

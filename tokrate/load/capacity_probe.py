@@ -8,10 +8,10 @@ recorded but not judged; with retries a request counts once, by its last attempt
 
 Client bottleneck (documented in docs/running.md): the probe is ``client_bound`` when
 the load made the measuring loop lag enough to matter: a worker's loop-lag p99 (over at
-least :data:`~tokrate.load.looplag.MIN_P99_SAMPLES` samples) above every one of
-:data:`~tokrate.load.looplag.P99_THRESHOLD_MS`, :data:`LOAD_LAG_FACTOR` x the *ambient* lag
+least :data:`~tokrate.load.worker.looplag.MIN_P99_SAMPLES` samples) above every one of
+:data:`~tokrate.load.worker.looplag.P99_THRESHOLD_MS`, :data:`LOAD_LAG_FACTOR` x the *ambient* lag
 (the p99 of the target's first, lightest probe: what a shared machine adds whatever
-the load; without one, :data:`~tokrate.load.looplag.MAX_THRESHOLD_MS`) and
+the load; without one, :data:`~tokrate.load.worker.looplag.MAX_THRESHOLD_MS`) and
 :data:`SLO_LAG_FRACTION` of the tightest SLO limit (a lag far below the limits cannot
 move a verdict) *and*, when the workers run in this process (the default backend),
 the process was busy: its CPU time over the probe at least :data:`CLIENT_BUSY_FRACTION`
@@ -31,10 +31,10 @@ from typing import Final
 import polars as pl
 
 from tokrate.analysis.metrics import derive
-from tokrate.analysis.stats import wilson_interval
-from tokrate.load.events import Event, LoopLag, RequestFinished
-from tokrate.load.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
-from tokrate.load.stopping import Stop
+from tokrate.analysis.proportions import wilson_interval
+from tokrate.load.worker.events import Event, LoopLag, RequestFinished
+from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import CapacityProbe, ProbePhase
 from tokrate.runfolder.records import RequestRecord, records_to_frame
 from tokrate.spec import CapacitySpec

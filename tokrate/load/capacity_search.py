@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Final
 
 from tokrate.inputs.targets import Target
 from tokrate.load.capacity_probe import ProbeJudge
-from tokrate.load.events import Emit, Event
 from tokrate.load.plan import ScenarioPlan, build_plan, derive_seed
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import Emit, Event
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import (
     CapacityProbe,
     CapacityResult,

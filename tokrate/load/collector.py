@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from tokrate.inputs.targets import Target
-from tokrate.load.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
-from tokrate.load.looplag import LagSummary, merge
 from tokrate.load.notices import print_notice
 from tokrate.load.record_warnings import RecordWarnings
+from tokrate.load.worker.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
+from tokrate.load.worker.looplag import LagSummary, merge
 from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import ConnectionSetup, OutcomeCounts

@@ -42,8 +42,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tokrate.load.events import RequestFinished, RequestStarted, StreamProgress, WorkerWarning
 from tokrate.load.notices import print_notice
+from tokrate.load.worker.events import (
+    RequestFinished,
+    RequestStarted,
+    StreamProgress,
+    WorkerWarning,
+)
 
 __all__ = [
     "REFRESH_PER_S",

@@ -47,15 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import FinishError, TokrateError
 from tokrate.finish.child import FinishOutcome, FinishRequest, run_finish
-from tokrate.inputs.prompt_base import check_entries
-from tokrate.inputs.prompts import LoadedPrompts, Prompt
-from tokrate.inputs.targets import SIM_ENDPOINT, Target, api_keys, resolve_targets, run_redactor
+from tokrate.inputs.prompt_base import Prompt, check_entries
+from tokrate.inputs.prompts import LoadedPrompts
+from tokrate.inputs.targets import Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
 from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
-from tokrate.load.engine import STOP_GRACE_S, WorkerSettings, WorkerTask
-from tokrate.load.events import WorkerWarning
-from tokrate.load.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.load.notices import finishing_line, print_notice
 from tokrate.load.plan import Plan, ScenarioPlan
 from tokrate.load.prompt_use import source_text, unsent_warnings, with_sent
@@ -63,7 +60,11 @@ from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
 from tokrate.load.scrape import MetricsSampler
 from tokrate.load.signals import SignalStopper, stop_on_signals
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.engine import STOP_GRACE_S, WorkerTask
+from tokrate.load.worker.events import WorkerWarning
+from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
+from tokrate.load.worker.settings import WorkerSettings
+from tokrate.load.worker.stopping import Stop
 from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
@@ -83,12 +84,11 @@ if TYPE_CHECKING:
 
     from tokrate.load.backends import Backend
     from tokrate.load.capacity_search import CapacityRun
-    from tokrate.load.events import Emit
     from tokrate.load.progress import RunProgress
+    from tokrate.load.worker.events import Emit
     from tokrate.runfolder.comparison import Comparison
 
 __all__ = [
-    "SIM_ENDPOINT",
     "RunResult",
     "run_benchmark",
 ]
@@ -540,7 +540,7 @@ def run_benchmark(
     comparison = None
     baseline_result = None
     if spec.baseline and not interrupted:
-        from tokrate.report.comparison import baseline_verdict_line
+        from tokrate.report.terminal.comparison_text import baseline_verdict_line
         from tokrate.runfolder.comparison import combined_exit, read_comparison
 
         comparison = read_comparison(run_dir)

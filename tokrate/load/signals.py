@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from typing import Final
 
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.stopping import Stop
 
 __all__ = ["SignalStopper", "stop_on_signals"]
 

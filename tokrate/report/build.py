@@ -21,12 +21,12 @@ from pathlib import Path
 
 from tokrate.errors import OutputError, UsageError
 from tokrate.fileio import FileRefused, make_folder, write_atomic
-from tokrate.report.contents import DEFAULT_HARDWARE, build_model, load_inputs
+from tokrate.report.contents import build_model, load_inputs
 from tokrate.report.document import report_html, report_markdown
 from tokrate.report.drawing import FORMATS, draw_charts
 from tokrate.runfolder.store import write_summary
 
-__all__ = ["DEFAULT_HARDWARE", "FORMATS", "build_report"]
+__all__ = ["build_report"]
 
 
 def build_report(

@@ -26,7 +26,7 @@ from tokrate.report.labels import Label, label_panels
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import series_colors
 from tokrate.report.tables import Table
-from tokrate.report.terminal import capacity_level
+from tokrate.report.terminal.run_tables import capacity_level
 from tokrate.runfolder.capacity_result import CapacityResult, TargetCapacity
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary

@@ -20,7 +20,7 @@ from tokrate.report import charts
 from tokrate.report import data as _data
 from tokrate.report.model import Chart, LeftOut, ReportInputs, SizeSpeed
 from tokrate.report.size_text import bound_assumptions, size_caption
-from tokrate.report.stream_words import who_held
+from tokrate.report.terminal.stream_words import who_held
 from tokrate.report.timeline_data import timeline_bins
 
 __all__ = [

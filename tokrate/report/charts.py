@@ -29,7 +29,6 @@ __all__ = [
     "CHART_NAMES",
     "cost_vs_speed",
     "latency_boxes",
-    "series_colors",
     "size_vs_speed",
     "throughput_vs_latency",
     "timeline",

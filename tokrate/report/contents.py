@@ -50,7 +50,7 @@ from tokrate.report.tables import (
     summary_table,
     tier_tables,
 )
-from tokrate.report.tier_text import verdict_lines
+from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary

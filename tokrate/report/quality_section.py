@@ -14,8 +14,8 @@ from tokrate.analysis.ordering import model_key
 from tokrate.analysis.routing import RoutingTable, routing_table
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
-from tokrate.report.quality_text import HEADER, quality_rows
 from tokrate.report.tables import Table
+from tokrate.report.terminal.quality_text import HEADER, quality_rows
 
 __all__ = ["quality_chart", "quality_tables"]
 

@@ -25,8 +25,8 @@ from matplotlib.figure import Figure
 
 from tokrate.report.figures import house_style, new_figure
 from tokrate.report.model import Chart, LeftOut, ReportInputs
-from tokrate.report.stream_words import BUFFERED_WORDS, client_held_words
 from tokrate.report.tables import Table
+from tokrate.report.terminal.stream_words import BUFFERED_WORDS, client_held_words
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct, fmt_tps
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from tokrate.analysis.tier_pick import PASS_RATE, Candidate, Judgement, TierDecision
-from tokrate.report.comparison import describe_change
-from tokrate.report.stream_words import who_held
-from tokrate.report.tier_text import candidate_text, slo_text, tasks_text
+from tokrate.report.terminal.comparison_text import describe_change
+from tokrate.report.terminal.stream_words import who_held
+from tokrate.report.terminal.tier_text import candidate_text, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps

@@ -1,5 +1,5 @@
 """summary.md (GitHub-flavoured markdown); the terminal tables are
-:mod:`tokrate.report.terminal`'s.
+:mod:`tokrate.report.terminal.run_tables`'s.
 
 Every cell is escaped with :func:`md_escape`: model names, task names and error bodies
 come from users and servers, and a "|" or newline would break the table, HTML would

@@ -319,7 +319,7 @@ def _row_threshold(
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Everything a comparison found; render with ``tokrate.report.comparison``."""
+    """Everything a comparison found; render with ``tokrate.report.terminal.comparison_text``."""
 
     baseline_dir: str
     current_dir: str

@@ -33,7 +33,7 @@ keep loading every version listed here):
        hold objects one level down (vLLM ``speculative_decoding``). Older records load
        with it null (their timings are llama.cpp's).
     7: ``loop_lag_ms``: how far behind the measuring event loop was when the request's
-       first content was read (ms, 0.0 on time; tokrate.load.looplag ``lag_at``), null
+       first content was read (ms, 0.0 on time; tokrate.load.worker.looplag ``lag_at``), null
        without content. A stream bunched while it was late is the client's doing
        (tokrate.analysis.buffering ``client_held``). Older records load with it null.
 """
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ADDED_COLUMNS",
     "ADDED_DEFAULTS",
-    "ERROR_CLASSES",
     "MAX_ANSWER_CHARS",
     "RECORD_COLUMN_TYPES",
     "RECORD_POLARS_SCHEMA",  # noqa: F822 - built on first access (module __getattr__)

@@ -62,7 +62,7 @@ from tokrate.runfolder.records import (
     records_to_frame,
     upgrade_frame,
 )
-from tokrate.runfolder.run_info import RUN_KIND, RUN_LAYOUT_HISTORY, RUN_LAYOUT_VERSION, RunInfo
+from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.server_metrics import read_server_metrics
 from tokrate.runfolder.summary import Summary
 
@@ -72,9 +72,6 @@ if TYPE_CHECKING:  # polars loads when records are read, not while a run writes 
 __all__ = [
     "LATEST_GOOD",
     "MIN_FREE_BYTES",
-    "RUN_KIND",
-    "RUN_LAYOUT_HISTORY",
-    "RUN_LAYOUT_VERSION",
     "ROUTING_FILE",
     "LoadedRun",
     "RunStore",

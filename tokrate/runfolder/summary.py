@@ -68,7 +68,6 @@ __all__ = [
     "Distribution",
     "Group",
     "GroupCounts",
-    "Quality",
     "ServerCounters",
     "ServerTimings",
     "StreamShape",

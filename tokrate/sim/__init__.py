@@ -6,13 +6,7 @@ Imports nothing from client/, engine.py or plan.py (only hardware.py and errors.
 from __future__ import annotations
 
 from tokrate.sim.faults import FAULT_KINDS, parse_faults
-from tokrate.sim.model import (
-    Tier,
-    TierTiming,
-    count_chat_tokens,
-    count_text_tokens,
-    default_tiers,
-)
+from tokrate.sim.model import Tier, TierTiming, default_tiers
 from tokrate.sim.server import (
     SimConfig,
     build_state,
@@ -30,8 +24,6 @@ __all__ = [
     "TierTiming",
     "build_state",
     "configured_tiers",
-    "count_chat_tokens",
-    "count_text_tokens",
     "default_tiers",
     "parse_faults",
     "running_simulator",

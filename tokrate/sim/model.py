@@ -21,23 +21,15 @@ from typing import Final
 from tokrate.errors import SimulatorError
 from tokrate.hardware import HardwareProfile
 from tokrate.physics import (
-    CHAT_MESSAGE_OVERHEAD_TOKENS,
-    CHAT_REPLY_PRIMING_TOKENS,
     DEFAULT_TIER_SIZES,
-    count_chat_tokens,
-    count_text_tokens,
     decode_bound_tps,
     prefill_s,
 )
 
 __all__ = [
-    "CHAT_MESSAGE_OVERHEAD_TOKENS",
-    "CHAT_REPLY_PRIMING_TOKENS",
     "GPU_MEMORY_UTILIZATION",
     "Tier",
     "TierTiming",
-    "count_chat_tokens",
-    "count_text_tokens",
     "default_tiers",
     "token_bytes",
     "token_text",

@@ -18,8 +18,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from tokrate.physics import count_chat_tokens
 from tokrate.sim.answers import reference
-from tokrate.sim.model import TierTiming, count_chat_tokens
+from tokrate.sim.model import TierTiming
 from tokrate.sim.prefix_cache import breakpoint_tokens, chat_block_keys
 from tokrate.sim.request_plan import (
     BadRequest,

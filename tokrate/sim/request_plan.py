@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.sim.answers import Reference, reference
-from tokrate.sim.model import Tier, TierTiming, count_chat_tokens, count_text_tokens
+from tokrate.sim.model import Tier, TierTiming
 from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
 __all__ = [

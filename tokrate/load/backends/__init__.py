@@ -1,7 +1,7 @@
 """Worker backends: where the shards of a scenario run.
 
-Every backend runs the same function, :func:`tokrate.load.engine.run_worker`, once per
-shard (one :class:`~tokrate.load.engine.WorkerTask` each), and delivers every event to the
+Every backend runs the same function, :func:`tokrate.load.worker.engine.run_worker`, once per
+shard (one :class:`~tokrate.load.worker.engine.WorkerTask` each), and delivers every event to the
 driver's ``on_event`` callback *in the thread that called* :meth:`Backend.run_scenario`,
 as it happens (records stream back while the scenario runs, never only at the end).
 
@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from tokrate.load.events import Emit
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import Emit
+from tokrate.load.worker.stopping import Stop
 
 if TYPE_CHECKING:
-    from tokrate.load.engine import WorkerTask
+    from tokrate.load.worker.engine import WorkerTask
     from tokrate.runfolder.run_info import NodeInfo
 
 __all__ = ["Backend", "worker_ids"]

@@ -4,7 +4,7 @@ what a lost worker takes with it.
 A backend feeds every event of a worker through :meth:`WorkerLedger.observe` before
 handing it to the driver. When the worker dies (process killed, actor or node lost),
 :meth:`WorkerLedger.lost_events` turns its started-but-unfinished requests into
-``worker_lost`` records and adds one :class:`~tokrate.load.events.WorkerWarning` that says
+``worker_lost`` records and adds one :class:`~tokrate.load.worker.events.WorkerWarning` that says
 how much of the scenario's planned load was lost. Records already delivered are never
 touched: the ledger only adds.
 """
@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tokrate.errors import unwrap_tokrate_error
-from tokrate.load.events import Emit, Event, RequestFinished, RequestStarted, WorkerWarning
 from tokrate.load.plan import PlannedRequest, ScenarioPlan
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import Emit, Event, RequestFinished, RequestStarted, WorkerWarning
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 
 if TYPE_CHECKING:
-    from tokrate.load.engine import WorkerTask
+    from tokrate.load.worker.engine import WorkerTask
 
 __all__ = [
     "PLAN_COUNT_CAP",
@@ -43,7 +43,7 @@ PLAN_COUNT_CAP = 200_000
 #: ``run_worker(task, emit, stop)``: the one function every backend runs per shard.
 WorkerFn = Callable[["WorkerTask", Emit, Stop], None]
 
-DEFAULT_WORKER_FN = "tokrate.load.engine:run_worker"
+DEFAULT_WORKER_FN = "tokrate.load.worker.engine:run_worker"
 
 
 def resolve_worker_fn(ref: str) -> WorkerFn:

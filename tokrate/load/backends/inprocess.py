@@ -21,11 +21,11 @@ from tokrate.load.backends._ledger import (
     resolve_worker_fn,
 )
 from tokrate.load.backends.clocks import local_nodes
-from tokrate.load.events import Emit
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import Emit
+from tokrate.load.worker.stopping import Stop
 
 if TYPE_CHECKING:
-    from tokrate.load.engine import WorkerTask
+    from tokrate.load.worker.engine import WorkerTask
     from tokrate.runfolder.run_info import NodeInfo
 
 __all__ = ["InProcessBackend"]

@@ -1,6 +1,6 @@
 """``--ray``: one Ray actor per worker, spread over the cluster's nodes.
 
-Each actor runs :func:`tokrate.load.engine.run_worker` for its shard in a thread of its own
+Each actor runs :func:`tokrate.load.worker.engine.run_worker` for its shard in a thread of its own
 process and measures with that node's monotonic clock; only durations travel, so no
 cross-machine clock offset enters a latency. Every record is stamped with the Ray node
 id of the actor that measured it (``node_id``). When the first actor on a node is
@@ -44,13 +44,13 @@ from tokrate.load.backends._ledger import (
     resolve_worker_fn,
 )
 from tokrate.load.backends.clocks import measure_clock
-from tokrate.load.events import Emit, RequestFinished, RequestStarted
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.events import Emit, RequestFinished, RequestStarted
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.run_info import NodeInfo
 from tokrate.spec import DistributedSpec
 
 if TYPE_CHECKING:
-    from tokrate.load.engine import WorkerTask
+    from tokrate.load.worker.engine import WorkerTask
 
 __all__ = ["INSTALL_HINT", "RayBackend", "import_ray"]
 

@@ -90,7 +90,7 @@ class Preconnected:
 class LoopLag:
     """Event-loop lag of one worker over ``scenario``: overshoot of a periodic sleep, in
     milliseconds, over ``samples`` samples. ``exceeded`` is True when the documented
-    threshold (tokrate.load.looplag) was crossed."""
+    threshold (tokrate.load.worker.looplag) was crossed."""
 
     worker_id: str
     max_ms: float

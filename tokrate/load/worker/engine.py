@@ -24,11 +24,11 @@ Before the measured window (``start_ns``) the worker opens the connections the l
 will use (``[client] preconnect``, default on: closed loop one per stream; open loop
 one per request/s of rate, at least one, at most :data:`PRECONNECT_OPEN_LOOP_MAX`) and
 emits their set-up times (Preconnected), so TTFT carries no handshake. Each planned
-request is sent, retried and recorded by :class:`tokrate.load.sender.Sender`. Every
+request is sent, retried and recorded by :class:`tokrate.load.worker.sender.Sender`. Every
 :data:`PROGRESS_INTERVAL_S` the worker emits StreamProgress (tokens so far per target,
 counting content chunks of requests still streaming).
 
-Stop (a :class:`tokrate.load.stopping.Stop`): once set, no new request is scheduled;
+Stop (a :class:`tokrate.load.worker.stopping.Stop`): once set, no new request is scheduled;
 requests in flight get :data:`STOP_GRACE_S` seconds (WorkerTask.grace_s) to finish,
 or less when the stop is aborted, then are cancelled and recorded with status
 "cancelled" (error_class "cancelled").
@@ -51,9 +51,10 @@ from tokrate.client.base import StreamClient
 from tokrate.client.factory import open_client
 from tokrate.client.result import RecordContext
 from tokrate.errors import unwrap_tokrate_error
-from tokrate.inputs.prompts import Prompt
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
-from tokrate.load.events import (
+from tokrate.load.plan import PlannedRequest, ScenarioPlan
+from tokrate.load.worker.events import (
     Emit,
     LoopLag,
     Preconnected,
@@ -61,19 +62,16 @@ from tokrate.load.events import (
     WorkerDone,
     WorkerWarning,
 )
-from tokrate.load.looplag import LagMonitor
-from tokrate.load.plan import PlannedRequest, ScenarioPlan
-from tokrate.load.sender import Sender
-from tokrate.load.settings import WorkerSettings
-from tokrate.load.stopping import Stop
+from tokrate.load.worker.looplag import LagMonitor
+from tokrate.load.worker.sender import Sender
+from tokrate.load.worker.settings import WorkerSettings
+from tokrate.load.worker.stopping import Stop
 
 __all__ = [
     "OPEN_LOOP_CAP",
     "PRECONNECT_OPEN_LOOP_MAX",
     "PROGRESS_INTERVAL_S",
     "STOP_GRACE_S",
-    "Target",
-    "WorkerSettings",
     "WorkerTask",
     "run_worker",
 ]

@@ -1,6 +1,6 @@
 """The tables ``tokrate run`` prints on the terminal: the summary of every model x load
 level (:func:`render_summary`) and a capacity search's result (:func:`render_capacity`);
-the comparison table is :func:`tokrate.report.comparison.render_table`.
+the comparison table is :func:`tokrate.report.terminal.comparison_text.render_table`.
 
 The CLI draws them in the process that measured the run, after the load, from the
 typed summary.json it read back, so this module imports rich and the run-folder types
@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tokrate.report.stream_words import who_held
+from tokrate.report.terminal.stream_words import who_held
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps

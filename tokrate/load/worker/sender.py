@@ -1,7 +1,7 @@
 """One planned request, sent and recorded: its attempts (the retry policy), the events
 around each, and the record built from what the client observed.
 
-Used by the engine's load loops (:mod:`tokrate.load.engine`), one :class:`Sender` per
+Used by the engine's load loops (:mod:`tokrate.load.worker.engine`), one :class:`Sender` per
 worker. Every attempt emits RequestStarted just before it is sent and RequestFinished
 with its record the moment it ends; failures are data on the record, never
 exceptions. A server that rejects ``stream_options.include_usage`` is asked without it
@@ -39,9 +39,9 @@ from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.inputs.prompt_base import MAX_SESSION_TURNS, Prompt, estimate_input_tokens, prompt_text
 from tokrate.inputs.targets import Target
 from tokrate.inputs.tokencount import cached_counter
-from tokrate.load.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.plan import PlannedRequest
-from tokrate.load.settings import WorkerSettings
+from tokrate.load.worker.events import Emit, RequestFinished, RequestStarted
+from tokrate.load.worker.settings import WorkerSettings
 from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import MAX_ANSWER_CHARS, RequestRecord
 
@@ -89,7 +89,7 @@ class Sender:
         lag_at: Callable[[int], float] | None = None,
     ) -> None:
         self.settings = settings
-        #: The worker's loop-lag lookup (tokrate.load.looplag ``LagMonitor.lag_at``):
+        #: The worker's loop-lag lookup (tokrate.load.worker.looplag ``LagMonitor.lag_at``):
         #: how far behind the loop was at a stamp; None where nothing monitors it.
         self.lag_at = lag_at
         self.targets = targets
