@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.capacity_answer import closed_loop_capacity
 from tokrate.sim.server import SimConfig, build_state
 from tokrate.spec import load_spec

@@ -32,7 +32,7 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
     import polars as pl
 
     from tokrate.load.run import run_benchmark
-    from tokrate.runfolder.store import load_run
+    from tokrate.runfolder.loaded_run import load_run
     from tokrate.sim import SimConfig, Tier, simulator_process
     from tokrate.spec import (
         ClientSpec,

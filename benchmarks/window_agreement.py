@@ -41,7 +41,7 @@ def measure(
     import orjson
 
     from tokrate.load.run import run_benchmark
-    from tokrate.runfolder.store import load_run
+    from tokrate.runfolder.loaded_run import load_run
     from tokrate.sim import SimConfig, simulator_process
     from tokrate.spec import (
         ClientSpec,

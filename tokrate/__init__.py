@@ -63,14 +63,14 @@ if TYPE_CHECKING:
     from tokrate.report.build import build_report
     from tokrate.report.history_pages import build_history
     from tokrate.runfolder.comparison import Comparison
-    from tokrate.runfolder.store import LoadedRun, load_run
+    from tokrate.runfolder.loaded_run import LoadedRun, load_run
     from tokrate.sim import SimConfig, running_simulator, simulator_process
 
 #: name -> module of the entry points imported on first attribute access.
 _LAZY: dict[str, str] = {
     "Comparison": "tokrate.runfolder.comparison",
     "History": "tokrate.analysis.history",
-    "LoadedRun": "tokrate.runfolder.store",
+    "LoadedRun": "tokrate.runfolder.loaded_run",
     "SimConfig": "tokrate.sim",
     "build_history": "tokrate.report.history_pages",
     "build_plan": "tokrate.load.plan",
@@ -80,7 +80,7 @@ _LAZY: dict[str, str] = {
     "fit_thresholds": "tokrate.analysis.noise",
     "load_history": "tokrate.analysis.history",
     "load_prompts": "tokrate.inputs.prompts",
-    "load_run": "tokrate.runfolder.store",
+    "load_run": "tokrate.runfolder.loaded_run",
     "running_simulator": "tokrate.sim",
     "simulator_process": "tokrate.sim",
     "summarize": "tokrate.analysis.metrics",

@@ -28,8 +28,8 @@ from helpers.workers import (
     schema,
 )
 
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.sim.model import Tier
 
 pytestmark = [

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 
 TIERS: dict[str, tuple[float, float]] = {
     # model -> (ttft_s, tpot_s) medians

@@ -21,7 +21,7 @@ import polars as pl
 
 from tokrate.hardware import get_hardware
 from tokrate.physics import DEFAULT_TIER_SIZES, decode_bound_tps, prefill_s
-from tokrate.runfolder.records import RECORD_POLARS_SCHEMA
+from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA
 
 __all__ = [
     "SyntheticLoad",

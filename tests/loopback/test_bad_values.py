@@ -15,7 +15,7 @@ import pytest
 
 from tokrate.cli import main
 from tokrate.load.plan import build_plan
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import load_spec
 
 #: A fast simulator run: one request, the clock 100x, no report.

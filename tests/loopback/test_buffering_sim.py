@@ -30,7 +30,7 @@ from tokrate.analysis.metrics import summarize
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
 from tokrate.report.terminal.run_tables import render_summary
-from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.summary import Group
 from tokrate.sim.model import Tier
 from tokrate.spec import ClientSpec

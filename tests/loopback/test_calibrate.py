@@ -22,7 +22,7 @@ from tokrate.runfolder.calibration import (
     load_calibration,
     save_calibration,
 )
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import PromptsSpec, RunSpec
 
 #: What this machine's fast client stamps with (kernel on Linux).

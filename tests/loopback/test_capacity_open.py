@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import load_spec
 
 

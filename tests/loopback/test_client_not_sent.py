@@ -26,7 +26,7 @@ from tokrate.client import open_client
 from tokrate.client.base import STALE_NOTE
 from tokrate.client.result import StreamResult
 from tokrate.load.record_warnings import RecordWarnings
-from tokrate.runfolder.records import records_to_frame
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.spec import TimeoutsSpec
 

@@ -19,7 +19,7 @@ import polars as pl
 from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import ClientSpec, PromptsSpec, RetrySpec, SyntheticSpec, TimeoutsSpec
 
 FAULTS = (

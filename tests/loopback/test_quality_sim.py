@@ -19,7 +19,7 @@ from tokrate.analysis.tier_pick import min_requests
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
 from tokrate.runfolder.checks_file import read_checks
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import default_tiers
 from tokrate.spec import PromptsSpec, SimulatorSpec, SloSpec

@@ -11,8 +11,9 @@ from helpers.synthetic import synthetic_run
 
 from tokrate.cli import main
 from tokrate.report.build import build_report
-from tokrate.runfolder.records import ADDED_COLUMNS, RECORD_POLARS_SCHEMA, RECORD_SCHEMA_VERSION
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.records import ADDED_COLUMNS, RECORD_SCHEMA_VERSION
+from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA
 
 
 def _run(out: Path, run_id: str, *extra: str) -> Path:

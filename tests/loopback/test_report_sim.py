@@ -31,7 +31,7 @@ from tokrate.hardware import get_hardware
 from tokrate.load.run import run_benchmark
 from tokrate.report import data as rdata
 from tokrate.report.build import build_report
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import default_tiers
 from tokrate.sim.server import SimConfig, simulator_process
 from tokrate.spec import ModelSpec, PromptsSpec, SyntheticSpec

@@ -21,7 +21,8 @@ from tokrate.cli import main
 from tokrate.client.chunks import MAX_TIMING_KEYS, parse_timings
 from tokrate.client.model_names import comparable_name, same_model
 from tokrate.load.record_warnings import RecordWarnings
-from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 
 
 @pytest.fixture(scope="module")

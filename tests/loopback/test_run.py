@@ -14,7 +14,7 @@ from helpers.specs import sim_spec
 from tokrate.cli import main
 from tokrate.errors import EndpointUnreachable, OutputError
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
 from tokrate.spec import PromptsSpec, RunSpec
 

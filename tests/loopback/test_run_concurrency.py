@@ -23,7 +23,7 @@ import pytest
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 
 TIME_SCALE = 5.0
 MODELS = ("sim-7b", "sim-34b", "sim-70b")

@@ -42,7 +42,7 @@ from helpers.cpu_waits import CpuWaits
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim import SimConfig, Tier, build_state
 from tokrate.sim.app import SimApp
 from tokrate.spec import ClientSpec, ModelSpec, RunSpec

@@ -17,7 +17,7 @@ import tokrate.sim
 from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import default_tiers
 
 

@@ -18,7 +18,7 @@ import pytest
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim import Tier
 from tokrate.spec import ModelSpec
 

@@ -19,8 +19,8 @@ from helpers.specs import sim_spec
 from tokrate.analysis.server_counters import server_counters
 from tokrate.load.run import run_benchmark
 from tokrate.load.scrape import parse_metrics_text
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import server_metrics_schema
-from tokrate.runfolder.store import load_run
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
 from tokrate.sim.model import Tier
 from tokrate.spec import EndpointSpec, ModelSpec, PromptsSpec, SharedPrefixSpec

@@ -18,8 +18,8 @@ from helpers.specs import sim_spec
 
 from tokrate.analysis.metrics import derive
 from tokrate.load.run import run_benchmark
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.store import load_run
 from tokrate.sim.model import Tier
 from tokrate.spec import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 

@@ -13,8 +13,9 @@ from helpers.runfolders import make_records
 
 from tokrate.finish.child import FinishProblem, FinishRequest, run_finish
 from tokrate.runfolder.comparison import read_comparison
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.run_info import RunInfo, ScenarioInfo, TargetInfo
-from tokrate.runfolder.store import LATEST_GOOD, RunStore, load_run, load_summary
+from tokrate.runfolder.store import LATEST_GOOD, RunStore, load_summary
 
 
 def measured(root: Path, run_id: str, seed: int = 1) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim import SimConfig, Tier, simulator_process
 
 _PROBE = """

@@ -24,8 +24,8 @@ from helpers.workers import (
 from tokrate.load.run import run_benchmark
 from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.load.worker.stopping import Stop
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.store import load_run
 
 ray = pytest.importorskip("ray")
 

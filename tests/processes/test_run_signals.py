@@ -14,7 +14,7 @@ import orjson
 import pytest
 from helpers.hostile_server import HostileServer, hostile_server
 
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 
 
 def _start(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[bytes], Path]:

@@ -27,8 +27,8 @@ from tokrate.errors import ConfigError
 from tokrate.load.run import run_benchmark
 from tokrate.load.scrape import parse_metrics_text
 from tokrate.report.build import build_report
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import SERVER_METRICS_FILE, server_metrics_schema
-from tokrate.runfolder.store import load_run
 from tokrate.sim import running_simulator
 from tokrate.sim.model import default_tiers
 from tokrate.spec import EndpointSpec, RunSpec, load_spec

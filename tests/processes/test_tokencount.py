@@ -89,7 +89,7 @@ def test_a_run_without_usage_counts_the_answer_with_the_models_tokenizer(tmp_pat
     from tokrate.inputs.prompt_base import prompt_text
     from tokrate.inputs.prompts import load_prompts
     from tokrate.load.run import run_benchmark
-    from tokrate.runfolder.store import load_run
+    from tokrate.runfolder.loaded_run import load_run
     from tokrate.sim.model import token_bytes
     from tokrate.spec import load_spec
 

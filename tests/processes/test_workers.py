@@ -32,8 +32,8 @@ from tokrate.load.backends.selection import open_backend
 from tokrate.load.run import run_benchmark
 from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.load.worker.stopping import Stop
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.store import load_run
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec
 
 

@@ -22,7 +22,7 @@ import orjson
 import polars as pl
 
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.spec import (
     ClientSpec,
     EndpointSpec,

@@ -23,7 +23,7 @@ from real_servers.servers import Server, llama_server
 from tokrate.analysis.server_roles import role_series
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import (
     ClientSpec,
     EndpointSpec,

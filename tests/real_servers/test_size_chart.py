@@ -34,7 +34,7 @@ from tokrate.analysis.metrics import derive, summarize
 from tokrate.hardware import get_hardware
 from tokrate.report.build import build_report
 from tokrate.report.data import combine_runs, size_speed_points, targets_frame
-from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary
 from tokrate.spec import ModelSpec
 

@@ -20,7 +20,7 @@ from real_servers import harness
 from real_servers.models import HF_SHAPES
 from real_servers.servers import Server
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
 
 pytestmark = pytest.mark.real_server

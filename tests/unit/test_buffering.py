@@ -19,8 +19,9 @@ from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
 from tokrate.report.terminal.run_tables import render_summary
 from tokrate.report.terminal.stream_words import SHORT_HOLD_WHO, who_held
-from tokrate.runfolder.records import RequestRecord, records_to_frame
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.summary import Summary
 
 #: name -> (chunk offsets, output tokens, buffered?)

@@ -15,8 +15,9 @@ from tokrate.analysis.compare import compare_loaded
 from tokrate.analysis.metrics import analysed, summarize
 from tokrate.analysis.stats import newcombe_interval
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
-from tokrate.runfolder.records import RequestRecord, records_to_frame
-from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.loaded_run import LoadedRun
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
     CACHE_HIT_RATE_DEFAULT,

@@ -11,7 +11,8 @@ from tokrate.analysis.metrics import summarize
 from tokrate.client.events_anthropic import _usage as anthropic_usage
 from tokrate.client.request import request_id_value
 from tokrate.client.result import cached_tokens_source
-from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.summary import CacheUse, Summary
 
 

@@ -148,7 +148,7 @@ def test_requests_the_client_never_sent_are_not_the_servers_error_rate(tmp_path:
     from dataclasses import replace
 
     from tokrate.analysis.points import _from_records
-    from tokrate.runfolder.store import load_run
+    from tokrate.runfolder.loaded_run import load_run
 
     base = write_run(tmp_path, "base", make_records("base", seed=1))
     records = make_records("cur", seed=2, error_every={"sim-7b": 6})

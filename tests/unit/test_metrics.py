@@ -16,7 +16,8 @@ from tokrate.analysis.stats import (
     stability_warnings,
     t_quantile_975,
 )
-from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
 
 

@@ -16,7 +16,7 @@ from tokrate.report.build import build_report
 from tokrate.report.history_pages import build_history
 from tokrate.report.terminal.comparison_text import render_markdown, render_table
 from tokrate.report.terminal.run_tables import render_summary
-from tokrate.runfolder.records import records_to_frame
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.run_info import RunInfo, TargetInfo
 
 #: The issue's examples, in the order strings would sort them.

@@ -7,7 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tokrate.runfolder.records import RECORD_POLARS_SCHEMA, RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA, records_to_frame
 
 
 def _record(**overrides: object) -> RequestRecord:

@@ -19,8 +19,9 @@ from tokrate.redact import REDACTED, Redactor
 from tokrate.report import data as rdata
 from tokrate.report.build import build_report
 from tokrate.report.terminal.run_tables import render_summary
-from tokrate.runfolder.records import RequestRecord, records_to_frame
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.textfmt import md_escape
 
 

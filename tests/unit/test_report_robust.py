@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokrate.report.build import build_report
-from tokrate.runfolder.records import RECORD_POLARS_SCHEMA
+from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA
 
 _VOID = {"meta", "img", "br", "hr", "link", "input", "col", "wbr", "source"}
 
@@ -230,7 +230,7 @@ def test_one_model_size_chart_has_numbers_and_a_dense_model_is_not_moe(tmp_path:
     from tokrate.hardware import get_hardware
     from tokrate.report import charts
     from tokrate.report.data import combine_runs, size_speed_points, targets_frame
-    from tokrate.runfolder.store import load_run
+    from tokrate.runfolder.loaded_run import load_run
 
     loaded = load_run(run)
     records = combine_runs([("one", loaded.records)])

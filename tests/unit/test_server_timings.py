@@ -14,8 +14,9 @@ from helpers.synthetic import SyntheticTier, synthetic_run
 
 from tokrate.analysis.metrics import derive, summarize
 from tokrate.report.build import build_report
-from tokrate.runfolder.records import RequestRecord, records_to_frame
-from tokrate.runfolder.store import load_run
+from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 
 
 def _rec(i: int, tpot: float, timings: dict[str, Any] | None, **kw: Any) -> RequestRecord:

@@ -11,15 +11,11 @@ import pytest
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.finish.finalize import finalize_run_folder
-from tokrate.runfolder.records import RECORD_POLARS_SCHEMA, RequestRecord
+from tokrate.runfolder.loaded_run import load_run, read_records_jsonl
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import (
-    RunStore,
-    load_run,
-    load_run_info,
-    new_run_id,
-    read_records_jsonl,
-)
+from tokrate.runfolder.store import RunStore, load_run_info, new_run_id
 from tokrate.runfolder.summary import Summary
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import PromptError
 from tokrate.runfolder.checks_file import CheckEntry, read_checks
-from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.loaded_run import LoadedRun
 from tokrate.spec.expect import Expect, Outcome, judge, parse_expect
 
 if TYPE_CHECKING:

@@ -65,7 +65,7 @@ from tokrate.runfolder.comparison import (
     NoiseSource,
     Verdict,
 )
-from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
     RUN_METRICS,

@@ -57,7 +57,7 @@ from tokrate.analysis.points import RunEntry, read_points
 from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import CompareSettings
-from tokrate.runfolder.store import LoadedRun, load_run
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
     DEFAULT_THRESHOLDS,

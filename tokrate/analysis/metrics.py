@@ -1,6 +1,6 @@
 """Metrics: pure polars functions over a records frame, and summary.json.
 
-Input is a frame (DataFrame or LazyFrame) with ``tokrate.runfolder.records.RECORD_POLARS_SCHEMA``.
+Input is a frame (DataFrame or LazyFrame) with ``tokrate.runfolder.records_frame.RECORD_POLARS_SCHEMA``.
 Rules (docs/run-folder.md, docs/definitions.md):
 
 - Only ``status == "ok"`` and non-warm-up records enter latency statistics; counts

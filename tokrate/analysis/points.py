@@ -28,8 +28,9 @@ from tokrate.analysis.cache_compare import cache_share
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import LoadedRun, load_run, load_run_info, load_summary, run_folders
+from tokrate.runfolder.store import load_run_info, load_summary, run_folders
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
 from tokrate.spec.thresholds import RUN_METRICS, SERIES, metric_column
 

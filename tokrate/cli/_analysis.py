@@ -83,7 +83,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _warn_records(folders: list[str]) -> None:
     """One warning line per run whose records.parquet is unusable (its records are read
     from records.jsonl instead; a run with neither is refused by load_run)."""
-    from tokrate.runfolder.store import records_warning
+    from tokrate.runfolder.loaded_run import records_warning
 
     for folder in folders:
         warning = records_warning(folder)

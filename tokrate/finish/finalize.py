@@ -22,13 +22,12 @@ from tokrate.analysis.checks import apply_checks
 from tokrate.analysis.metrics import summarize
 from tokrate.analysis.routing import routing_table
 from tokrate.analysis.server_counters import server_counters
+from tokrate.runfolder.loaded_run import read_records_jsonl, write_records_parquet
 from tokrate.runfolder.server_metrics import read_server_metrics
 from tokrate.runfolder.store import (
     iso_now,
     load_run_info,
     read_capacity,
-    read_records_jsonl,
-    write_records_parquet,
     write_routing,
     write_run_info,
     write_summary,

@@ -36,7 +36,8 @@ from tokrate.load.worker.events import Event, LoopLag, RequestFinished
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import CapacityProbe, ProbePhase
-from tokrate.runfolder.records import RequestRecord, records_to_frame
+from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.spec import CapacitySpec
 
 __all__ = [

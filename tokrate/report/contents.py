@@ -51,8 +51,8 @@ from tokrate.report.tables import (
     tier_tables,
 )
 from tokrate.report.terminal.tier_text import verdict_lines
+from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary
 from tokrate.textfmt import DASH
 
@@ -72,7 +72,7 @@ DEFAULT_HARDWARE: Final = "a100-80g"
 
 def load_inputs(run_dirs: Sequence[Path], *, hardware: str | None = None) -> ReportInputs:
     """The inputs of a report over ``run_dirs``: each run loaded (tokrate.runfolder.
-    store.load_run) and keyed by its name (label, else id; #2, #3 where two share
+    loaded_run.load_run) and keyed by its name (label, else id; #2, #3 where two share
     one), its summary recomputed from the records (with the stored capacity search),
     the bound's hardware resolved (``hardware``, else the first run's, else
     :data:`DEFAULT_HARDWARE`). Raises UsageError (no runs), ConfigError (unknown

@@ -29,7 +29,7 @@ from tokrate.analysis.tier_pick import TierDecision
 from tokrate.hardware import HardwareProfile
 from tokrate.report.tables import Table
 from tokrate.runfolder.comparison import Comparison
-from tokrate.runfolder.store import LoadedRun
+from tokrate.runfolder.loaded_run import LoadedRun
 from tokrate.runfolder.summary import Summary
 
 if TYPE_CHECKING:

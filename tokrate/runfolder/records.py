@@ -42,30 +42,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 # The error classes are the vocabulary of a record's error_class and of the config's
 # [client.retry] on: defined with the settings, which the record format sits above.
 from tokrate.spec.types import ERROR_CLASSES
-
-if TYPE_CHECKING:
-    import polars as pl
 
 __all__ = [
     "ADDED_COLUMNS",
     "ADDED_DEFAULTS",
     "MAX_ANSWER_CHARS",
     "RECORD_COLUMN_TYPES",
-    "RECORD_POLARS_SCHEMA",  # noqa: F822 - built on first access (module __getattr__)
     "RECORD_SCHEMA_HISTORY",
     "RECORD_SCHEMA_VERSION",
     "STAMP_SOURCES",
     "STATUSES",
     "TOKENS_SOURCES",
     "RequestRecord",
-    "polars_schema",
-    "records_to_frame",
-    "upgrade_frame",
 ]
 
 RECORD_SCHEMA_VERSION: Final = 7
@@ -227,9 +220,9 @@ class RequestRecord:
 
 
 #: Column types of records.parquet. ``extra`` is stored as a JSON string.
-#: Column -> polars dtype name, in file order. The polars objects are built on first
-#: use (:data:`RECORD_POLARS_SCHEMA`, :func:`polars_schema`) so that the measuring
-#: process writes records without importing polars (its memory stays the load's).
+#: Column -> polars dtype name, in file order. The polars objects are in
+#: :mod:`tokrate.runfolder.records_frame` (:data:`RECORD_POLARS_SCHEMA`), so that the
+#: measuring process writes records without importing polars (its memory stays the load's).
 RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "run_id": "String",
     "endpoint": "String",
@@ -286,55 +279,3 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "loop_lag_ms": "Float64",
     "extra": "String",
 }
-
-
-_POLARS_SCHEMA: dict[str, Any] = {}
-
-
-def polars_schema() -> dict[str, Any]:
-    """The records' polars schema (column -> dtype); imports polars on first call."""
-    if not _POLARS_SCHEMA:
-        import polars as pl
-
-        for name, kind in RECORD_COLUMN_TYPES.items():
-            dtype = pl.List(pl.Float64) if kind == "List[Float64]" else getattr(pl, kind)
-            _POLARS_SCHEMA[name] = dtype
-    return _POLARS_SCHEMA
-
-
-def __getattr__(name: str) -> Any:
-    # RECORD_POLARS_SCHEMA stays importable by name without importing polars up front.
-    if name == "RECORD_POLARS_SCHEMA":
-        return polars_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def upgrade_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with every column of :data:`ADDED_COLUMNS` it lacks added as nulls
-    (a records.parquet written by an older tokrate), so readers see one schema."""
-    import polars as pl
-
-    missing = [name for name in ADDED_COLUMNS if name not in frame.columns]
-    if not missing:
-        return frame
-    return frame.with_columns(
-        pl.lit(ADDED_DEFAULTS.get(name), dtype=polars_schema()[name]).alias(name)
-        for name in missing
-    )
-
-
-def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.DataFrame:
-    """A polars frame with exactly RECORD_POLARS_SCHEMA (empty input gives 0 rows)."""
-    import orjson
-    import polars as pl
-
-    rows: list[dict[str, Any]] = []
-    for rec in records:
-        row = rec.to_dict() if isinstance(rec, RequestRecord) else dict(rec)
-        extra = row.get("extra")
-        row["extra"] = orjson.dumps(extra).decode() if extra else None
-        timings = row.get("server_timings")
-        if timings is not None and not isinstance(timings, str):
-            row["server_timings"] = orjson.dumps(timings).decode()
-        rows.append(row)
-    return pl.DataFrame(rows, schema=polars_schema())

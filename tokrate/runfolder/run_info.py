@@ -2,7 +2,7 @@
 
 The writer (``tokrate.load.run`` through :class:`tokrate.runfolder.store.RunStore`) builds a RunInfo
 and the store serialises it with :meth:`RunInfo.to_dict`; every reader gets one from
-:func:`tokrate.runfolder.store.load_run`, which calls :meth:`RunInfo.from_dict`. Nothing else
+:func:`tokrate.runfolder.loaded_run.load_run`, which calls :meth:`RunInfo.from_dict`. Nothing else
 parses run.json, so a key is spelled, typed and defaulted exactly once.
 
 Layout version 1 (docs/run-folder.md). Keys added after the first

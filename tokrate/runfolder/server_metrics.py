@@ -10,7 +10,7 @@ report lines samples up with requests; every sample of one scrape shares its (``
 and ``value``: the float the server wrote.
 
 :func:`write_server_metrics` is the file's one writer (the scraper, when the run ends),
-:func:`read_server_metrics` its one reader (:func:`tokrate.runfolder.store.load_run`).
+:func:`read_server_metrics` its one reader (:func:`tokrate.runfolder.loaded_run.load_run`).
 """
 
 from __future__ import annotations

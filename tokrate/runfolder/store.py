@@ -1,4 +1,4 @@
-"""The run folder: the only writer of measurements, and the one reader of them.
+"""The run folder: the only writer of measurements, and the readers of its JSON documents.
 
 Layout version 1 (docs/run-folder.md):
 
@@ -23,16 +23,18 @@ half-written.
 
 Writers: :class:`RunStore` while the run measures (run.json, records.jsonl); after the
 load, the finishing process (tokrate.finish) writes the rest with the functions here,
-one per file: :func:`write_run_info`, :func:`write_records_parquet`,
-:func:`write_summary`, :func:`write_capacity`, :func:`write_comparison`; the scraper
-writes server_metrics.parquet with
-:func:`tokrate.runfolder.server_metrics.write_server_metrics` and the report its own
-files (report.html, summary.md, charts/). Nothing else writes a run folder's files.
+one per file: :func:`write_run_info`, :func:`write_summary`, :func:`write_capacity`,
+:func:`write_comparison`, and records.parquet with
+:func:`tokrate.runfolder.loaded_run.write_records_parquet`; server_metrics.parquet is
+:func:`tokrate.runfolder.server_metrics.write_server_metrics`'s and the report writes its
+own files (report.html, summary.md, charts/). Nothing else writes a run folder's files.
 
-Readers: :func:`load_run` (everything) and :func:`load_run_info` (run.json and
-summary.json only, for history over hundreds of runs) are the only code that reads a
-run folder. The ``latest-good`` pointer of nightly baselines lives here too
-(:func:`resolve_latest_good`, :func:`point_latest_good`).
+Readers: :func:`tokrate.runfolder.loaded_run.load_run` (everything, records as a polars
+frame) and :func:`load_run_info` (run.json alone, for history over hundreds of runs),
+:func:`load_summary` and the other JSON documents' readers here are the only code that
+reads a run folder. The ``latest-good`` pointer of nightly baselines lives here too
+(:func:`resolve_latest_good`, :func:`point_latest_good`). Nothing here imports polars:
+the measuring process writes and reads its run folder with this module alone.
 """
 
 from __future__ import annotations
@@ -44,52 +46,38 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import orjson
 
 from tokrate.errors import OutputError, RunFolderError
-from tokrate.fileio import create_new, write_atomic, write_atomic_with
+from tokrate.fileio import create_new, write_atomic
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
-from tokrate.runfolder.records import (
-    ADDED_COLUMNS,
-    RequestRecord,
-    polars_schema,
-    records_to_frame,
-    upgrade_frame,
-)
+from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.server_metrics import read_server_metrics
 from tokrate.runfolder.summary import Summary
-
-if TYPE_CHECKING:  # polars loads when records are read, not while a run writes them
-    import polars as pl
 
 __all__ = [
     "LATEST_GOOD",
     "MIN_FREE_BYTES",
+    "RECORDS_JSONL",
+    "RECORDS_PARQUET",
     "ROUTING_FILE",
-    "LoadedRun",
     "RunStore",
     "iso_now",
-    "load_run",
     "load_run_info",
     "load_summary",
     "new_run_id",
     "point_latest_good",
     "read_capacity",
-    "read_records_jsonl",
     "read_routing",
-    "records_warning",
     "resolve_latest_good",
     "run_folders",
     "write_capacity",
     "write_comparison",
-    "write_records_parquet",
     "write_run_info",
     "write_summary",
     "write_checks",
@@ -106,8 +94,10 @@ MIN_FREE_BYTES: Final = 64 * 1024 * 1024
 LATEST_GOOD: Final = "latest-good"
 
 _RUN_JSON = "run.json"
-_JSONL = "records.jsonl"
-_PARQUET = "records.parquet"
+#: The records as each request ended (this store appends them, the measuring process).
+RECORDS_JSONL: Final = "records.jsonl"
+#: The records after the load (the finishing process; tokrate.runfolder.loaded_run).
+RECORDS_PARQUET: Final = "records.parquet"
 _SUMMARY = "summary.json"
 _CAPACITY = "capacity.json"
 _COMPARISON_MD = "comparison.md"
@@ -180,7 +170,7 @@ class RunStore:
                     f" need {min_free_bytes // (1024 * 1024)} MiB; free some space or use"
                     " --output-dir"
                 )
-            self._fd = create_new(self.path / _JSONL)
+            self._fd = create_new(self.path / RECORDS_JSONL)
         except OSError as err:
             raise OutputError(
                 f"{self.path}: output folder is not writable ({err.strerror or err})"
@@ -188,7 +178,7 @@ class RunStore:
 
     @property
     def jsonl_path(self) -> Path:
-        return self.path / _JSONL
+        return self.path / RECORDS_JSONL
 
     def start(self, info: RunInfo) -> None:
         """Write run.json with status "running" (``info`` supplies everything else;
@@ -243,7 +233,7 @@ class RunStore:
         self.close()
         if self.count:
             return
-        for name in (_RUN_JSON, _JSONL):
+        for name in (_RUN_JSON, RECORDS_JSONL):
             with contextlib.suppress(OSError):
                 (self.path / name).unlink()
         self._remove_created()
@@ -270,16 +260,6 @@ def _write(path: Path, data: bytes) -> None:
 def write_run_info(run_dir: Path | str, info: RunInfo) -> None:
     """Replace run.json with ``info`` (atomically). Raises OutputError."""
     _write(Path(run_dir) / _RUN_JSON, _dump(info.to_dict()))
-
-
-def write_records_parquet(run_dir: Path | str, frame: pl.DataFrame) -> None:
-    """records.parquet from the records frame (RECORD_POLARS_SCHEMA), written to a
-    temporary name and renamed, like every file here. Raises OutputError."""
-    path = Path(run_dir) / _PARQUET
-    try:
-        write_atomic_with(path, frame.write_parquet)
-    except OSError as err:
-        raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
 def write_summary(run_dir: Path | str, summary: Summary) -> None:
@@ -344,61 +324,6 @@ def read_routing(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_records_jsonl(path: Path) -> pl.DataFrame:
-    """Records from a records.jsonl; a torn (unparsable) *last* line is skipped, a bad
-    line elsewhere raises RunFolderError naming the line."""
-    rows: list[dict[str, Any]] = []
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise RunFolderError(f"{path}: cannot read ({err.strerror or err})") from None
-    lines = data.split(b"\n")
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
-    for number, line in enumerate(lines[: last + 1], start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not an object")
-        except ValueError as err:
-            if number - 1 == last:
-                break  # torn by a crash mid-write: everything before it is intact
-            raise RunFolderError(f"{path}:{number}: not a record ({err})") from None
-        rows.append(row)
-    try:
-        return records_to_frame(rows)
-    except Exception as err:  # a polars type mismatch: a hand-edited or foreign file
-        raise RunFolderError(f"{path}: records do not match the schema ({err})") from None
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedRun:
-    """A stored run: ``info`` is run.json, ``records`` has RECORD_POLARS_SCHEMA,
-    ``summary`` is summary.json (None when absent or unreadable by this version, then
-    ``notes`` says why)."""
-
-    path: Path
-    info: RunInfo
-    records: pl.DataFrame
-    summary: Summary | None
-    notes: tuple[str, ...] = ()
-    #: server_metrics.parquet (tokrate.runfolder.server_metrics); None when the run scraped none.
-    server_metrics: pl.DataFrame | None = None
-
-    @property
-    def interrupted(self) -> bool:
-        """True unless run.json says "complete" (a killed run still says "running")."""
-        return self.info.interrupted
-
-    @property
-    def name(self) -> str:
-        """The run's label, else its id."""
-        return self.info.name
-
-
 def _read_info(folder: Path) -> RunInfo:
     run_json = folder / _RUN_JSON
     try:
@@ -433,105 +358,6 @@ def load_run_info(path: Path | str) -> RunInfo:
     """run.json of a run folder alone (cheap: one small JSON file). Raises
     RunFolderError (one line naming the file)."""
     return _read_info(Path(path))
-
-
-def load_run(path: Path | str) -> LoadedRun:
-    """Read a run folder (complete, interrupted or killed).
-
-    Records come from records.parquet when the run ended through its finishing step
-    (run.json "complete" or "interrupted": the parquet was written from the whole
-    records.jsonl, with the answers' check verdicts, before run.json got its status),
-    else from records.jsonl (a killed run: every request that finished before the end,
-    no verdicts; tokrate.analysis.checks.with_verdicts judges them); records of older
-    schema versions are upgraded (added columns as nulls).
-
-    Raises:
-        RunFolderError: missing folder or run.json, unreadable files, or an unknown
-            layout or schema version (one line naming the file).
-    """
-    folder = Path(path)
-    info = _read_info(folder)
-    parquet = folder / _PARQUET
-    jsonl = folder / _JSONL
-    notes: tuple[str, ...] = ()
-    if parquet.exists() and info.status in ("complete", "interrupted"):
-        try:
-            records = _read_parquet(parquet)
-        except RunFolderError as err:
-            # records.jsonl holds the same records (the parquet is written from it):
-            # read them from there, and say so; refuse only when neither can be read.
-            if not jsonl.exists():
-                raise
-            records = _read_jsonl_instead(jsonl, str(err))
-            notes += (f"{err}; {_FALLBACK_NOTE}",)
-    elif jsonl.exists():
-        records = read_records_jsonl(jsonl)
-    elif parquet.exists():
-        records = _read_parquet(parquet)
-    else:
-        records = records_to_frame([])
-    try:
-        summary = load_summary(folder)
-    except RunFolderError as err:
-        # The records are the truth and every reader recomputes from them; an
-        # unreadable summary (a newer schema) is said, not fatal.
-        summary, notes = None, (*notes, str(err))
-    return LoadedRun(
-        path=folder,
-        info=info,
-        records=records,
-        summary=summary,
-        notes=notes,
-        server_metrics=read_server_metrics(folder),
-    )
-
-
-#: What load_run notes (and ``tokrate report``/``compare`` warn) after a fallback.
-_FALLBACK_NOTE = "the records were read from records.jsonl instead"
-
-
-def _read_jsonl_instead(jsonl: Path, parquet_error: str) -> pl.DataFrame:
-    try:
-        return read_records_jsonl(jsonl)
-    except RunFolderError as err:
-        raise RunFolderError(f"{parquet_error}; and {err}") from None
-
-
-def records_warning(path: Path | str) -> str | None:
-    """The warning line for a complete run whose records.parquet cannot be read (corrupt,
-    foreign, missing columns), which load_run replaces by records.jsonl; None when the
-    parquet is fine or not the file load_run reads. Cheap: the parquet's footer only."""
-    import polars as pl
-
-    folder = Path(path)
-    parquet = folder / _PARQUET
-    if not parquet.exists() or not (folder / _JSONL).exists():
-        return None
-    try:
-        if load_run_info(folder).interrupted:
-            return None
-        columns = pl.read_parquet_schema(parquet)
-    except RunFolderError:
-        return None  # load_run says what is wrong with run.json
-    except Exception as err:  # polars raises several unrelated types for a bad file
-        return f"{parquet}: unreadable ({type(err).__name__}: {err}); {_FALLBACK_NOTE}"
-    missing = [c for c in polars_schema() if c not in columns and c not in ADDED_COLUMNS]
-    if missing:
-        return f"{parquet}: missing columns {', '.join(missing[:5])}; {_FALLBACK_NOTE}"
-    return None
-
-
-def _read_parquet(path: Path) -> pl.DataFrame:
-    import polars as pl
-
-    try:
-        records = upgrade_frame(pl.read_parquet(path))
-    except Exception as err:  # polars raises several unrelated types for a bad file
-        raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
-    missing = [c for c in polars_schema() if c not in records.columns]
-    if missing:
-        raise RunFolderError(f"{path}: missing columns {', '.join(missing[:5])}")
-    return records.select([pl.col(c).cast(t, strict=False) for c, t in polars_schema().items()])
 
 
 def run_folders(root: Path | str) -> list[Path]:

@@ -1,7 +1,7 @@
 """summary.json as frozen types: :class:`Summary` of :class:`Group` s.
 
 :func:`tokrate.analysis.metrics.summarize` builds a Summary from records; the store writes it
-with :meth:`Summary.to_dict` and :func:`tokrate.runfolder.store.load_run` reads it back with
+with :meth:`Summary.to_dict` and :func:`tokrate.runfolder.loaded_run.load_run` reads it back with
 :meth:`Summary.from_dict`. Every reader (terminal table, report, history) uses these
 attributes, never a re-probed dict.
 
