@@ -29,6 +29,7 @@ from tokrate.load.scrape import parse_metrics_text
 from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import SERVER_METRICS_FILE, server_metrics_schema
+from tokrate.runfolder.server_samples import SERVER_SAMPLES_FILE
 from tokrate.sim import running_simulator
 from tokrate.sim.model import default_tiers
 from tokrate.spec import EndpointSpec, RunSpec, load_spec
@@ -188,6 +189,8 @@ def test_a_run_stores_every_sample_and_running_requests_rise_under_load(scraped_
     assert scrape.scrapes >= 5
     samples = run.server_metrics
     assert samples is not None and (scraped_run / SERVER_METRICS_FILE).exists()
+    # The measuring process's lean samples file became the parquet in the child.
+    assert not (scraped_run / SERVER_SAMPLES_FILE).exists()
     assert samples.schema == pl.Schema(server_metrics_schema())
     assert samples.height == scrape.samples == scrape.scrapes * 3 * len(default_tiers())
     assert samples["t_s"].is_sorted() and (samples["t_s"] >= 0).all()

@@ -47,12 +47,14 @@ def test_the_root_of_tokrate_holds_only_leaves() -> None:
 #: The modules of tokrate/ that write files, and what they write. A run folder's files
 #: have one writer each: the store (run.json, records.jsonl, summary.json,
 #: capacity.json, comparison.json/.md, the latest-good pointer), the loaded run
-#: (records.parquet), the server-metrics format (server_metrics.parquet), the report
+#: (records.parquet), the server-metrics formats (server_metrics.jsonl while the run
+#: measures, server_metrics.parquet after), the report
 #: (report.html, summary.md, charts/). The simulator's truth log is not a run folder's.
 _WRITERS = {
     "tokrate/runfolder/store.py": "a run folder's files (module doc)",
     "tokrate/runfolder/loaded_run.py": "records.parquet",
     "tokrate/runfolder/server_metrics.py": "server_metrics.parquet",
+    "tokrate/runfolder/server_samples.py": "server_metrics.jsonl (the scraper's, lean)",
     "tokrate/runfolder/calibration.py": "tokrate calibrate --output FILE",
     "tokrate/report/build.py": "report.html, summary.md, charts/",
     "tokrate/report/history_pages.py": "tokrate history's pages (not a run folder)",

@@ -4,8 +4,10 @@ The measuring process has appended every record to records.jsonl and written run
 with everything it knows (counts, warnings, loop lag, connections, scrapes, and a
 capacity search's capacity.json) but the status. :func:`finalize_run_folder` runs in
 the finishing process (tokrate.finish.child) and writes, through the store, in this
-order: records.parquet, summary.json (the capacity search's result in it when there
-was one, and the servers' /metrics counters over the run: tokrate.analysis.server_counters),
+order: records.parquet, server_metrics.parquet (from the scraper's
+server_metrics.jsonl, when it scraped), summary.json (the capacity search's result in it
+when there was one, and the servers' /metrics counters over the run:
+tokrate.analysis.server_counters),
 then run.json with the status, ``ended_at`` and the calibration verdict.
 run.json comes last, so "complete" is only ever seen next to a complete parquet and
 summary.
@@ -23,7 +25,7 @@ from tokrate.analysis.metrics import summarize
 from tokrate.analysis.routing import routing_table
 from tokrate.analysis.server_counters import server_counters
 from tokrate.runfolder.loaded_run import read_records_jsonl, write_records_parquet
-from tokrate.runfolder.server_metrics import read_server_metrics
+from tokrate.runfolder.server_metrics import read_server_metrics, samples_to_parquet
 from tokrate.runfolder.store import (
     iso_now,
     load_run_info,
@@ -38,12 +40,13 @@ __all__ = ["finalize_run_folder"]
 
 
 def finalize_run_folder(run_dir: Path, status: Literal["complete", "interrupted"]) -> Summary:
-    """Write ``run_dir``'s records.parquet, summary.json and final run.json (module
-    doc); returns the summary. Raises RunFolderError (an unreadable run.json or
+    """Write ``run_dir``'s records.parquet, server_metrics.parquet, summary.json and
+    final run.json (module doc); returns the summary. Raises RunFolderError (an unreadable run.json or
     records.jsonl) or OutputError (a file cannot be written)."""
     info = dataclasses.replace(load_run_info(run_dir), status=status)
     frame = apply_checks(read_records_jsonl(run_dir / "records.jsonl"), run_dir)
     write_records_parquet(run_dir, frame)
+    samples_to_parquet(run_dir)
     summary = summarize(frame, info)
     capacity = read_capacity(run_dir)
     if capacity is not None:

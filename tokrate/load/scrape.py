@@ -2,8 +2,9 @@
 
 :class:`MetricsSampler` scrapes every ``[[endpoint]] metrics_url`` at a fixed interval
 while the scenarios run and keeps every sample; when the run ends it writes them as
-the run folder's server_metrics.parquet (the format:
-:mod:`tokrate.runfolder.server_metrics`).
+the run folder's server_metrics.jsonl (:mod:`tokrate.runfolder.server_samples`), which
+the finishing process turns into server_metrics.parquet (the format:
+:mod:`tokrate.runfolder.server_metrics`): this process never imports polars.
 
 Clocks and units: ``t_s`` is seconds on the driver's monotonic clock
 (``time.perf_counter_ns``) since the sampler started; ``at`` is the wall clock (Unix
@@ -33,7 +34,7 @@ import dataclasses
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -41,17 +42,16 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from tokrate.runfolder.run_info import ScrapeInfo
-from tokrate.runfolder.server_metrics import (
-    SERVER_METRICS_FILE,
-    server_metrics_schema,
-    write_server_metrics,
+from tokrate.runfolder.server_samples import (
+    SERVER_SAMPLES_FILE,
+    scrape_line,
+    write_server_samples,
 )
 from tokrate.spec import EndpointSpec
 
 if TYPE_CHECKING:
     import anyio
     import httpx
-    import polars as pl
 
 __all__ = [
     "FIRST_SCRAPE_WAIT_S",
@@ -79,9 +79,6 @@ FIRST_SCRAPE_WAIT_S: Final = 2.0
 #: ~9 ms for a vLLM page on the 2-core machine, benchmarks/server_metrics_cost.py);
 #: past this the pages so far are parsed at once, so memory stays bounded.
 _PAGE_BUDGET_BYTES: Final = 256 * 1024 * 1024
-#: Rows kept as Python lists before they are packed into a polars frame.
-_CHUNK_ROWS: Final = 50_000
-_COLUMNS: Final = ("t_s", "at", "endpoint", "metric", "labels", "value")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +135,10 @@ class MetricsSampler:
         self.targets = tuple(targets)
         self._timeout_s = timeout_s
         self._tallies = {t.endpoint: _Tally() for t in self.targets}
-        self._rows: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
-        self._chunks: list[pl.DataFrame] = []
+        #: The parsed scrapes' lines of server_metrics.jsonl, kept compressed until
+        #: :meth:`finish` writes them.
+        self._lines = zlib.compressobj(1)
+        self._packed: list[bytes] = []
         self._pages: list[tuple[str, float, float, bytes]] = []
         self._page_bytes = 0
         self._t0_ns = 0
@@ -157,8 +156,7 @@ class MetricsSampler:
             return
         import anyio
         import httpx  # noqa: F401  imported here, not in the sampler's thread mid-run
-        import polars  # noqa: F401  (an import there would hold the GIL against the load)
-        import prometheus_client.parser  # noqa: F401
+        import prometheus_client.parser  # noqa: F401  (an import there would hold the GIL)
         from anyio.from_thread import start_blocking_portal
 
         self._t0_ns = time.perf_counter_ns()
@@ -204,7 +202,7 @@ class MetricsSampler:
     def finish(
         self, folder: Path, *, redact: Callable[[str], str], warn: Callable[[str, str], None]
     ) -> tuple[ScrapeInfo, ...]:
-        """:meth:`stop`, then write ``folder/server_metrics.parquet`` (when anything was
+        """:meth:`stop`, then write ``folder/server_metrics.jsonl`` (when anything was
         scraped) and ``warn(line, kind)`` once per endpoint whose scrapes failed (kind
         ``server_metrics:<endpoint>``, so two endpoints' lines never collapse into one).
         URLs and errors pass through ``redact`` before they reach run.json or a warning."""
@@ -218,23 +216,23 @@ class MetricsSampler:
         )
         if infos:
             try:
-                write_server_metrics(folder, self.frame())
+                write_server_samples(folder, self._sample_lines())
             except OSError as err:
-                warn(f"{SERVER_METRICS_FILE} not written ({err.strerror or err})", "server_metrics")
+                warn(f"{SERVER_SAMPLES_FILE} not written ({err.strerror or err})", "server_metrics")
         for info in infos:
             line = scrape_warning(info)
             if line is not None:
                 warn(line, f"server_metrics:{info.endpoint}")
         return infos
 
-    def frame(self) -> pl.DataFrame:
-        """Every sample taken (call after :meth:`stop`), in scrape order."""
-        import polars as pl
-
-        self._pack()
-        if not self._chunks:
-            return pl.DataFrame(schema=server_metrics_schema())
-        return pl.concat(self._chunks, how="vertical")
+    def _sample_lines(self) -> Iterator[bytes]:
+        """The lines of server_metrics.jsonl, in scrape order (call after :meth:`stop`)."""
+        packed, self._packed = [*self._packed, self._lines.flush()], []
+        self._lines = zlib.compressobj(1)
+        unpack = zlib.decompressobj()
+        for chunk in packed:
+            yield unpack.decompress(chunk)
+        yield unpack.flush()
 
     # --- the scrape loop (in the sampler's thread) -------------------------------------
 
@@ -313,10 +311,9 @@ class MetricsSampler:
             self._parse_pages()
 
     def _parse_pages(self) -> None:
-        """Parse the pages kept so far into rows (a page that is not Prometheus text
-        counts as a failed scrape)."""
+        """Parse the pages kept so far into server_metrics.jsonl lines (a page that is
+        not Prometheus text counts as a failed scrape)."""
         pages, self._pages, self._page_bytes = self._pages, [], 0
-        cols = self._rows
         for endpoint, t_s, at, page in pages:
             tally = self._tallies[endpoint]
             try:
@@ -325,16 +322,7 @@ class MetricsSampler:
                 self._fail(tally, str(err), scraped=True)
                 continue
             tally.samples += len(rows)
-            for name, labels, value in rows:
-                cols["t_s"].append(t_s)
-                cols["at"].append(at)
-                cols["endpoint"].append(endpoint)
-                cols["metric"].append(name)
-                cols["labels"].append(labels)
-                cols["value"].append(value)
-            if len(cols["value"]) >= _CHUNK_ROWS:
-                self._pack()
-                cols = self._rows
+            self._packed.append(self._lines.compress(scrape_line(endpoint, t_s, at, rows)))
 
     def _fail(self, tally: _Tally, error: str, *, scraped: bool = False) -> None:
         """Count a failed scrape (``scraped``: already counted when its page came)."""
@@ -342,13 +330,6 @@ class MetricsSampler:
         tally.failures += 1
         if tally.first_error is None:
             tally.first_error = error.splitlines()[0][:200] if error else "failed"
-
-    def _pack(self) -> None:
-        import polars as pl
-
-        if self._rows["value"]:
-            self._chunks.append(pl.DataFrame(self._rows, schema=server_metrics_schema()))
-            self._rows = {c: [] for c in _COLUMNS}
 
 
 async def _get(client: httpx.AsyncClient, url: str) -> tuple[int, float, bytes]:

@@ -9,24 +9,29 @@ report lines samples up with requests; every sample of one scrape shares its (``
 ``at``). ``endpoint``, ``metric`` (the sample name), ``labels`` (JSON, sorted keys)
 and ``value``: the float the server wrote.
 
-:func:`write_server_metrics` is the file's one writer (the scraper, when the run ends),
-:func:`read_server_metrics` its one reader (:func:`tokrate.runfolder.loaded_run.load_run`).
+:func:`write_server_metrics` is the file's one writer: the finishing process, from the
+samples the scraper wrote in the lean server_metrics.jsonl
+(:mod:`tokrate.runfolder.server_samples`; :func:`samples_to_parquet`).
+:func:`read_server_metrics` is its one reader (:func:`tokrate.runfolder.loaded_run.load_run`);
+for a run killed before its finishing step it reads server_metrics.jsonl instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from tokrate.errors import RunFolderError
+import polars as pl
+
+from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic_with
-
-if TYPE_CHECKING:
-    import polars as pl
+from tokrate.runfolder.server_samples import SERVER_SAMPLES_FILE, read_server_samples
 
 __all__ = [
     "SERVER_METRICS_FILE",
     "read_server_metrics",
+    "samples_to_parquet",
     "server_metrics_schema",
     "write_server_metrics",
 ]
@@ -36,8 +41,6 @@ SERVER_METRICS_FILE: Final = "server_metrics.parquet"
 
 def server_metrics_schema() -> dict[str, Any]:
     """The parquet columns and their polars types (docs/run-folder.md)."""
-    import polars as pl
-
     return {
         "t_s": pl.Float64,
         "at": pl.Float64,
@@ -57,14 +60,34 @@ def write_server_metrics(folder: Path, frame: pl.DataFrame) -> Path:
     return path
 
 
-def read_server_metrics(folder: Path) -> pl.DataFrame | None:
-    """server_metrics.parquet of a run folder, None when the run has none. Raises
-    RunFolderError (one line naming the file) for an unreadable one."""
-    import polars as pl
+def samples_to_parquet(folder: Path) -> Path | None:
+    """Turn ``folder/server_metrics.jsonl`` into server_metrics.parquet and remove it;
+    None (nothing written) when the run scraped nothing. Raises RunFolderError for a
+    samples file that is not that format, OutputError when the parquet cannot be
+    written (the samples file then stays)."""
+    columns = read_server_samples(folder)
+    if columns is None:
+        return None
+    frame = pl.DataFrame(columns, schema=server_metrics_schema())
+    try:
+        path = write_server_metrics(folder, frame)
+    except OSError as err:
+        raise OutputError(
+            f"{folder / SERVER_METRICS_FILE}: cannot write ({err.strerror or err})"
+        ) from None
+    with contextlib.suppress(OSError):  # the parquet holds the same samples now
+        (folder / SERVER_SAMPLES_FILE).unlink()
+    return path
 
+
+def read_server_metrics(folder: Path) -> pl.DataFrame | None:
+    """server_metrics.parquet of a run folder (server_metrics.jsonl when a killed run
+    has no parquet), None when the run has neither. Raises RunFolderError (one line
+    naming the file) for an unreadable one."""
     path = folder / SERVER_METRICS_FILE
     if not path.exists():
-        return None
+        columns = read_server_samples(folder)
+        return None if columns is None else pl.DataFrame(columns, schema=server_metrics_schema())
     schema = server_metrics_schema()
     try:
         frame = pl.read_parquet(path)
