@@ -77,7 +77,9 @@ class FinishError(TokrateError):
     """A step after the load failed in the finishing process (tokrate.finish): the
     run's files could not be finished, or the baseline check could not run. The
     message is that step's one line; ``exit_code`` is its error's (the child reports
-    it, the class it had stays in that process). The records are saved either way."""
+    it, the class it had stays in that process). The records are saved either way.
+    Also raised when a capacity search's judging child (tokrate.finish.probe_judge)
+    fails: the search cannot decide its probes without it."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)

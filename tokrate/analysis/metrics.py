@@ -92,6 +92,7 @@ from tokrate.spec.types import CLIENT_SIDE_CLASSES
 
 __all__ = [
     "GROUP_KEYS",
+    "SLO_COLUMNS",
     "SLO_KEYS",
     "analysed",
     "client_side_expr",
@@ -109,6 +110,13 @@ __all__ = [
 
 GROUP_KEYS: Final = ("endpoint", "model", "scenario")
 SLO_KEYS: Final = ("ttft_s", "tpot_s", "e2e_s", "itl_p99_s")
+#: The :func:`derive`-d column each [slo] key judges a request by.
+SLO_COLUMNS: Final[Mapping[str, str]] = {
+    "ttft_s": "ttft_s",
+    "tpot_s": "tpot_s",
+    "e2e_s": "e2e_s",
+    "itl_p99_s": "itl_p99_req_s",
+}
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -208,14 +216,8 @@ def server_error_expr() -> pl.Expr:
 
 def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
     """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set."""
-    columns = {
-        "ttft_s": "ttft_s",
-        "tpot_s": "tpot_s",
-        "e2e_s": "e2e_s",
-        "itl_p99_s": "itl_p99_req_s",
-    }
     conds: list[pl.Expr] = []
-    for key, column in columns.items():
+    for key, column in SLO_COLUMNS.items():
         limit = slo.get(key)
         if limit is None:
             continue

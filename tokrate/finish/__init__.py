@@ -1,5 +1,8 @@
-"""A run's work after the load, in one child process so the measuring process never
-loads the analysis stack: finalize (records.parquet, summary.json, run.json), the
-report, the baseline check. ``python -m tokrate.finish`` is the child; child.py is the
-protocol both processes speak (the parent imports only that module and baseline_ref).
+"""A run's work that needs polars, in child processes, so the measuring process never
+loads the analysis stack: after the load, one child finalizes (records.parquet,
+server_metrics.parquet, summary.json, run.json), builds the report and checks the
+baseline (``python -m tokrate.finish``; child.py is the protocol both processes speak);
+during a capacity search, one child judges the probes' records
+(``python -m tokrate.finish.probe_judge``; probe_judge_child.py is its protocol). The
+measuring process imports only child, baseline_ref and probe_judge_child.
 """

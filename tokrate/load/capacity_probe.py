@@ -2,9 +2,12 @@
 requests, its Wilson interval, and whether that interval is decided against the goodput.
 
 A request *meets* when it ended ok and every ``[slo]`` limit holds (the same rule as
-summary.json's ``slo_met``: :func:`tokrate.analysis.metrics.slo_met_expr`, applied here to the
-probe's records in small batches); a failed request misses. Warm-up records are
-recorded but not judged; with retries a request counts once, by its last attempt.
+summary.json's ``slo_met``: :func:`tokrate.analysis.metrics.slo_met_expr`, applied to the
+probe's records in small batches by a child process, since that rule is polars
+expressions and this process never imports polars:
+:class:`~tokrate.finish.probe_judge_child.ProbeJudgeChild`); a failed request misses.
+Warm-up records are recorded but not judged; with retries a request counts once, by
+its last attempt.
 
 Client bottleneck (documented in docs/running.md): the probe is ``client_bound`` when
 the load made the measuring loop lag enough to matter: a worker's loop-lag p99 (over at
@@ -25,19 +28,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-import polars as pl
-
-from tokrate.analysis.metrics import derive
 from tokrate.analysis.proportions import wilson_interval
+from tokrate.finish.probe_judge_child import Judged
 from tokrate.load.worker.events import Event, LoopLag, RequestFinished
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import CapacityProbe, ProbePhase
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.spec import CapacitySpec
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "JUDGE_BATCH",
     "LOAD_LAG_FACTOR",
     "SEND_DELAY_LIMIT_S",
-    "SLO_COLUMNS",
     "SLO_LAG_FRACTION",
     "ProbeJudge",
 ]
@@ -59,21 +58,16 @@ CLIENT_BUSY_FRACTION: Final = 0.8
 
 #: p95 of open-loop send delays above which the client, not the server, set the pace.
 SEND_DELAY_LIMIT_S: Final = 0.010
-#: The derived column each [slo] key judges (as tokrate.analysis.metrics.slo_met_expr).
-SLO_COLUMNS: Final[Mapping[str, str]] = {
-    "ttft_s": "ttft_s",
-    "tpot_s": "tpot_s",
-    "e2e_s": "e2e_s",
-    "itl_p99_s": "itl_p99_req_s",
-}
-#: Records judged per batch (a batch is one small polars frame): a probe is decided
-#: at a multiple of this many measured requests (or where its scenario ran out).
+#: Records judged per batch (one message to the judging child): a probe is decided at
+#: a multiple of this many measured requests (or where its scenario ran out).
 JUDGE_BATCH: Final = 4
 
 
 class ProbeJudge:
     """Collects one probe's records (the event sink wraps it) and sets ``stop`` the
-    moment the probe is decided or its ``max_requests`` measured requests are in."""
+    moment the probe is decided or its ``max_requests`` measured requests are in;
+    ``judge`` gives the verdicts of a batch of records (the search's
+    :meth:`ProbeJudgeChild.judge <tokrate.finish.probe_judge_child.ProbeJudgeChild.judge>`)."""
 
     def __init__(
         self,
@@ -86,6 +80,7 @@ class ProbeJudge:
         max_requests: int,
         stop: Stop,
         run_stop: Stop,
+        judge: Callable[[Sequence[RequestRecord]], list[Judged]],
         in_process: bool = True,
     ) -> None:
         self.level = level
@@ -96,6 +91,7 @@ class ProbeJudge:
         self.max_requests = max_requests
         self.stop = stop
         self.run_stop = run_stop
+        self.judge = judge
         self.started = time.monotonic()
         self.started_cpu = time.process_time()
         #: Workers run in this process, so its CPU time is theirs.
@@ -131,18 +127,11 @@ class ProbeJudge:
         return len(self.judged)
 
     def _judge_pending(self) -> None:
-        frame = derive(records_to_frame(self.pending)).select(
-            "request_index", "status", "send_delay_s", *set(SLO_COLUMNS.values())
-        )
-        self.pending = []
-        for row in frame.iter_rows(named=True):
-            ok = row["status"] == "ok"
-            values = {k: row[SLO_COLUMNS[k]] for k in self.slo}
-            # As slo_met_expr: a value the request cannot have holds vacuously.
-            met = ok and all(v is None or v <= self.slo[k] for k, v in values.items())
-            self.judged[int(row["request_index"])] = (met, ok, values)
-            if row["send_delay_s"] is not None:
-                self.send_delays.append(float(row["send_delay_s"]))
+        pending, self.pending = self.pending, []
+        for j in self.judge(pending):
+            self.judged[j.request_index] = (j.met, j.ok, j.values)
+            if j.send_delay_s is not None:
+                self.send_delays.append(j.send_delay_s)
         self._decide()
 
     def _decide(self) -> None:
@@ -232,8 +221,13 @@ def _holds(value: float | None, limit: float) -> bool:
 
 
 def _quantile(values: list[float], q: float) -> float | None:
-    """Linear-interpolation quantile (as polars' "linear"), None for no values."""
-    if not values:
+    """Linear-interpolation quantile (numpy's and polars' "linear": position
+    q x (n - 1) in the sorted values), rounded to 1 us; None for no values."""
+    finite = sorted(v for v in values if not math.isnan(v))
+    if not finite:
         return None
-    s = pl.Series(values, dtype=pl.Float64).quantile(q, interpolation="linear")
-    return None if s is None or math.isnan(s) else round(float(s), 6)
+    position = q * (len(finite) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(finite) - 1)
+    value = finite[below] + (finite[above] - finite[below]) * (position - below)
+    return round(value, 6)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tokrate.finish.probe_judge_child import Judged, ProbeJudgeChild
 from tokrate.inputs.targets import Target
 from tokrate.load.capacity_probe import ProbeJudge
 from tokrate.load.plan import ScenarioPlan, build_plan, derive_seed
@@ -47,6 +48,7 @@ from tokrate.runfolder.capacity_result import (
     ProbePhase,
     TargetCapacity,
 )
+from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import ScenarioInfo
 from tokrate.spec import CapacitySpec, LoadMode, RunSpec
 
@@ -265,6 +267,7 @@ class _Prober:
         sink: Emit,
         stop: Stop,
         console: Console | None,
+        judge: Callable[[Sequence[RequestRecord]], list[Judged]],
     ) -> None:
         assert spec.load.capacity is not None
         self.spec = spec
@@ -276,6 +279,7 @@ class _Prober:
         self.sink = sink
         self.stop = stop
         self.console = console
+        self.judge = judge
         self.scenarios: list[ScenarioInfo] = []
         #: Requests sent per target (warm-up included): its request budget's use.
         self.used: dict[int, int] = {}
@@ -331,6 +335,7 @@ class _Prober:
             max_requests=sc.requests_per_target or self.cap.max_requests,
             stop=probe_stop,
             run_stop=self.stop,
+            judge=self.judge,
             in_process=self.in_process,
         )
 
@@ -376,40 +381,42 @@ def measure_capacity(
     """Search every target's capacity (module doc); ``names`` name the probes'
     scenarios ("c=8 [sim-7b]"), ``run_scenario`` runs one through the run's backend,
     ``sink`` receives every event (the run's collector)."""
-    prober = _Prober(spec, n_prompts, names, run_scenario, sink, stop, console)
-    cap = prober.cap
-    closed = prober.mode == "closed"
-    out: list[TargetCapacity] = []
-    for t, target in enumerate(targets):
-        started = time.monotonic()
+    limits = {k: v for k, v in spec.slo.latency_limits().items() if v is not None}
+    with ProbeJudgeChild(limits) as child:  # one judging child for the whole search
+        prober = _Prober(spec, n_prompts, names, run_scenario, sink, stop, console, child.judge)
+        cap = prober.cap
+        closed = prober.mode == "closed"
+        out: list[TargetCapacity] = []
+        for t, target in enumerate(targets):
+            started = time.monotonic()
 
-        def budget_ok(started: float = started, t: int = t) -> bool:
-            # A probe needs room for its minimum, else it could only end undecided.
-            left = cap.request_budget - prober.used.get(t, 0)
-            return time.monotonic() - started < cap.time_budget_s and left >= cap.min_requests
+            def budget_ok(started: float = started, t: int = t) -> bool:
+                # A probe needs room for its minimum, else it could only end undecided.
+                left = cap.request_budget - prober.used.get(t, 0)
+                return time.monotonic() - started < cap.time_budget_s and left >= cap.min_requests
 
-        def probe(level: float, phase: ProbePhase, t: int = t) -> CapacityProbe:
-            return prober.probe(t, level, phase)
+            def probe(level: float, phase: ProbePhase, t: int = t) -> CapacityProbe:
+                return prober.probe(t, level, phase)
 
-        found = search(probe, cap, prober.mode, budget_ok)
-        if cap.verify:
-            found = verify_capacity(probe, found, closed)
-        out.append(
-            TargetCapacity(
-                endpoint=target.endpoint.name,
-                model=target.model.name,
-                capacity=found.capacity,
-                verdict=found.verdict,
-                limiting_slo=found.limiting_slo,
-                bracket=found.bracket,
-                probes=found.probes,
-                note=_note(found, "c" if closed else "rate") + _queue_hint(found, spec),
-                requests=sum(p.requests for p in found.probes),
-                duration_s=round(time.monotonic() - started, 3),
+            found = search(probe, cap, prober.mode, budget_ok)
+            if cap.verify:
+                found = verify_capacity(probe, found, closed)
+            out.append(
+                TargetCapacity(
+                    endpoint=target.endpoint.name,
+                    model=target.model.name,
+                    capacity=found.capacity,
+                    verdict=found.verdict,
+                    limiting_slo=found.limiting_slo,
+                    bracket=found.bracket,
+                    probes=found.probes,
+                    note=_note(found, "c" if closed else "rate") + _queue_hint(found, spec),
+                    requests=sum(p.requests for p in found.probes),
+                    duration_s=round(time.monotonic() - started, 3),
+                )
             )
-        )
-        if stop.is_set():
-            break
+            if stop.is_set():
+                break
     result = CapacityResult(
         mode=prober.mode,
         goodput=cap.goodput,
