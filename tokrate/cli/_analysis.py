@@ -1,15 +1,21 @@
-"""``tokrate report|compare|history|init``: read stored runs (never measure), render."""
+"""``tokrate report|compare|history|init``: read stored runs (never measure), render.
+
+The argparse sections are here; the bodies of report, compare and history, which need
+the analysis stack, are in :mod:`tokrate.cli._analysis_commands`, loaded by name when
+one of them runs, so ``tokrate run`` (which builds every section) never imports them.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+from typing import Final
 
-from tokrate.cli._common import Subparsers, parse_thresholds
-from tokrate.errors import UsageError
+from tokrate.cli._common import Subparsers, command
 
 __all__ = ["add_compare", "add_history", "add_init", "add_report"]
+
+#: Where the bodies of report, compare and history live (module doc).
+_COMMANDS: Final = "tokrate.cli._analysis_commands"
 
 
 def add_init(sub: Subparsers) -> None:
@@ -54,41 +60,7 @@ def add_report(sub: Subparsers) -> None:
         help="chart file formats under charts/: png, svg, pdf (comma-separated; default png,svg)",
     )
     p.add_argument("--open", action="store_true", help="open report.html in a browser")
-    p.set_defaults(func=_cmd_report)
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-
-    from tokrate.report.build import build_report
-
-    formats = tuple(f.strip() for f in str(args.formats).split(",") if f.strip())
-    if not formats:
-        raise UsageError("tokrate report: --format needs at least one of png, svg, pdf")
-    _warn_records(args.runs)
-    out = build_report(
-        [Path(r) for r in args.runs],
-        Path(args.out) if args.out else None,
-        hardware=args.hardware,
-        formats=formats,
-    )
-    html_path = out / "report.html"
-    print(html_path)
-    if args.open:
-        import webbrowser
-
-        webbrowser.open(html_path.resolve().as_uri())
-    return 0
-
-
-def _warn_records(folders: list[str]) -> None:
-    """One warning line per run whose records.parquet is unusable (its records are read
-    from records.jsonl instead; a run with neither is refused by load_run)."""
-    from tokrate.runfolder.loaded_run import records_warning
-
-    for folder in folders:
-        warning = records_warning(folder)
-        if warning is not None:
-            print(f"tokrate: warning: {warning}", file=sys.stderr)
+    p.set_defaults(func=command(_COMMANDS, "cmd_report"))
 
 
 def add_compare(sub: Subparsers) -> None:
@@ -114,83 +86,7 @@ def add_compare(sub: Subparsers) -> None:
         "--format", choices=("md", "json", "table"), default="table", help="default: table"
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write there instead of stdout")
-    p.set_defaults(func=_cmd_compare)
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-
-    from tokrate.analysis.compare import compare_runs
-    from tokrate.errors import OutputError
-    from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
-    from tokrate.spec.thresholds import ThresholdSet
-
-    thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))
-    history = _history_folder(args.thresholds_from_history, Path(args.baseline))
-    noise = None
-    if history is not None:
-        from tokrate.analysis.noise import fit_thresholds
-
-        thresholds, noise = fit_thresholds(history, Path(args.current), thresholds)
-    _warn_records([args.baseline, args.current])
-    comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds, noise=noise)
-    if args.format == "md":
-        text = render_markdown(comparison)
-    elif args.format == "json":
-        text = render_json(comparison)
-    else:
-        import io
-
-        from rich.console import Console
-
-        if not args.output:
-            # A pipe or CI log gets plain text at a fixed width, a terminal its own.
-            tty = sys.stdout.isatty()
-            render_table(comparison, Console() if tty else Console(width=80, color_system=None))
-            return _compare_exit(comparison)
-        # A file gets plain text at a fixed width.
-        buf = io.StringIO()
-        render_table(comparison, Console(file=buf, width=80, color_system=None))
-        text = buf.getvalue()
-    if args.output:
-        try:
-            from tokrate.fileio import write_atomic
-
-            write_atomic(Path(args.output), text.encode("utf-8"))
-        except OSError as err:
-            raise OutputError(f"{args.output}: cannot write ({err.strerror})") from None
-    else:
-        sys.stdout.write(text)
-    return _compare_exit(comparison)
-
-
-def _history_folder(flag: str | None, baseline: Path) -> Path | None:
-    """Where compare fits noise thresholds: the flag's folder (None for "off"), else
-    the baseline's folder when a nightly keeps its runs there (a latest-good pointer)."""
-    from tokrate.fileio import path_is_dir
-    from tokrate.runfolder.store import LATEST_GOOD
-
-    if flag == "off":
-        return None
-    if flag is not None:
-        if not path_is_dir(Path(flag)):
-            raise UsageError(f"--thresholds-from-history {flag!s:.200}: no such directory")
-        return Path(flag)
-    parent = baseline.resolve().parent
-    return parent if (parent / LATEST_GOOD).is_file() else None
-
-
-def _compare_exit(comparison: object) -> int:
-    """The comparison's exit code; 2 also says why on stderr (nothing comparable)."""
-    from tokrate.runfolder.comparison import Comparison
-
-    assert isinstance(comparison, Comparison)
-    if comparison.exit_code == 2:
-        reasons = sorted({r.reason for r in comparison.results}) or ["no target in either run"]
-        print(
-            f"tokrate: error: nothing was comparable ({'; '.join(reasons)[:300]})",
-            file=sys.stderr,
-        )
-    return comparison.exit_code
+    p.set_defaults(func=command(_COMMANDS, "cmd_compare"))
 
 
 def add_history(sub: Subparsers) -> None:
@@ -207,26 +103,4 @@ def add_history(sub: Subparsers) -> None:
         "--threshold", action="append", default=[], metavar="METRIC=+N%", help="as for compare"
     )
     p.add_argument("-o", "--output", metavar="DIR", help="output folder (default DIR/history)")
-    p.set_defaults(func=_cmd_history)
-
-
-def _cmd_history(args: argparse.Namespace) -> int:
-
-    from tokrate.report.history_pages import build_history
-
-    thresholds = parse_thresholds(args.threshold)
-    out, history = build_history(
-        Path(args.root),
-        Path(args.output) if args.output else None,
-        models=args.model,
-        metrics=args.metric,
-        window=args.window,
-        thresholds=thresholds,
-    )
-    for warning in history.warnings:
-        print(f"tokrate: warning: {warning}", file=sys.stderr)
-    print(
-        f"history: {history.runs} runs, {history.changes.height} point(s) outside their band"
-        f" -> {out / 'history.html'}"
-    )
-    return 0
+    p.set_defaults(func=command(_COMMANDS, "cmd_history"))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
 from tokrate.errors import UsageError
 from tokrate.spec.thresholds import Threshold, ThresholdError, merge_thresholds, parse_threshold
 
-__all__ = ["Parser", "Subparsers", "parse_thresholds"]
+__all__ = ["Parser", "Subparsers", "command", "parse_thresholds"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,3 +36,14 @@ def parse_thresholds(texts: Iterable[str], flag: str = "--threshold") -> tuple[T
         except ThresholdError as err:
             raise UsageError(f"{flag} {err}") from None
     return merge_thresholds(parsed)
+
+
+def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A subcommand's body, the function ``name`` of ``module``, imported by name when
+    the subcommand runs: a command that needs polars, numpy or matplotlib keeps them
+    out of every other command's process (``tokrate run`` measures without them)."""
+
+    def run(args: argparse.Namespace) -> int:
+        return int(getattr(importlib.import_module(module), name)(args))
+
+    return run
