@@ -174,9 +174,17 @@ def plan_responses(
     }
     keys = chat_block_keys(messages) if block_keys else ()
     return RequestPlan(
-        model, input_tokens, n, finish, stream, False, reasoning_tokens, echo, block_keys=keys,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=n,
+        finish_reason=finish,
+        stream=stream,
+        include_usage=False,
+        reasoning_tokens=reasoning_tokens,
+        echo=echo,
+        block_keys=keys,
         reference=reference(body),
-    )  # fmt: skip
+    )
 
 
 def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -264,6 +272,14 @@ def plan_messages(
     # Anthropic caches only up to a cache_control breakpoint: none, nothing cached.
     limit = (breakpoint_tokens(messages) or 0) if block_keys else None
     return RequestPlan(
-        model, input_tokens, n, finish, stream, False, reasoning, block_keys=keys,
-        reference=reference(body), cache_limit_tokens=limit,
-    )  # fmt: skip
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=n,
+        finish_reason=finish,
+        stream=stream,
+        include_usage=False,
+        reasoning_tokens=reasoning,
+        block_keys=keys,
+        reference=reference(body),
+        cache_limit_tokens=limit,
+    )

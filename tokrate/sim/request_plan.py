@@ -148,9 +148,16 @@ def plan_request(
     if block_keys:
         keys = chat_block_keys(body["messages"]) if chat else text_block_keys(_prompt(body))
     return RequestPlan(
-        model, input_tokens, n, finish, stream, include_usage, reasoning, block_keys=keys,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=n,
+        finish_reason=finish,
+        stream=stream,
+        include_usage=include_usage,
+        reasoning_tokens=reasoning,
+        block_keys=keys,
         reference=reference(body),
-    )  # fmt: skip
+    )
 
 
 def plan_length(
