@@ -1,12 +1,16 @@
 """The process that measures a run never imports the analysis stack (polars, numpy,
 matplotlib): parquet, summary, report and the baseline check come from one child
-(python -m tokrate.finish), the tables are drawn here from what it wrote, and the
-results are the same as in one process."""
+(python -m tokrate.finish), a capacity search's probes are judged by another
+(python -m tokrate.finish.probe_judge), the tables are drawn here from what they
+wrote, and the results are the same as in one process. Every tokrate module the run
+loads is one the lean-wall contracts in pyproject.toml check (so lint-imports keeps
+the wall without a run)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import orjson
@@ -20,8 +24,37 @@ from tokrate.cli import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("polars", "numpy", "matplotlib") if m in sys.modules)
 print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+ours = sorted(m for m in sys.modules if m == "tokrate" or m.startswith("tokrate."))
+print("TOKRATE=" + ",".join(ours), file=sys.stderr)
 raise SystemExit(code)
 """
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lean_wall() -> tuple[set[str], set[str]]:
+    """(folders, modules) the lean-wall contracts of pyproject.toml name."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    folders: set[str] = set()
+    modules: set[str] = set()
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        if contract["name"].startswith("lean wall"):
+            assert contract["forbidden_modules"] == ["polars", "numpy", "matplotlib"]
+            target = modules if contract.get("as_packages") is False else folders
+            target.update(contract["source_modules"])
+    return folders, modules
+
+
+def _outside_the_wall(stderr: str) -> list[str]:
+    """The tokrate modules a run loaded that no lean-wall contract checks."""
+    (line,) = [x for x in stderr.splitlines() if x.startswith("TOKRATE=")]
+    folders, modules = _lean_wall()
+    return [
+        m
+        for m in line.removeprefix("TOKRATE=").split(",")
+        if m not in modules and not any(m == f or m.startswith(f + ".") for f in folders)
+    ]
+
 
 TIER = Tier(
     name="fixed",
@@ -63,6 +96,7 @@ def test_a_run_never_loads_polars_numpy_or_matplotlib(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     assert "HEAVY=\n" in done.stderr, done.stderr
+    assert _outside_the_wall(done.stderr) == []
     run_dir = tmp_path / "lean"
     # Everything the children wrote is there, and the table was printed.
     assert (run_dir / "records.parquet").is_file() and (run_dir / "report.html").is_file()
@@ -130,6 +164,7 @@ def test_a_baseline_check_runs_in_the_child_with_the_same_verdict_and_table(
         )
     assert first.returncode == 0, first.stderr
     assert "HEAVY=\n" in first.stderr and "no baseline run yet" in first.stderr
+    assert _outside_the_wall(second.stderr) == []
     # 64 requests: the p95 rows are inconclusive (a p95 needs 200), the rest unchanged.
     assert second.returncode == 3, second.stderr
     assert "HEAVY=\n" in second.stderr, second.stderr
@@ -146,3 +181,30 @@ def test_a_baseline_check_runs_in_the_child_with_the_same_verdict_and_table(
     assert (tmp_path / "b" / "comparison.json").is_file()
     # A bad history folder is refused before the run, one line, exit 2.
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+_CAPACITY = """
+[load]
+capacity = { start = 1, max_level = 2, min_requests = 8, goodput = 0.5, confidence = 0.9 }
+
+[slo]
+e2e_s = 5.0
+"""
+
+
+def test_a_capacity_search_judges_its_probes_in_a_child(tmp_path: Path) -> None:
+    config = tmp_path / "bench.toml"
+    config.write_text(_CAPACITY)
+    with simulator_process(SimConfig(tiers=(TIER,), time_scale=1.0)) as base:
+        done = _run(base, tmp_path, "cap", "-c", str(config), "--capacity")
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY=\n" in done.stderr, done.stderr
+    assert _outside_the_wall(done.stderr) == []
+    loaded = load_run(tmp_path / "cap")
+    assert loaded.summary is not None and loaded.summary.capacity is not None
+    (target,) = loaded.summary.capacity.targets
+    # 8 ms answers against a 5 s limit: every probe meets, the search ends at its top.
+    assert (target.capacity, target.verdict) == (2.0, "at_max")
+    assert [p.verdict for p in target.probes] == ["meets", "meets"]
+    assert all(p.met == p.requests and p.requests >= 8 for p in target.probes)
+    assert "capacity" in done.stdout and "at_max" in done.stdout

@@ -15,14 +15,15 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   workers' shards and every event goes to the :class:`~tokrate.load.collector.Collector`
   (the store first, then live progress). Meanwhile a
   :class:`~tokrate.load.scrape.MetricsSampler` scrapes every endpoint's
-  ``metrics_url`` in a thread of its own (server_metrics.parquet; a failed scrape is
-  one warning, never a failed run).
+  ``metrics_url`` in a thread of its own (server_metrics.jsonl, which the finishing
+  child turns into server_metrics.parquet; a failed scrape is one warning, never a
+  failed run).
   With ``[load] capacity`` the scenarios are the capacity search's probes instead
   (:mod:`tokrate.load.capacity_search`), each run through the same backend.
 - **finish** (:func:`_finish`): run.json gets what the load learned (counts, warnings,
   loop lag, connections, scrapes; capacity.json after a search), then one child
   process (:mod:`tokrate.finish.child`: ``python -m tokrate.finish``) writes
-  records.parquet, summary.json and the final run.json, builds the report and runs the
+  records.parquet, server_metrics.parquet, summary.json and the final run.json, builds the report and runs the
   baseline check; this process reads summary.json and comparison.json back with their
   readers. It never imports polars, numpy or matplotlib for any of it. A target that
   got no ok request at all makes the exit code 1, with one line per such target naming
