@@ -113,8 +113,8 @@ def test_different_load_and_prompts_are_not_comparable(tmp_path: Path) -> None:
 
 
 def test_too_few_samples(tmp_path: Path) -> None:
-    """Every row needs its statistic's samples (a p95 10 values above it, so 200); a
-    3x slowdown measured on 5 requests is inconclusive, never regressed: exit 3."""
+    """Every row needs its statistic's samples (a p95 MLPerf LoadGen's early-stopping
+    minimum at 99%, 130); a 3x slowdown measured on 5 requests is inconclusive, never regressed: exit 3."""
     base = write_run(tmp_path, "base", make_records("base", seed=1, n=5))
     cur = write_run(tmp_path, "cur", make_records("cur", seed=2, n=5, slow={"sim-7b": 3.0}))
     c = compare_runs(base, cur)
@@ -128,7 +128,17 @@ def test_too_few_samples(tmp_path: Path) -> None:
     assert rows[("sim-7b", "tpot_p50")].verdict == "regressed"
     p95 = rows[("sim-7b", "ttft_p95")]
     assert p95.verdict == "inconclusive"
-    assert p95.reason == "too few samples (baseline 60, current 60; a p95 needs 200)"
+    assert p95.reason == "too few samples (baseline 60, current 60; a p95 needs 130)"
+    # 140 requests, 5 of them failed: the p95 of the 135 ok ones is judged.
+    base = write_run(tmp_path, "b140", make_records("b140", seed=1, n=140))
+    slow_failing = make_records(
+        "c140", seed=2, n=140, slow={"sim-7b": 3.0}, error_every={"sim-7b": 28}
+    )
+    cur = write_run(tmp_path, "c140", slow_failing)
+    rows = {(r.model, r.metric): r for r in compare_runs(base, cur).results}
+    p95 = rows[("sim-7b", "ttft_p95")]
+    assert (p95.n_current, p95.verdict) == (135, "regressed")
+    assert p95.current_es is not None and p95.current_es >= p95.current
 
 
 def test_error_rate_regression(tmp_path: Path) -> None:
@@ -203,12 +213,13 @@ def test_markdown_verdict_line_first_and_json_schema(tmp_path: Path) -> None:
     assert set(row) == {
         "endpoint", "model", "scenario", "label", "metric", "unit", "direction", "baseline",
         "current", "change", "change_kind", "ci", "threshold", "threshold_source",
-        "n_baseline", "n_current", "verdict", "reason", "confirmation",
+        "n_baseline", "n_current", "verdict", "reason", "confirmation", "baseline_es",
+        "current_es",
     }  # fmt: skip
     assert doc["unconfirmed"] == [{"endpoint": "sim", "model": "sim-70b", "scenario": "c=4"}]
     assert doc["confirmed"] is False and doc["noise"] is None
     assert doc["baseline"]["warnings"] == [] and doc["current"]["warnings"] == []
-    assert doc["settings"]["min_tail_samples"] == 10
+    assert doc["settings"]["tail_confidence"] == 0.99
 
 
 def test_parse_threshold() -> None:
@@ -354,16 +365,21 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
         "- sim-70b c=4 e2e_p95: 1.25x slower [1.25, 1.25], regressed\n"
         "- sim-70b c=4 decode_tps_p50: 1.25x slower [1.25, 1.25], regressed\n"
         "\n"
-        "| target | metric | baseline | current | change [95% CI] | threshold | verdict |\n"
-        "|---|---|---:|---:|---|---:|---|\n"
-        "| sim-70b c=4 | ttft_p95 | 120 ms | 150 ms | 1.25x slower [1.25, 1.25] | +10% | regressed |\n"
-        "| sim-70b c=4 | tpot_p50 | 45.0 ms | 56.2 ms | 1.25x slower [1.25, 1.25] | +5% | regressed |\n"
-        "| sim-70b c=4 | e2e_p95 | 1,515 ms | 1,894 ms | 1.25x slower [1.25, 1.25] | +10% | regressed |\n"
-        "| sim-70b c=4 | decode_tps_p50 | 22.2 tok/s | 17.8 tok/s | 1.25x slower [1.25, 1.25] | -5% | regressed |\n"
-        "| sim-70b c=4 | error_rate | 0.0% | 0.0% | +0.0pp [-1.9, +1.9] | +1pp | unchanged |\n"
+        "| target | metric | baseline | current | change [95% CI] | threshold | verdict"
+        " | early-stopping estimate (99%) |\n"
+        "|---|---|---:|---:|---|---:|---|---:|\n"
+        "| sim-70b c=4 | ttft_p95 | 120 ms | 150 ms | 1.25x slower [1.25, 1.25] | +10% | regressed | 120 → 150 ms |\n"
+        "| sim-70b c=4 | tpot_p50 | 45.0 ms | 56.2 ms | 1.25x slower [1.25, 1.25] | +5% | regressed | — |\n"
+        "| sim-70b c=4 | e2e_p95 | 1,515 ms | 1,894 ms | 1.25x slower [1.25, 1.25] | +10% | regressed | 1,515 → 1,894 ms |\n"
+        "| sim-70b c=4 | decode_tps_p50 | 22.2 tok/s | 17.8 tok/s | 1.25x slower [1.25, 1.25] | -5% | regressed | — |\n"
+        "| sim-70b c=4 | error_rate | 0.0% | 0.0% | +0.0pp [-1.9, +1.9] | +1pp | unchanged | — |\n"
         "\n"
-        "95% bootstrap intervals (2000 resamples, seed 0); a regression needs the change "
-        "past its threshold and an interval excluding 0.\n"
+        "Changes are ratios of current to baseline, turned to read ≥ 1 with the word that"
+        ' says which way ("1.25x slower", "1.10x faster"), with their 95% bootstrap'
+        " interval in the same form ([1.20, 1.31]; 2000 resamples, seed 0); rates are"
+        " differences in percentage points with Newcombe's 95% interval. A regression"
+        ' reads "slower" (a rate: higher errors, lower passes), with the change past its'
+        " threshold and the whole interval above 1 (above 0 points for a rate).\n"
     )
     buf = io.StringIO()
     render_table(c, Console(file=buf, width=80, color_system=None))
@@ -380,6 +396,8 @@ def test_exact_markdown_and_table(tmp_path: Path) -> None:
         "  e2e_p95           1,515 → 1,894 ms  1.25x slower [1.25, 1.25]  regressed\n"
         "  decode_tps_p50   22.2 → 17.8 tok/s  1.25x slower [1.25, 1.25]  regressed\n"
         "  error_rate             0.0% → 0.0%  +0.0pp [-1.9, +1.9]        unchanged\n"
+        "early-stopping estimates (99%): sim-70b c=4 ttft_p95 120 → 150 ms; sim-70b c=4 \n"
+        "e2e_p95 1,515 → 1,894 ms\n"
     ), buf.getvalue()
 
 

@@ -66,6 +66,10 @@ def test_distribution_linear_percentiles_and_none_when_empty() -> None:
         "p99": pytest.approx(3.97),
         "min": 1.0,
         "max": 4.0,
+        # Four samples certify no tail percentile (a p90 needs 64).
+        "p90_es": None,
+        "p95_es": None,
+        "p99_es": None,
     }
     empty = distribution([])
     assert empty["n"] == 0

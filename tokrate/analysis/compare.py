@@ -12,9 +12,10 @@ threshold a row reports the baseline value, the current value, the change, a see
   (and, where the run was re-measured, the re-measurement regressed too);
 - ``improved``: the change is better than the threshold *and* its interval excludes zero;
 - ``unchanged``: anything else ("not significant" is an answer);
-- ``inconclusive``: the row cannot be judged: too few samples for its statistic (a p95
-  needs :data:`MIN_TAIL_SAMPLES` values above it), or a change past its threshold that
-  an overloaded client could have made (:mod:`tokrate.analysis.health`);
+- ``inconclusive``: the row cannot be judged: too few samples for its statistic (a
+  percentile needs MLPerf LoadGen's early-stopping minimum at 99% confidence:
+  :func:`samples_needed`, 130 for a p95), or a change past its threshold that an
+  overloaded client could have made (:mod:`tokrate.analysis.health`);
 - ``not_comparable``: the target or scenario is missing on one side, or the prompts or
   the load differ.
 
@@ -44,12 +45,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from tokrate.analysis.cache_compare import compare_cache_hit_rate, has_cached_tokens
 from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
+from tokrate.analysis.early_stopping import CONFIDENCE as ES_CONFIDENCE
+from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank, min_samples
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
@@ -57,7 +61,6 @@ from tokrate.analysis.stats import block_length, newcombe_interval, relative_cha
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
     CONFIRM_FOLDER,
-    MIN_TAIL_SAMPLES,
     CompareSettings,
     Comparison,
     Confirmation,
@@ -83,16 +86,28 @@ __all__ = [
 ]
 
 
-def samples_needed(metric: str, min_samples: int, min_tail: int = MIN_TAIL_SAMPLES) -> int:
-    """Values each side needs for ``metric`` to be judged (see MIN_TAIL_SAMPLES; a mean
-    or an error rate needs ``min_samples``)."""
+def samples_needed(metric: str, least: int, confidence: float = ES_CONFIDENCE) -> int:
+    """Values each side needs for ``metric`` to be judged: a percentile q MLPerf
+    LoadGen's early-stopping minimum at ``confidence`` (the fewest samples on which q
+    can be certified: 11 for a p50, 64 for a p90, 130 for a p95, 662 for a p99 at 99%;
+    tokrate.analysis.early_stopping), at least ``least`` (CompareSettings.min_samples);
+    a mean or a rate ``least``. Below that a percentile rests on its top one or two
+    requests, and one slow request moves it."""
     if metric in (*ABSOLUTE_METRICS, "capacity"):
-        return min_samples
+        return least
     _, q = metric_column(metric)
     if q is None:
-        return min_samples
-    tail = max(q, 1.0 - q)
-    return max(min_samples, math.ceil(min_tail / (1.0 - tail) - 1e-9))
+        return least
+    return max(least, min_samples(q, confidence))
+
+
+def _es(values: np.ndarray, q: float | None) -> float | None:
+    """The early-stopping estimate of a tail percentile of ``values`` (None for other
+    statistics and below the samples it needs)."""
+    if q is None or q not in {tail for _, tail in ES_QUANTILES}:
+        return None
+    rank = certified_rank(int(values.size), q)
+    return None if rank is None else float(np.sort(values)[values.size - rank])
 
 
 def _in_flight(group: pl.DataFrame) -> float | None:
@@ -190,10 +205,12 @@ def compare_metric(
         n_current=int(vc.size),
         baseline=float(sample_stat(vb, q)) if vb.size else None,
         current=float(sample_stat(vc, q)) if vc.size else None,
+        baseline_es=_es(vb, q),
+        current_es=_es(vc, q),
     )
     if problem is not None:
         return out
-    need = samples_needed(metric, s.min_samples, s.min_tail)
+    need = samples_needed(metric, s.min_samples, s.tail_confidence)
     if min(vb.size, vc.size) < need:
         return replace(out, verdict="inconclusive", reason=_too_few(metric, vb.size, vc.size, need))
     assert out.baseline is not None and out.current is not None

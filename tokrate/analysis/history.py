@@ -273,7 +273,7 @@ def _walk(
         fitted = noise_threshold(t, earlier)
         low, high = band(base_value, fitted)
         outside = not low <= value <= high
-        need = samples_needed(t.metric, settings.min_samples, settings.min_tail)
+        need = samples_needed(t.metric, settings.min_samples, settings.tail_confidence)
         verdict = "unchanged" if min(n, base_n) >= need else "inconclusive"
         if outside:
             group = (row["endpoint"], row["model"], row["scenario"])

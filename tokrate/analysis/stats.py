@@ -12,6 +12,7 @@ Percentiles use linear interpolation between closest ranks (numpy's default,
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank
 from tokrate.analysis.proportions import wilson_bounds
 from tokrate.runfolder.summary import DIST_KEYS, Group
 
@@ -37,6 +39,7 @@ __all__ = [
     "dist_exprs",
     "distribution",
     "empty_distribution",
+    "es_of_series",
     "fit_power_law",
     "row_to_distribution",
     "stability_warnings",
@@ -54,6 +57,16 @@ _QUANTILES: Final = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 def empty_distribution() -> dict[str, Any]:
     """The distribution of no values: n = 0 and every statistic None."""
     return {k: (0 if k == "n" else None) for k in DIST_KEYS}
+
+
+def es_of_series(values: pl.Series, q: float) -> float | None:
+    """The early-stopping estimate of the ``q`` percentile of ``values`` (no nulls or
+    NaNs): their t*-th largest (tokrate.analysis.early_stopping), None below the
+    samples it needs."""
+    rank = certified_rank(values.len(), q)
+    if rank is None:
+        return None
+    return float(values.sort(descending=True)[rank - 1])
 
 
 def dist_exprs(column: str | pl.Expr, prefix: str | None = None) -> list[pl.Expr]:
@@ -79,6 +92,12 @@ def dist_exprs(column: str | pl.Expr, prefix: str | None = None) -> list[pl.Expr
         col.quantile(q, interpolation="linear").alias(f"{name}__{key}") for key, q in _QUANTILES
     ]
     exprs += [col.min().alias(f"{name}__min"), col.max().alias(f"{name}__max")]
+    exprs += [
+        col.map_batches(
+            functools.partial(es_of_series, q=q), return_dtype=pl.Float64, returns_scalar=True
+        ).alias(f"{name}__{key}_es")
+        for key, q in ES_QUANTILES
+    ]
     return exprs
 
 

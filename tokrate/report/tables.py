@@ -47,6 +47,13 @@ def _cost(g: Group) -> str:
     return f"${g.cost.usd_per_m_output:,.2f}{mark}"
 
 
+def _with_es(p95: float | None, es: float | None) -> str:
+    """A p95 with its early-stopping estimate beside it: "157 ms (≤ 170)"."""
+    if es is None:
+        return fmt_ms(p95)
+    return f"{fmt_ms(p95)} (≤ {fmt_ms(es, unit=False)})"
+
+
 def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -> Table:
     """One row per group (endpoint, model, scenario) of one run's summary."""
     # The decision columns (SLO met, goodput, cost) first: a reader who scrolls
@@ -94,23 +101,29 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
                 str(g.counts.ok),
                 str(g.counts.failed),
                 fmt_ms(g.ttft_s.p50),
-                fmt_ms(g.ttft_s.p95),
+                _with_es(g.ttft_s.p95, g.ttft_s.p95_es),
                 per_token or fmt_ms(g.tpot_s.p50),
                 per_token or fmt_ms(g.itl_s.p99),
-                fmt_ms(g.e2e_s.p95),
+                _with_es(g.e2e_s.p95, g.e2e_s.p95_es),
                 per_token or fmt_tps(g.decode_tps.p50),
                 fmt_tps(g.aggregate_output_tps),
                 fmt_num(g.requests_per_s, 2),
             )
         )
     numeric = (False, False, False) + (True,) * (len(header) - 3)
-    note = ""
+    notes = []
+    if any(g.ttft_s.p95_es is not None or g.e2e_s.p95_es is not None for g in summary.groups):
+        notes.append(
+            "(≤ x): MLPerf LoadGen's early-stopping estimate of the p95, a value the true"
+            " p95 stays at or below with 99% confidence (from 130 ok requests)."
+        )
     if buffered:
         who = who_held(buffered, by_client, short, max(lags) if lags else None)
-        note = (
+        notes.append(
             f"{buffered} buffered requests ({who}: ITL/TPOT not meaningful) are left out "
             "of TPOT, ITL and decode tok/s; see Buffered streams."
         )
+    note = " ".join(notes)
     return Table(title or f"Summary: {run_key}", header, tuple(rows), note=note, numeric=numeric)
 
 

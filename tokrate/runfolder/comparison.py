@@ -20,6 +20,10 @@ Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
        "warnings" (each run's run.json warnings); row "confirmation"; "confirmed",
        "unconfirmed"; "noise" (where fitted thresholds came from); settings
        "min_tail_samples" and "intervals".
+    3: a percentile needs MLPerf LoadGen's early-stopping minimum at 99% confidence
+       (settings "tail_confidence" replaces "min_tail_samples"); rows carry
+       "baseline_es" and "current_es" (the early-stopping estimates of a p90, p95 or
+       p99, null otherwise or below the samples they need).
 """
 
 from __future__ import annotations
@@ -47,7 +51,6 @@ __all__ = [
     "COMPARISON_SCHEMA_HISTORY",
     "COMPARISON_SCHEMA_VERSION",
     "CONFIRM_FOLDER",
-    "MIN_TAIL_SAMPLES",
     "CompareSettings",
     "Comparison",
     "Confirmation",
@@ -61,20 +64,17 @@ __all__ = [
 #: The file a baseline check writes into the run it judged (and comparison.md beside).
 COMPARISON_FILE: Final = "comparison.json"
 
-COMPARISON_SCHEMA_VERSION: Final = 2
+COMPARISON_SCHEMA_VERSION: Final = 3
 COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "inconclusive verdicts, both runs' warnings, confirmation, unconfirmed, noise",
+    3: "early-stopping sample minimum (tail_confidence) and estimates per row",
 }
 
 Verdict = Literal["improved", "unchanged", "regressed", "inconclusive", "not_comparable"]
 
 _VERDICTS: Final = ("regressed", "improved", "unchanged", "inconclusive", "not_comparable")
 
-#: A percentile q is judged only with at least this many values beyond it on each side
-#: (so n >= MIN_TAIL_SAMPLES / (1 - q): 20 for p50, 100 for p90, 200 for p95, 1,000
-#: for p99): below that it rests on a handful of requests, and one slow one moves it.
-MIN_TAIL_SAMPLES: Final = 10
 #: The folder, inside a run folder, that holds its confirmation measurement (a run
 #: folder of its own; tokrate.load.confirm).
 CONFIRM_FOLDER: Final = "confirm"
@@ -85,17 +85,18 @@ class CompareSettings:
     """Statistics knobs. ``resamples`` bootstrap draws at ``confidence``, seeded by
     ``seed`` (plus a stable hash of each row's key, so rows are independent but every
     rerun gives the same interval). ``min_samples``: fewer values on either side make
-    a row inconclusive; a percentile also needs ``min_tail`` values beyond it
-    (:func:`tokrate.analysis.compare.samples_needed`). ``intervals`` False skips the
-    bootstrap where the verdict does not depend on it (a change within its threshold):
-    history does, the verdict is the same."""
+    a row inconclusive; a percentile also needs MLPerf LoadGen's early-stopping
+    minimum at ``tail_confidence`` (:func:`tokrate.analysis.compare.samples_needed`:
+    130 for a p95 at 99%). ``intervals`` False skips the bootstrap where the verdict
+    does not depend on it (a change within its threshold): history does, the verdict
+    is the same."""
 
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
     min_samples: int = 10
     intervals: bool = True
-    min_tail: int = MIN_TAIL_SAMPLES
+    tail_confidence: float = 0.99
 
 
 def _ci_of(data: Mapping[str, Any], where: str) -> tuple[float, float] | None:
@@ -218,6 +219,10 @@ class MetricResult:
     n_current: int = 0
     label: str = ""
     confirmation: Confirmation | None = None
+    #: The early-stopping estimates of a p90, p95 or p99 (tokrate.analysis.early_stopping),
+    #: None for other statistics or below the samples they need.
+    baseline_es: float | None = None
+    current_es: float | None = None
 
     @property
     def key(self) -> SeriesKey:
@@ -248,6 +253,8 @@ class MetricResult:
             "verdict": self.verdict,
             "reason": self.reason,
             "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
+            "baseline_es": self.baseline_es,
+            "current_es": self.current_es,
         }
 
     @classmethod
@@ -284,6 +291,8 @@ class MetricResult:
             confirmation=None
             if again is None
             else Confirmation.from_dict(again, f"{where}: confirmation"),
+            baseline_es=r.opt_float("baseline_es"),
+            current_es=r.opt_float("current_es"),
         )
 
 
@@ -429,7 +438,7 @@ class Comparison:
                 "resamples": s.resamples,
                 "seed": s.seed,
                 "min_samples": s.min_samples,
-                "min_tail_samples": s.min_tail,
+                "tail_confidence": s.tail_confidence,
                 "intervals": s.intervals,
             },
             "warnings": list(self.warnings),
@@ -473,8 +482,9 @@ class Comparison:
             seed=st.opt_int("seed") or defaults.seed,
             min_samples=st.opt_int("min_samples") or defaults.min_samples,
             intervals=st.opt_bool("intervals") is not False,
-            # Schema 1 judged a percentile on min_samples alone.
-            min_tail=st.opt_int("min_tail_samples") or (defaults.min_tail if version >= 2 else 0),
+            # Schemas 1 and 2 judged a percentile by another sample minimum (none, then
+            # 10 values beyond it); the document keeps saying what it was judged by.
+            tail_confidence=st.opt_float("tail_confidence") or defaults.tail_confidence,
         )
         noise = r.opt_mapping("noise")
         results = tuple(

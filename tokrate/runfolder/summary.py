@@ -44,6 +44,10 @@ readers keep loading every version listed):
     9: ``stream.short_hold``: buffered requests (not client-held) whose first read came
        within 50 ms of the send, so held for less than that: too short to blame a proxy
        or the server (tokrate.analysis.buffering). Older files load with 0.
+    10: every distribution carries ``p90_es``, ``p95_es`` and ``p99_es``: MLPerf
+       LoadGen's early-stopping estimates of those percentiles at 99% confidence
+       (tokrate.analysis.early_stopping), null below the samples each needs (64, 130,
+       662). Older files load with them null.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from tokrate.textfmt import level_label
 __all__ = [
     "DIST_KEYS",
     "DIST_METRICS",
+    "ES_KEYS",
     "SUMMARY_SCHEMA_HISTORY",
     "SUMMARY_SCHEMA_VERSION",
     "CacheUse",
@@ -76,7 +81,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 9
+SUMMARY_SCHEMA_VERSION: Final = 10
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -89,10 +94,13 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     " lagging event loop held",
     8: "counts.not_sent (requests the client never sent, left out of counts.error)",
     9: "stream.short_hold: buffered streams whose first read came within 50 ms of the send",
+    10: "p90_es, p95_es, p99_es per distribution: early-stopping estimates at 99% confidence",
 }
 
+#: The early-stopping estimates of the tail percentiles (tokrate.analysis.early_stopping).
+ES_KEYS: Final = ("p90_es", "p95_es", "p99_es")
 #: Keys of every distribution, in the order summary.json writes them.
-DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max")
+DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max", *ES_KEYS)
 
 #: Per-request metrics summarised as distributions, in summary.json order.
 DIST_METRICS: Final = (
@@ -150,7 +158,9 @@ def _obj(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
 @dataclass(frozen=True, slots=True)
 class Distribution:
     """n, mean, p50, p90, p95, p99, min and max of one metric (linear-interpolated
-    percentiles). ``n == 0``: every statistic is None."""
+    percentiles), and the early-stopping estimates of p90, p95 and p99 (``p95_es``:
+    a value the true p95 stays at or below with 99% confidence; None below the samples
+    it needs: tokrate.analysis.early_stopping). ``n == 0``: every statistic is None."""
 
     n: int = 0
     mean: float | None = None
@@ -160,9 +170,12 @@ class Distribution:
     p99: float | None = None
     min: float | None = None
     max: float | None = None
+    p90_es: float | None = None
+    p95_es: float | None = None
+    p99_es: float | None = None
 
     def stat(self, name: str) -> float | None:
-        """``"p95"``, ``"mean"``, ... by name (KeyError for an unknown one)."""
+        """``"p95"``, ``"mean"``, ``"p95_es"``, ... by name (KeyError for an unknown one)."""
         if name not in DIST_KEYS or name == "n":
             raise KeyError(name)
         value = getattr(self, name)
@@ -176,7 +189,7 @@ class Distribution:
         n = _int(data, "n", where)
         if n == 0:
             return cls()
-        return cls(n, *(_num(data, k, where) for k in DIST_KEYS[1:]))
+        return cls(n, **{k: _num(data, k, where) for k in DIST_KEYS[1:]})
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ __all__ = [
     "baseline_verdict_line",
     "confirmation_text",
     "describe_change",
+    "es_values",
+    "footnote",
     "format_value",
     "headline",
     "noise_line",
@@ -70,6 +72,14 @@ def _values(r: MetricResult) -> str:
     if r.unit == "rate":
         return f"{format_value(r.baseline, 'rate')} → {format_value(r.current, 'rate')}"
     return f"{fmt_tps(r.baseline)} → {fmt_tps(r.current)} {r.unit}"
+
+
+def es_values(r: MetricResult) -> str | None:
+    """The early-stopping estimates of a tail-percentile row, "170 → 420 ms" (a side
+    below the samples its estimate needs shows –); None for other rows."""
+    if r.baseline_es is None and r.current_es is None:
+        return None
+    return _values(replace(r, baseline=r.baseline_es, current=r.current_es))
 
 
 def describe_change(r: MetricResult) -> str:
@@ -221,8 +231,11 @@ def render_markdown(c: Comparison) -> str:
         out += [f"- {side} run warned: {md_escape(w)}" for w in warnings]
     if len(out) > 2:
         out.append("")
-    out.append("| target | metric | baseline | current | change [95% CI] | threshold | verdict |")
-    out.append("|---|---|---:|---:|---|---:|---|")
+    out.append(
+        "| target | metric | baseline | current | change [95% CI] | threshold | verdict"
+        " | early-stopping estimate (99%) |"
+    )
+    out.append("|---|---|---:|---:|---|---:|---|---:|")
     for r in _ordered(c):
         th = r.threshold.describe() if r.threshold else DASH
         change = describe_change(r) if r.verdict != "not_comparable" else md_escape(r.reason)
@@ -234,19 +247,30 @@ def render_markdown(c: Comparison) -> str:
             change,
             th,
             r.verdict.replace("_", " "),
+            es_values(r) or DASH,
         )
         out.append("| " + " | ".join(cells) + " |")
-    s = c.settings
-    out.append("")
-    out.append(
-        f"{s.confidence:.0%} bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
-        "a regression needs the change past its threshold and an interval excluding 0"
-        + (", and a re-measurement that regressed too." if c.confirmed else ".")
-    )
+    out += ["", footnote(c)]
     noise = noise_line(c)
     if noise is not None:
         out += ["", md_escape(noise)]
     return "\n".join(out) + "\n"
+
+
+def footnote(c: Comparison) -> str:
+    """What the change column's numbers are and what a regression needs, in the form
+    they are printed: ratios around 1, points for rates."""
+    s = c.settings
+    return (
+        "Changes are ratios of current to baseline, turned to read ≥ 1 with the word that"
+        ' says which way ("1.25x slower", "1.10x faster"), with their'
+        f" {s.confidence:.0%} bootstrap interval in the same form ([1.20, 1.31];"
+        f" {s.resamples} resamples, seed {s.seed}); rates are differences in percentage"
+        f" points with Newcombe's {s.confidence:.0%} interval. A regression reads"
+        ' "slower" (a rate: higher errors, lower passes), with the change past its threshold'
+        " and the whole interval above 1 (above 0 points for a rate)"
+        + (", and a re-measurement that regressed too." if c.confirmed else ".")
+    )
 
 
 def render_json(c: Comparison) -> str:
@@ -303,6 +327,10 @@ def render_table(c: Comparison, console: Console) -> None:
             cells.append(Text(short.get(r.verdict, r.verdict)))
             table.add_row(*cells, style=_STYLE[r.verdict] or None)
     console.print(table)
+    es_rows = [(r, es_values(r)) for r in _ordered(c) if r.verdict != "not_comparable"]
+    es_lines = [f"{r.label} {r.metric} {text}" for r, text in es_rows if text is not None]
+    if es_lines:
+        console.print(Text("early-stopping estimates (99%): " + "; ".join(es_lines)))
     for r in _ordered(c):
         again = confirmation_text(r)
         if r.verdict == "inconclusive":
