@@ -160,6 +160,7 @@ def _body_pairs(items: list[str]) -> dict[str, object]:
     import orjson
 
     from tokrate.spec import RESERVED_BODY_KEYS
+    from tokrate.spec.request_fields import unstreamable
 
     out: dict[str, object] = {}
     for item in items:
@@ -177,6 +178,9 @@ def _body_pairs(items: list[str]) -> dict[str, object]:
                 f"tokrate run: --body {key}: the value is not JSON: {text[:60]!r}"
                 " (quote strings: --body 'user=\"me\"')"
             ) from None
+        why = unstreamable(key, out[key])
+        if why is not None:
+            raise UsageError(f"tokrate run: --body {key}: {why}")
     return out
 
 

@@ -9,7 +9,10 @@ only in the protocol's key header (``Authorization: Bearer``; ``x-api-key`` for
 Anthropic; ``api-key`` for Azure OpenAI); ``repr()`` of a PreparedRequest redacts it.
 Four protocols: Chat Completions, legacy Completions, the Responses API
 (``/responses``: ``input``, ``instructions``, ``max_output_tokens``) and Anthropic
-Messages (``/messages``: ``messages``, ``system``, ``max_tokens``).
+Messages (``/messages``: ``messages``, ``system``, ``max_tokens``). A prompt is written
+as a Chat Completions request; its messages and its own request fields (tools,
+response_format, sampling settings, ...) reach another protocol through
+:mod:`tokrate.client.translate`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from urllib.parse import quote
 import orjson
 
 from tokrate.client.accumulate import MAX_RESPONSE_BYTES, MAX_RESPONSE_CHUNKS
+from tokrate.client.translate import Untranslatable, translate_fields, translate_messages
 from tokrate.errors import ConfigError, PromptError
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
@@ -37,6 +41,7 @@ __all__ = [
     "RequestSettings",
     "auth_headers",
     "build_request",
+    "check_translations",
     "new_unique_prefix",
     "probe_request",
     "request_id_value",
@@ -164,25 +169,6 @@ def target_api(target: Target, settings: RequestSettings) -> str:
     return target.endpoint.api or settings.api
 
 
-def _split_system(messages: list[Any]) -> tuple[str | None, list[Any]]:
-    """(system text, the other messages): Responses' ``instructions`` and Anthropic's
-    ``system`` are separate from the turns."""
-    system = [m for m in messages if isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES]
-    rest = [m for m in messages if not (isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES)]
-    return (_flatten(system) if system else None), rest
-
-
-def _responses_turn(message: Any) -> Any:
-    """A chat message as a Responses input item: text parts are ``input_text`` there."""
-    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-        return message
-    parts = [
-        {**p, "type": "input_text"} if isinstance(p, dict) and p.get("type") == "text" else p
-        for p in message["content"]
-    ]
-    return {**message, "content": parts}
-
-
 def _turns(prompt: Prompt, unique_prefix: str | None) -> list[Any]:
     """The prompt as chat messages (a text prompt becomes one user turn), prefixed."""
     if prompt.messages:
@@ -253,9 +239,9 @@ def _protocol_body(
         if limit is not None:
             body[limit_field] = int(limit)
         return body, "/chat/completions"
-    system, turns = _split_system(messages)
+    system, turns = translate_messages(api, messages)
     if api == "responses":
-        body["input"] = [_responses_turn(m) for m in turns]
+        body["input"] = turns
         if system is not None:
             body["instructions"] = system
         if limit is not None:
@@ -290,19 +276,27 @@ def _ignore_eos(
         body["ignore_eos"] = True
 
 
-def _merge_knobs(body: dict[str, Any], target: Target, settings: RequestSettings) -> None:
-    """Body knobs in rising precedence: run-wide, endpoint, model, --body."""
+def _merge_knobs(
+    body: dict[str, Any], target: Target, settings: RequestSettings, prompt_fields: dict[str, Any]
+) -> None:
+    """Body knobs in rising precedence: run-wide, endpoint, model, the prompt's own
+    fields (its ``body``, in the target's protocol), --body. A field replaces the same
+    top-level field of a lower layer whole."""
     layers = (
         ("client", settings.extra_body),
         (f"endpoint {target.endpoint.name!r}", target.endpoint.extra_body),
         (f"model {target.model.name!r}", target.model.extra_body),
-        ("--body", settings.body_overrides),
     )
     for owner, pairs in layers:
         for key, value in pairs:
             if key in RESERVED_BODY_KEYS:
                 raise ConfigError(f"{owner}: extra_body may not set {key!r}")
             body[key] = value
+    body.update(prompt_fields)
+    for key, value in settings.body_overrides:
+        if key in RESERVED_BODY_KEYS:
+            raise ConfigError(f"--body: may not set {key!r}")
+        body[key] = value
 
 
 def _merge_headers(*layers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -398,17 +392,24 @@ def build_request(
     turns). ``request_id`` rides in ``settings.request_id_header`` (configured headers
     may replace it). A model's ``cache_control`` marks Anthropic cache breakpoints
     (:func:`_cache_breakpoint`), its ``prompt_cache_key`` rides in chat and Responses
-    bodies. Body knobs are merged last (see :func:`_merge_knobs`) but may not replace
-    model/messages/prompt/input/stream. ``include_usage`` only matters to chat and
-    completions (the typed protocols always report usage).
+    bodies. The prompt's own request fields (``prompt.body``) go as written to a chat
+    target and translated to another protocol (:mod:`tokrate.client.translate`); body
+    knobs and those fields are merged last (see :func:`_merge_knobs`) but may not
+    replace model/messages/prompt/input/stream. ``include_usage`` only matters to chat
+    and completions (the typed protocols always report usage).
 
     Raises:
         ConfigError: an extra_body tries to override a reserved key.
         PromptError: the prompt has neither messages nor prompt text.
+        Untranslatable: a prompt field or message part with no equivalent in the
+            target's protocol (the run's preparation checks every prompt first).
     """
     endpoint, model = target.endpoint, target.model
     api = target_api(target, settings)
-    limit_field = max_tokens_field or model.max_tokens_field or "max_tokens"
+    limit_field = (
+        max_tokens_field or model.max_tokens_field or prompt.max_tokens_field or "max_tokens"
+    )
+    prompt_fields = translate_fields(api, prompt.body) if prompt.body else {}
     body: dict[str, Any] = {"model": model.name}
     part, route = _protocol_body(api, prompt, unique_prefix, limit_field)
     body.update(part)
@@ -425,7 +426,7 @@ def build_request(
         # The simulator cannot know a right answer; it is told one, and answers it with
         # its tier's declared accuracy (docs/quality.md). Never sent to a real server.
         body[SIM_ANSWER_FIELD] = {"text": expect.example, "task": prompt.task, "key": prompt.id}
-    _merge_knobs(body, target, settings)
+    _merge_knobs(body, target, settings, prompt_fields)
     headers = _merge_headers(
         [("Content-Type", "application/json"), ("Accept", "text/event-stream")],
         auth_headers(target, api, api_key),
@@ -499,3 +500,54 @@ def without_stream_options(req: PreparedRequest) -> PreparedRequest:
     body = orjson.loads(req.body)
     body.pop("stream_options", None)
     return _with_body(req, body, include_usage=False)
+
+
+def _completions_messages(messages: Sequence[Any]) -> None:
+    """Legacy Completions flattens messages into text: a part or a tool call that is
+    not text would be lost, so it is refused (raises Untranslatable)."""
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            continue
+        if m.get("tool_calls") or m.get("role") == "tool":
+            raise Untranslatable(
+                "completions", f"messages[{i}]", "tool calls have no place in legacy Completions"
+            )
+        content = m.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if not (isinstance(part, dict) and part.get("type") == "text"):
+                kind = part.get("type") if isinstance(part, dict) else None
+                raise Untranslatable(
+                    "completions",
+                    f"messages[{i}].content[{j}]",
+                    f"a {kind!r} part has no place in legacy Completions (text only)",
+                )
+
+
+def check_translations(
+    targets: Sequence[Target], prompts: Sequence[Prompt], settings: RequestSettings
+) -> None:
+    """Every prompt's request fields and message parts reach every target's protocol
+    (:mod:`tokrate.client.translate`); called before anything is sent.
+
+    Raises:
+        PromptError: "SOURCE: FIELD: WHY (target LABEL speaks API)" for the first
+            prompt field or part with no equivalent there.
+    """
+    first: dict[str, Target] = {}
+    for target in targets:
+        first.setdefault(target_api(target, settings), target)
+    for api, target in first.items():
+        if api == "chat":
+            continue
+        for p in prompts:
+            try:
+                if p.body:
+                    translate_fields(api, p.body)
+                if p.messages and api == "completions":
+                    _completions_messages(p.messages)
+                elif p.messages:
+                    translate_messages(api, p.messages)
+            except Untranslatable as err:
+                raise PromptError(
+                    f"{p.source}: {err.field}: {err.why} (target {target.label} speaks {api})"
+                ) from None

@@ -23,6 +23,8 @@ docs/run-folder.md and docs/definitions.md define it:
 - ``server_timings`` = the last timing object the server sent (llama.cpp ``timings``,
   vLLM ``metrics``, NIM ``stats``), ``server_timings_source`` the key it came under
 - ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
+- ``media_parts`` / ``media_bytes`` = the prompt's image, sound and file parts and the
+  bytes they add to the request body (RecordContext)
 """
 
 from __future__ import annotations
@@ -150,6 +152,9 @@ class RecordContext:
     token_counter: TokenCounter | None = None
     #: The id the request was sent with (``[client] request_id_header``).
     request_id: str | None = None
+    #: The prompt's image, sound and file parts, and the bytes they add to the body.
+    media_parts: int | None = None
+    media_bytes: int | None = None
 
 
 #: Where each protocol's usage reports cached prompt tokens (record
@@ -298,4 +303,6 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         session_id=c.session_id,
         turn=c.turn,
         stamp_source=result.stamp_source,
+        media_parts=c.media_parts,
+        media_bytes=c.media_bytes,
     )

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tokrate.errors import PromptError
-from tokrate.physics import count_chat_tokens, count_text_tokens
+from tokrate.inputs.media_parts import media_weight
+from tokrate.inputs.request_body import body_output_schema, body_tools
+from tokrate.physics import count_request_tokens, count_text_tokens
 from tokrate.runfolder.checks_file import CheckEntry
 from tokrate.spec.expect import Expect
 
@@ -82,6 +84,16 @@ class Prompt:
     #: What a right answer looks like (``expect``, docs/quality.md); for a session, the
     #: first turn's (each later turn carries its own).
     expect: Expect | None = None
+    #: The request fields sent as written (a prompt's ``body``: tools, response_format,
+    #: sampling settings, ...; :mod:`tokrate.inputs.request_body`), in their order.
+    body: tuple[tuple[str, Any], ...] = ()
+    #: The name the prompt's body gave its output limit ("max_completion_tokens"), sent
+    #: under it unless the model says otherwise; None: "max_tokens".
+    max_tokens_field: str | None = None
+    #: Image, sound and file parts of the messages, and the bytes they add to the
+    #: request body (:func:`tokrate.inputs.media_parts.media_weight`).
+    media_parts: int = 0
+    media_bytes: int = 0
 
     @property
     def is_session(self) -> bool:
@@ -102,18 +114,27 @@ def estimate_tokens(text: str) -> int:
 
 
 def estimate_input_tokens(
-    messages: Sequence[Any] | None, prompt: str | None, api: str = "chat"
+    messages: Sequence[Any] | None,
+    prompt: str | None,
+    api: str = "chat",
+    body: Sequence[tuple[str, Any]] = (),
 ) -> int:
     """Input tokens the simulator counts for this prompt sent through ``api``.
 
-    chat: ``count_chat_tokens`` of the messages (a plain prompt becomes one user
-    message); completions: ceil(bytes / 4) of :func:`prompt_text`, at least 1.
+    chat: ``count_request_tokens`` of the messages (a plain prompt becomes one user
+    message; images and sounds by their size), the body's tool definitions and its
+    output schema; completions: ceil(bytes / 4) of :func:`prompt_text`, at least 1.
     """
     if api == "completions":
         return max(1, estimate_tokens(prompt_text(messages, prompt)))
 
     msgs = messages if messages is not None else ({"role": "user", "content": prompt or ""},)
-    return count_chat_tokens(m if isinstance(m, dict) else {} for m in msgs)
+    fields = dict(body)
+    return count_request_tokens(
+        (m if isinstance(m, dict) else {} for m in msgs),
+        body_tools(fields),
+        body_output_schema(fields),
+    )
 
 
 def prompt_text(messages: Sequence[Any] | None, prompt: str | None) -> str:
@@ -145,22 +166,29 @@ def make_prompt(
     shared_messages: int = 0,
     exact_output: bool = False,
     expect: Expect | None = None,
+    body: Sequence[tuple[str, Any]] = (),
+    max_tokens_field: str | None = None,
 ) -> Prompt:
-    """A Prompt with its input token estimate filled in."""
+    """A Prompt with its input token estimate and media weight filled in."""
     msgs = tuple(messages) if messages is not None else None
+    media_parts, media_bytes = media_weight(msgs)
     return Prompt(
         id=id,
         task=task,
         messages=msgs,
         prompt=prompt,
         max_tokens=max_tokens,
-        input_tokens_est=estimate_input_tokens(msgs, prompt),
+        input_tokens_est=estimate_input_tokens(msgs, prompt, body=body),
         source=source,
         turns=tuple(turns),
         think_time_s=think_time_s,
         shared_messages=shared_messages,
         exact_output=exact_output,
         expect=expect,
+        body=tuple(body),
+        max_tokens_field=max_tokens_field,
+        media_parts=media_parts,
+        media_bytes=media_bytes,
     )
 
 
@@ -173,6 +201,8 @@ def check_entries(prompts: Sequence[Prompt]) -> list[CheckEntry]:
             content["messages"] = [dict(m) for m in p.messages]
         else:
             content["prompt"] = p.prompt
+        if p.body:
+            content["body"] = dict(p.body)
         turn = 1 if p.is_session else None
         if p.expect is not None:
             out.append(CheckEntry(p.id, turn, p.task, p.source, p.expect.to_dict(), content))
@@ -250,7 +280,8 @@ _ROLES: Final = ("system", "user", "assistant", "developer", "tool")
 
 def check_messages(value: object, where: str) -> list[dict[str, Any]]:
     """A chat ``messages`` list, checked: objects with a known role and string or
-    list content."""
+    list content (null content only on an assistant message that carries
+    ``tool_calls``: the calls of an earlier turn)."""
     if not isinstance(value, list) or not value:
         raise PromptError(f"{where}: 'messages' must be a non-empty list of objects")
     out = []
@@ -263,7 +294,8 @@ def check_messages(value: object, where: str) -> list[dict[str, Any]]:
                 f"{where}: messages[{i}].role must be one of {', '.join(_ROLES)}, got {role!r}"
             )
         content = m.get("content")
-        if not isinstance(content, str | list):
+        calls = role == "assistant" and isinstance(m.get("tool_calls"), list)
+        if not isinstance(content, str | list) and not (calls and content is None):
             raise PromptError(f"{where}: messages[{i}].content must be a string or a list")
         out.append(dict(m))
     return out

@@ -5,7 +5,8 @@ frozen :class:`Prompt`. Sources, in this order:
 
 - ``paths``: JSONL files (``.jsonl``/``.json``; one object per line with ``messages``
   or ``prompt``, optional ``id``, ``task``, ``max_tokens``, ``expect`` (what a right
-  answer looks like: :mod:`tokrate.spec.expect`); other keys are ignored),
+  answer looks like: :mod:`tokrate.spec.expect`) and ``body`` (request fields sent as
+  written: :mod:`tokrate.inputs.request_body`); other keys are ignored),
   plain-text files (``.txt``/``.md``/``.prompt``; every blank-line-separated block is
   one prompt, or the whole file with ``text_split = "file"``), or a folder of them
   (recursively, sorted by path).
@@ -39,6 +40,7 @@ from typing import Final
 
 from tokrate.errors import PromptError
 from tokrate.fileio import FileRefused, path_exists, path_is_dir, read_regular
+from tokrate.inputs.media_parts import resolve_media
 from tokrate.inputs.prompt_base import (
     MAX_SESSION_TURNS,
     ONE_MESSAGE_OVERHEAD,
@@ -51,6 +53,7 @@ from tokrate.inputs.prompt_base import (
 from tokrate.inputs.traces import (
     is_batch_line,
     is_session_line,
+    line_body,
     parse_batch_line,
     parse_session_line,
     parse_sharegpt,
@@ -81,7 +84,9 @@ TEXT_SUFFIXES: Final = (".txt", ".md", ".prompt")
 # --- parsing ------------------------------------------------------------------------
 
 
-def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> Prompt:
+def _parse_line(
+    obj: object, where: str, default_id: str, default_task: str, base_dir: Path | None
+) -> Prompt:
     if not isinstance(obj, dict):
         raise PromptError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     has_messages = "messages" in obj
@@ -89,7 +94,9 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
     if has_messages == has_prompt:
         what = "both" if has_messages else "neither"
         raise PromptError(f"{where}: needs exactly one of 'messages' or 'prompt' (has {what})")
-    messages = check_messages(obj["messages"], where) if has_messages else None
+    messages = None
+    if has_messages:
+        messages = resolve_media(check_messages(obj["messages"], where), base_dir, where)
     prompt = obj.get("prompt")
     if has_prompt and (not isinstance(prompt, str) or not prompt.strip()):
         raise PromptError(f"{where}: 'prompt' must be a non-empty string")
@@ -104,6 +111,13 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise PromptError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
+    body = line_body(obj, where)
+    if body.limit is not None:
+        if max_tokens is not None:
+            raise PromptError(
+                f"{where}: body.{body.limit_field}: the line has 'max_tokens' already; give one"
+            )
+        max_tokens = body.limit
     shared = obj.get("shared_messages", 0)
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise PromptError(f"{where}: 'shared_messages' must be an integer >= 0, got {shared!r}")
@@ -117,6 +131,8 @@ def _parse_line(obj: object, where: str, default_id: str, default_task: str) -> 
         source=where,
         shared_messages=shared,
         expect=expect,
+        body=body.fields,
+        max_tokens_field=body.limit_field,
     )
 
 
@@ -127,8 +143,11 @@ def parse_jsonl(
     default_task: str | None = None,
     format: str = "auto",
     think_time_s: float = 0.0,
+    base_dir: Path | None = None,
 ) -> list[Prompt]:
-    """Prompts from JSONL bytes; ``name`` labels errors and sources ("FILE line N").
+    """Prompts from JSONL bytes; ``name`` labels errors and sources ("FILE line N");
+    ``base_dir`` is where media files named in messages are read from (the prompts
+    file's folder; None: a line may name none).
 
     Blank lines are skipped. Default id: "<stem>:<line>"; default task: the file stem.
     ``format`` "auto" reads each line by its keys: ``turns`` is a session, ``custom_id``
@@ -159,12 +178,12 @@ def parse_jsonl(
         if format == "openai-batch" or (format == "auto" and is_batch_line(obj)):
             if not isinstance(obj, dict):
                 raise PromptError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-            out.append(parse_batch_line(obj, where, task))
+            out.append(parse_batch_line(obj, where, task, base_dir))
         elif format == "auto" and is_session_line(obj):
             assert isinstance(obj, dict)
             out.append(parse_session_line(obj, where, default_id, task, think_time_s))
         else:
-            out.append(_parse_line(obj, where, default_id, task))
+            out.append(_parse_line(obj, where, default_id, task, base_dir))
     if not out:
         raise PromptError(f"{name}: empty (no prompts)")
     return out
@@ -254,7 +273,9 @@ def _load_file(path: Path, label: str, spec: PromptsSpec) -> list[Prompt]:
     if fmt == "sharegpt" or (fmt == "auto" and suffix == ".json" and _is_json_document(data)):
         return parse_sharegpt(data, label)
     if suffix in JSONL_SUFFIXES or fmt != "auto":
-        return parse_jsonl(data, label, format=fmt, think_time_s=spec.think_time_s)
+        return parse_jsonl(
+            data, label, format=fmt, think_time_s=spec.think_time_s, base_dir=path.parent
+        )
     if suffix in TEXT_SUFFIXES:
         return parse_text(data, label, split=spec.text_split)
     known = ", ".join((*JSONL_SUFFIXES, *TEXT_SUFFIXES))

@@ -16,11 +16,17 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
   ``max_tokens`` to the reply's length in tokens (as the simulator counts: ceil(bytes /
   4)). Conversations without a human message followed by a gpt reply are skipped.
 - OpenAI batch JSONL (``{"custom_id", "method", "url", "body": {"model", "messages",
-  "max_tokens"}}``): each line is one prompt with id ``custom_id``, the body's
+  "max_tokens", ...}}``): each line is one prompt with id ``custom_id``, the body's
   ``messages`` (or ``prompt`` for /v1/completions) and ``max_tokens`` (or
-  ``max_completion_tokens``); the body's ``model`` is ignored (the run's targets say
-  which models answer). An ``expect`` beside ``body`` is the line's check
+  ``max_completion_tokens``); every other body field (tools, response_format,
+  sampling settings, ...) is sent as written (:mod:`tokrate.inputs.request_body`),
+  except ``model``, ``stream`` and ``stream_options``, which tokrate owns (the run's
+  targets say which models answer). An ``expect`` beside ``body`` is the line's check
   (:mod:`tokrate.spec.expect`).
+
+A conversation line may carry a ``body`` too (its request fields, sent with every
+turn). Media parts naming a ``file`` are read relative to the prompts file
+(:mod:`tokrate.inputs.media_parts`).
 
 Errors are :class:`~tokrate.errors.PromptError`, one line naming the file (and line or
 entry).
@@ -33,13 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from tokrate.errors import PromptError
+from tokrate.inputs.media_parts import resolve_media
 from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
+from tokrate.inputs.request_body import PromptBody, parse_body
 from tokrate.physics import count_text_tokens
 from tokrate.spec.expect import parse_expect
 
 __all__ = [
     "is_batch_line",
     "is_session_line",
+    "line_body",
     "parse_batch_line",
     "parse_session_line",
     "parse_sharegpt",
@@ -85,6 +94,13 @@ def _turn(raw: object, where: str, default_max: int | None) -> Turn:
     return Turn(_text(raw.get("user"), where, "user"), limit or default_max, expect)
 
 
+def line_body(obj: dict[str, Any], where: str) -> PromptBody:
+    """A prompt or conversation line's optional ``body`` (its request fields)."""
+    if obj.get("body") is None:
+        return PromptBody()
+    return parse_body(obj["body"], where, with_prompt=False)
+
+
 def parse_session_line(
     obj: dict[str, Any], where: str, default_id: str, default_task: str, think_time_s: float
 ) -> Prompt:
@@ -102,6 +118,7 @@ def parse_session_line(
     if "system" in obj:
         messages.append({"role": "system", "content": _text(obj["system"], where, "system")})
     messages.append({"role": "user", "content": turns[0].user})
+    body = line_body(obj, where)
     return make_prompt(
         id=_id(obj, "id", default_id, where),
         task=_text(task, where, "task"),
@@ -112,31 +129,39 @@ def parse_session_line(
         turns=turns[1:],
         think_time_s=float(think),
         expect=turns[0].expect,
+        body=body.fields,
+        max_tokens_field=body.limit_field,
     )
 
 
-def parse_batch_line(obj: dict[str, Any], where: str, default_task: str) -> Prompt:
-    """One OpenAI batch-file line (see the module doc) as a Prompt."""
-    body = obj.get("body")
-    if not isinstance(body, dict):
+def parse_batch_line(
+    obj: dict[str, Any], where: str, default_task: str, base_dir: Path | None = None
+) -> Prompt:
+    """One OpenAI batch-file line (see the module doc) as a Prompt; ``base_dir`` is
+    where media files it names are read from (None: it may name none)."""
+    raw = obj.get("body")
+    if not isinstance(raw, dict):
         raise PromptError(f"{where}: 'body' must be an object")
-    limit = _positive(body.get("max_completion_tokens"), where, "body.max_completion_tokens")
-    if limit is None:
-        limit = _positive(body.get("max_tokens"), where, "body.max_tokens")
-    has_messages = "messages" in body
-    if has_messages == ("prompt" in body):
+    body = parse_body(raw, where, with_prompt=True)
+    has_messages = "messages" in raw
+    if has_messages == ("prompt" in raw):
         raise PromptError(f"{where}: 'body' needs exactly one of 'messages' or 'prompt'")
-    messages = check_messages(body["messages"], f"{where} body") if has_messages else None
-    prompt = None if has_messages else _text(body.get("prompt"), where, "body.prompt")
+    messages = None
+    if has_messages:
+        checked = check_messages(raw["messages"], f"{where} body")
+        messages = resolve_media(checked, base_dir, f"{where} body")
+    prompt = None if has_messages else _text(raw.get("prompt"), where, "body.prompt")
     expect = obj.get("expect")
     return make_prompt(
         id=_id(obj, "custom_id", "", where),
         task=default_task,
         messages=messages,
         prompt=prompt,
-        max_tokens=limit,
+        max_tokens=body.limit,
         source=where,
         expect=None if expect is None else parse_expect(expect, where),
+        body=body.fields,
+        max_tokens_field=body.limit_field,
     )
 
 

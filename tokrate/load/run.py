@@ -187,6 +187,7 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
     folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
+    from tokrate.client.request import RequestSettings, check_translations
     from tokrate.inputs.prompts import load_prompt_sources
     from tokrate.inputs.served_sizes import with_served_sizes
     from tokrate.inputs.tokencount import check_tokenizers
@@ -213,6 +214,8 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
     try:
         simulator = stack.enter_context(_simulator(spec))
         targets = resolve_targets(spec, simulator)
+        # Nothing is sent before every prompt's fields reach every target's protocol.
+        check_translations(targets, prompts, RequestSettings(api=spec.client.api))
         probe_warnings: list[str] = []
         served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
         targets, size_notes, size_warnings = with_served_sizes(targets, served)

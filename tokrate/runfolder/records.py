@@ -36,6 +36,9 @@ keep loading every version listed here):
        first content was read (ms, 0.0 on time; tokrate.load.worker.looplag ``lag_at``), null
        without content. A stream bunched while it was late is the client's doing
        (tokrate.analysis.buffering ``client_held``). Older records load with it null.
+    8: ``media_parts`` (image, sound and file parts of the request's messages) and
+       ``media_bytes`` (the bytes those parts add to the request body, as sent: base64
+       text for inline data). Older records load with both null.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ __all__ = [
     "RequestRecord",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 7
+RECORD_SCHEMA_VERSION: Final = 8
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
@@ -70,6 +73,7 @@ RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     5: "request_id, cached_tokens_source, cache_write_tokens",
     6: "server_timings_source (timings, metrics, stats)",
     7: "loop_lag_ms: how late the measuring event loop was at the first content read",
+    8: "media_parts, media_bytes: the request's image, sound and file parts",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -92,6 +96,8 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "cache_write_tokens": 5,
     "server_timings_source": 6,
     "loop_lag_ms": 7,
+    "media_parts": 8,
+    "media_bytes": 8,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -175,6 +181,10 @@ class RequestRecord:
     #: How far behind the worker's event loop was when the first content was read
     #: (ms; 0.0 on time; None without content or where nothing measured it).
     loop_lag_ms: float | None = None
+    #: Image, sound and file parts of the request's messages, and the bytes they add
+    #: to its body as sent (None: written before tokrate counted them).
+    media_parts: int | None = None
+    media_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -277,5 +287,7 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "cache_write_tokens": "Int64",
     "server_timings_source": "String",
     "loop_lag_ms": "Float64",
+    "media_parts": "Int64",
+    "media_bytes": "Int64",
     "extra": "String",
 }

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tokrate.sim.bad_request import BadRequest, invalid
 from tokrate.sim.faults import FaultRule
 from tokrate.sim.model import TierTiming
 from tokrate.sim.protocol import ChunkBytes, error_body
 from tokrate.sim.request_apis import plan_messages, plan_responses
-from tokrate.sim.request_plan import BadRequest, RequestPlan, invalid, plan_request
+from tokrate.sim.request_plan import RequestPlan, plan_request
 from tokrate.sim.wire import StreamWire
 from tokrate.sim.wire_messages import ANTHROPIC_VERSIONS, MessagesWire, anthropic_error_body
 from tokrate.sim.wire_responses import ResponsesWire

@@ -28,11 +28,12 @@ import orjson
 
 from tokrate.sim.answers import answer_pieces, answers_right
 from tokrate.sim.apis import API_ROUTES, Api, check_any_key
+from tokrate.sim.bad_request import BadRequest, model_not_found
 from tokrate.sim.capture import request_capture
 from tokrate.sim.faults import FaultPlan, FaultRule
 from tokrate.sim.model import TierTiming
 from tokrate.sim.prometheus_page import serve_metrics
-from tokrate.sim.request_plan import BadRequest, RequestPlan, model_not_found
+from tokrate.sim.request_plan import RequestPlan
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
 from tokrate.sim.truth import TruthLog
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from tokrate.sim.bad_request import BadRequest
 from tokrate.sim.model import TierTiming
-from tokrate.sim.request_plan import BadRequest
 from tokrate.sim.scheduler import BatchEngine, FixedEngine
 
 __all__ = ["CONTENT_TYPE", "render_metrics", "serve_metrics"]

@@ -18,19 +18,15 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from tokrate.physics import count_chat_tokens
+import orjson
+
+from tokrate.physics import count_request_tokens
+from tokrate.sim.answer_shape import AnswerShape, messages_shape, responses_shape
 from tokrate.sim.answers import reference
+from tokrate.sim.bad_request import BadRequest, invalid, model_not_found
 from tokrate.sim.model import TierTiming
 from tokrate.sim.prefix_cache import breakpoint_tokens, chat_block_keys
-from tokrate.sim.request_plan import (
-    BadRequest,
-    RequestPlan,
-    extra_limits,
-    invalid,
-    json_object,
-    model_not_found,
-    plan_length,
-)
+from tokrate.sim.request_plan import RequestPlan, extra_limits, json_object, plan_length
 
 __all__ = [
     "ANTHROPIC_MIN_THINKING_BUDGET",
@@ -56,17 +52,35 @@ def _stream_flag(body: Mapping[str, Any]) -> bool:
 
 
 def _text_parts(content: Any, where: str) -> Any:
-    """Responses content parts (``input_text``/``output_text``) as the text parts the
-    shared token count reads; a string stays a string."""
+    """Responses content parts (``input_text``/``output_text``, ``input_image``) as the
+    chat parts the shared token count reads; a string stays a string."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise invalid(f"Invalid type for '{where}': expected a string or an array.", where)
-    return [
-        {"type": "text", "text": p["text"]}
-        for p in content
-        if isinstance(p, dict) and isinstance(p.get("text"), str)
-    ]
+    parts: list[dict[str, Any]] = []
+    for p in content:
+        if not isinstance(p, dict):
+            continue
+        if isinstance(p.get("text"), str):
+            parts.append({"type": "text", "text": p["text"]})
+        elif p.get("type") == "input_image":
+            image = {"url": p.get("image_url"), "detail": p.get("detail")}
+            parts.append({"type": "image_url", "image_url": image})
+    return parts
+
+
+def _responses_item(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A function call of an earlier turn, or its output, as the chat message the
+    shared token count reads; None for items that carry no text (reasoning)."""
+    kind = item.get("type")
+    if kind == "function_call":
+        function = {"name": item.get("name"), "arguments": item.get("arguments")}
+        return {"role": "assistant", "content": None, "tool_calls": [{"function": function}]}
+    if kind == "function_call_output":
+        output = item.get("output")
+        return {"role": "tool", "content": output if isinstance(output, str) else ""}
+    return None
 
 
 def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -79,7 +93,10 @@ def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(item, dict):
                 raise invalid(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
             if item.get("type", "message") != "message":
-                continue  # tool outputs, reasoning items: no text to count
+                converted = _responses_item(item)
+                if converted is not None:
+                    messages.append(converted)
+                continue
             if not isinstance(item.get("role"), str):
                 raise invalid(f"Missing required parameter: 'input[{i}].role'.", f"input[{i}].role")
             content = _text_parts(item.get("content", ""), f"input[{i}].content")
@@ -141,7 +158,8 @@ def plan_responses(
     tier = timing.tier
     stream = _stream_flag(body)
     messages = _responses_messages(body)
-    input_tokens = count_chat_tokens(messages)
+    shape = responses_shape(body)
+    input_tokens = _counted(messages, shape)
     limit = body.get("max_output_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
         raise invalid(
@@ -184,7 +202,45 @@ def plan_responses(
         echo=echo,
         block_keys=keys,
         reference=reference(body),
+        shape=shape,
     )
+
+
+def _counted(messages: list[dict[str, Any]], shape: AnswerShape) -> int:
+    tools = [t.counted() for t in shape.tools]
+    return count_request_tokens(messages, tools, shape.json_schema)
+
+
+def _anthropic_block(block: Any) -> Any:
+    """An Anthropic content block as the chat part the shared token count reads: an
+    image as an ``image_url`` part (base64 as a data URL), a tool call's name and
+    input, a tool result's text; text blocks as they are."""
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    if kind == "image":
+        source = block.get("source")
+        source = source if isinstance(source, dict) else {}
+        url = source.get("url")
+        if source.get("type") == "base64":
+            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    if kind == "tool_use":
+        text = f"{block.get('name', '')}{orjson.dumps(block.get('input')).decode()}"
+        return {"type": "text", "text": text}
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return {"type": "text", "text": content if isinstance(content, str) else ""}
+    return block
+
+
+def _anthropic_counted(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [_anthropic_block(b) for b in content]}
 
 
 def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -258,7 +314,8 @@ def plan_messages(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise invalid("max_tokens: Input should be a valid integer greater than or equal to 1")
     messages = _anthropic_messages(body)
-    input_tokens = count_chat_tokens(messages)
+    shape = messages_shape(body)
+    input_tokens = _counted([_anthropic_counted(m) for m in messages], shape)
     stream = _stream_flag(body)
     if input_tokens + max_tokens > tier.context_tokens:
         raise invalid(
@@ -282,4 +339,5 @@ def plan_messages(
         block_keys=keys,
         reference=reference(body),
         cache_limit_tokens=limit,
+        shape=shape,
     )

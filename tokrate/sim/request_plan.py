@@ -1,7 +1,8 @@
 """What a completion request asks the simulator for: parsed, validated, planned.
 
-Every client mistake becomes a :class:`BadRequest` carrying the OpenAI-style status,
-type, param and code, so the handler answers it like OpenAI would.
+Every client mistake becomes a :class:`~tokrate.sim.bad_request.BadRequest` carrying
+the OpenAI-style status, type, param and code, so the handler answers it like OpenAI
+would.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ from typing import Any
 
 import orjson
 
-from tokrate.physics import count_chat_tokens, count_text_tokens
+from tokrate.physics import count_request_tokens, count_text_tokens
+from tokrate.sim.answer_shape import AnswerShape, chat_shape
 from tokrate.sim.answers import Reference, reference
+from tokrate.sim.bad_request import invalid, model_not_found
 from tokrate.sim.model import Tier, TierTiming
 from tokrate.sim.prefix_cache import chat_block_keys, text_block_keys
 
 __all__ = [
-    "BadRequest",
     "Limits",
     "RequestPlan",
     "extra_limits",
-    "invalid",
     "json_object",
-    "model_not_found",
     "opt_int",
     "plan_length",
     "plan_request",
@@ -41,32 +41,6 @@ _UNSUPPORTED: Mapping[str, tuple[object, ...]] = {
     "top_logprobs": (None, 0),
     "suffix": (None, ""),
 }
-
-
-class BadRequest(Exception):
-    """A request the simulator refuses, with the fields of OpenAI's error object."""
-
-    def __init__(self, status: int, message: str, type_: str, param: str | None, code: str | None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type_ = type_
-        self.param = param
-        self.code = code
-
-
-def invalid(message: str, param: str | None = None, code: str | None = None) -> BadRequest:
-    return BadRequest(400, message, "invalid_request_error", param, code)
-
-
-def model_not_found(name: str) -> BadRequest:
-    return BadRequest(
-        404,
-        f"The model {name!r} does not exist or you do not have access to it.",
-        "invalid_request_error",
-        "model",
-        "model_not_found",
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +68,9 @@ class RequestPlan:
     #: Prompt tokens the prefix cache may serve and keep (Anthropic: up to the last
     #: cache_control breakpoint, 0 without one; None: all, as vLLM's automatic cache).
     cache_limit_tokens: int | None = None
+    #: What the answer is asked to be: a tool call, JSON, or text
+    #: (:mod:`tokrate.sim.answer_shape`).
+    shape: AnswerShape = field(default_factory=AnswerShape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +105,8 @@ def plan_request(
     timing = timings.get(model)
     if timing is None:
         raise model_not_found(model)
-    input_tokens, prompt_param = _input_tokens(body, chat=chat)
+    shape = chat_shape(body) if chat else AnswerShape()
+    input_tokens, prompt_param = _input_tokens(body, shape, chat=chat)
     stream, include_usage = _stream_options(body)
     limits = _limits(body)
     tier = timing.tier
@@ -157,6 +135,7 @@ def plan_request(
         reasoning_tokens=reasoning,
         block_keys=keys,
         reference=reference(body),
+        shape=shape,
     )
 
 
@@ -199,8 +178,9 @@ def _check_unsupported(body: Mapping[str, Any]) -> None:
             )
 
 
-def _input_tokens(body: Mapping[str, Any], *, chat: bool) -> tuple[int, str]:
-    """The prompt's token count and the parameter that carried it."""
+def _input_tokens(body: Mapping[str, Any], shape: AnswerShape, *, chat: bool) -> tuple[int, str]:
+    """The prompt's token count (its messages, tools and output schema:
+    :func:`tokrate.physics.count_request_tokens`) and the parameter that carried it."""
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -210,7 +190,8 @@ def _input_tokens(body: Mapping[str, Any], *, chat: bool) -> tuple[int, str]:
                 raise invalid(
                     f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]"
                 )
-        return count_chat_tokens(messages), "messages"
+        tools = [t.counted() for t in shape.tools]
+        return count_request_tokens(messages, tools, shape.json_schema), "messages"
     return max(1, count_text_tokens(_prompt(body))), "prompt"
 
 

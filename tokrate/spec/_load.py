@@ -28,6 +28,7 @@ from tokrate.spec._convert import (
 )
 from tokrate.spec._paths import resolve_hardware_files, resolve_tokenizers
 from tokrate.spec.command_line import SIM_ENDPOINT, RunFlags
+from tokrate.spec.request_fields import unstreamable
 from tokrate.spec.types import (
     EndpointSpec,
     ModelSpec,
@@ -229,9 +230,12 @@ def _check_headers(headers: tuple[tuple[str, str], ...], key: str, ctx: _Ctx) ->
 def _check_body(body: tuple[tuple[str, object], ...], key: str, ctx: _Ctx) -> None:
     """extra_body may not set what tokrate sets itself (the values are JSON already:
     the Any hint only takes JSON types)."""
-    for body_key, _ in body:
+    for body_key, value in body:
         if body_key in _RESERVED_BODY_KEYS:
             raise ctx.error(f"{key}.extra_body.{body_key}", "reserved: tokrate sets it itself")
+        why = unstreamable(body_key, value)
+        if why is not None:
+            raise ctx.error(f"{key}.extra_body.{body_key}", why)
 
 
 def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> list[ModelSpec]:
@@ -331,9 +335,12 @@ def _check_client(spec: RunSpec, ctx: _Ctx) -> None:
     """Run-wide knobs, and protocols the chosen client cannot speak."""
     _check_headers(spec.client.headers, "client", ctx)
     _check_body(spec.client.extra_body, "client", ctx)
-    for body_key, _ in spec.client.body_overrides:
+    for body_key, value in spec.client.body_overrides:
         if body_key in _RESERVED_BODY_KEYS:
             raise ctx.error(f"client.body_overrides.{body_key}", "reserved: tokrate sets it itself")
+        why = unstreamable(body_key, value)
+        if why is not None:
+            raise ctx.error(f"client.body_overrides.{body_key}", why)
     if spec.client.kind != "openai":
         return
     for i, ep in enumerate(spec.endpoints):

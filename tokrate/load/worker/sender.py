@@ -263,6 +263,8 @@ class Sender:
                     turn=None if session is None else session[1],
                     token_counter=counter,
                     request_id=request_id,
+                    media_parts=prompt.media_parts,
+                    media_bytes=prompt.media_bytes,
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)
