@@ -122,3 +122,32 @@ def test_only_fileio_opens_files_to_write() -> None:
             if name in _FILE_CALLS and (rel, name) not in _FILE_CALLS_ALLOWED:
                 offenders.append(f"{rel}:{node.lineno} {name}")
     assert offenders == []
+
+
+#: Calls that read a file by path. A run-folder file is read only through the guard
+#: (tokrate.runfolder.files; issue 41: a FIFO or /dev/zero in a run folder hung or
+#: exhausted report, compare and history): the parquet readers get the file the guard
+#: opened. Left outside: the bundled prompt sets (package data) and calibrate's own
+#: truth log in a folder it created.
+_READ_CALLS = ("read_bytes", "read_text", "read_parquet", "read_parquet_schema", "scan_parquet")
+_READ_CALLS_ALLOWED = {
+    ("tokrate/spec/bundled.py", "read_bytes"),
+    ("tokrate/load/calibrate.py", "read_bytes"),
+    ("tokrate/runfolder/loaded_run.py", "read_parquet"),
+    ("tokrate/runfolder/loaded_run.py", "read_parquet_schema"),
+    ("tokrate/runfolder/server_metrics.py", "read_parquet"),
+}
+
+
+def test_run_folder_files_are_read_only_through_the_guard() -> None:
+    offenders = []
+    for path in sorted((ROOT / "tokrate").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("tokrate/sim/") or rel == "tokrate/fileio.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name = node.func.attr
+                if name in _READ_CALLS and (rel, name) not in _READ_CALLS_ALLOWED:
+                    offenders.append(f"{rel}:{node.lineno} {name}")
+    assert offenders == []

@@ -58,14 +58,15 @@ from pathlib import Path
 from typing import Final
 
 import numpy as np
-import orjson
 import polars as pl
 
 from tokrate.analysis.comparability import run_problem
 from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.analysis.points import RunEntry, read_points
 from tokrate.analysis.stats import t_quantile
-from tokrate.runfolder.comparison import NoiseSource
+from tokrate.errors import RunFolderError
+from tokrate.runfolder.comparison import COMPARISON_FILE, NoiseSource
+from tokrate.runfolder.files import read_json
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import load_run_info
 from tokrate.spec.thresholds import (
@@ -185,8 +186,8 @@ def as_judged(folder: Path) -> dict[SeriesKey, float | None]:
     re-measured value, or None for a series it found inconclusive because the client
     was overloaded. Empty without a readable comparison.json (advice, not data)."""
     try:
-        doc = orjson.loads((folder / "comparison.json").read_bytes())
-    except (OSError, ValueError):
+        doc = read_json(folder / COMPARISON_FILE)
+    except RunFolderError:
         return {}
     if not isinstance(doc, dict) or doc.get("kind") != "tokrate-comparison":
         return {}

@@ -21,13 +21,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
 import polars as pl
 
 from tokrate.analysis.cache_compare import cache_share
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
+from tokrate.runfolder.comparison import COMPARISON_FILE
+from tokrate.runfolder.files import RunFileRefused, read_json
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import load_run_info, load_summary, run_folders
@@ -141,8 +142,8 @@ def _checked(folder: Path) -> tuple[str | None, str | None]:
     missing or unreadable comparison.json is "never checked" (it is advice here, not
     data: the run's numbers stand without it)."""
     try:
-        doc = orjson.loads((folder / "comparison.json").read_bytes())
-    except (OSError, ValueError):
+        doc = read_json(folder / COMPARISON_FILE)
+    except RunFolderError:
         return None, None
     if not isinstance(doc, dict) or doc.get("kind") != "tokrate-comparison":
         return None, None
@@ -176,6 +177,9 @@ def read_run(
     summary: Summary | None = None
     try:
         summary = load_summary(folder)
+    except RunFileRefused as err:  # not what tokrate wrote: the run is left out
+        warnings.append(f"skipping {folder}: {_reason(err, folder)}")
+        return None
     except RunFolderError as err:
         warnings.append(f"{err}; using records instead")
     # An older summary.json counted buffered streams in the per-token figures: read

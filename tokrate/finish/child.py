@@ -36,7 +36,8 @@ from typing import Final, Literal
 
 import orjson
 
-from tokrate.errors import UsageError
+from tokrate.errors import RunFolderError, UsageError
+from tokrate.runfolder.files import JSON_LIMIT_BYTES, read_run_file
 
 __all__ = [
     "CHILD_TIMEOUT_S",
@@ -193,9 +194,10 @@ def _unfinished(request: FinishRequest) -> Step:
     for step in request.steps:
         if step == "finalize":
             try:
-                running = b'"status": "running"' in (folder / "run.json").read_bytes()
-            except OSError:
-                running = True
+                data = read_run_file(folder / "run.json", JSON_LIMIT_BYTES) or b""
+            except RunFolderError:
+                data = b""
+            running = not data or b'"status": "running"' in data
             if running:
                 return step
         if step == "report" and not (folder / "report.html").is_file():

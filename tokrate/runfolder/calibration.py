@@ -19,7 +19,8 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import UsageError
-from tokrate.fileio import write_atomic
+from tokrate.fileio import FileRefused, read_regular, write_atomic
+from tokrate.runfolder.files import JSON_LIMIT_BYTES
 
 __all__ = [
     "CALIBRATION_VERSION",
@@ -119,9 +120,11 @@ def load_calibration(path: Path) -> Calibration | None:
     """The calibration saved at ``path``; None when there is none. Raises UsageError
     for a file that is not one."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, JSON_LIMIT_BYTES)
     except FileNotFoundError:
         return None
+    except FileRefused as err:
+        raise UsageError(f"{path}: calibration file {err}") from None
     except OSError as err:
         raise UsageError(f"{path}: cannot read the calibration ({err.strerror})") from None
     try:

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
 from tokrate.errors import RunFolderError
+from tokrate.runfolder.files import read_json
 
 __all__ = ["CHECKS_FILE", "CHECKS_LAYOUT", "CheckEntry", "checks_document", "read_checks"]
 
@@ -68,12 +67,9 @@ def read_checks(run_dir: Path) -> tuple[CheckEntry, ...]:
     """The run's checks; empty when it has no checks.json. Raises RunFolderError (one
     line) for an unreadable file or an unknown layout."""
     path = run_dir / CHECKS_FILE
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
+    data = read_json(path)
+    if data is None:
         return ()
-    except (OSError, orjson.JSONDecodeError) as err:
-        raise RunFolderError(f"{path}: unreadable ({err})") from None
     if not isinstance(data, dict) or data.get("layout") != CHECKS_LAYOUT:
         raise RunFolderError(f"{path}: not a checks file of layout {CHECKS_LAYOUT}")
     out = []

@@ -33,9 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import orjson
-
 from tokrate.errors import RunFolderError
+from tokrate.runfolder.files import read_json
 from tokrate.runfolder.jsonread import JsonReader
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
@@ -530,12 +529,9 @@ def read_comparison(run_dir: Path | str) -> Comparison | None:
     when the check found no baseline yet (verdict ``no_baseline``). Raises
     RunFolderError when there is no comparison.json or it cannot be read."""
     path = Path(run_dir) / COMPARISON_FILE
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise RunFolderError(f"{path}: no comparison (no baseline check ran)") from None
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"{path}: unreadable ({err})") from None
+    data = read_json(path)
+    if data is None:
+        raise RunFolderError(f"{path}: no comparison (no baseline check ran)")
     if not isinstance(data, dict):
         raise RunFolderError(f"{path}: not a comparison (not an object)")
     if data.get("verdict") == "no_baseline":

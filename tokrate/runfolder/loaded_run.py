@@ -9,6 +9,7 @@ measuring process imports) because it imports polars.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,14 @@ import polars as pl
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic_with
+from tokrate.runfolder.files import (
+    PARQUET_LIMIT_BYTES,
+    RECORDS_JSONL_LIMIT_BYTES,
+    RunFileRefused,
+    open_run_file,
+    read_run_file,
+    too_large,
+)
 from tokrate.runfolder.records import ADDED_COLUMNS
 from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA, records_to_frame, upgrade_frame
 from tokrate.runfolder.run_info import RunInfo
@@ -46,12 +55,19 @@ def write_records_parquet(run_dir: Path | str, frame: pl.DataFrame) -> None:
 
 def read_records_jsonl(path: Path) -> pl.DataFrame:
     """Records from a records.jsonl; a torn (unparsable) *last* line is skipped, a bad
-    line elsewhere raises RunFolderError naming the line."""
-    rows: list[dict[str, Any]] = []
+    line elsewhere raises RunFolderError naming the line, as does a file the guard
+    refuses (tokrate.runfolder.files) or one too large for memory."""
+    data = read_run_file(path, RECORDS_JSONL_LIMIT_BYTES)
+    if data is None:
+        raise RunFolderError(f"{path}: cannot read (No such file or directory)")
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise RunFolderError(f"{path}: cannot read ({err.strerror or err})") from None
+        return _parse_jsonl(path, data)
+    except MemoryError:
+        raise too_large(path, len(data)) from None
+
+
+def _parse_jsonl(path: Path, data: bytes) -> pl.DataFrame:
+    rows: list[dict[str, Any]] = []
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
@@ -121,6 +137,8 @@ def load_run(path: Path | str) -> LoadedRun:
     if parquet.exists() and info.status in ("complete", "interrupted"):
         try:
             records = _read_parquet(parquet)
+        except RunFileRefused:
+            raise  # not what tokrate wrote: the folder is refused, not worked around
         except RunFolderError as err:
             # records.jsonl holds the same records (the parquet is written from it):
             # read them from there, and say so; refuse only when neither can be read.
@@ -136,6 +154,8 @@ def load_run(path: Path | str) -> LoadedRun:
         records = records_to_frame([])
     try:
         summary = load_summary(folder)
+    except RunFileRefused:
+        raise
     except RunFolderError as err:
         # The records are the truth and every reader recomputes from them; an
         # unreadable summary (a newer schema) is said, not fatal.
@@ -173,8 +193,9 @@ def records_warning(path: Path | str) -> str | None:
     try:
         if load_run_info(folder).interrupted:
             return None
-        columns = pl.read_parquet_schema(parquet)
-    except RunFolderError:
+        with open_run_file(parquet, PARQUET_LIMIT_BYTES) as f:
+            columns = pl.read_parquet_schema(f)
+    except (RunFolderError, FileNotFoundError):
         return None  # load_run says what is wrong with run.json
     except Exception as err:  # polars raises several unrelated types for a bad file
         return f"{parquet}: unreadable ({type(err).__name__}: {err}); {_FALLBACK_NOTE}"
@@ -185,9 +206,16 @@ def records_warning(path: Path | str) -> str | None:
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
-
     try:
-        records = upgrade_frame(pl.read_parquet(path))
+        with open_run_file(path, PARQUET_LIMIT_BYTES) as f:
+            size = os.fstat(f.fileno()).st_size
+            records = upgrade_frame(pl.read_parquet(f))
+    except FileNotFoundError:
+        raise RunFolderError(f"{path}: cannot read (No such file or directory)") from None
+    except RunFolderError:
+        raise
+    except MemoryError:
+        raise too_large(path, size) from None
     except Exception as err:  # polars raises several unrelated types for a bad file
         raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
     missing = [c for c in RECORD_POLARS_SCHEMA if c not in records.columns]

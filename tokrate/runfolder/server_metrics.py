@@ -19,6 +19,7 @@ for a run killed before its finishing step it reads server_metrics.jsonl instead
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +27,7 @@ import polars as pl
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import write_atomic_with
+from tokrate.runfolder.files import PARQUET_LIMIT_BYTES, open_run_file, too_large
 from tokrate.runfolder.server_samples import SERVER_SAMPLES_FILE, read_server_samples
 
 __all__ = [
@@ -85,12 +87,18 @@ def read_server_metrics(folder: Path) -> pl.DataFrame | None:
     has no parquet), None when the run has neither. Raises RunFolderError (one line
     naming the file) for an unreadable one."""
     path = folder / SERVER_METRICS_FILE
-    if not path.exists():
-        columns = read_server_samples(folder)
-        return None if columns is None else pl.DataFrame(columns, schema=server_metrics_schema())
     schema = server_metrics_schema()
     try:
-        frame = pl.read_parquet(path)
+        with open_run_file(path, PARQUET_LIMIT_BYTES) as f:
+            size = os.fstat(f.fileno()).st_size
+            frame = pl.read_parquet(f)
+    except FileNotFoundError:
+        columns = read_server_samples(folder)
+        return None if columns is None else pl.DataFrame(columns, schema=schema)
+    except RunFolderError:
+        raise
+    except MemoryError:
+        raise too_large(path, size) from None
     except Exception as err:  # polars raises several unrelated types for a bad file
         raise RunFolderError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
     missing = [c for c in schema if c not in frame.columns]

@@ -29,6 +29,7 @@ import orjson
 
 from tokrate.errors import RunFolderError
 from tokrate.fileio import write_atomic_with
+from tokrate.runfolder.files import RECORDS_JSONL_LIMIT_BYTES, read_run_file
 
 __all__ = [
     "SERVER_SAMPLES_FILE",
@@ -80,12 +81,9 @@ def read_server_samples(folder: Path) -> dict[str, list[Any]] | None:
     (:data:`SERVER_SAMPLE_COLUMNS`), None when there is no such file. Raises
     RunFolderError (one line naming the file and line) for one that is not this format."""
     path = folder / SERVER_SAMPLES_FILE
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_run_file(path, RECORDS_JSONL_LIMIT_BYTES)
+    if data is None:
         return None
-    except OSError as err:
-        raise RunFolderError(f"{path}: cannot read ({err.strerror or err})") from None
     columns: dict[str, list[Any]] = {c: [] for c in SERVER_SAMPLE_COLUMNS}
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():

@@ -53,9 +53,11 @@ import orjson
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import create_new, write_atomic
+from tokrate.redact import strip_control
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
+from tokrate.runfolder.files import POINTER_LIMIT_BYTES, RunFileRefused, read_json, read_run_file
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary
@@ -276,13 +278,8 @@ def read_capacity(run_dir: Path | str) -> CapacityResult | None:
     """capacity.json of a run folder, None after a sweep. Raises RunFolderError (one
     line naming the file)."""
     file = Path(run_dir) / _CAPACITY
-    try:
-        data = orjson.loads(file.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"{file}: unreadable ({err})") from None
-    return CapacityResult.from_dict(data, str(file))
+    data = read_json(file)
+    return None if data is None else CapacityResult.from_dict(data, str(file))
 
 
 def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
@@ -316,10 +313,11 @@ def write_routing(run_dir: Path, document: Mapping[str, Any] | None) -> None:
 
 
 def read_routing(run_dir: Path) -> dict[str, Any] | None:
-    """routing.json as written, or None when the run has none (or it is unreadable)."""
+    """routing.json as written, or None when the run has none (or it is unreadable, or
+    refused by the guard: tokrate.runfolder.files)."""
     try:
-        data = orjson.loads((run_dir / ROUTING_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        data = read_json(run_dir / ROUTING_FILE)
+    except RunFolderError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -332,12 +330,9 @@ def _read_info(folder: Path) -> RunInfo:
         raise RunFolderError(f"{folder!s:.200}: not a usable path ({err!s:.100})") from None
     if not is_dir:
         raise RunFolderError(f"{folder}: not a run folder (no such directory)")
-    try:
-        data = orjson.loads(run_json.read_bytes())
-    except FileNotFoundError:
-        raise RunFolderError(f"{folder}: not a run folder (no run.json)") from None
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"{run_json}: unreadable ({err})") from None
+    data = read_json(run_json)
+    if data is None:
+        raise RunFolderError(f"{folder}: not a run folder (no run.json)")
     return RunInfo.from_dict(data, str(run_json))
 
 
@@ -345,13 +340,8 @@ def load_summary(path: Path | str) -> Summary | None:
     """summary.json of a run folder, None when there is none. Raises RunFolderError
     (one line naming the file) for an unreadable one or an unknown schema version."""
     file = Path(path) / _SUMMARY
-    if not file.exists():
-        return None
-    try:
-        data = orjson.loads(file.read_bytes())
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"{file}: unreadable ({err})") from None
-    return Summary.from_dict(data, str(file))
+    data = read_json(file)
+    return None if data is None else Summary.from_dict(data, str(file))
 
 
 def load_run_info(path: Path | str) -> RunInfo:
@@ -373,26 +363,48 @@ def run_folders(root: Path | str) -> list[Path]:
 
 def resolve_latest_good(reports_root: Path | str) -> Path | None:
     """The run folder ``reports_root/latest-good`` names, or None when there is no
-    pointer yet. Raises RunFolderError when it names a folder that is gone."""
+    pointer yet. The pointer is read through the guard (tokrate.runfolder.files) and
+    followed only to a folder inside the reports root: an absolute name, ``..`` or a
+    symlink that leads out of it is refused (a pointer from elsewhere must not make
+    a nightly compare against, or write next to, a folder the user never named).
+
+    Raises RunFolderError (one line) when the pointer is refused, or names a folder
+    that is gone or lies outside the root."""
     root = Path(reports_root)
     pointer = root / LATEST_GOOD
-    if not pointer.is_file():
+    data = read_run_file(pointer, POINTER_LIMIT_BYTES)
+    if data is None:
         return None
-    name = pointer.read_text(encoding="utf-8").strip()
+    name = data.decode("utf-8", "replace").strip()
+    shown = strip_control(name)[:200]
     target = root / name
-    if not name or not target.is_dir():
+    try:
+        resolved, top = target.resolve(), root.resolve()
+        inside = resolved.is_relative_to(top) and resolved != top
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop
+        inside = False
+    if not inside:
+        raise RunFileRefused(
+            f"{pointer}: names {shown!r}, which is not a run folder inside {root};"
+            " not following it (point it at a folder under the reports root)"
+        )
+    if not target.is_dir():
         raise RunFolderError(
-            f"{pointer}: names run folder {name!r}, which does not exist under {root}"
+            f"{pointer}: names run folder {shown!r}, which does not exist under {root}"
         )
     return target
 
 
 def point_latest_good(reports_root: Path | str, run_dir: Path | str) -> None:
-    """Atomically point ``reports_root/latest-good`` at ``run_dir`` (a path relative to
-    the root when it lies below it, with / separators)."""
+    """Atomically point ``reports_root/latest-good`` at ``run_dir``, by its path
+    relative to the root with / separators. Raises OutputError when ``run_dir`` is
+    not below the root (the pointer is followed only inside it: resolve_latest_good)."""
     root = Path(reports_root)
     try:
         name = str(Path(run_dir).resolve().relative_to(root.resolve()))
     except ValueError:
-        name = str(Path(run_dir).resolve())
-    write_atomic(root / LATEST_GOOD, (name.replace(os.sep, "/") + "\n").encode())
+        raise OutputError(
+            f"{root / LATEST_GOOD}: {run_dir} is not inside the reports root {root};"
+            " the pointer is not moved"
+        ) from None
+    _write(root / LATEST_GOOD, (name.replace(os.sep, "/") + "\n").encode())
