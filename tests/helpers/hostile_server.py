@@ -22,7 +22,11 @@ bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``),
 models_huge / models_drip / models_odd (GET /models endless at full speed, endless one
-byte per 0.2 s, or a list of non-models; anything else is ``ok``), llama (llama-server's shapes:
+byte per 0.2 s, or a list of non-models; anything else is ``ok``), probe_drip /
+probe_endless / probe_gzip / probe_429 (GET /models answers 404, so the pre-flight's
+one-token probe decides; that non-streamed request is answered 200 one byte a second,
+200 with an endless body at full speed, 200 with a gzip body of ``mb`` MB (default 256)
+of zeros, about 1/1000 of that on the wire, or 429; streamed requests are ``ok``), llama (llama-server's shapes:
 /models with ``meta.n_ctx`` (option ``n_ctx``) and, as options, ``meta.n_params``,
 ``meta.size``, ``meta.ftype`` (any JSON value), GET /props with ``model_ftype``
 (``props_ftype``), answers as ``answer_model`` (default a
@@ -197,6 +201,9 @@ class HostileServer:
                     break
                 if path.endswith("/models") and mode in _ENDLESS_LISTS:
                     await _endless_models(mode, out)
+                    break
+                if mode in _PROBE_MODES and not req.get("stream"):
+                    await _hostile_probe(mode, opts, out, models=path.endswith("/models"))
                     break
                 if (path.endswith("/models") and mode in ("models500", "llama")) or (
                     path.endswith("/props") and mode == "llama"
@@ -441,6 +448,53 @@ async def _big_header(o: dict[str, str], out: _Writer) -> bool:
 #: ``models_huge`` an endless list at full speed, ``models_drip`` a list that grows by one
 #: byte every 0.2 s, ``models_odd`` a list whose entries are no models.
 _ENDLESS_LISTS = ("models_huge", "models_drip", "models_odd")
+
+
+#: Answers to the pre-flight's non-streamed one-token probe (module doc).
+_PROBE_MODES = ("probe_drip", "probe_endless", "probe_gzip", "probe_429")
+_BOMBS: dict[int, bytes] = {}
+
+
+def _gzip_bomb(mb: int) -> bytes:
+    """``mb`` MiB of zeros, gzip-compressed (~1 KiB on the wire per MiB), made once."""
+    if mb not in _BOMBS:
+        import zlib
+
+        packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        zeros = bytes(1 << 20)
+        _BOMBS[mb] = b"".join(packer.compress(zeros) for _ in range(mb)) + packer.flush()
+    return _BOMBS[mb]
+
+
+async def _hostile_probe(mode: str, o: dict[str, str], out: _Writer, *, models: bool) -> None:
+    """The ``probe_*`` answers (until the client hangs up, or 5 minutes)."""
+    if models or mode == "probe_429":
+        code = 404 if models else 429
+        msg = b'{"error": {"message": "not here", "type": "x"}}'
+        if code == 429:
+            msg = b'{"error": {"message": "Rate limit reached", "type": "rate_limit"}}'
+        await out.head(code, "application/json", f"Content-Length: {len(msg)}\r\n")
+        out.w.write(msg)
+        await out.w.drain()
+        return
+    if mode == "probe_gzip":
+        bomb = _gzip_bomb(int(o.get("mb", "256")))
+        extra = f"Content-Encoding: gzip\r\nContent-Length: {len(bomb)}\r\n"
+        await out.head(200, "application/json", extra)
+        out.w.write(bomb)
+        await out.w.drain()
+        return
+    await out.head(200, "application/json")
+    out.body(b'{"choices": [{"message": {"content": "')
+    block = b"a" * 65536
+    end = time.monotonic() + 300
+    while time.monotonic() < end and not out.w.transport.is_closing():
+        if mode == "probe_endless":
+            out.body(block)
+        else:
+            out.body(b"a")
+            await asyncio.sleep(1.0)
+        await out.w.drain()
 
 
 async def _endless_models(mode: str, out: _Writer) -> None:

@@ -181,9 +181,12 @@ def test_a_base_url_without_v1_gets_a_did_you_mean(
     assert not any(tmp_path.iterdir())
 
 
-def _checked_within(url: str, seconds: float, timeout_s: float = 1.5) -> dict[str, object]:
+def _checked_within(
+    url: str, seconds: float, timeout_s: float = 1.5, *, warnings: bool = False
+) -> dict[str, object]:
     """check_targets on ``url`` in a thread that must end within ``seconds`` (the old
-    pre-flight read an endless /models answer for ever: a hang, not a failure)."""
+    pre-flight read an endless /models answer for ever: a hang, not a failure);
+    ``warnings``: collect the probe's warning lines in ``outcome["warnings"]``."""
     from tokrate.client.preflight import check_targets
     from tokrate.inputs.targets import Target
     from tokrate.spec import EndpointSpec, ModelSpec
@@ -193,7 +196,9 @@ def _checked_within(url: str, seconds: float, timeout_s: float = 1.5) -> dict[st
 
     def work() -> None:
         try:
-            outcome["served"] = check_targets([target], {}, timeout_s=timeout_s)
+            said: list[str] | None = [] if warnings else None
+            outcome["served"] = check_targets([target], {}, timeout_s=timeout_s, warnings=said)
+            outcome["warnings"] = said
         except Exception as exc:  # the assertion below shows it
             outcome["error"] = exc
 
@@ -252,3 +257,55 @@ def test_a_4xx_probe_still_stops_the_run(
     before = len(hostile.requests)
     assert _run(tmp_path, hostile.base_url("status", code=400, body="bad"), "m") == 2
     assert len([r for r in hostile.requests[before:] if r["body"].get("max_tokens") == 1]) == 1
+
+
+#: The hostile probe answers and the words of the warning each gives (issue 41, item 1).
+_HOSTILE_PROBES = {
+    "probe_drip": "an answer not complete within 10 s",
+    "probe_endless": "an answer over 4,096 bytes",
+    "probe_gzip": "an answer over 4,096 bytes",
+    "probe_429": "HTTP 429",
+}
+
+
+@pytest.mark.parametrize("mode", list(_HOSTILE_PROBES))
+def test_a_hostile_probe_answer_is_read_within_its_bound_then_warned(
+    hostile: HostileServer, mode: str
+) -> None:
+    """/models gives no list, so the one-token probe decides, and its answer drips a
+    byte a second, never ends, inflates a 256 KB gzip body to 256 MB, or is a 429: the
+    pre-flight reads at most 4 KiB of it (decoded) and 10 s in all (the old one read the
+    drip for ever, the endless body into gigabytes, the bomb whole, and stopped the run
+    on the 429), then warns and lets the model be measured."""
+    import tracemalloc
+
+    url = hostile.base_url(mode)
+    tracemalloc.start()
+    try:
+        outcome = _checked_within(url, seconds=45, warnings=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "error" not in outcome, outcome
+    (line,) = outcome["warnings"]  # type: ignore[misc]
+    assert "a one-token request to model 'm' failed" in line
+    assert _HOSTILE_PROBES[mode] in line and line.endswith(
+        "measuring it anyway, its failures are its records"
+    )
+    assert peak < 16 << 20, peak  # the bomb's 256 MB never existed here
+
+
+def test_a_slow_pre_flight_says_it_is_running_and_the_run_measures(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pre-flight that takes more than a second says so (the terminal stayed silent
+    for 120 s); the dripping probe ends in a warning and the model is measured."""
+    code = _run(tmp_path, hostile.base_url("probe_drip", tokens=3), "m")
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 0, err
+    assert "pre-flight: checking 1 endpoint before any load" in err
+    assert "an answer not complete within 10 s" in err
+    (run_dir,) = tmp_path.iterdir()
+    import orjson
+
+    assert orjson.loads((run_dir / "run.json").read_bytes())["counts"]["ok"] == 4

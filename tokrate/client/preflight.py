@@ -24,7 +24,16 @@ count more, so the line says "estimated".
 
 A /models (or /props) answer is read up to :data:`MAX_LIST_BYTES` and for at most the
 pre-flight's timeout in all; a larger or slower one, or a list whose entries are not
-objects with a string ``id``, is "no usable list" (the probe decides).
+objects with a string ``id``, is "no usable list" (the probe decides). Both requests
+and the probe read through :func:`tokrate.client.bounded_read.read_bounded`: decoded
+bytes are counted (a gzip bomb inflates no further than the bound), ``Accept-Encoding:
+identity`` is asked for, and the time is bounded in all, not per read.
+
+The one-token probe of a model reads at most :data:`PROBE_BODY_BYTES` of its answer
+(decoded) and takes at most :data:`PROBE_DEADLINE_S` with all its tries: a server that
+drips its answer, sends an endless one or inflates it past the bound, or answers 429,
+is in a state a run exists to record, not misconfigured: retried while time is left
+(429 and 5xx), then one warning line and the model is measured anyway.
 
 The /models request asks for ``Connection: close``: a server that fails it (a 500) and
 drops the connection without saying so must not take the probe that follows down with
@@ -32,9 +41,9 @@ it (the probe gets a connection of its own).
 
 Every failure is one line (exit 2) that shows what the server said: its HTTP status and
 the first line of its body, redacted (bearer tokens, ``sk-`` keys and the endpoint's
-own key removed); a 401/403 adds "check its API key". A probe answered with a 5xx or
-not at all in time is retried, then a warning (the target is measured anyway). Nothing
-here is timed: these requests never become records.
+own key removed); a 401/403 adds "check its API key". A probe answered with a 429 or a
+5xx, or not in time, or with more than the bound, is a warning (the target is measured
+anyway). Nothing here is timed: these requests never become records.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from typing import Any, Final
 
 import orjson
 
+from tokrate.client.bounded_read import ACCEPT_IDENTITY, BoundedBody, read_bounded
 from tokrate.client.model_names import same_model
 from tokrate.errors import EndpointUnreachable, ModelNotServed
 from tokrate.inputs.prompt_base import Prompt
@@ -56,6 +66,8 @@ from tokrate.runfolder.served_model import ServedModel
 
 __all__ = [
     "BODY_LINE_CHARS",
+    "PROBE_BODY_BYTES",
+    "PROBE_DEADLINE_S",
     "check_targets",
     "context_tokens",
     "served_model",
@@ -66,9 +78,15 @@ __all__ = [
 #: Characters of a server's reply kept in a pre-flight error line.
 BODY_LINE_CHARS: Final = 200
 _TIMEOUT_S: Final = 10.0
-#: Tries of the one-token probe that a 5xx or a timeout gets, 1 s then 2 s apart.
+#: Tries of the one-token probe that a 429, a 5xx or a timeout gets, 1 s then 2 s apart
+#: (while PROBE_DEADLINE_S lasts).
 PROBE_ATTEMPTS: Final = 3
 PROBE_BACKOFF_S: Final = 1.0
+#: The most of a probe's answer read, decoded: its status and first line are all the
+#: pre-flight uses (an error body is a few hundred bytes).
+PROBE_BODY_BYTES: Final = 4096
+#: The whole probe of one model, every try and its back-off included.
+PROBE_DEADLINE_S: Final = 10.0
 #: The most of a GET /models (or /props) body read: a list of 10,000 models is ~2 MiB;
 #: a larger answer is no usable list (the probe decides), not gigabytes in memory.
 MAX_LIST_BYTES: Final = 16 * 1024 * 1024
@@ -83,20 +101,38 @@ class _Reply:
     reason_phrase: str
     content: bytes
     is_success: bool
+    #: What stopped the read short ("over 4,096 bytes", "not complete within 10 s"),
+    #: None when the whole answer was read.
+    cut: str | None = None
+
+
+def _reply_of(resp: Any, body: BoundedBody, limit_bytes: int, seconds: float) -> _Reply:
+    cut = None
+    if body.over:
+        cut = f"an answer over {limit_bytes:,} bytes"
+    elif body.late:
+        cut = f"an answer not complete within {seconds:g} s"
+    ok = resp.is_success and cut is None
+    return _Reply(resp.status_code, resp.reason_phrase, body.content, ok, cut)
+
+
+def _remaining(deadline: float) -> Any:
+    """httpx timeouts for what is left until ``deadline`` (each read, connect and write
+    waits at most that: one silent read cannot outlast it)."""
+    import httpx
+
+    return httpx.Timeout(max(0.01, deadline - time.monotonic()))
 
 
 def _bounded_get(http: Any, url: str, timeout_s: float) -> _Reply:
-    """GET ``url`` (``Connection: close``), its body read up to MAX_LIST_BYTES and for
-    at most ``timeout_s`` in all (httpx's timeout is per read: a server that sends a byte
-    every few seconds would hold it for ever)."""
+    """GET ``url`` (``Connection: close``), its body read up to MAX_LIST_BYTES decoded
+    and for at most ``timeout_s`` in all (httpx's timeout is per read: a server that
+    sends a byte every few seconds would hold it for ever)."""
     deadline = time.monotonic() + timeout_s
-    with http.stream("GET", url, headers={"Connection": "close"}) as resp:
-        body = bytearray()
-        for chunk in resp.iter_bytes():
-            body += chunk
-            if len(body) > MAX_LIST_BYTES or time.monotonic() > deadline:
-                return _Reply(resp.status_code, resp.reason_phrase, b"", False)
-        return _Reply(resp.status_code, resp.reason_phrase, bytes(body), resp.is_success)
+    headers = {"Connection": "close", **ACCEPT_IDENTITY}
+    with http.stream("GET", url, headers=headers, timeout=_remaining(deadline)) as resp:
+        body = read_bounded(resp, MAX_LIST_BYTES, deadline)
+        return _reply_of(resp, body, MAX_LIST_BYTES, timeout_s)
 
 
 #: Prompt ids a pre-flight context line names before "and N more".
@@ -383,32 +419,43 @@ def _probe(
     api_key: str | None,
 ) -> str | None:
     """One request of one output token for ``target``'s model. Raises for what is the
-    configuration's fault (a 4xx: unknown model, bad key, bad body); a 5xx or a timeout
-    is the server's state, which a run exists to record: retried
-    (:data:`PROBE_ATTEMPTS`, backing off), then returned as a warning line and the
+    configuration's fault (a 4xx other than 429: unknown model, bad key, bad body); a
+    429, a 5xx, a timeout or an answer past :data:`PROBE_BODY_BYTES` is the server's
+    state, which a run exists to record: retried (:data:`PROBE_ATTEMPTS`, backing off)
+    while :data:`PROBE_DEADLINE_S` lasts, then returned as a warning line and the
     target measured anyway (its failures become its records)."""
     import httpx
 
     model = target.model.name
+    deadline = time.monotonic() + PROBE_DEADLINE_S
     failed = ""
+    tries = 0
     for attempt in range(PROBE_ATTEMPTS):
         if attempt:
-            time.sleep(PROBE_BACKOFF_S * attempt)
+            pause = min(PROBE_BACKOFF_S * attempt, deadline - time.monotonic())
+            if pause <= 0:
+                break
+            time.sleep(pause)
+        tries += 1
         try:
-            resp = _probe_once(http, target, api)
+            resp = _probe_once(http, target, api, deadline)
         except httpx.ConnectTimeout:
             raise  # no connection at all: the endpoint is unreachable (exit 2)
         except httpx.TimeoutException as err:
-            failed = f"no answer in time ({type(err).__name__})"
+            failed = f"no answer within {PROBE_DEADLINE_S:g} s ({type(err).__name__})"
             continue
+        if resp.cut is not None:
+            failed = f"HTTP {resp.status_code}, {resp.cut}"
+            break  # the server's state; trying again reads the same
         if resp.is_success:
             return None
-        if resp.status_code < 500:
+        if resp.status_code < 500 and resp.status_code != 429:
             break
         failed = _reply(resp, api_key)
-    else:
+    if failed:
+        times = "once" if tries == 1 else f"{tries} times"
         return (
-            f"{where}: a one-token request to model {model!r} failed {PROBE_ATTEMPTS} times"
+            f"{where}: a one-token request to model {model!r} failed {times}"
             f" (last: {failed}); measuring it anyway, its failures are its records"
         )
     _refuse_auth(resp, where, key_env, api_key)
@@ -424,13 +471,21 @@ def _probe(
     )
 
 
-def _probe_once(http: Any, target: Target, api: str) -> Any:
+def _post_bounded(http: Any, url: str, body: dict[str, Any], deadline: float) -> _Reply:
+    with http.stream(
+        "POST", url, json=body, headers=ACCEPT_IDENTITY, timeout=_remaining(deadline)
+    ) as resp:
+        read = read_bounded(resp, PROBE_BODY_BYTES, deadline)
+        return _reply_of(resp, read, PROBE_BODY_BYTES, PROBE_DEADLINE_S)
+
+
+def _probe_once(http: Any, target: Target, api: str, deadline: float) -> _Reply:
     from tokrate.client.fallbacks import is_max_tokens_rejection
     from tokrate.client.request import probe_request
 
     url, body = probe_request(target, api)
-    resp = http.post(url, json=body)
+    resp = _post_bounded(http, url, body, deadline)
     if is_max_tokens_rejection(resp.status_code, resp.content) and "max_tokens" in body:
         body["max_completion_tokens"] = body.pop("max_tokens")  # o-series models
-        resp = http.post(url, json=body)
+        resp = _post_bounded(http, url, body, deadline)
     return resp

@@ -9,13 +9,20 @@ grepped. Text is printed as is: no markup, no highlighting.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["finishing_line", "notice_lines", "print_notice"]
+__all__ = ["SLOW_STEP_S", "finishing_line", "notice_lines", "print_notice", "said_if_slow"]
+
+#: A step before the load that runs longer than this says so (the terminal would
+#: otherwise stay silent: a pre-flight can take up to 10 s an endpoint).
+SLOW_STEP_S: Final = 1.0
 
 
 def notice_lines(kind: str, text: str, width: int | None) -> list[str]:
@@ -37,6 +44,23 @@ def print_notice(console: Console, kind: str, text: str) -> None:
     width = console.width if console.is_terminal else None
     for line in notice_lines(kind, text, width):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def said_if_slow(console: Console | None, kind: str, text: str) -> Iterator[None]:
+    """Print the notice ``kind: text`` once the block has run :data:`SLOW_STEP_S`
+    (from a timer thread; rich's console locks its output), nothing when it ends
+    sooner or there is no console."""
+    if console is None:
+        yield
+        return
+    timer = threading.Timer(SLOW_STEP_S, print_notice, (console, kind, text))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def finishing_line(report: bool) -> str:

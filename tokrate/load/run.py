@@ -54,7 +54,7 @@ from tokrate.inputs.targets import Target, api_keys, resolve_targets, run_redact
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
 from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
-from tokrate.load.notices import finishing_line, print_notice
+from tokrate.load.notices import finishing_line, print_notice, said_if_slow
 from tokrate.load.plan import Plan, ScenarioPlan
 from tokrate.load.prompt_use import source_text, unsent_warnings, with_sent
 from tokrate.load.record_warnings import RecordWarnings
@@ -181,9 +181,12 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
     return [t.label for t in targets]
 
 
-def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) -> _Prepared:
-    """Everything before the first request (see the module doc). Raises ConfigError,
-    PromptError, OutputError, RunFolderError (an unreadable baseline),
+def _prepare(
+    spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack, console: Console | None
+) -> _Prepared:
+    """Everything before the first request (see the module doc); ``console`` hears
+    that the pre-flight is running when it takes more than a second. Raises
+    ConfigError, PromptError, OutputError, RunFolderError (an unreadable baseline),
     EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
     folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
@@ -217,7 +220,8 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         # Nothing is sent before every prompt's fields reach every target's protocol.
         check_translations(targets, prompts, RequestSettings(api=spec.client.api))
         probe_warnings: list[str] = []
-        served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
+        with said_if_slow(console, "pre-flight", _preflight_line(targets)):
+            served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
         targets, size_notes, size_warnings = with_served_sizes(targets, served)
         size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
@@ -246,6 +250,17 @@ def _prepare(spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack) 
         notices,
         tuple(size_notes),
         tuple(size_warnings),
+    )
+
+
+def _preflight_line(targets: Sequence[Target]) -> str:
+    from tokrate.client.preflight import PROBE_DEADLINE_S
+
+    endpoints = len({t.endpoint.name for t in targets})
+    what = "1 endpoint" if endpoints == 1 else f"{endpoints} endpoints"
+    return (
+        f"checking {what} before any load (GET /models, else a one-token request per"
+        f" model; at most {PROBE_DEADLINE_S:g} s each)"
     )
 
 
@@ -478,7 +493,7 @@ def run_benchmark(
     stop = stop or Stop()
     stopper = SignalStopper(stop)
     with contextlib.ExitStack() as stack:
-        p = _prepare(spec, base_dir, stack)
+        p = _prepare(spec, base_dir, stack, console)
         if console is not None and not quiet:
             _announce(p, console)
         progress = None
