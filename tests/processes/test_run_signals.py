@@ -291,3 +291,126 @@ def test_workers_stop_at_once_when_the_parent_dies(tmp_path: Path) -> None:
     assert received, "the server saw no request"
     late = [(r - killed_ns) / 1e9 for r in received if r > killed_ns + 200_000_000]
     assert late == [], f"requests sent after the driver died: {late}"
+
+
+class _Lines:
+    """A run's stderr read line by line in a thread, so a test can wait for a line."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        import threading
+
+        self.lines: list[str] = []
+        self._proc = proc
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc.stderr is not None
+        for raw in self._proc.stderr:
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def wait_for(self, needle: str, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(needle in line for line in self.lines):
+                return
+            if self._proc.poll() is not None:
+                self._thread.join(5)
+                if any(needle in line for line in self.lines):
+                    return
+                raise AssertionError(f"exited {self._proc.returncode}: {''.join(self.lines)}")
+            time.sleep(0.02)
+        raise AssertionError(f"no {needle!r} in: {''.join(self.lines)}")
+
+    def text(self) -> str:
+        """Everything it wrote (the process has exited); closes the pipe."""
+        self._thread.join(30)
+        assert self._proc.stderr is not None
+        self._proc.stderr.close()
+        return "".join(self.lines)
+
+
+def _finishing_children(run_dir: Path) -> list[int]:
+    """Processes still running ``python -m tokrate.finish`` on ``run_dir``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        mine = b"tokrate.finish" in argv and str(run_dir).encode() in argv
+        if mine and _alive(int(cmdline.parent.name)):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc for the finishing child")
+@pytest.mark.parametrize(
+    ("sig", "code", "group"), [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)]
+)
+def test_a_signal_while_the_files_are_finished_still_writes_them(
+    tmp_path: Path, sig: int, code: int, group: bool
+) -> None:
+    """SIGTERM to the PID alone, or Ctrl-C to the whole process group, 0.3 s after
+    "load done" (issue 41, item 4): the old run exited 130/143 with run.json still
+    "running", no summary.json, no records.parquet, and its finishing child went on
+    writing after it had exited. Now the child writes records.parquet, summary.json and
+    the final run.json, skips the report, the run waits for it and names the command
+    that builds the report."""
+    with hostile_server() as server:
+        cmd = [
+            sys.executable, "-m", "tokrate", "run", "--base-url", server.base_url("ok", tokens=4),
+            "-m", "m", "--max-tokens", "4", "--concurrency", "4", "--requests", "80",
+            "--output-dir", str(tmp_path), "--run-id", "fin",
+        ]  # fmt: skip
+        env = {**os.environ, "COLUMNS": "200"}
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
+        lines = _Lines(proc)
+        lines.wait_for("load done")
+        time.sleep(0.3)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        proc.wait(timeout=600)
+        err = lines.text()
+    run_dir = tmp_path / "fin"
+    assert _finishing_children(run_dir) == [], "the finishing child outlived the run"
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    run = orjson.loads((run_dir / "run.json").read_bytes())
+    assert run["status"] == "complete" and run["ended_at"]
+    assert (run_dir / "summary.json").is_file() and (run_dir / "records.parquet").is_file()
+    loaded = load_run(run_dir)
+    assert loaded.records.height == run["counts"]["scheduled"] == run["counts"]["ok"] == 80
+    flat = " ".join(err.split())
+    assert f"report not built: tokrate report {run_dir}" in flat
+    assert f"stopped by {signal.Signals(sig).name}" in flat
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_the_pre_flight_keeps_no_run_folder(
+    tmp_path: Path, sig: int, code: int
+) -> None:
+    """SIGTERM during the pre-flight left an empty run folder that blocked the run id
+    (SIGINT cleaned up): now both stop at once, say so in one line and keep nothing."""
+    with hostile_server() as server:
+        cmd = [
+            sys.executable, "-m", "tokrate", "run", "--base-url", server.base_url("probe_drip"),
+            "-m", "m", "--requests", "4", "--output-dir", str(tmp_path / "out"),
+            "--run-id", "pre", "--no-report",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        lines = _Lines(proc)
+        lines.wait_for("pre-flight: checking 1 endpoint")
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        err = lines.text()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    name = signal.Signals(sig).name
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("tokrate: interrupted")]
+    assert line.startswith(f"tokrate: interrupted by {name} before any request was sent")
+    assert not (tmp_path / "out" / "pre").exists() and not (tmp_path / "out").exists()

@@ -50,6 +50,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = Redactor().with_secrets(known).text(strip_control(str(err)))
         print(f"tokrate: error: {' '.join(line.split())}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print("tokrate: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        # A run stopped before its load (tokrate.load.signals.RunInterrupted) names the
+        # signal; anything else is a Ctrl-C before a run began.
+        code = getattr(err, "exit_code", 130)
+        if code != 130 or str(err):
+            print(
+                f"tokrate: interrupted by {err} before any request was sent; no run folder"
+                " was kept",
+                file=sys.stderr,
+            )
+        else:
+            print("tokrate: interrupted", file=sys.stderr)
+        return int(code)

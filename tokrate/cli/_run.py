@@ -306,6 +306,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out = Console() if sys.stdout.isatty() else Console(width=80, color_system=None)
         _print_tables(result, out)
     state = "interrupted" if result.interrupted else "complete"
+    if result.stopped_by is not None:
+        state += f" (stopped by {result.stopped_by} while its files were finished)"
     label = f" ({result.label})" if result.label else ""
     err.print(
         f"run {state}: {result.run_dir}{label}", markup=False, highlight=False, soft_wrap=True

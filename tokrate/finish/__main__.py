@@ -7,7 +7,7 @@ import sys
 
 from tokrate.errors import UsageError
 from tokrate.finish.child import FinishRequest
-from tokrate.finish.steps import finish
+from tokrate.finish.stopping import ChildSignals
 
 
 def main(argv: list[str]) -> int:
@@ -18,7 +18,11 @@ def main(argv: list[str]) -> int:
     except UsageError as err:
         sys.stderr.write(f"{err}\n")
         return err.exit_code
-    problems = finish(request)
+    signals = ChildSignals()
+    signals.install(request.stop_fd)
+    from tokrate.finish.steps import finish  # after the handlers: it imports polars
+
+    problems = finish(request, signals)
     for problem in problems:
         sys.stderr.write(problem.line() + "\n")
     return problems[0].exit_code if problems else 0

@@ -7,6 +7,7 @@ that needs them runs in one child: :class:`FinishRequest` says which steps, as a
 
     python -m tokrate.finish RUN_DIR [--status complete|interrupted] [--report png,svg]
         [--baseline REF --reports-root DIR [--threshold T]... [--thresholds-from-history DIR]]
+        [--stop-fd FD]
 
 Each step runs only when its flag is given, in this order: *finalize* (``--status``:
 records.parquet, summary.json, run.json last with the status, so "complete" is only
@@ -14,6 +15,11 @@ ever seen next to a complete parquet and summary), *report* (``--report``: chart
 report.html, summary.md) and *baseline* (``--baseline``: comparison.json / .md and
 the ``latest-good`` pointer). A step can run alone on a finished folder (a
 confirmation pass re-judging a run is ``--baseline`` only).
+
+Stop signals (tokrate.finish.stopping): the child runs in a session of its own; the
+parent passes a stop signal it receives on through a pipe (``--stop-fd``, one byte per
+signal: :class:`ChildStop`), and the child still finalizes, skipping the report and
+the baseline check (a problem with ``"stopped": true``). The parent waits for it.
 
 The child answers in the run folder itself: the parent reads summary.json and
 comparison.json with their readers (:func:`tokrate.runfolder.store.load_summary`,
@@ -26,6 +32,8 @@ everything). This module is both sides of that protocol and imports nothing heav
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -41,6 +49,7 @@ from tokrate.runfolder.files import JSON_LIMIT_BYTES, read_run_file
 
 __all__ = [
     "CHILD_TIMEOUT_S",
+    "ChildStop",
     "FinishOutcome",
     "FinishProblem",
     "FinishRequest",
@@ -71,6 +80,8 @@ class FinishRequest:
     reports_root: Path | None = None
     thresholds: tuple[str, ...] = ()
     thresholds_from_history: str | None = None
+    #: The read end of the parent's stop pipe (module doc), None without one.
+    stop_fd: int | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -95,6 +106,8 @@ class FinishRequest:
                 out += ["--threshold", text]
             if self.thresholds_from_history is not None:
                 out += ["--thresholds-from-history", self.thresholds_from_history]
+        if self.stop_fd is not None:
+            out += ["--stop-fd", str(self.stop_fd)]
         return out
 
     @classmethod
@@ -119,6 +132,9 @@ class FinishRequest:
         if status not in (None, "complete", "interrupted"):
             raise UsageError(f"tokrate.finish: --status {status!r}: complete or interrupted")
         root = values.get("--reports-root")
+        stop_fd = values.get("--stop-fd")
+        if stop_fd is not None and not stop_fd.isdigit():
+            raise UsageError(f"tokrate.finish: --stop-fd {stop_fd!r}: a file descriptor number")
         return cls(
             run_dir=Path(argv[0]),
             status=status,  # type: ignore[arg-type]
@@ -127,6 +143,7 @@ class FinishRequest:
             reports_root=None if root is None else Path(root),
             thresholds=tuple(thresholds),
             thresholds_from_history=values.get("--thresholds-from-history"),
+            stop_fd=None if stop_fd is None else int(stop_fd),
         )
 
 
@@ -137,21 +154,26 @@ _FLAGS: Final = (
     "--reports-root",
     "--threshold",
     "--thresholds-from-history",
+    "--stop-fd",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class FinishProblem:
     """One step that failed: its one-line error and the exit code it carries (a
-    TokrateError's, 1 for anything else)."""
+    TokrateError's, 1 for anything else); ``stopped``: it did not fail, a stop signal
+    skipped it (the exit code is then 128 + the signal)."""
 
     step: Step
     exit_code: int
     error: str
+    stopped: bool = False
 
     def line(self) -> str:
         """The problem as the child writes it on stderr."""
         document = {"step": self.step, "exit_code": self.exit_code, "error": self.error}
+        if self.stopped:
+            document["stopped"] = True
         return _PREFIX + orjson.dumps(document).decode()
 
     @classmethod
@@ -166,7 +188,7 @@ class FinishProblem:
             return None
         if step not in _STEPS or not isinstance(code, int) or not isinstance(error, str):
             return None
-        return cls(step, code, error)
+        return cls(step, code, error, data.get("stopped") is True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,25 +229,81 @@ def _unfinished(request: FinishRequest) -> Step:
     return request.steps[-1]
 
 
-def run_finish(request: FinishRequest, *, timeout_s: float = CHILD_TIMEOUT_S) -> FinishOutcome:
+class ChildStop:
+    """The parent's end of the stop pipe (module doc). :meth:`request` (from a signal
+    handler) tells the running child to stop after finalizing; one asked for before the
+    child starts is passed on as soon as it does."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self._fd: int | None = None
+
+    def request(self, signum: int) -> None:
+        self.signals.append(signum)
+        self._send(bytes([signum]))
+
+    def _send(self, data: bytes) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):  # the child is gone: nothing to tell
+                os.write(self._fd, data)
+
+    def _open(self, fd: int) -> None:
+        self._fd = fd
+        self._send(bytes(self.signals))
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def run_finish(
+    request: FinishRequest, *, timeout_s: float = CHILD_TIMEOUT_S, stop: ChildStop | None = None
+) -> FinishOutcome:
     """Run the finishing process on ``request`` and wait for it (``timeout_s`` for all
-    of its steps). Never raises for what the child does: a child that crashed, was
-    killed or ran out of time is a problem of the step it was in."""
+    of its steps), whatever signal arrives meanwhile: ``stop`` passes them on (module
+    doc). Never raises for what the child does: a child that crashed, was killed or
+    ran out of time is a problem of the step it was in."""
     if not request.steps:
         return FinishOutcome()
+    read_fd, write_fd = os.pipe()
+    request = dataclasses.replace(request, stop_fd=read_fd)
     argv, env = _command(request)
+    stop = stop or ChildStop()
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        error = f"the finishing process ran past {timeout_s:g} s and was stopped"
-        return FinishOutcome((FinishProblem(_unfinished(request), 1, error),))
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            pass_fds=(read_fd,),
+            # Its own session: a Ctrl-C at the terminal reaches this process, which
+            # passes it on once, through the pipe.
+            start_new_session=True,
+        )
     except OSError as err:
+        os.close(write_fd)
         error = f"the finishing process did not start ({err.strerror or err})"
         return FinishOutcome((FinishProblem(request.steps[0], 1, error),))
-    lines = done.stderr.splitlines()
+    finally:
+        os.close(read_fd)
+    stop._open(write_fd)
+    try:
+        try:
+            _, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            error = f"the finishing process ran past {timeout_s:g} s and was stopped"
+            return FinishOutcome((FinishProblem(_unfinished(request), 1, error),))
+    finally:
+        stop._close()
+    lines = stderr.splitlines()
     problems = tuple(p for p in map(FinishProblem.from_line, lines) if p is not None)
-    if done.returncode != 0 and not problems:
+    if proc.returncode != 0 and not problems:
         last = next((x.strip() for x in reversed(lines) if x.strip()), "")
-        error = last or f"the finishing process exited with code {done.returncode}"
+        error = last or f"the finishing process exited with code {proc.returncode}"
         problems = (FinishProblem(_unfinished(request), 1, error),)
     return FinishOutcome(problems)

@@ -30,11 +30,14 @@ A short pipeline, each step finishing before the next starts; nothing is sent be
   its error classes and counts.
 
 Ctrl-C, SIGTERM (what ``timeout`` and CI schedulers send) and SIGHUP all stop the run
-the same way: workers stop scheduling, in-flight requests get the grace period, the
-rest are recorded as cancelled, everything is written with status "interrupted", and
-the exit code is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
-A third signal ends the grace period at once (in-flight requests recorded as
-cancelled, every file still written).
+the same way, in every phase (tokrate.load.signals): before the load, at once, leaving
+no run folder; during it, workers stop scheduling, in-flight requests get the grace
+period, the rest are recorded as cancelled, everything is written with status
+"interrupted"; after it, the finishing child still writes records.parquet,
+summary.json and the final run.json, skips the report and the baseline check, and
+this process waits for it. The exit code is 128 + the signal (130 for Ctrl-C, 143 for
+SIGTERM, 129 for SIGHUP). A third signal during the load ends the grace period at once
+(in-flight requests recorded as cancelled, every file still written).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokrate.errors import FinishError, TokrateError
-from tokrate.finish.child import FinishOutcome, FinishRequest, run_finish
+from tokrate.finish.child import ChildStop, FinishOutcome, FinishRequest, run_finish
 from tokrate.inputs.prompt_base import Prompt, check_entries
 from tokrate.inputs.prompts import LoadedPrompts
 from tokrate.inputs.targets import Target, api_keys, resolve_targets, run_redactor
@@ -119,6 +122,9 @@ class RunResult:
     label: str | None = None
     comparison: Comparison | None = None
     baseline_result: str | None = None
+    #: The signal (``SIGTERM``) that came after the load, while its files were being
+    #: finished: the load is whole, the report or baseline check skipped (warnings).
+    stopped_by: str | None = None
 
 
 # --- run.json ---------------------------------------------------------------------------
@@ -182,13 +188,18 @@ def _short_names(targets: Sequence[Target]) -> list[str]:
 
 
 def _prepare(
-    spec: RunSpec, base_dir: Path | None, stack: contextlib.ExitStack, console: Console | None
+    spec: RunSpec,
+    base_dir: Path | None,
+    stack: contextlib.ExitStack,
+    console: Console | None,
+    stopper: SignalStopper,
 ) -> _Prepared:
     """Everything before the first request (see the module doc); ``console`` hears
-    that the pre-flight is running when it takes more than a second. Raises
+    that the pre-flight is running when it takes more than a second; ``stopper``
+    moves on to its measure phase once the run folder is complete. Raises
     ConfigError, PromptError, OutputError, RunFolderError (an unreadable baseline),
-    EndpointUnreachable, ModelNotServed, SimulatorError; a failure leaves no run
-    folder behind."""
+    EndpointUnreachable, ModelNotServed, SimulatorError, RunInterrupted (a stop
+    signal); a failure leaves no run folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.client.request import RequestSettings, check_translations
     from tokrate.inputs.prompts import load_prompt_sources
@@ -233,6 +244,8 @@ def _prepare(
         config = redactor.value(info.config)
         store.start(dataclasses.replace(info, config=config, prompts=loaded.sources))
         write_checks(store.path, check_entries(prompts))
+        # From here a signal stops the load instead (the run folder is complete).
+        stopper.enter("measure")
     except BaseException:
         store.discard()
         raise
@@ -412,7 +425,8 @@ def _finish_request(spec: RunSpec, run_dir: Path, interrupted: bool) -> FinishRe
 
 def _raise_problems(outcome: FinishOutcome, run_dir: Path) -> None:
     """A failed finalize or baseline check is this run's error (the records are saved
-    in records.jsonl either way); a failed report is only a warning (_report_warning)."""
+    in records.jsonl either way); a failed report, or a step a signal skipped, is only
+    a warning (_finish_warnings)."""
     finalize = outcome.problem("finalize")
     if finalize is not None:
         raise FinishError(
@@ -421,20 +435,22 @@ def _raise_problems(outcome: FinishOutcome, run_dir: Path) -> None:
             finalize.exit_code,
         )
     baseline = outcome.problem("baseline")
-    if baseline is not None:
+    if baseline is not None and not baseline.stopped:
         raise FinishError(baseline.error, baseline.exit_code)
 
 
-def _report_warning(outcome: FinishOutcome, run_dir: Path) -> str | None:
-    """The warning of a report that was not built: the measurements are safe on disk,
-    so it says how to rebuild it."""
-    problem = outcome.problem("report")
-    if problem is None:
-        return None
-    return (
-        f"report not built ({problem.error or 'the report process failed'});"
-        f" the run is saved, rebuild with: tokrate report {run_dir}"
-    )
+def _finish_warnings(outcome: FinishOutcome, run_dir: Path) -> list[str]:
+    """The warnings of a report that was not built (the measurements are safe on disk,
+    so it says how to build it) and of a baseline check a signal skipped."""
+    out = []
+    report = outcome.problem("report")
+    if report is not None:
+        why = report.error or "the report process failed"
+        out.append(f"report not built: tokrate report {run_dir} ({why}; the run is saved)")
+    baseline = outcome.problem("baseline")
+    if baseline is not None and baseline.stopped:
+        out.append(f"{baseline.error}; the run is saved")
+    return out
 
 
 # --- the pipeline -----------------------------------------------------------------------
@@ -492,8 +508,24 @@ def run_benchmark(
     """
     stop = stop or Stop()
     stopper = SignalStopper(stop)
+    child_stop = ChildStop()
+    stopper.child_stop = child_stop.request
+    with stop_on_signals(stopper):
+        return _run(spec, console, quiet, stop, stopper, child_stop, base_dir)
+
+
+def _run(
+    spec: RunSpec,
+    console: Console | None,
+    quiet: bool,
+    stop: Stop,
+    stopper: SignalStopper,
+    child_stop: ChildStop,
+    base_dir: Path | None,
+) -> RunResult:
+    """run_benchmark's steps, under its signal handlers (tokrate.load.signals)."""
     with contextlib.ExitStack() as stack:
-        p = _prepare(spec, base_dir, stack, console)
+        p = _prepare(spec, base_dir, stack, console, stopper)
         if console is not None and not quiet:
             _announce(p, console)
         progress = None
@@ -507,13 +539,14 @@ def run_benchmark(
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()
         try:
-            with stop_on_signals(stopper):
-                if searching:
-                    capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
-                    interrupted = capacity.interrupted
-                else:
-                    interrupted = _measure(spec, p, sink, stop)
+            if searching:
+                capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
+                interrupted = capacity.interrupted
+            else:
+                interrupted = _measure(spec, p, sink, stop)
         finally:
+            # From here nothing is cut short: a signal is passed to the finishing child.
+            stopper.enter("finish")
             scrapes = sampler.finish(
                 p.store.path,
                 redact=p.redactor.text,
@@ -545,20 +578,19 @@ def run_benchmark(
             **changes,
         )
     run_dir = p.store.path
-    outcome = run_finish(_finish_request(spec, run_dir, interrupted))
+    outcome = run_finish(_finish_request(spec, run_dir, interrupted), stop=child_stop)
     warnings = list(sink.warnings)
     if console is not None:
         sink.print_warnings(console, failed)
-    report_warning = _report_warning(outcome, run_dir)
-    if report_warning is not None:
-        warnings.append(report_warning)
+    for line in _finish_warnings(outcome, run_dir):
+        warnings.append(line)
         if console is not None:
-            print_notice(console, "warning", report_warning)
+            print_notice(console, "warning", line)
     _raise_problems(outcome, run_dir)
-    exit_code = stopper.exit_code if interrupted else (1 if failed else 0)
+    exit_code = stopper.exit_code if stopper.signalled else (1 if failed else 0)
     comparison = None
     baseline_result = None
-    if spec.baseline and not interrupted:
+    if spec.baseline and not interrupted and not stopper.signalled:
         from tokrate.report.terminal.comparison_text import baseline_verdict_line
         from tokrate.runfolder.comparison import combined_exit, read_comparison
 
@@ -577,4 +609,5 @@ def run_benchmark(
         label=spec.output.label,
         comparison=comparison,
         baseline_result=baseline_result,
+        stopped_by=stopper.name if stopper.signalled and not interrupted else None,
     )

@@ -235,7 +235,7 @@ class RunStore:
         self.close()
         if self.count:
             return
-        for name in (_RUN_JSON, RECORDS_JSONL):
+        for name in (_RUN_JSON, RECORDS_JSONL, CHECKS_FILE):
             with contextlib.suppress(OSError):
                 (self.path / name).unlink()
         self._remove_created()
