@@ -36,9 +36,13 @@ from tokrate.client.failures import (
 from tokrate.client.fallbacks import is_max_tokens_rejection
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import SSEDecoder, SSEProtocolError
+from tokrate.runfolder.records import MAX_ANSWER_CHARS
 
 __all__ = [
     "ERROR_BODY_LIMIT",
+    "MAX_TOOL_ARGUMENT_CHARS",
+    "MAX_TOOL_CALLS",
+    "MAX_TOOL_NAME_CHARS",
     "MAX_RESPONSE_BYTES",
     "MAX_RESPONSE_CHUNKS",
     "MAX_TOKENS_NOTE",
@@ -87,6 +91,13 @@ REJECTED_NOTE = "server rejected stream_options"
 #: here while the stream runs (1.6 MB at the cap), a float offset in its record after.
 MAX_RESPONSE_CHUNKS = 200_000
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+#: Tool calls kept per answer, characters of a call's name and of its arguments text:
+#: well past any real call (a record keeps an answer's text to the same bound).
+MAX_TOOL_CALLS: Final = 64
+MAX_TOOL_NAME_CHARS: Final = 256
+MAX_TOOL_ARGUMENT_CHARS: Final = MAX_ANSWER_CHARS
 
 
 class ResponseLimitExceeded(Exception):
@@ -144,6 +155,9 @@ class StreamState:
         "fast_chat",
         "chunk_limit_source",
         "last_line_ns",
+        # Tool calls of the answer (None until the first), and the first delta's stamp.
+        "tool_calls",
+        "first_tool_ns",
     )
 
     def __init__(
@@ -199,6 +213,12 @@ class StreamState:
         self.response_model: str | None = None
         self.server_timings: dict[str, Any] | None = None
         self.server_timings_source: str | None = None
+        #: The answer's tool calls by their protocol key, in order of appearance:
+        #: ``[name or None, argument pieces, characters kept]``; None until a tool-call
+        #: chunk comes, so ordinary streams pay nothing.
+        self.tool_calls: dict[int, list[Any]] | None = None
+        #: When the first content-bearing tool-call delta arrived.
+        self.first_tool_ns: int | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -338,8 +358,12 @@ class StreamState:
         if facts.error is not None:
             self._fail_in_band(facts, obj, now_ns)
             return True
+        if facts.tool_parts is not None:
+            self._keep_tool_parts(facts.tool_parts)
         if facts.answer or facts.reasoning or facts.tool_call:
             self.chunk_ns.append(now_ns)
+            if facts.tool_call and self.first_tool_ns is None:
+                self.first_tool_ns = now_ns
             if facts.answer and self.answer_parts is not None:
                 self.answer_parts.append(_answer_text(obj))
             if facts.answer or facts.tool_call:
@@ -362,6 +386,33 @@ class StreamState:
             self.finished = True
             return True
         return False
+
+    def _keep_tool_parts(self, parts: list[tuple[int, str | None, str]]) -> None:
+        """Add a chunk's tool-call pieces to their calls: the first name a call gets,
+        its arguments text up to MAX_TOOL_ARGUMENT_CHARS; at most MAX_TOOL_CALLS calls
+        (a stream of endless new calls cannot grow memory without bound)."""
+        calls = self.tool_calls
+        if calls is None:
+            calls = self.tool_calls = {}
+        for key, name, text in parts:
+            call = calls.get(key)
+            if call is None:
+                if len(calls) >= MAX_TOOL_CALLS:
+                    continue
+                call = calls[key] = [None, [], 0]
+            if name is not None and call[0] is None:
+                call[0] = name[:MAX_TOOL_NAME_CHARS]
+            if text and call[2] < MAX_TOOL_ARGUMENT_CHARS:
+                piece = text[: MAX_TOOL_ARGUMENT_CHARS - call[2]]
+                call[1].append(piece)
+                call[2] += len(piece)
+
+    def kept_tool_calls(self) -> tuple[tuple[str, str], ...]:
+        """``(name, arguments text)`` of each tool call, in the order they appeared
+        ("" for a name that never came)."""
+        if not self.tool_calls:
+            return ()
+        return tuple((c[0] or "", "".join(c[1])) for c in self.tool_calls.values())
 
     def _fail_in_band(self, facts: ChunkFacts, obj: object, now_ns: int) -> None:
         """An error chunk or event inside a 200 stream: classed by its code/type words
@@ -435,6 +486,8 @@ class StreamState:
             server_timings=self.server_timings,
             server_timings_source=self.server_timings_source,
             stamp_source=stamp_source,
+            tool_calls=self.kept_tool_calls(),
+            first_tool_ns=self.first_tool_ns,
         )
 
 

@@ -5,6 +5,10 @@ A chunk is *content-bearing* when it carries non-empty answer text, reasoning te
 TTFT, ITL and the chunk-count fallback of output tokens. Role-only chunks, empty
 deltas, finish-only chunks and usage-only chunks (empty ``choices``) do not.
 
+A tool-call chunk also says which call it continues and what it adds
+(``ChunkFacts.tool_parts``: ``(key, name or None, arguments text)``), so the client can
+keep each call's name and arguments (:class:`~tokrate.client.accumulate.StreamState`).
+
 Besides content, a chunk may say which model answered (``model``, kept as sent, at
 most :data:`MAX_MODEL_CHARS`), how many prompt tokens the server took from its prompt
 cache (``usage.prompt_tokens_details.cached_tokens``, or llama.cpp's
@@ -81,6 +85,8 @@ class ChunkFacts:
         "error_class",
         # The response key the timing object came from (one of TIMING_KEYS).
         "timings_source",
+        # What a tool-call chunk adds to which call (None: nothing).
+        "tool_parts",
     )
 
     def __init__(self) -> None:
@@ -101,6 +107,10 @@ class ChunkFacts:
         self.end_of_stream = False
         #: The class of an in-band error (None: decided from error_code).
         self.error_class: str | None = None
+        #: ``(call key, name or None, arguments text)`` per tool call this chunk adds
+        #: to: the key is the call's index in its protocol (chat ``index``, Responses
+        #: ``output_index``, Anthropic block ``index``); None when it adds to none.
+        self.tool_parts: list[tuple[int, str | None, str]] | None = None
 
     @property
     def content_bearing(self) -> bool:
@@ -296,6 +306,29 @@ def plain_answer(obj: object) -> object:
     return content
 
 
+def _tool_parts(facts: ChunkFacts, delta: dict[str, Any]) -> None:
+    """What a chat delta's ``tool_calls`` (or legacy ``function_call``, call 0) add:
+    each entry's ``index`` (its position when missing), function name and arguments."""
+    calls = delta.get("tool_calls")
+    entries = calls if isinstance(calls, list) else [{"function": delta.get("function_call")}]
+    parts = facts.tool_parts if facts.tool_parts is not None else []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        index = entry.get("index", position)
+        function = entry.get("function")
+        function = function if isinstance(function, dict) else {}
+        name, arguments = function.get("name"), function.get("arguments")
+        parts.append(
+            (
+                index if isinstance(index, int) and not isinstance(index, bool) else position,
+                name if isinstance(name, str) and name else None,
+                arguments if isinstance(arguments, str) else "",
+            )
+        )
+    facts.tool_parts = parts
+
+
 def _read_timings(facts: ChunkFacts, obj: dict[str, Any]) -> None:
     for key in TIMING_KEYS:
         timings = obj.get(key)
@@ -317,6 +350,7 @@ def _merge_choice(facts: ChunkFacts, choice: object) -> None:
             facts.reasoning = True
         if delta.get("tool_calls") or delta.get("function_call"):
             facts.tool_call = True
+            _tool_parts(facts, delta)
     elif choice.get("text"):
         facts.answer = True
     reason = choice.get("finish_reason")

@@ -10,6 +10,9 @@ Completions:
 - content-bearing = non-empty ``text_delta`` text (answer), ``thinking_delta``
   thinking (reasoning), ``input_json_delta`` partial_json (tool_call); signatures,
   pings and block starts/stops are not.
+- tool calls: a ``content_block_start`` of a ``tool_use`` block names the call at
+  its block ``index``; each ``input_json_delta`` adds to the call at its ``index``
+  (``ChunkFacts.tool_parts``).
 - usage arrives in parts, merged by the caller
   (:func:`~tokrate.client.events_common.merge_usage`): ``message_start`` yields only
   ``prompt_tokens`` (= ``input_tokens`` + cache creation + cache read: Anthropic's
@@ -68,7 +71,13 @@ def _usage(usage: Any, *, with_output: bool) -> dict[str, int]:
     return out
 
 
-def _delta(facts: ChunkFacts, delta: object) -> ChunkFacts:
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+
+
+def _delta(facts: ChunkFacts, data: dict[str, Any]) -> ChunkFacts:
+    delta = data.get("delta")
     if isinstance(delta, dict):
         kind = delta.get("type")
         if kind == "text_delta":
@@ -76,7 +85,10 @@ def _delta(facts: ChunkFacts, delta: object) -> ChunkFacts:
         elif kind == "thinking_delta":
             facts.reasoning = has_text(delta.get("thinking"))
         elif kind == "input_json_delta":
-            facts.tool_call = has_text(delta.get("partial_json"))
+            partial = delta.get("partial_json")
+            if has_text(partial):
+                facts.tool_call = True
+                facts.tool_parts = [(_index(data), None, partial)]
     return facts
 
 
@@ -102,12 +114,15 @@ def classify_anthropic_event(obj: object, event_name: str | None = None) -> Chun
     type_ = event_type(data, event_name)
     facts = ChunkFacts()
     if type_ == "content_block_delta":
-        return _delta(facts, data.get("delta"))
+        return _delta(facts, data)
     if type_ == "content_block_start":
         block = data.get("content_block")
         if isinstance(block, dict):  # empty in practice; counted when it is not
             facts.answer = block.get("type") == "text" and has_text(block.get("text"))
             facts.reasoning = block.get("type") == "thinking" and has_text(block.get("thinking"))
+            if block.get("type") == "tool_use":
+                name = block.get("name")
+                facts.tool_parts = [(_index(data), name if has_text(name) else None, "")]
         return facts
     if type_ == "message_start":
         return _message_start(facts, data.get("message"))

@@ -7,7 +7,7 @@ Pure functions over parsed JSON; nothing here reads a clock or does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from tokrate.client.chunks import ChunkError, ChunkFacts
 
@@ -88,7 +88,7 @@ def event_type(obj: Mapping[str, Any], event_name: str | None) -> str:
     return t if isinstance(t, str) else (event_name or "")
 
 
-def has_text(value: object) -> bool:
+def has_text(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and value != ""
 
 

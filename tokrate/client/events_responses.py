@@ -4,6 +4,10 @@ The stream is typed (``event: <type>`` plus the same ``type`` in the data) and e
 with a terminal event (``response.completed`` / ``response.incomplete`` /
 ``response.failed``), never ``[DONE]``. The same definitions as Chat Completions:
 
+- tool calls: a ``response.output_item.added`` event whose item is a
+  ``function_call`` (or ``custom_tool_call``, ``mcp_call``) names the call at its
+  ``output_index``; each arguments delta adds to the call at its ``output_index``
+  (``ChunkFacts.tool_parts``). The added event is lifecycle, not content.
 - content-bearing = a non-empty ``delta`` of ``response.output_text.delta`` or
   ``response.refusal.delta`` (answer), ``response.reasoning_summary_text.delta`` or
   ``response.reasoning_text.delta`` (reasoning), ``response.function_call_arguments.delta``
@@ -51,6 +55,15 @@ _INCOMPLETE: Final[Mapping[str, str]] = {
     "max_output_tokens": "length",
     "content_filter": "content_filter",
 }
+
+
+#: Output items that are a call of one of the request's tools.
+_CALL_ITEMS: Final = frozenset({"function_call", "custom_tool_call", "mcp_call"})
+
+
+def _output_index(data: dict[str, Any]) -> int:
+    index = data.get("output_index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
 
 
 def _usage(usage: Any) -> dict[str, int]:
@@ -110,8 +123,24 @@ def classify_responses_event(obj: object, event_name: str | None = None) -> Chun
     facts = ChunkFacts()
     kind = _DELTAS.get(type_)
     if kind is not None:
-        if has_text(data.get("delta")):
+        delta = data.get("delta")
+        if has_text(delta):
             setattr(facts, kind, True)
+            if kind == "tool_call":
+                facts.tool_parts = [(_output_index(data), None, delta)]
+        return facts
+    if type_ == "response.output_item.added":
+        item = data.get("item")
+        if isinstance(item, dict) and item.get("type") in _CALL_ITEMS:
+            name = item.get("name")
+            arguments = item.get("arguments") or item.get("input")
+            facts.tool_parts = [
+                (
+                    _output_index(data),
+                    name if isinstance(name, str) and name else None,
+                    arguments if isinstance(arguments, str) else "",
+                )
+            ]
         return facts
     if type_ in RESPONSES_TERMINAL:
         return _terminal(facts, data.get("response"), type_)

@@ -25,6 +25,9 @@ docs/run-folder.md and docs/definitions.md define it:
 - ``stamp_source`` = "kernel" | "user": where the stamps of the response came from
 - ``media_parts`` / ``media_bytes`` = the prompt's image, sound and file parts and the
   bytes they add to the request body (RecordContext)
+- ``tool_calls`` = the answer's tool calls (index in order of appearance, name,
+  arguments text), None when it called none; ``first_tool_call_s`` = first
+  content-bearing tool-call delta - t0; ``tool_call_tokens`` (:func:`tool_call_tokens`)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ __all__ = [
     "build_record",
     "cached_prompt_tokens",
     "cached_tokens_source",
+    "tool_call_tokens",
 ]
 
 NS_PER_S: Final = 1_000_000_000
@@ -106,6 +110,11 @@ class StreamResult:
     #: "kernel" when every read of the response carried the kernel's receive stamp
     #: (the fast client with kernel stamps), else "user".
     stamp_source: str = "user"
+    #: ``(name, arguments text)`` of each tool call of the answer, in order (bounded:
+    #: :data:`tokrate.client.accumulate.MAX_TOOL_CALLS`).
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    #: When the first content-bearing tool-call delta arrived.
+    first_tool_ns: int | None = None
 
     @property
     def content_chunks(self) -> int:
@@ -191,6 +200,23 @@ def cached_prompt_tokens(
     return None
 
 
+def tool_call_tokens(result: StreamResult, counter: TokenCounter | None = None) -> int | None:
+    """Output tokens of the answer's tool calls (None without calls): the usage's
+    output count when nothing else was output (no answer text, and reasoning either
+    absent or counted apart), else the model tokenizer's count of each call's name and
+    arguments (``[[model]] tokenizer``), else the number of tool-call deltas."""
+    if not result.tool_calls:
+        return None
+    usage = result.usage
+    if usage is not None and result.answer_chunks == 0:
+        reasoning = usage.get("reasoning_tokens")
+        if reasoning is not None or not result.reasoning_chunks:
+            return max(0, usage["completion_tokens"] - (reasoning or 0))
+    if counter is not None:
+        return sum(counter.count(name) + counter.count(args) for name, args in result.tool_calls)
+    return result.tool_chunks
+
+
 def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
     """The record of one request (see the module docstring for every formula).
 
@@ -220,8 +246,10 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         and result.answer_text is not None
         and not (result.reasoning_chunks)
     ):
-        # Reasoning text is not kept, so a reasoning answer stays a chunk count.
+        # Reasoning text is not kept, so a reasoning answer stays a chunk count; the
+        # tool calls' names and arguments are output too.
         output_tokens = c.token_counter.count(result.answer_text)
+        output_tokens += tool_call_tokens(result, c.token_counter) or 0
         source = "tokenizer"
         reasoning = None
         in_tokens = input_tokens
@@ -305,4 +333,11 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         stamp_source=result.stamp_source,
         media_parts=c.media_parts,
         media_bytes=c.media_bytes,
+        tool_calls=tuple(
+            {"index": i, "name": name, "arguments": args}
+            for i, (name, args) in enumerate(result.tool_calls)
+        )
+        or None,
+        first_tool_call_s=_offset(result.first_tool_ns, t0),
+        tool_call_tokens=tool_call_tokens(result, c.token_counter),
     )

@@ -39,6 +39,11 @@ keep loading every version listed here):
     8: ``media_parts`` (image, sound and file parts of the request's messages) and
        ``media_bytes`` (the bytes those parts add to the request body, as sent: base64
        text for inline data). Older records load with both null.
+    9: ``tool_calls`` (the answer's tool calls: ``{"index", "name", "arguments"}`` each,
+       arguments as the text the server streamed, at most MAX_ANSWER_CHARS; null when
+       the answer called none; a JSON string in records.parquet), ``first_tool_call_s``
+       (t0 -> the first tool-call delta) and ``tool_call_tokens`` (output tokens of the
+       calls). Older records load with all three null.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ __all__ = [
     "RequestRecord",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 8
+RECORD_SCHEMA_VERSION: Final = 9
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
@@ -74,6 +79,7 @@ RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     6: "server_timings_source (timings, metrics, stats)",
     7: "loop_lag_ms: how late the measuring event loop was at the first content read",
     8: "media_parts, media_bytes: the request's image, sound and file parts",
+    9: "tool_calls, first_tool_call_s, tool_call_tokens: the answer's tool calls",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -98,6 +104,9 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "loop_lag_ms": 7,
     "media_parts": 8,
     "media_bytes": 8,
+    "tool_calls": 9,
+    "first_tool_call_s": 9,
+    "tool_call_tokens": 9,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -185,6 +194,12 @@ class RequestRecord:
     #: to its body as sent (None: written before tokrate counted them).
     media_parts: int | None = None
     media_bytes: int | None = None
+    #: The answer's tool calls, ``{"index": i, "name": ..., "arguments": TEXT}`` each in
+    #: the order they came (None: it called none), when the first tool-call delta came
+    #: (seconds after t0) and the calls' output tokens.
+    tool_calls: tuple[dict[str, Any], ...] | None = field(default=None, hash=False)
+    first_tool_call_s: float | None = None
+    tool_call_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +225,8 @@ class RequestRecord:
         """A JSON-ready dict (lists for tuples); the inverse of :meth:`from_dict`."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["chunk_offsets_s"] = list(self.chunk_offsets_s)
+        if self.tool_calls is not None:
+            out["tool_calls"] = list(self.tool_calls)
         return out
 
     @classmethod
@@ -224,6 +241,13 @@ class RequestRecord:
             import orjson
 
             known["server_timings"] = orjson.loads(timings)
+        calls = known.get("tool_calls")
+        if isinstance(calls, str):
+            import orjson
+
+            calls = orjson.loads(calls)
+        if calls is not None:
+            known["tool_calls"] = tuple(calls)
         if unknown:
             known["extra"] = {**known.get("extra", {}), **unknown}
         return cls(**known)
@@ -289,5 +313,8 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "loop_lag_ms": "Float64",
     "media_parts": "Int64",
     "media_bytes": "Int64",
+    "tool_calls": "String",
+    "first_tool_call_s": "Float64",
+    "tool_call_tokens": "Int64",
     "extra": "String",
 }

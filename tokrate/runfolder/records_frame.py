@@ -50,8 +50,9 @@ def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.
         row = rec.to_dict() if isinstance(rec, RequestRecord) else dict(rec)
         extra = row.get("extra")
         row["extra"] = orjson.dumps(extra).decode() if extra else None
-        timings = row.get("server_timings")
-        if timings is not None and not isinstance(timings, str):
-            row["server_timings"] = orjson.dumps(timings).decode()
+        for name in ("server_timings", "tool_calls"):
+            value = row.get(name)
+            if value is not None and not isinstance(value, str):
+                row[name] = orjson.dumps(value).decode()
         rows.append(row)
     return pl.DataFrame(rows, schema=RECORD_POLARS_SCHEMA)

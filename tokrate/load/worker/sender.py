@@ -379,7 +379,7 @@ def server_text_redacted(record: RequestRecord, redactor: Redactor) -> RequestRe
     error message (an HTTP body, an SSE error event), the model name and id the response
     carried, its finish reason, its server timings and the client's notes (a server
     that echoes the caller's key as its model name must not put it in records.jsonl or
-    the live "answered as model" warning)."""
+    the live "answered as model" warning). Tool calls' names and arguments too."""
 
     def text(value: str | None) -> str | None:
         return None if value is None else redactor.text(strip_control(value))
@@ -389,7 +389,7 @@ def server_text_redacted(record: RequestRecord, redactor: Redactor) -> RequestRe
         value = getattr(record, name)
         if value is not None and text(value) != value:
             changes[name] = text(value)
-    for name in ("server_timings", "extra"):
+    for name in ("server_timings", "extra", "tool_calls"):
         value = getattr(record, name)
         if value:
             cleaned = _strings_redacted(value, text)
