@@ -2,8 +2,8 @@
 
 :func:`apply_checks` fills the records' ``check_passed`` / ``check_score`` /
 ``check_error`` from the run folder's checks.json (:mod:`tokrate.runfolder.checks_file`)
-and each record's kept ``answer``: ok requests whose prompt (or session turn) has an
-``expect``. A check that raises is the check's error (``check_error``), never the
+and each record's kept ``answer`` and ``tool_calls``: ok requests whose prompt (or
+session turn) has an ``expect``. A check that raises is the check's error (``check_error``), never the
 model's; an errored or cancelled request has no answer and is not checked (its failure
 is already in the error counts). The measuring process never runs a check.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from tokrate.errors import PromptError
 from tokrate.runfolder.checks_file import CheckEntry, read_checks
@@ -36,7 +38,7 @@ JUDGED_NOW_NOTE = (
     "verdicts: they were checked now from checks.json"
 )
 
-_KEYS = ("prompt_id", "turn", "status", "answer")
+_KEYS = ("prompt_id", "turn", "status", "answer", "tool_calls")
 
 _Loaded = dict[tuple[str, int | None], tuple[CheckEntry, Expect | str]]
 
@@ -74,12 +76,19 @@ def unloadable_note(entries: tuple[CheckEntry, ...]) -> str | None:
     )
 
 
+def _calls(value: object) -> list[dict[str, Any]]:
+    """A record's ``tool_calls`` (records.parquet's JSON text, or the list itself)."""
+    if isinstance(value, str):
+        value = orjson.loads(value)
+    return [c for c in value if isinstance(c, dict)] if isinstance(value, list | tuple) else []
+
+
 def judge_answers(
     rows: list[dict[str, Any]], entries: tuple[CheckEntry, ...]
 ) -> list[Outcome | None]:
-    """One outcome per row (None: not checked) of rows with prompt_id, turn, status and
-    answer. A check that no longer loads (a user module gone since the run) is every
-    such row's check error."""
+    """One outcome per row (None: not checked) of rows with prompt_id, turn, status,
+    answer and (optionally) tool_calls. A check that no longer loads (a user module gone
+    since the run) is every such row's check error."""
     checks = _load(entries)
     out: list[Outcome | None] = []
     for row in rows:
@@ -91,7 +100,7 @@ def judge_answers(
         if isinstance(expect, str):
             out.append(Outcome(None, None, expect))
         else:
-            out.append(judge(expect, row["answer"], entry.prompt))
+            out.append(judge(expect, row["answer"], entry.prompt, _calls(row.get("tool_calls"))))
     return out
 
 

@@ -33,6 +33,7 @@ from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.redact import Redactor
 from tokrate.spec import RESERVED_BODY_KEYS
+from tokrate.spec.expect import Expect
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
@@ -366,6 +367,25 @@ def probe_request(target: Target, api: str) -> tuple[str, dict[str, Any]]:
 SIM_ANSWER_FIELD: Final = "tokrate_answer"
 
 
+def sim_reference(expect: Expect) -> dict[str, Any] | None:
+    """What a simulator target is told of a right answer (``tokrate.sim.answers``): the
+    right call of a ``tool_call`` check (its arguments when given), that a
+    ``no_tool_call`` check wants none, the schema of a ``json_schema`` check without an
+    example, else the check's example text; None where there is none."""
+    if expect.kind == "tool_call":
+        call = {"name": expect.value["name"]}
+        if "arguments" in expect.value:
+            call["arguments"] = expect.value["arguments"]
+        return {"tool_call": call}
+    if expect.kind == "no_tool_call":
+        return {"no_tool_call": True, **({"text": expect.example} if expect.example else {})}
+    if expect.example is not None:
+        return {"text": expect.example}
+    if expect.kind == "json_schema":
+        return {"json_schema": expect.value}
+    return None
+
+
 def build_request(
     target: Target,
     prompt: Prompt,
@@ -422,10 +442,11 @@ def build_request(
         body["stream_options"] = {"include_usage": True}
     _ignore_eos(body, target, settings, prompt)
     expect = prompt.expect
-    if target.simulated and expect is not None and expect.example is not None:
+    reference = sim_reference(expect) if target.simulated and expect is not None else None
+    if reference is not None:
         # The simulator cannot know a right answer; it is told one, and answers it with
         # its tier's declared accuracy (docs/quality.md). Never sent to a real server.
-        body[SIM_ANSWER_FIELD] = {"text": expect.example, "task": prompt.task, "key": prompt.id}
+        body[SIM_ANSWER_FIELD] = {**reference, "task": prompt.task, "key": prompt.id}
     _merge_knobs(body, target, settings, prompt_fields)
     headers = _merge_headers(
         [("Content-Type", "application/json"), ("Accept", "text/event-stream")],

@@ -15,14 +15,23 @@ exactly one kind (docs/quality.md):
   ``tolerance`` (default 0) of ``number``.
 - ``{"json_schema": {...}}``: the answer (a Markdown code fence around it is allowed)
   parses as JSON and validates against the schema (JSON Schema, ``jsonschema``).
+- ``{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}``: the answer
+  called the tool ``name`` with arguments (its JSON text, parsed) that contain
+  ``arguments`` (a subset: every key given, with the same JSON value, recursively; extra
+  keys allowed), or, with ``"arguments_schema": {...}`` instead, arguments the JSON schema
+  accepts; ``name`` alone passes on any arguments. Any one of the answer's calls may match.
+- ``{"no_tool_call": true}``: the answer called no tool.
 - ``{"check": "module:function"}``: the function is called as ``function(prompt,
-  answer)`` (``prompt`` a dict: id, task, messages or prompt, turn) and returns a bool
-  or a score in [0, 1]; a score passes at ``min_score`` (default 0.5) or above.
+  answer)`` (``prompt`` a dict: id, task, messages or prompt, body, turn; a function that
+  takes a ``tool_calls`` argument also gets the answer's calls, ``[{"index", "name",
+  "arguments"}]``) and returns a bool or a score in [0, 1]; a score passes at
+  ``min_score`` (default 0.5) or above.
 
-Every kind may add ``"example"``: a right answer, which must pass the check itself
-(so a mistyped check fails at load, not after an hour of load); the simulator answers
-it (docs/simulator.md). ``equals``, ``one_of``, ``contains`` and ``number`` have one
-by default.
+Every kind but ``tool_call`` (whose name and arguments are the right call) may add
+``"example"``: a right answer's text, which must pass the check itself (so a mistyped
+check fails at load, not after an hour of load); the simulator answers it
+(docs/simulator.md). ``equals``, ``one_of``, ``contains`` and ``number`` have one by
+default.
 
 :func:`parse_expect` validates at load (a bad regex, schema, import or example is a
 :class:`~tokrate.errors.PromptError` naming the file and line); :func:`judge` runs in
@@ -33,11 +42,12 @@ check's own error, never the model's.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -55,7 +65,19 @@ __all__ = [
 ]
 
 #: The declared vocabulary, in the order docs/quality.md lists it.
-EXPECT_KINDS: Final = ("equals", "contains", "one_of", "regex", "number", "json_schema", "check")
+EXPECT_KINDS: Final = (
+    "equals",
+    "contains",
+    "one_of",
+    "regex",
+    "number",
+    "json_schema",
+    "tool_call",
+    "no_tool_call",
+    "check",
+)
+#: Keys of a ``tool_call`` check's value.
+_TOOL_CALL_KEYS: Final = ("name", "arguments", "arguments_schema")
 #: Keys an expect object may carry besides its one kind.
 _MODIFIERS: Final = {"number": ("tolerance",), "check": ("min_score",)}
 _COMMON: Final = ("example",)
@@ -157,9 +179,33 @@ def _value(kind: str, value: object, where: str) -> Any:
     if kind == "json_schema":
         _check_schema(value, where)
         return value
+    if kind == "tool_call":
+        return _tool_call_value(value, where)
+    if kind == "no_tool_call":
+        if value is not True:
+            raise _fail(where, f"'no_tool_call' must be true, got {value!r}")
+        return True
     name = _string(value, where, kind)
     load_check(name, where)
     return name
+
+
+def _tool_call_value(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, f"'tool_call' must be an object with a 'name', got {value!r}")
+    unknown = sorted(k for k in value if k not in _TOOL_CALL_KEYS)
+    if unknown:
+        raise _fail(
+            where, f"unknown key {unknown[0]!r} in 'tool_call' (use {', '.join(_TOOL_CALL_KEYS)})"
+        )
+    _string(value.get("name"), where, "tool_call.name")
+    if "arguments" in value and "arguments_schema" in value:
+        raise _fail(where, "'tool_call' takes 'arguments' or 'arguments_schema', not both")
+    if "arguments" in value and not isinstance(value["arguments"], dict):
+        raise _fail(where, f"'tool_call.arguments' must be an object, got {value['arguments']!r}")
+    if "arguments_schema" in value:
+        _check_schema(value["arguments_schema"], where)
+    return value
 
 
 def parse_expect(obj: object, where: str) -> Expect:
@@ -189,6 +235,11 @@ def parse_expect(obj: object, where: str) -> Expect:
     if not 0 <= min_score <= 1:
         raise _fail(where, f"'min_score' must be in [0, 1], got {min_score:g}")
     example = obj.get("example")
+    if example is not None and kind == "tool_call":
+        raise _fail(
+            where,
+            "a 'tool_call' check takes no 'example': its name and arguments are the right call",
+        )
     if example is not None and not isinstance(example, str):
         raise _fail(where, f"'example' must be a string (the answer text), got {example!r}")
     expect = Expect(
@@ -260,8 +311,47 @@ def _first_number(answer: str) -> float | None:
         return None
 
 
-def _builtin(expect: Expect, answer: str) -> bool:
+def _subset(want: Any, got: Any) -> bool:
+    """``got`` holds ``want``: objects key by key (extra keys allowed), lists item by
+    item (same length), anything else the same JSON value (true is not 1)."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(
+            k in got and _subset(v, got[k]) for k, v in want.items()
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(want)
+            and all(_subset(w, g) for w, g in zip(want, got, strict=True))
+        )
+    if isinstance(want, bool) or isinstance(got, bool):
+        return want is got
+    return bool(want == got)
+
+
+def _call_matches(value: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
+    if call.get("name") != value["name"]:
+        return False
+    if "arguments" not in value and "arguments_schema" not in value:
+        return True
+    try:
+        arguments = json.loads(str(call.get("arguments") or ""))
+    except (ValueError, RecursionError):
+        return False
+    if "arguments" in value:
+        return _subset(value["arguments"], arguments)
+    import jsonschema
+
+    schema = value["arguments_schema"]
+    return bool(jsonschema.validators.validator_for(schema)(schema).is_valid(arguments))
+
+
+def _builtin(expect: Expect, answer: str, tool_calls: Sequence[Mapping[str, Any]]) -> bool:
     kind, value = expect.kind, expect.value
+    if kind == "tool_call":
+        return any(_call_matches(value, call) for call in tool_calls)
+    if kind == "no_tool_call":
+        return not tool_calls
     if kind == "equals":
         return normalise(answer) == normalise(value)
     if kind == "contains":
@@ -282,14 +372,34 @@ def _builtin(expect: Expect, answer: str) -> bool:
     return bool(jsonschema.validators.validator_for(value)(value).is_valid(document))
 
 
-def judge(expect: Expect, answer: str, prompt: Mapping[str, Any]) -> Outcome:
-    """``answer`` judged by ``expect``. A user check gets ``(prompt, answer)``; what it
-    raises or a result that is not a bool or a number in [0, 1] becomes ``error``."""
+def _takes_tool_calls(function: Callable[..., object]) -> bool:
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "tool_calls" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def judge(
+    expect: Expect,
+    answer: str,
+    prompt: Mapping[str, Any],
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+) -> Outcome:
+    """``answer`` (its text) and ``tool_calls`` (its calls, ``{"index", "name",
+    "arguments"}`` each) judged by ``expect``. A user check gets ``(prompt, answer)``,
+    and ``tool_calls=`` when it takes it; what it raises or a result that is not a bool
+    or a number in [0, 1] becomes ``error``."""
     if expect.kind != "check":
-        passed = _builtin(expect, answer)
+        passed = _builtin(expect, answer, tool_calls)
         return Outcome(passed, 1.0 if passed else 0.0)
     try:
-        result = _import_check(*expect.value.split(":", 1))(dict(prompt), answer)
+        function = _import_check(*expect.value.split(":", 1))
+        if _takes_tool_calls(function):
+            calls = [dict(c) for c in tool_calls]
+            result = function(dict(prompt), answer, tool_calls=calls)
+        else:
+            result = function(dict(prompt), answer)
     except Exception as err:
         return Outcome(None, None, f"{expect.value} raised {type(err).__name__}: {err}"[:300])
     if isinstance(result, bool):
