@@ -35,6 +35,7 @@ from tokrate.sim.model import TierTiming
 from tokrate.sim.prometheus_page import serve_metrics
 from tokrate.sim.request_plan import RequestPlan
 from tokrate.sim.scheduler import BatchEngine, FixedEngine, InjectedDisconnect, SimRequest
+from tokrate.sim.structured import Answer, plan_answer
 from tokrate.sim.truth import TruthLog
 
 __all__ = ["ServerStopping", "SimApp", "SimState"]
@@ -108,6 +109,10 @@ class SimApp:
         self._engines: dict[str, BatchEngine | FixedEngine] = {}
         self._length_rng = {
             name: random.Random(f"length:{state.seed}:{name}") for name in state.timings
+        }
+        #: Right or wrong, for a request with tools or a JSON format but no reference.
+        self._answer_rng = {
+            name: random.Random(f"answer:{state.seed}:{name}") for name in state.timings
         }
         self._id_prefix = secrets.token_hex(4)
         self._counter = 0
@@ -273,9 +278,13 @@ class SimApp:
         if kind == "slow_first_byte":
             assert fault is not None
             await self._sleep(fault.param("seconds"))
-        plan, answer = self._right_answer(plan)
-        entry.answered_right = None if plan.reference is None else answer is not None
+        plan, answer, planned = self._planned_answer(plan)
+        entry.answered_right = None if planned is None else planned.right
         wire = api.wire(entry.request_id, plan, int(time.time()))
+        calls_tool = planned is not None and planned.call_name is not None
+        if planned is not None and planned.call_name is not None:
+            wire.start_call(planned.call_name, planned.call_arguments)
+            entry.tool_call = {"name": planned.call_name, "arguments": planned.call_arguments}
         req = SimRequest(
             wire=wire,
             stream=plan.stream,
@@ -288,6 +297,7 @@ class SimApp:
             block_keys=plan.block_keys,
             cache_limit_tokens=plan.cache_limit_tokens,
             answer=answer,
+            calls_tool=calls_tool,
             received_ns=entry.received_ns,
             request_metrics=self.state.request_metrics,
             speculative=_speculative(self.state.timings.get(plan.model)),
@@ -331,22 +341,42 @@ class SimApp:
         if not plan.stream:
             await self._send_whole(send, req, fault)
 
-    def _right_answer(self, plan: RequestPlan) -> tuple[RequestPlan, tuple[bytes, ...] | None]:
-        """The plan and the answer's tokens when the tier answers its reference right
-        (:mod:`tokrate.sim.answers`): the answer after any reasoning, cut by the
-        request's output limit and the context ("length"); else the plan and None."""
-        ref = plan.reference
+    def _planned_answer(
+        self, plan: RequestPlan
+    ) -> tuple[RequestPlan, tuple[bytes, ...] | None, Answer | None]:
+        """The plan, the answer's tokens and what the answer is (:mod:`tokrate.sim.
+        structured`) for a request with a reference answer, tools or a JSON format:
+        the tier answers right with its task accuracy (the reference's draw, else one
+        from the tier's own seeded stream); the answer comes after any reasoning, cut
+        by the request's output limit and the context ("length"). Any other request:
+        the plan, None, None (the filler text of the planned length)."""
+        ref, shape = plan.reference, plan.shape
         tier = self.state.timings[plan.model].tier
-        if ref is None or not answers_right(self.state.seed, tier, ref):
-            return plan, None
-        pieces = answer_pieces(ref.text)
+        if ref is not None:
+            right = answers_right(self.state.seed, tier, ref)
+        elif shape.calls_tool or shape.wants_json:
+            right = self._answer_rng[plan.model].random() < tier.accuracy
+        else:
+            return plan, None, None
+        planned = plan_answer(shape, ref, right)
+        if planned.call_name is not None:
+            pieces, done = answer_pieces(planned.call_arguments), "tool_calls"
+        elif planned.text is not None:
+            pieces, done = answer_pieces(planned.text), "stop"
+        else:
+            return plan, None, planned
         wanted = plan.reasoning_tokens + len(pieces)
         cap = tier.context_tokens - plan.input_tokens
-        if ref.max_tokens is not None:
-            cap = min(cap, ref.max_tokens)
+        limit = ref.max_tokens if ref is not None else plan.output_limit
+        if limit is not None:
+            cap = min(cap, limit)
         if wanted > cap:
-            return dataclasses.replace(plan, output_tokens=cap, finish_reason="length"), pieces
-        return dataclasses.replace(plan, output_tokens=wanted, finish_reason="stop"), pieces
+            return (
+                dataclasses.replace(plan, output_tokens=cap, finish_reason="length"),
+                pieces,
+                planned,
+            )
+        return dataclasses.replace(plan, output_tokens=wanted, finish_reason=done), pieces, planned
 
     async def _send_whole(self, send: Send, req: SimRequest, fault: FaultRule | None) -> None:
         body = req.wire.whole(req.finish_reason, req.usage())
@@ -400,6 +430,8 @@ class _TruthEntry:
         self.request: dict[str, Any] | None = None
         #: Whether the tier answered the request's reference answer right (None: none).
         self.answered_right: bool | None = None
+        #: The tool call it answered with (``{"name", "arguments"}``), or None.
+        self.tool_call: dict[str, str] | None = None
 
     def write(self) -> None:
         if self._log is None or self._written:
@@ -439,6 +471,7 @@ class _TruthEntry:
             engine=req.engine_stamps(),
             request=self.request,
             answered_right=self.answered_right,
+            tool_call=self.tool_call,
         )
 
 

@@ -204,14 +204,16 @@ def _parse_task_accuracy(spec: str | None, where: str) -> dict[str, float]:
 
 #: The built-in tiers' accuracy on checkable prompts (overall, then the bundled sets'
 #: tasks): rising with size, classification easy, extraction harder, as the field's
-#: routing advice has it (classification to a 7B, structured extraction larger).
+#: routing advice has it (classification to a 7B, structured extraction larger); the
+#: right tool with the right arguments (``tools``) is harder than schema-constrained
+#: JSON (``structured``), where the format is enforced and only the content can be wrong.
 _DEFAULT_ACCURACY: Final = {
-    "sim-1b": (0.45, "classification=0.70,extraction=0.35"),
-    "sim-7b": (0.65, "classification=0.92,extraction=0.60"),
-    "sim-13b": (0.75, "classification=0.95,extraction=0.80"),
-    "sim-34b": (0.85, "classification=0.97,extraction=0.93"),
-    "sim-70b": (0.92, "classification=0.99,extraction=0.97"),
-    "sim-8x7b": (0.80, "classification=0.96,extraction=0.88"),
+    "sim-1b": (0.45, "classification=0.70,extraction=0.35,tools=0.40,structured=0.50"),
+    "sim-7b": (0.65, "classification=0.92,extraction=0.60,tools=0.70,structured=0.80"),
+    "sim-13b": (0.75, "classification=0.95,extraction=0.80,tools=0.82,structured=0.88"),
+    "sim-34b": (0.85, "classification=0.97,extraction=0.93,tools=0.92,structured=0.95"),
+    "sim-70b": (0.92, "classification=0.99,extraction=0.97,tools=0.96,structured=0.98"),
+    "sim-8x7b": (0.80, "classification=0.96,extraction=0.88,tools=0.90,structured=0.93"),
 }
 
 

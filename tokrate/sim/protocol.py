@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 DONE = b"data: [DONE]\n\n"
+_CALL_POST = b'"}}]},"logprobs":null,"finish_reason":null}]}\n\n'
 
 
 def usage_dict(
@@ -66,9 +67,18 @@ class ChunkBytes(StreamWire):
     """
 
     __slots__ = (
-        "_content_pre", "_created", "_head", "_id", "_model", "_post", "_reasoning_pre",
-        "chat", "include_usage",
-    )  # fmt: skip
+        "_call",
+        "_call_pre",
+        "_content_pre",
+        "_created",
+        "_head",
+        "_id",
+        "_model",
+        "_post",
+        "_reasoning_pre",
+        "chat",
+        "include_usage",
+    )
 
     def __init__(
         self,
@@ -82,6 +92,10 @@ class ChunkBytes(StreamWire):
         self.chat = chat
         self.include_usage = include_usage
         self._id, self._model, self._created = response_id, model, created
+        #: The tool call the answer is (name, arguments JSON), and the prefix of its
+        #: argument deltas once its first delta (which names it) went out.
+        self._call: tuple[str, str] | None = None
+        self._call_pre = b""
         obj = "chat.completion.chunk" if chat else "text_completion"
         head = orjson.dumps({"id": response_id, "object": obj, "created": created, "model": model})
         # head without the closing brace, so fields can follow
@@ -118,6 +132,33 @@ class ChunkBytes(StreamWire):
     def reasoning(self, text: bytes) -> bytes:
         """One ``reasoning_content`` event (chat only)."""
         return self._reasoning_pre + text + self._post
+
+    def start_call(self, name: str, arguments: str) -> None:
+        self._call = (name, arguments)
+
+    def _call_id(self) -> str:
+        return "call_" + self._id.rsplit("-", 1)[-1]
+
+    def tool_call(self, text: bytes) -> bytes:
+        """A ``tool_calls`` delta of call 0: the first carries its id, type and name."""
+        if not self._call_pre:
+            name = self._call[0] if self._call else ""
+            head = {"index": 0, "id": self._call_id(), "type": "function"}
+            first = (
+                self._head
+                + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"tool_calls":['
+                + orjson.dumps(head)[:-1]
+                + b',"function":{"name":'
+                + orjson.dumps(name)
+                + b',"arguments":"'
+            )
+            self._call_pre = (
+                self._head
+                + b',"system_fingerprint":null,"choices":[{"index":0,"delta":{"tool_calls":'
+                b'[{"index":0,"function":{"arguments":"'
+            )
+            return first + text + _CALL_POST
+        return self._call_pre + text + _CALL_POST
 
     def malformed(self, text: bytes) -> bytes:
         """A content event cut off mid-JSON (the ``malformed`` fault): not parseable."""
@@ -159,15 +200,21 @@ class ChunkBytes(StreamWire):
 
     def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
         r = usage.reasoning_tokens
+        call = None
+        if self._call is not None:
+            name, arguments = self._call
+            function = {"name": name, "arguments": arguments}
+            call = {"id": self._call_id(), "type": "function", "function": function}
         return completion_body(
             response_id=self._id,
             model=self._model,
             created=self._created,
             chat=self.chat,
-            content=token_bytes(r, usage.output_tokens).decode("ascii"),
+            content=None if call else token_bytes(r, usage.output_tokens).decode("ascii"),
             reasoning=token_bytes(0, r).decode("ascii") if r else None,
             finish_reason=finish_reason,
             usage=_usage(usage),
+            tool_calls=[call] if call else None,
         )
 
 
@@ -186,16 +233,19 @@ def completion_body(
     model: str,
     created: int,
     chat: bool,
-    content: str,
+    content: str | None,
     reasoning: str | None,
     finish_reason: str,
     usage: dict[str, Any],
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> bytes:
     """The non-streaming JSON body (``chat.completion`` or ``text_completion``)."""
     if chat:
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning is not None:
             message["reasoning_content"] = reasoning
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         choice: dict[str, Any] = {
             "index": 0,
             "message": message,

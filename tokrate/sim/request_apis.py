@@ -203,6 +203,7 @@ def plan_responses(
         block_keys=keys,
         reference=reference(body),
         shape=shape,
+        output_limit=limit,
     )
 
 
@@ -340,4 +341,5 @@ def plan_messages(
         reference=reference(body),
         cache_limit_tokens=limit,
         shape=shape,
+        output_limit=max_tokens,
     )

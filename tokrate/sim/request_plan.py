@@ -71,6 +71,8 @@ class RequestPlan:
     #: What the answer is asked to be: a tool call, JSON, or text
     #: (:mod:`tokrate.sim.answer_shape`).
     shape: AnswerShape = field(default_factory=AnswerShape)
+    #: The request's output limit (None: none), which cuts a planned answer too.
+    output_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,7 @@ def plan_request(
         block_keys=keys,
         reference=reference(body),
         shape=shape,
+        output_limit=limits.max_tokens,
     )
 
 

@@ -66,6 +66,7 @@ class SimRequest:
         "cache_limit_tokens",
         "cache_write_tokens",
         "cached_tokens",
+        "calls_tool",
         "cancelled",
         "complete",
         "content_write_ns",
@@ -115,10 +116,14 @@ class SimRequest:
         request_metrics: bool = False,
         speculative: Mapping[str, float] | None = None,
         cache_limit_tokens: int | None = None,
+        calls_tool: bool = False,
     ) -> None:
         #: The right answer's tokens (:mod:`tokrate.sim.answers`), written as the
         #: content after any reasoning; None: the filler text.
         self.answer = answer
+        #: The answer is a tool call: its tokens (``answer``: the arguments) are
+        #: written as the wire's tool-call deltas (:meth:`StreamWire.tool_call`).
+        self.calls_tool = calls_tool
         #: The prompt's prefix-cache blocks (empty: cache off) and, once admitted, the
         #: prompt tokens found cached (their prefill is skipped).
         self.block_keys = block_keys
@@ -264,10 +269,10 @@ class SimRequest:
             elif stop <= r:
                 self.pending.append(c.reasoning(token_bytes(start, stop)))
             elif start >= r:
-                self.pending.append(c.content(self._content(start, stop)))
+                self.pending.append(self._answer_events(start, stop))
             else:
                 self.pending.append(c.reasoning(token_bytes(start, r)))
-                self.pending.append(c.content(self._content(r, stop)))
+                self.pending.append(self._answer_events(r, stop))
                 self.pending_content += 1
             self.pending_content += 1
         self.produced = stop
@@ -277,6 +282,12 @@ class SimRequest:
             self.pending.append(self.wire.closing(self.finish_reason, self.usage()))
         self.complete = True
         return True
+
+    def _answer_events(self, start: int, stop: int) -> bytes:
+        """The events of answer tokens ``start`` .. ``stop - 1``: content, or the
+        pieces of a tool call's arguments."""
+        text = self._content(start, stop)
+        return self.wire.tool_call(text) if self.calls_tool else self.wire.content(text)
 
     def _content(self, start: int, stop: int) -> bytes:
         """Answer bytes of output tokens ``start`` .. ``stop - 1``."""

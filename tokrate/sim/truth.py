@@ -4,7 +4,7 @@ JSONL, one object per request (format fixed in docs/run-folder.md)::
 
     {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
      "done_ns", "output_tokens", "reasoning_tokens", "fault", "input_tokens",
-     "cached_tokens", "engine", "request"}
+     "cached_tokens", "engine", "request", "answered_right", "tool_call"}
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
@@ -16,6 +16,9 @@ status); ``cached_tokens`` the part of it the prefix cache served (null with it 
 ``last_token_ns``: when the scheduler admitted the request into its batch and produced
 its first and last token; null for an answer that never reached the engine), what the
 ``--request-metrics`` object is computed from.
+``answered_right`` says whether the tier answered the request right (null: nothing to
+be right about: no reference answer, tools or JSON format), ``tool_call`` the call it
+answered with (``{"name", "arguments"}``; null: it answered in text).
 ``request`` is what reached the wire besides the
 prompt: ``{"body": {non-prompt fields}, "headers": {lower-cased name: value}}``,
 bounded, secret-named header values redacted (:mod:`tokrate.sim.capture`).
@@ -74,6 +77,7 @@ class TruthLog:
         reasoning_tokens: int,
         request: dict[str, Any] | None = None,
         answered_right: bool | None = None,
+        tool_call: dict[str, str] | None = None,
     ) -> None:
         line = orjson.dumps(
             {
@@ -92,6 +96,7 @@ class TruthLog:
                 "engine": engine,
                 "request": request,
                 "answered_right": answered_right,
+                "tool_call": tool_call,
             }
         )
         with self._lock:

@@ -43,8 +43,9 @@ class TokenUsage:
 class StreamWire(ABC):
     """The bytes of one response of one protocol, streamed or whole.
 
-    ``finish_reason`` arguments use the engine's words, ``"stop"`` or ``"length"``
-    (Chat Completions' own); each wire maps them to its protocol's vocabulary.
+    ``finish_reason`` arguments use the engine's words, ``"stop"``, ``"length"`` or
+    ``"tool_calls"`` (Chat Completions' own); each wire maps them to its protocol's
+    vocabulary.
     """
 
     __slots__ = ()
@@ -60,6 +61,16 @@ class StreamWire(ABC):
     @abstractmethod
     def content(self, text: bytes) -> bytes:
         """Events carrying one chunk of answer ``text``."""
+
+    @abstractmethod
+    def start_call(self, name: str, arguments: str) -> None:
+        """The answer is a call of tool ``name`` (its whole ``arguments`` JSON text,
+        which :meth:`tool_call` then streams in pieces): called before any event."""
+
+    @abstractmethod
+    def tool_call(self, text: bytes) -> bytes:
+        """Events carrying one piece of the call's arguments ``text`` (JSON string
+        content); the first also names the call (or opens its item or block)."""
 
     @abstractmethod
     def malformed(self, text: bytes) -> bytes:

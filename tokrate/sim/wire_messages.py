@@ -11,7 +11,12 @@ Stream (each event ``event: <type>`` + ``data: {"type": <type>, ...}``)::
     text block (next index):
       content_block_start {content_block: {type: "text", text: ""}}
       content_block_delta {delta: {type: "text_delta", text}} x n, content_block_stop
-    message_delta {delta: {stop_reason: "end_turn" | "max_tokens", stop_sequence: null},
+    or, when the answer is a tool call, a tool_use block (next index):
+      content_block_start {content_block: {type: "tool_use", id, name, input: {}}}
+      content_block_delta {delta: {type: "input_json_delta", partial_json}} x n,
+      content_block_stop
+    message_delta {delta: {stop_reason: "end_turn" | "max_tokens" | "tool_use",
+                   stop_sequence: null},
                    usage: {output_tokens}}     (cumulative: the final count, thinking included)
     message_stop
 
@@ -49,7 +54,13 @@ ERROR_TYPES: Mapping[int, str] = {
     529: "overloaded_error",
 }
 
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+#: Block type -> (its delta's type, the delta's text field).
+_DELTA_FIELDS = {
+    "thinking": (b"thinking_delta", b"thinking"),
+    "text": (b"text_delta", b"text"),
+    "tool_use": (b"input_json_delta", b"partial_json"),
+}
 
 
 def anthropic_error_body(status: int, message: str, request_id: str) -> bytes:
@@ -83,7 +94,7 @@ def _signature(message_id: str) -> str:
 class MessagesWire(StreamWire):
     """One Anthropic Messages response."""
 
-    __slots__ = ("_block", "_id", "_index", "_input_tokens", "_model", "_pre")
+    __slots__ = ("_block", "_call", "_id", "_index", "_input_tokens", "_model", "_pre")
 
     def __init__(self, message_id: str, model: str, input_tokens: int) -> None:
         self._id, self._model, self._input_tokens = message_id, model, input_tokens
@@ -91,6 +102,8 @@ class MessagesWire(StreamWire):
         self._block: str | None = None
         self._index = -1
         self._pre = b""
+        #: The tool call the answer is (name, arguments JSON), or None.
+        self._call: tuple[str, str] | None = None
 
     def _message(
         self,
@@ -115,18 +128,19 @@ class MessagesWire(StreamWire):
         out = self._close()
         self._index += 1
         self._block = kind
-        block = (
-            {"type": "thinking", "thinking": "", "signature": ""}
-            if kind == "thinking"
-            else {"type": "text", "text": ""}
-        )
-        field = b"thinking" if kind == "thinking" else b"text"
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        if kind == "thinking":
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == "tool_use":
+            name = self._call[0] if self._call else ""
+            block = {"type": "tool_use", "id": self._tool_use_id(), "name": name, "input": {}}
+        delta_type, field = _DELTA_FIELDS[kind]
         self._pre = (
             b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
             + str(self._index).encode()
             + b',"delta":{"type":"'
-            + field
-            + b'_delta","'
+            + delta_type
+            + b'","'
             + field
             + b'":"'
         )
@@ -153,6 +167,16 @@ class MessagesWire(StreamWire):
 
     def content(self, text: bytes) -> bytes:
         head = self._open("text") if self._block != "text" else b""
+        return head + self._pre + text + b'"}}\n\n'
+
+    def _tool_use_id(self) -> str:
+        return "toolu_" + self._id.removeprefix("msg_")
+
+    def start_call(self, name: str, arguments: str) -> None:
+        self._call = (name, arguments)
+
+    def tool_call(self, text: bytes) -> bytes:
+        head = self._open("tool_use") if self._block != "tool_use" else b""
         return head + self._pre + text + b'"}}\n\n'
 
     def malformed(self, text: bytes) -> bytes:
@@ -183,7 +207,14 @@ class MessagesWire(StreamWire):
             content.append(
                 {"type": "thinking", "thinking": thinking, "signature": _signature(self._id)}
             )
-        if usage.output_tokens > r:
+        if self._call is not None:
+            try:
+                parsed = orjson.loads(self._call[1])
+            except orjson.JSONDecodeError:
+                parsed = {}
+            block = {"type": "tool_use", "id": self._tool_use_id(), "name": self._call[0]}
+            content.append({**block, "input": parsed if isinstance(parsed, dict) else {}})
+        elif usage.output_tokens > r:
             content.append({"type": "text", "text": token_bytes(r, usage.output_tokens).decode()})
         body = self._message(content, _STOP_REASONS[finish_reason], usage.output_tokens, usage)
         return orjson.dumps(body)

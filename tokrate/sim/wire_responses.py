@@ -17,7 +17,12 @@ Stream (each event ``event: <type>`` + ``data: {"type": <type>, "sequence_number
       response.output_item.added {item: {type: "message"}}, response.content_part.added,
       response.output_text.delta x n, response.output_text.done,
       response.content_part.done, response.output_item.done
-    response.completed (finish "stop") | response.incomplete (max_output_tokens), with usage
+    or, when the answer is a tool call, a function_call item (next output_index):
+      response.output_item.added {item: {type: "function_call", id, call_id, name,
+      arguments: ""}}, response.function_call_arguments.delta x n,
+      response.function_call_arguments.done, response.output_item.done
+    response.completed (finish "stop" or a call) | response.incomplete
+    (max_output_tokens), with usage
 
 ``usage``: ``input_tokens``, ``input_tokens_details`` (``cached_tokens`` 0,
 ``cache_write_tokens`` 0), ``output_tokens`` (reasoning included),
@@ -60,10 +65,26 @@ class ResponsesWire(StreamWire):
     ``max_output_tokens`` and ``reasoning`` (``{effort, summary}``) of the request."""
 
     __slots__ = (
-        "_created", "_delta_post", "_echo", "_id", "_message_id", "_message_index",
-        "_model", "_reasoning", "_reasoning_id", "_reasoning_open", "_seq", "_summary",
-        "_text", "_text_pre", "_think_pre",
-    )  # fmt: skip
+        "_call",
+        "_call_index",
+        "_call_pre",
+        "_call_text",
+        "_created",
+        "_delta_post",
+        "_echo",
+        "_id",
+        "_message_id",
+        "_message_index",
+        "_model",
+        "_reasoning",
+        "_reasoning_id",
+        "_reasoning_open",
+        "_seq",
+        "_summary",
+        "_text",
+        "_text_pre",
+        "_think_pre",
+    )
 
     def __init__(self, response_id: str, model: str, created: int, echo: dict[str, Any]) -> None:
         self._id, self._model, self._created = response_id, model, created
@@ -92,6 +113,12 @@ class ResponsesWire(StreamWire):
         )
         self._text_pre = b""
         self._delta_post = b'","sequence_number":'
+        #: The tool call the answer is (name, arguments JSON), its output index once
+        #: open, the argument pieces streamed and their delta prefix.
+        self._call: tuple[str, str] | None = None
+        self._call_index: int | None = None
+        self._call_text: list[bytes] = []
+        self._call_pre = b""
 
     # --- events ----------------------------------------------------------------------
 
@@ -189,14 +216,34 @@ class ResponsesWire(StreamWire):
         )
         return b"".join(self._next(e) for e in done)
 
+    def _call_item(self, arguments: str, status: str) -> dict[str, Any]:
+        suffix = self._id.removeprefix("resp_")
+        return {
+            "id": f"fc_{suffix}",
+            "type": "function_call",
+            "status": status,
+            "call_id": f"call_{suffix}",
+            "name": self._call[0] if self._call else "",
+            "arguments": arguments,
+        }
+
+    def _call_arguments(self) -> str:
+        """The arguments streamed so far, as the client decoded them."""
+        return str(orjson.loads(b'"' + b"".join(self._call_text) + b'"'))
+
     def _output(self, finish: str | None) -> list[dict[str, Any]]:
         """The response's output items as they stand (finish None: still streaming)."""
         out: list[dict[str, Any]] = []
+        done = finish in ("stop", "tool_calls")
         if self._reasoning:
             out.append(self._reasoning_item(b"".join(self._reasoning).decode("ascii")))
         if self._message_index is not None:
-            status = "completed" if finish == "stop" else "incomplete"
+            status = "completed" if done else "incomplete"
             out.append(self._message_item(b"".join(self._text).decode("ascii"), status))
+        if self._call_index is not None:
+            out.append(
+                self._call_item(self._call_arguments(), "completed" if done else "incomplete")
+            )
         return out
 
     # --- StreamWire --------------------------------------------------------------------
@@ -274,8 +321,36 @@ class ResponsesWire(StreamWire):
         self._text.append(text)
         return head + self._delta(self._text_pre, text)
 
+    def start_call(self, name: str, arguments: str) -> None:
+        self._call = (name, arguments)
+
+    def tool_call(self, text: bytes) -> bytes:
+        head = b""
+        if self._call_index is None:
+            if self._reasoning_open:
+                head = self._close_reasoning()
+            index = self._call_index = 1 if self._reasoning else 0
+            head += self._next(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": self._call_item("", "in_progress"),
+                }
+            )
+            item_id = self._call_item("", "").get("id", "")
+            self._call_pre = (
+                b"event: response.function_call_arguments.delta\ndata: "
+                b'{"type":"response.function_call_arguments.delta","item_id":"'
+                + str(item_id).encode()
+                + b'","output_index":'
+                + str(index).encode()
+                + b',"delta":"'
+            )
+        self._call_text.append(text)
+        return head + self._delta(self._call_pre, text)
+
     def malformed(self, text: bytes) -> bytes:
-        pre = self._text_pre or self._think_pre
+        pre = self._text_pre or self._call_pre or self._think_pre
         return pre + text + b"\n\n"
 
     def closing(self, finish_reason: str, usage: TokenUsage) -> bytes:
@@ -298,12 +373,26 @@ class ResponsesWire(StreamWire):
                     "item": self._message_item(text, status),
                 }
             )
+        if self._call_index is not None:
+            out += self._close_call(finish_reason)
         final = self._final(finish_reason, usage)
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._next({"type": kind, "response": final})
 
+    def _close_call(self, finish_reason: str) -> bytes:
+        arguments = self._call_arguments()
+        ids = {"item_id": self._call_item("", "")["id"], "output_index": self._call_index}
+        status = "completed" if finish_reason in ("stop", "tool_calls") else "incomplete"
+        done = {"type": "response.function_call_arguments.done", **ids, "arguments": arguments}
+        item = {
+            "type": "response.output_item.done",
+            "output_index": self._call_index,
+            "item": self._call_item(arguments, status),
+        }
+        return self._next(done) + self._next(item)
+
     def _final(self, finish_reason: str, usage: TokenUsage) -> dict[str, Any]:
-        if finish_reason == "stop":
+        if finish_reason in ("stop", "tool_calls"):
             return self._response("completed", self._output("stop"), usage=_usage(usage))
         return self._response(
             "incomplete",
@@ -329,7 +418,10 @@ class ResponsesWire(StreamWire):
         r = usage.reasoning_tokens
         if r:
             self._reasoning = [token_bytes(0, r)]
-        if usage.output_tokens > r:
+        if self._call is not None:
+            self._call_text = [orjson.dumps(self._call[1])[1:-1]]
+            self._call_index = 1 if r else 0
+        elif usage.output_tokens > r:
             self._text = [token_bytes(r, usage.output_tokens)]
             self._message_index = 1 if r else 0
         return orjson.dumps(self._final(finish_reason, usage))
