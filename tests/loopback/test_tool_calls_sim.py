@@ -19,6 +19,7 @@ from tokrate.analysis.tier_pick import min_requests
 from tokrate.cli import main
 from tokrate.inputs.prompts import load_prompts
 from tokrate.load.run import run_benchmark
+from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import default_tiers
@@ -26,37 +27,7 @@ from tokrate.spec import ClientSpec, PromptsSpec, SimulatorSpec, SloSpec
 
 TIERS = {t.name: t for t in default_tiers()}
 PROMPTS = {p.id: p for p in load_prompts(PromptsSpec(sets=("tools", "structured")))}
-CONFIG = """
-[[endpoint]]
-name = "chat"
-simulator = true
-api = "chat"
-[[endpoint]]
-name = "resp"
-simulator = true
-api = "responses"
-[[endpoint]]
-name = "claude"
-simulator = true
-api = "anthropic"
-[[model]]
-endpoint = "chat"
-name = "sim-13b"
-[[model]]
-endpoint = "resp"
-name = "sim-13b"
-[[model]]
-endpoint = "claude"
-name = "sim-13b"
-[load]
-concurrency = [4]
-requests = 36
-targets = "parallel"
-[prompts]
-sets = ["tools", "structured"]
-[simulator]
-time_scale = 20.0
-"""
+EXAMPLE = Path(__file__).parents[2] / "examples" / "tools.toml"
 
 
 def _right(row: dict[str, Any]) -> bool:
@@ -91,13 +62,13 @@ def _check_tool_row(row: dict[str, Any]) -> None:
 def test_every_protocol_keeps_the_calls_and_the_checks_follow_the_simulator(
     tmp_path: Path,
 ) -> None:
-    config = tmp_path / "tools.toml"
-    config.write_text(CONFIG)
-    argv = ["run", "-c", str(config), "--output-dir", str(tmp_path / "out"), "--no-report"]
-    assert main([*argv, "--quiet"]) == 0
+    """examples/tools.toml (docs/quality.md), shortened: 36 requests per target, the
+    simulator 20x faster."""
+    argv = ["run", "-c", str(EXAMPLE), "--output-dir", str(tmp_path / "out"), "--no-report"]
+    assert main([*argv, "--quiet", "--requests", "36", "--time-scale", "20"]) == 0
     (run_dir,) = (tmp_path / "out").iterdir()
     records = pl.read_parquet(run_dir / "records.parquet")
-    assert records["status"].to_list() == ["ok"] * 3 * 36
+    assert records["status"].to_list() == ["ok"] * 4 * 36
     assert dict(records.group_by("endpoint").agg(pl.col("api").first()).iter_rows()) == {
         "chat": "chat",
         "resp": "responses",
@@ -112,9 +83,22 @@ def test_every_protocol_keeps_the_calls_and_the_checks_follow_the_simulator(
             assert row["check_passed"] is _right(row), row
             assert row["tool_calls"] is None
     # Each protocol's pass rate on tools is the same simulator draw.
-    rates = records.group_by("endpoint", "task").agg(pl.col("check_passed").mean())
-    by_task = {t: set(rates.filter(pl.col("task") == t)["check_passed"]) for t in ("tools",)}
-    assert len(by_task["tools"]) == 1
+    seventy = records.filter((pl.col("model") == "sim-70b") & (pl.col("task") == "tools"))
+    rates = seventy.group_by("endpoint").agg(pl.col("check_passed").mean())
+    assert len(rates) == 3 and len(set(rates["check_passed"])) == 1
+    # The report's answers view shows the calls beside the verdicts, wrong ones first.
+    markdown = (build_report([run_dir], formats=("png",)) / "summary.md").read_text()
+    view = markdown[markdown.index("### Answers") :]
+    rows = [line for line in view.splitlines() if line.startswith("| chat/sim-7b | tools |")]
+    assert rows
+    verdicts = [line.split(" | ")[3] for line in rows]
+    assert verdicts == sorted(verdicts, key=lambda v: v != "wrong")
+    wrong = records.filter(
+        (pl.col("model") == "sim-7b") & (pl.col("task") == "tools") & ~pl.col("check_passed")
+    )
+    for call in wrong["tool_calls"].drop_nulls():
+        name = json.loads(call)[0]["name"]
+        assert any(f"{name.replace('_', chr(92) + '_')}(" in line for line in rows), name
 
 
 def _quality(run_dir: Path) -> dict[tuple[str, str], tuple[int, int]]:

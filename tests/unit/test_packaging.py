@@ -24,7 +24,7 @@ def test_every_package_folder_is_listed_and_prompts_map_to_the_top_level_folder(
 
 
 def test_the_shipped_sets_are_the_files_of_the_top_level_prompts_folder() -> None:
-    from tokrate.spec.bundled import SHIPPED_SETS, bundled_sets
+    from tokrate.spec.bundled import NAMED_ONLY_SETS, SHIPPED_SETS, bundled_sets
 
     files = sorted(p.stem for p in (ROOT / "prompts").glob("*.jsonl"))
-    assert files == sorted(SHIPPED_SETS) == list(bundled_sets())
+    assert files == sorted(SHIPPED_SETS + NAMED_ONLY_SETS) == list(bundled_sets())

@@ -13,7 +13,7 @@ from tokrate.inputs.prompt_base import Prompt, estimate_input_tokens, estimate_t
 from tokrate.inputs.prompts import load_prompts, synthetic_prompts
 from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.spec import PromptsSpec, SyntheticSpec
-from tokrate.spec.bundled import bundled_sets
+from tokrate.spec.bundled import SHIPPED_SETS, bundled_sets
 
 
 def load(tmp_path: Path, *paths: str, **kw: object) -> tuple[Prompt, ...]:
@@ -81,10 +81,18 @@ def test_folder_is_read_recursively_in_path_order(tmp_path: Path) -> None:
 
 
 def test_bundled_sets_are_real_and_varied() -> None:
-    assert bundled_sets() == ("chat", "classification", "code", "extraction", "summarization")
-    prompts = load_prompts(PromptsSpec(), base_dir=".")  # no sources: every bundled set
+    assert bundled_sets() == (
+        "chat",
+        "classification",
+        "code",
+        "extraction",
+        "structured",
+        "summarization",
+        "tools",
+    )
+    prompts = load_prompts(PromptsSpec(), base_dir=".")  # no sources: the default sets
     by_task = Counter(p.task for p in prompts)
-    assert set(by_task) == set(bundled_sets())
+    assert set(by_task) == set(SHIPPED_SETS)
     assert all(16 <= n <= 30 for n in by_task.values()), by_task
     assert len({p.id for p in prompts}) == len(prompts)
     for p in prompts:

@@ -22,6 +22,7 @@ from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warning
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.errors import UsageError
 from tokrate.hardware import HardwareProfile, get_hardware
+from tokrate.report import answers_section as _answers
 from tokrate.report import cache_section as _cache
 from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
@@ -271,6 +272,7 @@ TABLES: Final[tuple[TableDeclaration, ...]] = (
     comparison_tables,
     summary_tables,
     _quality.quality_tables,
+    _answers.answer_tables,
     _streams.stream_tables,
     _cache.cache_tables,
 )

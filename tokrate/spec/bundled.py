@@ -16,12 +16,15 @@ from typing import Final
 
 from tokrate.errors import PromptError
 
-__all__ = ["SHIPPED_SETS", "bundled_set_bytes", "bundled_sets"]
+__all__ = ["NAMED_ONLY_SETS", "SHIPPED_SETS", "bundled_set_bytes", "bundled_sets"]
 
-#: The sets tokrate ships, the ones a run with no prompt source of its own uses. A
-#: file someone adds to a checkout's prompts/ is a set too, usable by name, but never
-#: sent unless named.
+#: The sets a run with no prompt source of its own uses. A file someone adds to a
+#: checkout's prompts/ is a set too, usable by name, but never sent unless named.
 SHIPPED_SETS: Final = ("chat", "classification", "code", "extraction", "summarization")
+#: Sets tokrate ships but sends only when named (``[prompts] sets``, ``--set``): their
+#: requests carry tools or a JSON schema, which a server without tool or
+#: structured-output support refuses, so a default run never sends them.
+NAMED_ONLY_SETS: Final = ("structured", "tools")
 
 
 def _root() -> Traversable:
