@@ -127,11 +127,18 @@ def llama_server_binary() -> Path:
 
 @contextlib.contextmanager
 def llama_server(
-    model: Path, alias: str | None, log: Path, *, slots: int = 4, context: int = 4096
+    model: Path,
+    alias: str | None,
+    log: Path,
+    *,
+    slots: int = 4,
+    context: int = 4096,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[Server]:
     """llama-server on one GGUF file, one compute thread, ``slots`` parallel sequences
-    sharing ``context`` tokens of KV cache, Prometheus metrics on. Without ``alias`` it
-    names the model by the path it was given (``Server.models`` key: that path)."""
+    sharing ``context`` tokens of KV cache, Prometheus metrics on, ``extra_args`` after
+    those (``--jinja``, a chat template). Without ``alias`` it names the model by the
+    path it was given (``Server.models`` key: that path)."""
     port = free_port()
     argv = [
         str(llama_server_binary()),
@@ -151,6 +158,7 @@ def llama_server(
         "--ctx-size",
         str(context),
         "--metrics",
+        *extra_args,
     ]
     name = alias or str(model)
     with started(f"llama-server {name}", argv, port=port, ready_path="/health", log=log) as srv:
