@@ -270,6 +270,10 @@ def test_an_image_prompt_is_charged_its_tiles_and_moves_ttft_by_their_prefill(
         "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()},
     }
     assert records["media_bytes"].to_list() == [0, len(orjson.dumps(sent))]
+    # The image reached the server as the same JSON value the file became.
+    vision = [r for r in truth_rows(log) if r["request"]["body"].get("stream")]
+    sent_messages = [{"role": "user", "content": [*question, sent]}]
+    assert field_digest(sent_messages) in {r["request"]["digests"]["messages"] for r in vision}
     text_tokens, vision_tokens = records["input_tokens"].to_list()
     # 1024 x 2048 at the default (high) detail: 6 tiles, 85 + 6 x 170 (docs/simulator.md).
     assert vision_tokens - text_tokens == 1105

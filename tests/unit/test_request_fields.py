@@ -150,6 +150,12 @@ def test_a_field_a_stream_cannot_honour_is_refused_naming_file_line_and_field(
     assert "\n" not in str(err.value)
 
 
+def test_a_conversation_line_sends_its_body_with_every_turn() -> None:
+    line = {"id": "s", "turns": ["Hi", "And tomorrow?"], "body": {"tools": TOOLS, "seed": 1}}
+    (p,) = parse_jsonl((json.dumps(line) + "\n").encode(), "s.jsonl")
+    assert p.is_session and p.body == (("tools", TOOLS), ("seed", 1))
+
+
 def test_n_of_one_and_a_streaming_body_are_fine() -> None:
     (p,) = parse_jsonl(_batch({"messages": MESSAGES, "n": 1, "stream": True}), "b.jsonl")
     assert p.body == (("n", 1),)
