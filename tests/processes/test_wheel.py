@@ -33,7 +33,7 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n for n in names if n.startswith("tokrate/prompts/"))
     expected = sorted(f"tokrate/prompts/{p.name}" for p in (ROOT / "prompts").glob("*.jsonl"))
-    assert shipped == expected and len(expected) == 5
+    assert shipped == expected and len(expected) == 7
     assert not [n for n in names if n.startswith("prompts/")], "no top-level package 'prompts'"
 
     unpacked = tmp_path / "site"
