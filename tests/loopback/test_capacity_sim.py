@@ -31,12 +31,12 @@ import polars as pl
 import pytest
 from helpers.cpu_waits import CpuWaits
 
-from tokrate.analysis.proportions import wilson_interval
 from tokrate.cli import main
 from tokrate.load.capacity_probe import JUDGE_BATCH
 from tokrate.load.run import RunResult, run_benchmark
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.proportions import wilson_interval
 from tokrate.sim.capacity_answer import closed_loop_capacity
 from tokrate.sim.server import SimConfig, build_state
 from tokrate.spec import CapacitySpec, load_spec

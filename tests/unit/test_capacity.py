@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tokrate.analysis.capacity_compare import compare_capacities
-from tokrate.analysis.proportions import wilson_interval
 from tokrate.cli import main
 from tokrate.errors import ConfigError, RunFolderError
 from tokrate.load.capacity_search import ProbeFn, _note, search, verify_capacity
@@ -22,6 +21,7 @@ from tokrate.runfolder.capacity_result import (
     ProbePhase,
     TargetCapacity,
 )
+from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.summary import Summary
 from tokrate.sim.capacity_answer import closed_loop_capacity, replay_closed_loop
 from tokrate.sim.server import SimConfig, build_state

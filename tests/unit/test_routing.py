@@ -19,7 +19,8 @@ from tokrate.report.model import LeftOut
 from tokrate.report.quality_section import quality_chart
 from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
-from tokrate.runfolder.quality import Quality, wilson
+from tokrate.runfolder.proportions import wilson_interval as wilson
+from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
 from tokrate.runfolder.summary import (
     Cost,

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank
-from tokrate.analysis.proportions import wilson_bounds
+from tokrate.runfolder.proportions import wilson_bounds
 from tokrate.runfolder.summary import DIST_KEYS, Group
 
 __all__ = [

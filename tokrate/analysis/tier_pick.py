@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
 
 from tokrate.analysis.ordering import level_key, model_key
-from tokrate.analysis.proportions import wilson_interval
+from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.run_info import RunInfo, SloInfo
 from tokrate.runfolder.summary import Distribution, Group, Summary, TaskGroup
 

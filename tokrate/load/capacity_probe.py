@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from tokrate.analysis.proportions import wilson_interval
 from tokrate.finish.probe_judge_child import Judged
 from tokrate.load.worker.events import Event, LoopLag, RequestFinished
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, MIN_P99_SAMPLES, P99_THRESHOLD_MS
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import CapacityProbe, ProbePhase
+from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.records import RequestRecord
 from tokrate.spec import CapacitySpec
 

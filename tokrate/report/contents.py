@@ -43,6 +43,7 @@ from tokrate.report.model import (
     ReportModel,
     SizeSpeed,
     TableDeclaration,
+    not_drawn,
 )
 from tokrate.report.tables import (
     Table,
@@ -302,14 +303,17 @@ def build_model(inputs: ReportInputs) -> ReportModel:
     """The report: every declaration called once, in order.
 
     A chart declaration that fails (data no chart foresaw) is left out with a note
-    naming its error; the other charts, tables and documents still come."""
+    saying so in words (:func:`~tokrate.report.model.not_drawn`), its error kept in
+    ``faults``; the other charts, tables and documents still come."""
     charts: list[Chart[Any]] = []
     left_out: list[str] = []
+    faults: list[tuple[str, str]] = []
     for declare in CHARTS:
         try:
             items = list(declare(inputs))
         except Exception as exc:
-            left_out.append(f"{_declared_name(declare)}: left out ({type(exc).__name__}: {exc})")
+            left_out.append(not_drawn(_declared_name(declare)))
+            faults.append((_declared_name(declare), f"{type(exc).__name__}: {exc}"))
             continue
         for item in items:
             if isinstance(item, LeftOut):
@@ -342,6 +346,7 @@ def build_model(inputs: ReportInputs) -> ReportModel:
         left_out=tuple(left_out),
         errors=errors_table(_data.error_examples(inputs.records)),
         configs=tuple((k, r.info.config) for k, r in inputs.runs),
+        faults=tuple(faults),
     )
 
 

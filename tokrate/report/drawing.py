@@ -1,8 +1,9 @@
 """Chart files: each declared chart drawn once and saved in the formats asked for.
 
 A chart is written whole or not at all (every format is drawn before any file is
-written), and one that cannot be drawn is left out with a note naming it and why —
-the other charts, report.html and summary.md still come.
+written), and one that cannot be drawn is left out with a note that names it and says
+why in words (:func:`tokrate.report.model.not_drawn`) — never an exception's text, which means nothing to
+a reader — while the other charts, report.html and summary.md still come.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Final
 from matplotlib.figure import Figure
 
 from tokrate.report.html import ChartImage
-from tokrate.report.model import Chart
+from tokrate.report.model import Chart, not_drawn
 
 __all__ = ["FORMATS", "DrawnCharts", "chart_files", "draw_charts"]
 
@@ -26,10 +27,12 @@ FORMATS: Final = ("png", "svg", "pdf")
 @dataclass(frozen=True, slots=True)
 class DrawnCharts:
     """What drawing the model's charts gave: the PNGs report.html embeds (in report
-    order) and one note per chart that could not be drawn."""
+    order), one note per chart that could not be drawn (its note in words), and for
+    each such chart its name and the error, for tests and debugging (never shown)."""
 
     images: tuple[ChartImage, ...]
     failures: tuple[str, ...]
+    errors: tuple[tuple[str, str], ...] = ()
 
 
 def chart_files(fig: Figure, formats: Sequence[str]) -> dict[str, bytes]:
@@ -61,6 +64,7 @@ def draw_charts(
     the chart is drawn (a crash keeps what was drawn), keep the PNGs for the page."""
     images: list[ChartImage] = []
     failures: list[str] = []
+    errors: list[tuple[str, str]] = []
     for chart in charts:
         try:
             files = chart_files(chart.figure(), formats)
@@ -69,7 +73,8 @@ def draw_charts(
                 if fmt in formats:
                     save(chart.name, fmt, data)
         except Exception as exc:
-            failures.append(f"{chart.title}: left out, it could not be drawn ({exc})")
+            failures.append(not_drawn(chart.title))
+            errors.append((chart.name, f"{type(exc).__name__}: {exc}"))
             continue
         images.append(ChartImage(chart.name, chart.title, chart.caption, files["png"]))
-    return DrawnCharts(tuple(images), tuple(failures))
+    return DrawnCharts(tuple(images), tuple(failures), tuple(errors))

@@ -44,9 +44,24 @@ __all__ = [
     "ReportModel",
     "SizeSpeed",
     "TableDeclaration",
+    "not_drawn",
 ]
 
 D = TypeVar("D")
+
+
+def not_drawn(title: str) -> str:
+    """The "Left out" note of a chart that failed while it was declared or drawn.
+
+    Every declaration checks its data and leaves a chart without data out with its
+    own reason, so a failure is tokrate's fault, never the run's: the note says so in
+    words, and what still holds, never with an exception's text (which tells a reader
+    nothing; the model and the drawing keep it apart for debugging)."""
+    return (
+        f"{title}: left out: tokrate failed to draw it from these numbers, a fault in "
+        "tokrate, not in the run (the tables hold the same numbers); please report it "
+        "with the run folder"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +168,9 @@ class ReportModel:
     errors: Table
     #: (run key, run.json config) per run; renderers redact secrets.
     configs: tuple[tuple[str, Any], ...]
+    #: (declaration, error) of every chart declaration that raised (never shown: its
+    #: note in ``left_out`` says it in words); for tests and debugging.
+    faults: tuple[tuple[str, str], ...] = ()
 
     def chart(self, name: str) -> Chart[Any] | None:
         """The declared chart named ``name``, or None when it was left out."""

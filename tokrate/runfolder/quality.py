@@ -10,29 +10,17 @@ failed; a check's own error is not a judgement), ``passed``, ``rate`` = passed /
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, Final
 
 from tokrate.errors import RunFolderError
+from tokrate.runfolder.proportions import wilson_interval
 
-__all__ = ["QUALITY_CONFIDENCE", "Quality", "wilson"]
+__all__ = ["QUALITY_CONFIDENCE", "Quality"]
 
 #: The confidence of ``rate_ci``.
 QUALITY_CONFIDENCE: Final = 0.95
-
-
-def wilson(k: int, n: int, confidence: float = QUALITY_CONFIDENCE) -> tuple[float, float]:
-    """Wilson score interval of k/n (two-sided), inside [0, 1]; n > 0. (Pure Python, so
-    the lean terminal table and the routing table need no numpy.)"""
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +38,7 @@ class Quality:
 
     @property
     def rate_ci(self) -> tuple[float, float] | None:
-        return wilson(self.passed, self.n) if self.n else None
+        return wilson_interval(self.passed, self.n, QUALITY_CONFIDENCE) if self.n else None
 
     def to_dict(self) -> dict[str, Any]:
         ci = self.rate_ci
