@@ -193,3 +193,85 @@ def test_every_client_keeps_the_calls(tmp_path: Path, kind: str, api: str) -> No
     assert set(records["client"]) == {kind} and set(records["api"]) == {api}
     for row in records.to_dicts():
         _check_tool_row(row)
+
+
+def _production_file(path: Path) -> Path:
+    """An OpenAI batch file as a product exports it: no checks, only request fields."""
+    weather = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": weather}}]
+    contact = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "email": {"type": "string"}},
+        "required": ["name", "email"],
+        "additionalProperties": False,
+    }
+    bodies: dict[str, dict[str, Any]] = {
+        "forced-1": {"tools": tools, "tool_choice": "required"},
+        "forced-2": {"tools": tools, "tool_choice": "required"},
+        "json-1": {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "contact", "strict": True, "schema": contact},
+            }
+        },
+        "json-2": {"response_format": {"type": "json_object"}},
+        "free": {"tools": tools, "tool_choice": "auto"},
+    }
+    lines = [
+        json.dumps(
+            {
+                "custom_id": cid,
+                "url": "/v1/chat/completions",
+                "body": {
+                    "model": "gpt-4.1-mini",
+                    "messages": [{"role": "user", "content": f"Request {cid}"}],
+                    "max_tokens": 64,
+                    **body,
+                },
+            }
+        )
+        for cid, body in bodies.items()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_batch_file_without_checks_is_judged_on_what_its_bodies_ask(tmp_path: Path) -> None:
+    """docs/quality.md "Checks a body implies": a forced call against the tool's
+    parameters, JSON against the response_format's schema; a free choice unchecked."""
+    models = ["sim-1b", "sim-70b"]
+    spec = sim_spec(
+        None,
+        tmp_path / "out",
+        models=models,
+        prompts=PromptsSpec(paths=(str(_production_file(tmp_path / "prod.jsonl")),)),
+        requests=20,
+        concurrency=(4,),
+        simulator=SimulatorSpec(time_scale=20.0),
+    )
+    run_benchmark(spec)
+    run_dir = tmp_path / "out" / "run"
+    records = pl.read_parquet(run_dir / "records.parquet")
+    assert records["status"].to_list() == ["ok"] * 40
+    for row in records.to_dicts():
+        right = answers_right(0, TIERS[row["model"]], Reference(None, "prod", row["prompt_id"]))
+        if row["prompt_id"] == "free":
+            assert row["check_passed"] is None
+        elif row["prompt_id"].startswith("forced"):
+            assert row["check_passed"] is right, row
+            (call,) = json.loads(row["tool_calls"])
+            assert call["name"] == "get_weather"
+            assert ("city" in json.loads(call["arguments"])) is right
+        else:
+            assert row["check_passed"] is right, row
+            assert row["answer"] is not None and row["tool_calls"] is None
+    quality = _quality(run_dir)
+    for model in models:
+        checked = records.filter((pl.col("model") == model) & (pl.col("prompt_id") != "free"))
+        assert quality[(model, "prod")] == (len(checked), int(checked["check_passed"].sum()))
+    assert quality[("sim-70b", "prod")][1] > quality[("sim-1b", "prod")][1]

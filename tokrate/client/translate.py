@@ -57,7 +57,8 @@ class Untranslatable(Exception):
 def _refuse(api: str, field: str, what: str = "") -> Untranslatable:
     name = _API_NAMES.get(api, api)
     why = what or f"has no equivalent in {name}"
-    hint = f"send it to a Chat Completions target, or put {name}'s own field in extra_body"
+    owner = f"{name}'" if name.endswith("s") else f"{name}'s"
+    hint = f"send it to a Chat Completions target, or put {owner} own field in extra_body"
     return Untranslatable(api, field, f"{why}; {hint}")
 
 

@@ -5,8 +5,9 @@ frozen :class:`Prompt`. Sources, in this order:
 
 - ``paths``: JSONL files (``.jsonl``/``.json``; one object per line with ``messages``
   or ``prompt``, optional ``id``, ``task``, ``max_tokens``, ``expect`` (what a right
-  answer looks like: :mod:`tokrate.spec.expect`) and ``body`` (request fields sent as
-  written: :mod:`tokrate.inputs.request_body`); other keys are ignored),
+  answer looks like: :mod:`tokrate.spec.expect`; without one, the check the ``body``
+  implies, :func:`tokrate.inputs.request_body.line_expect`) and ``body`` (request
+  fields sent as written: :mod:`tokrate.inputs.request_body`); other keys are ignored),
   plain-text files (``.txt``/``.md``/``.prompt``; every blank-line-separated block is
   one prompt, or the whole file with ``text_split = "file"``), or a folder of them
   (recursively, sorted by path).
@@ -50,6 +51,7 @@ from tokrate.inputs.prompt_base import (
     make_prompt,
     text_of_tokens,
 )
+from tokrate.inputs.request_body import line_expect
 from tokrate.inputs.traces import (
     is_batch_line,
     is_session_line,
@@ -62,7 +64,6 @@ from tokrate.inputs.workloads import grid_prompts, session_prompts, shared_prefi
 from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
 from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
-from tokrate.spec.expect import parse_expect
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -121,7 +122,7 @@ def _parse_line(
     shared = obj.get("shared_messages", 0)
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise PromptError(f"{where}: 'shared_messages' must be an integer >= 0, got {shared!r}")
-    expect = parse_expect(obj["expect"], where) if obj.get("expect") is not None else None
+    expect = line_expect(obj.get("expect"), body, where)
     return make_prompt(
         id=str(pid),
         task=task,

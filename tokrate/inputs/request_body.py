@@ -13,6 +13,11 @@ one line naming the file, line and field, before anything is sent.
 
 :func:`body_tools` and :func:`body_output_schema` read a body's tool definitions and
 output schema for the input-token estimate (:func:`tokrate.physics.count_request_tokens`).
+
+:func:`line_expect` is a line's check: its own ``expect``, else the one its body
+implies (a forced tool call's name and parameters schema, a JSON ``response_format``'s
+schema; docs/quality.md "Checks a body implies"), so a production request file
+without checks still says whether each model kept the contract its requests set.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tokrate.errors import PromptError
+from tokrate.spec.expect import Expect, parse_expect
 from tokrate.spec.request_fields import LIMIT_FIELDS, OWNED_FIELDS, PROMPT_FIELDS, unstreamable
 
 __all__ = [
     "PromptBody",
     "body_output_schema",
     "body_tools",
+    "implied_expect",
+    "line_expect",
     "parse_body",
 ]
 
@@ -177,3 +185,74 @@ def body_output_schema(fields: Mapping[str, Any]) -> object:
     fmt = fields.get("response_format")
     spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
     return spec.get("schema") if isinstance(spec, dict) else None
+
+
+def _forced_tool(fields: Mapping[str, Any]) -> str | None:
+    """The function a body's ``tool_choice`` forces: the one it names, or the only
+    function tool under ``"required"``; None where the model may choose (or not call)."""
+    choice = fields.get("tool_choice")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        return name if isinstance(name, str) else None
+    if choice == "required":
+        names = [name for name, _, _ in body_tools(fields)]
+        return names[0] if len(names) == 1 else None
+    return None
+
+
+def _implied_raw(fields: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The check a body implies, as an ``expect`` object, and the field it comes from."""
+    forced = _forced_tool(fields)
+    if forced is not None:
+        params = next((p for n, _, p in body_tools(fields) if n == forced), None)
+        call: dict[str, Any] = {"name": forced}
+        if isinstance(params, dict) and params:
+            call["arguments_schema"] = params
+        return "tool_choice", {"tool_call": call}
+    fmt = fields.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "json_object":
+        # JSON mode promises an object, of any shape.
+        return "response_format", {"json_schema": {"type": "object"}}
+    if kind == "json_schema":
+        schema = body_output_schema(fields)
+        # Without a schema any JSON value is the contract: the empty schema accepts it.
+        return "response_format", {"json_schema": schema if isinstance(schema, dict) else {}}
+    return None
+
+
+def implied_expect(fields: Mapping[str, Any], where: str) -> Expect | None:
+    """The check a body's fields imply (None: none): a ``tool_call`` check of the
+    function ``tool_choice`` forces (its ``parameters`` as ``arguments_schema``), else
+    a ``json_schema`` check of a ``json_schema`` ``response_format``'s schema (the
+    empty schema when it gives none: the answer parses as JSON), or of a JSON object
+    for ``json_object``.
+
+    Raises:
+        PromptError: the schema the check would use is not a JSON schema, in one line
+            naming the body field.
+    """
+    implied = _implied_raw(fields)
+    if implied is None:
+        return None
+    field, raw = implied
+    try:
+        return parse_expect(raw, where)
+    except PromptError as err:
+        why = str(err).removeprefix(f"{where}: expect: ")
+        raise _fail(where, field, f"the check it implies does not load: {why}") from None
+
+
+def line_expect(raw: object, body: PromptBody, where: str) -> Expect | None:
+    """A line's (or a turn's) check: its ``expect`` when it has one, none when it says
+    ``"expect": false``, else the check its ``body`` implies (:func:`implied_expect`).
+
+    Raises:
+        PromptError: a malformed ``expect`` or implied check, in one line.
+    """
+    if raw is False:
+        return None
+    if raw is not None:
+        return parse_expect(raw, where)
+    return implied_expect(dict(body.fields), where)

@@ -22,7 +22,8 @@ OpenAI batch files. Local files only; nothing is ever downloaded.
   sampling settings, ...) is sent as written (:mod:`tokrate.inputs.request_body`),
   except ``model``, ``stream`` and ``stream_options``, which tokrate owns (the run's
   targets say which models answer). An ``expect`` beside ``body`` is the line's check
-  (:mod:`tokrate.spec.expect`).
+  (:mod:`tokrate.spec.expect`); without one, the check its body implies
+  (:func:`tokrate.inputs.request_body.line_expect`; ``"expect": false``: none).
 
 A conversation line may carry a ``body`` too (its request fields, sent with every
 turn). Media parts naming a ``file`` are read relative to the prompts file
@@ -41,9 +42,8 @@ from typing import Any
 from tokrate.errors import PromptError
 from tokrate.inputs.media_parts import resolve_media
 from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
-from tokrate.inputs.request_body import PromptBody, parse_body
+from tokrate.inputs.request_body import PromptBody, line_expect, parse_body
 from tokrate.physics import count_text_tokens
-from tokrate.spec.expect import parse_expect
 
 __all__ = [
     "is_batch_line",
@@ -84,13 +84,13 @@ def _id(obj: dict[str, Any], key: str, default: str, where: str) -> str:
     return str(pid)
 
 
-def _turn(raw: object, where: str, default_max: int | None) -> Turn:
+def _turn(raw: object, where: str, default_max: int | None, body: PromptBody) -> Turn:
     if isinstance(raw, str):
-        return Turn(_text(raw, where, "user"), default_max)
+        return Turn(_text(raw, where, "user"), default_max, line_expect(None, body, where))
     if not isinstance(raw, dict):
         raise PromptError(f"{where}: a turn must be a string or an object with 'user'")
     limit = _positive(raw.get("max_tokens"), where, "max_tokens")
-    expect = parse_expect(raw["expect"], where) if raw.get("expect") is not None else None
+    expect = line_expect(raw.get("expect"), body, where)
     return Turn(_text(raw.get("user"), where, "user"), limit or default_max, expect)
 
 
@@ -109,7 +109,8 @@ def parse_session_line(
     if not isinstance(raw_turns, list) or not raw_turns:
         raise PromptError(f"{where}: 'turns' must be a non-empty list")
     default_max = _positive(obj.get("max_tokens"), where, "max_tokens")
-    turns = [_turn(t, f"{where} turns[{i}]", default_max) for i, t in enumerate(raw_turns)]
+    body = line_body(obj, where)
+    turns = [_turn(t, f"{where} turns[{i}]", default_max, body) for i, t in enumerate(raw_turns)]
     think = obj.get("think_time_s", think_time_s)
     if isinstance(think, bool) or not isinstance(think, int | float) or not think >= 0:
         raise PromptError(f"{where}: 'think_time_s' must be a number >= 0, got {think!r}")
@@ -118,7 +119,6 @@ def parse_session_line(
     if "system" in obj:
         messages.append({"role": "system", "content": _text(obj["system"], where, "system")})
     messages.append({"role": "user", "content": turns[0].user})
-    body = line_body(obj, where)
     return make_prompt(
         id=_id(obj, "id", default_id, where),
         task=_text(task, where, "task"),
@@ -151,7 +151,6 @@ def parse_batch_line(
         checked = check_messages(raw["messages"], f"{where} body")
         messages = resolve_media(checked, base_dir, f"{where} body")
     prompt = None if has_messages else _text(raw.get("prompt"), where, "body.prompt")
-    expect = obj.get("expect")
     return make_prompt(
         id=_id(obj, "custom_id", "", where),
         task=default_task,
@@ -159,7 +158,7 @@ def parse_batch_line(
         prompt=prompt,
         max_tokens=body.limit,
         source=where,
-        expect=None if expect is None else parse_expect(expect, where),
+        expect=line_expect(obj.get("expect"), body, where),
         body=body.fields,
         max_tokens_field=body.limit_field,
     )
