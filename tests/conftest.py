@@ -11,14 +11,24 @@
 - ``thinker``: an in-process simulator serving ``helpers.sim_wire.THINKER`` (4 reasoning
   then 6 answer tokens); yields (base URL, truth-log path).
 - ``http_client``: a plain ``httpx.Client`` (10 s timeout), closed at the end.
+
+Under pytest-xdist (``-n auto --dist loadscope``, the default addopts) each test goes
+to whichever worker is free, except the tests of a module that declares a module-,
+class- or package-scoped fixture (sent whole to one worker, so the fixture is built
+once) and a few modules that go together (:data:`_SHARED_UNITS`): every real-server
+test to one worker (the package's servers start once, never twice at a time), every
+Ray test, local or multi-node, to one worker (``ray="auto"`` finds the cluster that is
+running, which must be its own test's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -28,6 +38,72 @@ from tokrate.sim import SimConfig, running_simulator, simulator_process
 
 #: Time scale of the shared simulator: all modelled durations are divided by this.
 SIM_TIME_SCALE = 20.0
+
+
+#: Work units that span modules: the modules (or folders) whose tests one xdist worker
+#: runs one after another.
+_SHARED_UNITS: Final = {
+    "real_server": ("tests/real_servers/",),
+    "ray": ("tests/cluster/", "tests/processes/test_ray.py"),
+}
+#: The unit a test with this marker must be in.
+_UNIT_OF_MARKER: Final = {"real_server": "real_server", "ray": "ray", "cluster": "ray"}
+
+
+#: How a module declares a fixture it shares between its tests (ruff keeps the quotes).
+_SHARED_FIXTURE: Final = re.compile(r'scope="(?:module|class|package)"')
+#: Node ids are relative to the repository root (pyproject.toml's folder).
+_ROOT: Final = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _shares_a_fixture(path: str) -> bool:
+    """Whether the test module at ``path`` declares a module-, class- or package-scoped
+    fixture (no conftest below tests/ outside a shared unit does)."""
+    try:
+        return _SHARED_FIXTURE.search((_ROOT / path).read_text(encoding="utf-8")) is not None
+    except OSError:
+        return True
+
+
+def _work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: the shared unit its path is in; else its module,
+    where the module shares a fixture between its tests; else the test alone."""
+    path = nodeid.split("::", 1)[0]
+    shared = next((u for u, prefixes in _SHARED_UNITS.items() if path.startswith(prefixes)), None)
+    if shared is not None:
+        return shared
+    return path if _shares_a_fixture(path) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with the work units of :func:`_work_unit`: a module with a
+    shared fixture runs whole on one worker, in order (the fixture is built once), and
+    each shared unit's modules too; any other test goes alone to the first free
+    worker. The controller sees node ids only, so the units are named by path;
+    :func:`pytest_collection_modifyitems` checks the shared ones against the markers."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class KindScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return KindScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked ``real_server``, ``ray`` or ``cluster`` must sit in its shared unit
+    (a Ray test run beside another worker's Ray cluster would join that one)."""
+    for item in items:
+        for marker, unit in _UNIT_OF_MARKER.items():
+            if item.get_closest_marker(marker) and _work_unit(item.nodeid) != unit:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: a {marker!r} test must live under "
+                    f"{' or '.join(_SHARED_UNITS[unit])} (tests/conftest.py _SHARED_UNITS)"
+                )
 
 
 @pytest.fixture(scope="session")
