@@ -59,5 +59,7 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
     )
     seen = json.loads(done.stdout)
     assert seen["file"].startswith(str(unpacked))
-    assert seen["sets"] == ["chat", "classification", "code", "extraction", "summarization"]
-    assert seen["tasks"] == seen["sets"] and seen["n"] == 100
+    assert seen["sets"] == [p.stem for p in sorted((ROOT / "prompts").glob("*.jsonl"))]
+    # The default prompts: SHIPPED_SETS (tools and structured are sent only when named).
+    assert seen["tasks"] == ["chat", "classification", "code", "extraction", "summarization"]
+    assert seen["n"] == 100
