@@ -96,7 +96,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked ``real_server``, ``ray`` or ``cluster`` must sit in its shared unit
-    (a Ray test run beside another worker's Ray cluster would join that one)."""
+    (a Ray test run beside another worker's Ray cluster would join that one). The shared
+    units run first (each test keeps its place within its unit): they are the longest
+    (the real servers take minutes), and started last they would leave one worker
+    idle while the other finished them."""
     for item in items:
         for marker, unit in _UNIT_OF_MARKER.items():
             if item.get_closest_marker(marker) and _work_unit(item.nodeid) != unit:
@@ -104,6 +107,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     f"{item.nodeid}: a {marker!r} test must live under "
                     f"{' or '.join(_SHARED_UNITS[unit])} (tests/conftest.py _SHARED_UNITS)"
                 )
+    items.sort(key=lambda item: _work_unit(item.nodeid) not in _SHARED_UNITS)
 
 
 @pytest.fixture(scope="session")

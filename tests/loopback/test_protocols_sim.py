@@ -162,6 +162,7 @@ def _check_wire(api: str, kind: str, row: dict[str, Any]) -> None:
     assert KEY not in orjson.dumps(row).decode()
 
 
+@pytest.mark.slow  # 11 protocol/client cases x 4 rounds on real-time tiers (~35 s)
 def test_every_protocol_and_client_matches_the_truth_log(sim: tuple[str, Path]) -> None:
     url, log = sim
     with CpuWaits() as waits:

@@ -21,6 +21,7 @@ from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import default_tiers
 
 
+@pytest.mark.slow  # the real default run: six tiers at c=1 and c=8 in real time (~40 s)
 def test_embedded_default_benchmarks_every_tier_cleanly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

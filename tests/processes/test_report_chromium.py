@@ -245,6 +245,7 @@ def _header_boxes(page: Any, table: str) -> dict[str, Any]:
     )
 
 
+@pytest.mark.slow  # default_run: the real default run in real time (~40 s)
 def test_the_decision_shows_without_scrolling_at_1400px(browser: Any, default_run: Path) -> None:
     """At 1400 x 900 a default run's report shows, without scrolling in either
     direction, every verdict sentence (the pick per task, held to the pass-rate bar
@@ -286,6 +287,7 @@ def test_the_decision_shows_without_scrolling_at_1400px(browser: Any, default_ru
         page.close()
 
 
+@pytest.mark.slow  # default_run (above)
 def test_the_routing_table_shows_the_verdicts_routes(browser: Any, default_run: Path) -> None:
     """The default run's report, as a reader sees it: its routing table gives each
     checked task the route routing.json holds and the verdict sentence picks, and the
