@@ -1,6 +1,6 @@
 """Request fields end to end (docs/config.md "Request fields"): a batch file's body
 fields reach the server as the same JSON values they were written as (the simulator's
-truth log digests, the hostile server's raw bodies), translated for the Responses API and
+truth log digests, the hostile server's raw bodies), through every client, translated for the Responses API and
 Anthropic Messages; a field a stream cannot honour, or one with no mapping for a target,
 is refused in one line before anything is sent; an image read from a file is counted as
 prompt tokens by the documented rule and moves TTFT by its prefill."""
@@ -92,11 +92,12 @@ def _batch_file(path: Path, fields: dict[str, Any], n: int = 2) -> Path:
     return path
 
 
-def _config(tmp_path: Path, url: str, prompts: Path, api: str = "chat") -> Path:
+def _config(tmp_path: Path, url: str, prompts: Path, api: str = "chat", kind: str = "fast") -> Path:
     path = tmp_path / f"{api}.toml"
     path.write_text(
         f"""
 [client]
+kind = "{kind}"
 unique_prompts = false
 [[endpoint]]
 name = "e"
@@ -122,14 +123,15 @@ def _streamed(log: Path) -> list[dict[str, Any]]:
     return [r for r in truth_rows(log) if r["request"]["body"].get("stream")]
 
 
+@pytest.mark.parametrize("kind", ["fast", "httpx", "openai"])
 def test_every_chat_body_field_arrives_as_the_same_json_value(
-    start_sim: Callable[..., str], tmp_path: Path
+    start_sim: Callable[..., str], tmp_path: Path, kind: str
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(truth_log=str(log))
     fields = {**PORTABLE, **CHAT_ONLY}
     prompts = _batch_file(tmp_path / "batch.jsonl", fields)
-    assert _run(_config(tmp_path, url, prompts), tmp_path / "out") == 0
+    assert _run(_config(tmp_path, url, prompts, kind=kind), tmp_path / "out") == 0
     rows = _streamed(log)
     assert len(rows) == 2
     (prompt, _) = parse_jsonl(prompts.read_bytes(), "batch.jsonl")
@@ -146,9 +148,12 @@ def test_every_chat_body_field_arrives_as_the_same_json_value(
         assert row["input_tokens"] == prompt.input_tokens_est > 200
 
 
-@pytest.mark.parametrize("api", ["responses", "anthropic"])
+@pytest.mark.parametrize(
+    ("api", "kind"),
+    [("responses", "fast"), ("anthropic", "fast"), ("responses", "openai"), ("anthropic", "httpx")],
+)
 def test_portable_fields_arrive_translated_for_other_protocols(
-    start_sim: Callable[..., str], tmp_path: Path, api: str
+    start_sim: Callable[..., str], tmp_path: Path, api: str, kind: str
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(truth_log=str(log))
@@ -160,7 +165,7 @@ def test_portable_fields_arrive_translated_for_other_protocols(
     else:
         fields["reasoning_effort"] = "low"
     prompts = _batch_file(tmp_path / "batch.jsonl", fields)
-    assert _run(_config(tmp_path, url, prompts, api), tmp_path / "out") == 0
+    assert _run(_config(tmp_path, url, prompts, api, kind), tmp_path / "out") == 0
     expected = translate_fields(api, tuple(fields.items()))
     rows = _streamed(log)
     assert len(rows) == 2
