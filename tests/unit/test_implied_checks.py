@@ -13,6 +13,7 @@ import pytest
 
 from tokrate.errors import PromptError
 from tokrate.inputs.prompts import parse_jsonl
+from tokrate.load.prompt_use import implied_checks_text
 from tokrate.spec.expect import judge
 
 PARAMS = {
@@ -145,3 +146,28 @@ def test_a_schema_the_check_cannot_use_is_one_line(body: dict[str, Any], words: 
         parse_jsonl(_batch(body), "mine.jsonl")
     assert str(err.value).startswith(words), err.value
     assert "\n" not in str(err.value)
+
+
+def test_the_run_says_which_answers_are_checked_on_what_their_body_asks() -> None:
+    forced = {"tools": TOOLS, "tool_choice": FORCED}
+    data = b"".join(
+        [
+            _batch({"response_format": FORMAT}),
+            _batch(forced, custom_id="r2"),
+            _batch({"response_format": FORMAT}, custom_id="r3", expect={"json_schema": SCHEMA}),
+            _batch({"temperature": 0}, custom_id="r4"),
+        ]
+    )
+    prompts = parse_jsonl(data, "mine.jsonl")
+    assert [p.expect.implied_by if p.expect else None for p in prompts] == [
+        "response_format",
+        "tool_choice",
+        None,
+        None,
+    ]
+    assert implied_checks_text(prompts) == (
+        "the answers to 2 prompts are checked on what the request body asks (1 a JSON"
+        ' response_format, 1 a forced tool call): no "expect" was written for them;'
+        ' "expect": false turns one off (docs/quality.md "Checks a body implies")'
+    )
+    assert implied_checks_text(prompts[2:]) is None

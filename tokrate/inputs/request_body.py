@@ -22,6 +22,7 @@ without checks still says whether each model kept the contract its requests set.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -238,7 +239,7 @@ def implied_expect(fields: Mapping[str, Any], where: str) -> Expect | None:
         return None
     field, raw = implied
     try:
-        return parse_expect(raw, where)
+        return dataclasses.replace(parse_expect(raw, where), implied_by=field)
     except PromptError as err:
         why = str(err).removeprefix(f"{where}: expect: ")
         raise _fail(where, field, f"the check it implies does not load: {why}") from None

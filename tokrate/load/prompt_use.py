@@ -16,13 +16,14 @@ prompts, which ones are sent is a seeded sample over all sources together.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
+from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.prompts import LoadedPrompts
 from tokrate.load.plan import Plan
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 
-__all__ = ["source_text", "unsent_warnings", "with_sent"]
+__all__ = ["implied_checks_text", "source_text", "unsent_warnings", "with_sent"]
 
 
 def _default_task(source: PromptSourceInfo) -> str:
@@ -45,6 +46,28 @@ def source_text(sources: Sequence[PromptSourceInfo]) -> str:
             part += f" (+{s.cut_by_limit} cut by limit)"
         parts.append(part)
     return "; ".join(parts)
+
+
+def implied_checks_text(prompts: Iterable[Prompt]) -> str | None:
+    """ "the answers to 3 prompts are checked on what ...": the checks nobody wrote
+    (tokrate.inputs.request_body.implied_expect), said before the load so a quality
+    table the user did not ask for is not a surprise; None when there are none."""
+    by_field: dict[str, int] = {}
+    for prompt in prompts:
+        for expect in (prompt.expect, *(t.expect for t in prompt.turns)):
+            if expect is not None and expect.implied_by is not None:
+                by_field[expect.implied_by] = by_field.get(expect.implied_by, 0) + 1
+    if not by_field:
+        return None
+    what = {"tool_choice": "a forced tool call", "response_format": "a JSON response_format"}
+    parts = ", ".join(f"{n} {what.get(field, field)}" for field, n in sorted(by_field.items()))
+    total = sum(by_field.values())
+    whose = "1 prompt is" if total == 1 else f"{total} prompts are"
+    return (
+        f"the answers to {whose} checked on what the request body asks ({parts}):"
+        ' no "expect" was written for them; "expect": false turns one off'
+        ' (docs/quality.md "Checks a body implies")'
+    )
 
 
 def _why(plan: Plan, interrupted: bool, seed: int) -> str:

@@ -59,7 +59,7 @@ from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
 from tokrate.load.notices import finishing_line, print_notice, said_if_slow
 from tokrate.load.plan import Plan, ScenarioPlan
-from tokrate.load.prompt_use import source_text, unsent_warnings, with_sent
+from tokrate.load.prompt_use import implied_checks_text, source_text, unsent_warnings, with_sent
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
 from tokrate.load.scrape import MetricsSampler
@@ -281,6 +281,9 @@ def _announce(p: _Prepared, console: Console) -> None:
     """Before any load: where the prompts come from (a user who named one file sees
     that nothing else is sent), and the targets sized from what their server said."""
     print_notice(console, "prompts", source_text(p.loaded.sources))
+    implied = implied_checks_text(p.prompts)
+    if implied is not None:
+        print_notice(console, "checks", implied)
     for line in p.size_notes:
         print_notice(console, "note", line)
 

@@ -93,7 +93,9 @@ class Expect:
     """One prompt's check: ``kind`` (one of EXPECT_KINDS), its ``value`` (a string, a
     list of strings, a number, a schema object or "module:function"), ``tolerance``
     (number), ``min_score`` (check) and ``example`` (a right answer, or None where
-    none can be derived). ``raw`` is the object as written (run folder's checks.json)."""
+    none can be derived). ``raw`` is the object as written (run folder's checks.json).
+    ``implied_by``: the body field a check nobody wrote comes from (``tool_choice``,
+    ``response_format``: :func:`tokrate.inputs.request_body.implied_expect`), else None."""
 
     kind: str
     value: Any
@@ -101,6 +103,7 @@ class Expect:
     min_score: float = DEFAULT_MIN_SCORE
     example: str | None = None
     raw: Mapping[str, Any] | None = None
+    implied_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.raw) if self.raw is not None else {self.kind: self.value}
