@@ -28,6 +28,7 @@ import orjson
 
 from tokrate.sim.answers import answer_pieces, answers_right
 from tokrate.sim.apis import API_ROUTES, Api, check_any_key
+from tokrate.sim.arrival import ARRIVAL_KEY
 from tokrate.sim.bad_request import BadRequest, model_not_found
 from tokrate.sim.capture import request_capture
 from tokrate.sim.faults import FaultPlan, FaultRule
@@ -190,7 +191,8 @@ class SimApp:
                 api.check_headers(scope["headers"], self._api_key)
                 _require_method(method, "POST")
                 body = await _read_body(receive)
-                await self._completion(api, body, receive, send, scope["headers"])
+                arrived = scope.get("extensions", {}).get(ARRIVAL_KEY)
+                await self._completion(api, body, receive, send, scope["headers"], arrived)
                 return
             if path.startswith("/v1/"):
                 check_any_key(scope["headers"], self._api_key)
@@ -241,12 +243,14 @@ class SimApp:
         receive: Receive,
         send: Send,
         headers: list[tuple[bytes, bytes]],
+        arrived_ns: int | None = None,
     ) -> None:
         received_ns = perf_counter_ns()
         plan = api.plan(raw, self.state.timings, self._length_rng, self.state.caches_prefixes)
         fault = self.state.faults.draw(plan.model)
         rid = self._next_id(api.id_prefix)
         entry = _TruthEntry(self.state.truth, rid, plan.model, received_ns, fault, api.name)
+        entry.arrived_ns = arrived_ns
         if self.state.truth is not None:
             entry.request = request_capture(raw, headers)  # the knobs that reached the wire
         try:
@@ -416,6 +420,8 @@ class _TruthEntry:
     ) -> None:
         self.request_id = request_id
         self.received_ns = received_ns
+        #: When the request's last byte reached the socket (tokrate.sim.arrival).
+        self.arrived_ns: int | None = None
         self.req: SimRequest | None = None
         #: When an error answer (no tokens) was written.
         self.answered_ns: int | None = None
@@ -452,6 +458,7 @@ class _TruthEntry:
                 protocol=self._protocol,
                 reasoning_tokens=0,
                 request=self.request,
+                arrived_ns=self.arrived_ns,
             )
             return
         done = self.ended_ns if self.ended_ns is not None else req.done_ns
@@ -472,6 +479,7 @@ class _TruthEntry:
             request=self.request,
             answered_right=self.answered_right,
             tool_call=self.tool_call,
+            arrived_ns=self.arrived_ns,
         )
 
 

@@ -173,6 +173,8 @@ def _bind(host: str, port: int) -> socket.socket:
 def _uvicorn_server(app: SimApp) -> Any:
     import uvicorn
 
+    from tokrate.sim.arrival import ArrivalStampedProtocol, keep_kernel_stamping
+
     try:
         import uvloop  # noqa: F401
 
@@ -181,7 +183,9 @@ def _uvicorn_server(app: SimApp) -> Any:
         loop = "asyncio"
     config = uvicorn.Config(
         app,
-        http="httptools",
+        # uvicorn's httptools protocol, reading each socket with kernel receive stamps:
+        # the truth log's arrived_ns (tokrate.sim.arrival).
+        http=ArrivalStampedProtocol,
         loop=loop,
         lifespan="off",
         log_level="warning",
@@ -191,6 +195,7 @@ def _uvicorn_server(app: SimApp) -> Any:
         timeout_graceful_shutdown=1,
         backlog=4096,
     )
+    keep_kernel_stamping()
     return uvicorn.Server(config)
 
 

@@ -2,9 +2,16 @@
 
 JSONL, one object per request (format fixed in docs/run-folder.md)::
 
-    {"id", "model", "protocol", "received_ns", "first_write_ns", "content_write_ns": [...],
-     "done_ns", "output_tokens", "reasoning_tokens", "fault", "input_tokens",
-     "cached_tokens", "engine", "request", "answered_right", "tool_call"}
+    {"id", "model", "protocol", "arrived_ns", "received_ns", "first_write_ns",
+     "content_write_ns": [...], "done_ns", "output_tokens", "reasoning_tokens", "fault",
+     "input_tokens", "cached_tokens", "engine", "request", "answered_right", "tool_call"}
+
+``arrived_ns`` is when the request reached the server: the kernel's receive stamp of its
+last byte (:mod:`tokrate.sim.arrival`; the moment of that read where the kernel gives
+none; null where the socket was not read with stamps); ``received_ns`` when the app
+began handling it, after the server's own intake queue (uvicorn's loop reading the
+sockets of a burst one after another). The server's own TTFT is counted from
+``arrived_ns``: a request queued in the server's intake is the server's latency.
 
 ``protocol`` is the API the request came through (``chat``, ``completions``,
 ``responses``, ``messages``); ``content_write_ns`` has one stamp per token-bearing
@@ -78,12 +85,14 @@ class TruthLog:
         request: dict[str, Any] | None = None,
         answered_right: bool | None = None,
         tool_call: dict[str, str] | None = None,
+        arrived_ns: int | None = None,
     ) -> None:
         line = orjson.dumps(
             {
                 "id": request_id,
                 "model": model,
                 "protocol": protocol,
+                "arrived_ns": arrived_ns,
                 "received_ns": received_ns,
                 "first_write_ns": first_write_ns,
                 "content_write_ns": content_write_ns,
