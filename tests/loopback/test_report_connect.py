@@ -57,7 +57,16 @@ def test_report_shows_connect_times_and_says_when_ttft_has_the_handshake(
     assert "preconnect on: 8 opened before the measured windows" in warm_md
     assert "0 of 24 requests opened a connection" in warm_md
     assert "cold starts (preconnect off): 8 of 24 requests opened a connection" in cold_md
-    assert "their TTFT includes that TCP/TLS set-up" in cold_md
+    assert "that TCP/TLS set-up is inside their TTFT from due" in cold_md
+    # t0 is when a request left, after its connection came up: the set-up is in the
+    # client's own queueing before it (send_queue_s), not in TTFT.
+    opened = [
+        r
+        for r in map(orjson.loads, (cold / "records.jsonl").read_bytes().splitlines())
+        if r["connect_s"]
+    ]
+    assert len(opened) == 8
+    assert all(r["send_queue_s"] >= r["connect_s"] for r in opened), opened
     both = build_report([warm, cold], tmp_path / "both", formats=("svg",))
     assert (both / "charts" / "connect_time.svg").exists()
     page = (both / "report.html").read_text()

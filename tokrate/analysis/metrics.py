@@ -15,11 +15,14 @@ Rules (docs/run-folder.md, docs/definitions.md):
   it misses every SLO (it delivered nothing); it has no TTFT, TPOT or ITL anyway.
 - ``decode_tps`` per request = 1 / ``tpot_s``; ITL = diffs of ``chunk_offsets_s``;
   ``ttft_from_scheduled_s`` = ``send_delay_s`` + ``ttft_s`` (open loop only, so a
-  saturated client cannot hide queueing).
+  saturated client cannot hide queueing); the records' own ``send_queue_s`` and
+  ``ttft_from_due_s`` say the same in both loops (from the moment each request was due:
+  its schedule, or its slot freeing).
 - The window of a group (endpoint, model, scenario) is :func:`window_exprs`: from the
-  moment its first non-warm-up request was sent (wall clock ``started_at`` plus the
-  request's own connection set-up ``connect_s``, so opening a connection, which a cold
-  start does inside t0, never stretches it) to its last non-warm-up end (``started_at
+  moment its first non-warm-up request was sent (wall clock ``started_at`` at t0, when
+  it left; in records before t0 was the send's (no ``t0_source``), plus the request's
+  own connection set-up ``connect_s``, so opening a connection, which a cold start did
+  inside t0, never stretches it) to its last non-warm-up end (``started_at
   + e2e_s``). Aggregate throughput = output tokens of its ok non-warm-up requests /
   window; requests/s = ok requests / window; goodput = requests that met every SLO /
   window. On a zero-delay ceiling run this agrees with the server's own count (tokens
@@ -274,10 +277,12 @@ def _itl_stats(d: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
 def window_exprs(measured: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """The measured window of a group, as two aggregations over a :func:`derive`-d
     frame: ``window_start`` (wall-clock Unix seconds at which the first ``measured``
-    request was sent: its t0 plus its connection set-up, unknown set-up counting as 0)
+    request was sent: its t0; a record from before t0 was the send (no ``t0_source``)
+    adds its connection set-up, unknown set-up counting as 0)
     and ``window_end`` (the last ``measured`` request's end of stream). The one place
     the window is defined (docs/definitions.md "aggregate throughput")."""
-    sent_at = pl.col("started_at") + pl.col("connect_s").fill_null(0.0)
+    set_up = pl.when(pl.col("t0_source").is_null()).then(pl.col("connect_s").fill_null(0.0))
+    sent_at = pl.col("started_at") + set_up.otherwise(0.0)
     return (
         sent_at.filter(measured).min().alias("window_start"),
         pl.col("end_at").filter(measured).max().alias("window_end"),

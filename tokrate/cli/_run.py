@@ -94,8 +94,8 @@ def add_run(sub: Subparsers) -> None:
     a(
         "--no-preconnect",
         action="store_true",
-        help="measure cold starts: open no connection before the window (TTFT then"
-        " includes TCP/TLS set-up)",
+        help="measure cold starts: open no connection before the window (TTFT from due"
+        " then includes TCP/TLS set-up)",
     )
     a(
         "--model-check",

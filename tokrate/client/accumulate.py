@@ -450,8 +450,22 @@ class StreamState:
         usage_rejected: bool = False,
         attempt: int = 1,
         stamp_source: str = "user",
+        t0_source: str = "user",
     ) -> StreamResult:
-        """Freeze into a StreamResult (call after finish() or fail())."""
+        """Freeze into a StreamResult (call after finish() or fail()).
+
+        ``t0_ns`` is never after the response's first stamp: a user stamp taken after
+        the write can come later than the kernel's stamp of a quick answer when the
+        process waited for a CPU in between (``started_at`` moves with it)."""
+        earliest = min(
+            (ns for ns in (self.first_byte_ns, self.end_ns) if ns is not None),
+            default=t0_ns,
+        )
+        if self.chunk_ns:
+            earliest = min(earliest, self.chunk_ns[0])
+        if earliest < t0_ns:
+            started_at -= (t0_ns - earliest) / 1e9
+            t0_ns = earliest
         return StreamResult(
             client=client,
             api=api,
@@ -488,6 +502,7 @@ class StreamState:
             stamp_source=stamp_source,
             tool_calls=self.kept_tool_calls(),
             first_tool_ns=self.first_tool_ns,
+            t0_source=t0_source,
         )
 
 

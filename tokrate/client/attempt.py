@@ -3,8 +3,8 @@ set-up, deadlines and failure handling both paths share, so they differ only in 
 they send and read.
 
 An :class:`Attempt` holds the live :class:`~tokrate.client.accumulate.StreamState`,
-the connection trace, t0 (``perf_counter_ns`` just before the send) and the total
-deadline. Deadlines are enforced with one anyio cancel scope: first byte, then each
+the connection trace, the stamp just before the send (``t0``; the result's t0 is the
+trace's stamp right after the body was written, where it was) and the total deadline. Deadlines are enforced with one anyio cancel scope: first byte, then each
 idle gap (:meth:`Attempt.read_on`), capped by the total; when the scope fires,
 :meth:`Attempt.after_scope` records which timeout it was. Every failure becomes data on
 the state; only cancellation propagates (after handing the partial facts over).
@@ -123,13 +123,16 @@ class Attempt:
 
     def result(self) -> StreamResult:
         self.state.connect_ns = self.trace.connect_ns
+        # t0: when the request's body was written (httpcore's trace), else (never
+        # sent) the stamp before the send.
+        t0 = self.trace.sent_ns or self.t0
         return self.state.result(
             client=self.kind,
             api=self.req.api,
             endpoint=self.req.endpoint,
             model=self.req.model,
-            t0_ns=self.t0,
-            started_at=self.started_at,
+            t0_ns=t0,
+            started_at=self.started_at + (t0 - self.t0) / 1e9,
             usage_rejected=self.usage_rejected,
             attempt=self.attempt,
         )

@@ -13,7 +13,9 @@ plus the span of ``start_tls`` (:func:`tokrate.client.handshake.set_up_ns`); whe
 ``perf_counter_ns`` span from the first connect step's start to the last one's
 completion. 0 when no connect step ran, None when one started and never completed.
 
-It also says whether the request left the client (:attr:`ConnectTrace.request_sent`):
+It also says whether, and when, the request left the client
+(:attr:`ConnectTrace.request_sent`, :attr:`ConnectTrace.sent_ns`: the request's t0 on
+these paths):
 httpcore traces the write of the request's headers and body on its connection, so a
 request that timed out before that was never sent, however long it waited: for a
 connection of the client's own pool, for its event loop, or for its own connect to
@@ -45,6 +47,7 @@ class ConnectTrace:
         "_tls_ns",
         "_tls_started",
         "request_sent",
+        "sent_ns",
     )
 
     def __init__(self) -> None:
@@ -59,6 +62,9 @@ class ConnectTrace:
         #: The whole request was written on its connection (body complete, or the
         #: response head awaited after a write the server cut short).
         self.request_sent = False
+        #: perf_counter_ns right after the request's body was written (0: not yet):
+        #: the request's t0 on these paths (a user-space stamp).
+        self.sent_ns = 0
 
     async def __call__(self, name: str, info: dict[str, Any]) -> None:
         _prefix, _, rest = name.partition(".")
@@ -67,6 +73,8 @@ class ConnectTrace:
         if (step == "send_request_body" and phase == "complete") or (
             step == "receive_response_headers"
         ):
+            if not self.sent_ns:
+                self.sent_ns = perf_counter_ns()
             self.request_sent = True
         if step not in _STEPS:
             return

@@ -4,7 +4,10 @@ read with ``perf_counter_ns()`` first and feeds httptools' C parser; and the URL
 
 On a :class:`~tokrate.client.kernel_stamps.KernelTransport` each read arrives through
 :meth:`Connection.stamped_read` with the kernel's receive time of its bytes instead;
-``stamp_source`` says which kind of stamp the current request's reads carried.
+``stamp_source`` says which kind of stamp the current request's reads carried. The
+request's own last byte is stamped when it left (:meth:`Connection.stamped_send`: the
+kernel's transmit stamp, else the moment it was handed to the kernel); ``sent_ns`` and
+``sent_kernel`` hold it for the request's t0.
 
 The pool that owns connections (:class:`tokrate.client.stream.FastClient`) is seen here
 only through :class:`ConnectionPool`, so this module does not import it.
@@ -27,9 +30,21 @@ from tokrate.client.kernel_stamps import KernelTransport
 from tokrate.client.result import NS_PER_S
 from tokrate.spec import TimeoutsSpec
 
-__all__ = ["Connection", "ConnectionPool", "URLTarget", "parse_target", "proxy_for"]
+__all__ = [
+    "Connection",
+    "ConnectionPool",
+    "SentFacts",
+    "URLTarget",
+    "parse_target",
+    "proxy_for",
+]
 
 Origin = tuple[str, str, int]
+#: What a finished request learned of its own send and reads, handed over with its end
+#: (the connection may serve another request before the waiting task runs): when its
+#: last byte left (perf_counter ns, 0: unknown), whether that is the kernel's transmit
+#: stamp, and its reads' ``stamp_source``.
+SentFacts = tuple[int, bool, str]
 
 #: Response status line + headers, at most (h11, under httpx and the SDK, allows 16 KiB;
 #: a real server's are well under 8 KiB).
@@ -118,6 +133,8 @@ class Connection(asyncio.Protocol):
         "reason",
         "retry_after",
         "rx_bytes",
+        "sent_kernel",
+        "sent_ns",
         "state",
         "t0_ns",
         "timeouts",
@@ -136,7 +153,7 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.state: StreamState | None = None
-        self.waiter: asyncio.Future[None] | None = None
+        self.waiter: asyncio.Future[SentFacts] | None = None
         self.now = 0
         self.last_rx_ns = 0
         self.rx_bytes = 0
@@ -156,6 +173,10 @@ class Connection(asyncio.Protocol):
         self.kernel_transport = False
         #: Whether some read of the current request got a user-space stamp.
         self.user_stamped = True
+        #: When the current request's last byte left (0: not yet known), and whether
+        #: that is the kernel's transmit stamp.
+        self.sent_ns = 0
+        self.sent_kernel = False
 
     @property
     def stamp_source(self) -> str:
@@ -170,6 +191,13 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.stamped_read(data, perf_counter_ns(), False)  # first: the arrival stamp
+
+    def stamped_send(self, sent_ns: int, kernel: bool) -> None:
+        """The current request's last byte left at ``sent_ns`` (kernel_stamps'
+        StampedProtocol); a kernel stamp is never replaced by a user one."""
+        if kernel or not self.sent_kernel:
+            self.sent_ns = sent_ns
+            self.sent_kernel = kernel
 
     def stamped_read(self, data: bytes, now: int, kernel: bool) -> None:
         """Parse (kernel stamp) or queue (user stamp) one read that arrived at ``now``."""
@@ -305,7 +333,11 @@ class Connection(asyncio.Protocol):
     # --- request lifecycle ------------------------------------------------------------
 
     def start(
-        self, state: StreamState, waiter: asyncio.Future[None], t0_ns: int, t: TimeoutsSpec
+        self,
+        state: StreamState,
+        waiter: asyncio.Future[SentFacts],
+        t0_ns: int,
+        t: TimeoutsSpec,
     ) -> None:
         self.state = state
         self.waiter = waiter
@@ -316,6 +348,8 @@ class Connection(asyncio.Protocol):
         self.err_body = None
         self.reason = b""
         self.rx_bytes = 0
+        self.sent_ns = 0
+        self.sent_kernel = False
         self.t0_ns = t0_ns
         self.total_deadline_ns = t0_ns + int(t.total_s * NS_PER_S)
         self.first_byte_deadline_ns = perf_counter_ns() + int(t.first_byte_s * NS_PER_S)
@@ -390,7 +424,17 @@ class Connection(asyncio.Protocol):
         waiter = self.waiter
         self.waiter = None
         if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+            waiter.set_result(self.sent_facts())
+
+    def sent_facts(self) -> SentFacts:
+        """The current request's :data:`SentFacts`. A transmit stamp still waiting on
+        the error queue is read first: the response's reads can be handled before the
+        loop woke for it (both wake the same socket)."""
+        if self.kernel_transport and not self.sent_kernel and self.sent_ns:
+            transport = self.transport
+            if isinstance(transport, KernelTransport):
+                transport.poll_sent()
+        return (self.sent_ns, self.sent_kernel, self.stamp_source)
 
     def close(self) -> None:
         self.draining = False

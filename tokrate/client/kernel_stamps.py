@@ -28,6 +28,19 @@ read gets the user stamp and the connection's requests say ``stamp_source = "use
 
 https: the raw socket is read here and TLS runs through ``ssl.SSLObject`` over two
 ``ssl.MemoryBIO``, so decrypted bytes keep the stamp of the ciphertext that carried them.
+
+Transmit stamps (a request's t0): the socket also gets ``SO_TIMESTAMPING`` with software
+transmit stamps, ``OPT_ID`` and ``OPT_TSONLY``, so the kernel queues on the socket's error
+queue, for every ``send``, the moment the last byte of that send was handed to the
+device (on loopback: while the ``send`` runs; on a network interface: when the driver
+takes the packet, after any wait in the socket's or the device's queue). The id is the
+byte number of that last byte, so the stamp of a request's last byte is told apart from
+those of earlier partial sends. The error queue is read right after each write (where
+the stamp usually already is) and whenever the socket wakes the loop with nothing to
+read (the kernel signals a queued stamp as an error condition); the stamp goes to the
+protocol's ``stamped_send`` on the same clock as the receive stamps. Where the kernel
+refuses the option or gives no stamp, ``stamped_send`` gets the user-space moment the
+last byte was handed to the kernel, marked so.
 """
 
 from __future__ import annotations
@@ -54,6 +67,7 @@ __all__ = [
     "KernelTransport",
     "StampedProtocol",
     "clock_bridge",
+    "enable_tx_stamps",
     "keep_stamping_on",
     "kernel_stamps_supported",
     "open_kernel_connection",
@@ -82,6 +96,31 @@ _SO_TIMESTAMPNS: Final[int | None] = getattr(
     35 if sys.platform.startswith("linux") and platform.machine() in _GENERIC_SOCKET_ABI else None,
 )
 _SCM_TIMESTAMPNS: Final[int | None] = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIMESTAMPNS)
+#: SO_TIMESTAMPING(_OLD) on the same machines (asm-generic), and its control message.
+_SO_TIMESTAMPING: Final[int | None] = getattr(
+    socket, "SO_TIMESTAMPING", None if _SO_TIMESTAMPNS is None else 37
+)
+#: SOF_TIMESTAMPING_* flags (linux/net_tstamp.h): software transmit stamps, reported
+#: (SOFTWARE), with the byte id of the send (OPT_ID), without the packet (OPT_TSONLY),
+#: the id counted from the bytes written rather than acknowledged (OPT_ID_TCP, Linux
+#: 6.2), and no second receive stamp beside SO_TIMESTAMPNS's (OPT_RX_FILTER, 6.12).
+_TX_SOFTWARE: Final = 1 << 1
+_REPORT_SOFTWARE: Final = 1 << 4
+_OPT_ID: Final = 1 << 7
+_OPT_TSONLY: Final = 1 << 11
+_OPT_ID_TCP: Final = 1 << 16
+_OPT_RX_FILTER: Final = 1 << 17
+_TX_FLAGS: Final = _TX_SOFTWARE | _REPORT_SOFTWARE | _OPT_ID | _OPT_TSONLY
+#: Error-queue messages: IP(V6)_RECVERR carries a struct sock_extended_err.
+_RECVERR: Final = frozenset({(socket.IPPROTO_IP, 11), (socket.IPPROTO_IPV6, 25)})
+_EXTENDED_ERR: Final = struct.Struct("@IBBBBII")  # errno, origin, type, code, pad, info, data
+_ENOMSG: Final = 42
+_ORIGIN_TIMESTAMPING: Final = 4
+_TSTAMP_SND: Final = 0
+_MSG_ERRQUEUE: Final = getattr(socket, "MSG_ERRQUEUE", 0x2000)
+_ERRQUEUE_ANCILLARY: Final = 512
+#: SIOCOUTQ (= TIOCOUTQ): bytes written but not yet acknowledged.
+_SIOCOUTQ: Final = 0x5411
 _TIMESPEC: Final = struct.Struct("@qq")  # struct timespec on 64-bit Linux (time_t, long)
 _unpack_timespec: Final = _TIMESPEC.unpack_from
 _ANCILLARY_BYTES: Final = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
@@ -170,6 +209,11 @@ class StampedProtocol(Protocol):
 
     def stamped_read(self, data: bytes, now_ns: int, kernel: bool) -> None: ...
 
+    def stamped_send(self, sent_ns: int, kernel: bool) -> None:
+        """The last byte of the latest write left at ``sent_ns``: the kernel's transmit
+        stamp (``kernel``), or the user-space moment it was handed to the kernel
+        (called first; the kernel's stamp, when it comes, replaces it)."""
+
     def eof_received(self) -> bool | None: ...
 
     def connection_lost(self, exc: Exception | None) -> None: ...
@@ -178,7 +222,9 @@ class StampedProtocol(Protocol):
 class KernelTransport(asyncio.Transport):
     """A connected non-blocking socket read with ``recvmsg`` (module docstring); TLS
     through ``ssl.SSLObject`` when ``tls`` is given. Writes go straight to the socket;
-    what it does not take at once waits for writability."""
+    what it does not take at once waits for writability. With ``tx_stamps`` (the
+    socket's ``SO_TIMESTAMPING`` set by :func:`enable_tx_stamps`, which gives
+    ``tx_bytes``) each write's last byte is stamped when it leaves (module docstring)."""
 
     __slots__ = (
         "_bridge",
@@ -194,6 +240,9 @@ class KernelTransport(asyncio.Transport):
         "_recvmsg_into",
         "_sock",
         "_tls",
+        "_tx_bytes",
+        "_tx_stamps",
+        "_tx_want",
     )
 
     def __init__(
@@ -203,8 +252,15 @@ class KernelTransport(asyncio.Transport):
         protocol: StampedProtocol,
         bridge: ClockBridge,
         tls: _Tls | None = None,
+        tx_bytes: int | None = None,
     ) -> None:
         super().__init__()
+        #: Whether the kernel stamps sends (tx_bytes given); the error queue's ids count
+        #: bytes from tx_bytes on; _tx_want: the id of the last written byte whose
+        #: stamp is still to come (-1: none).
+        self._tx_stamps = tx_bytes is not None
+        self._tx_bytes = tx_bytes or 0
+        self._tx_want = -1
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
@@ -233,6 +289,10 @@ class KernelTransport(asyncio.Transport):
         try:
             n, ancillary, _flags, _addr = self._recvmsg_into(self._buffers, _ANCILLARY_BYTES)
         except (BlockingIOError, InterruptedError):
+            # Woken with nothing to read: a transmit stamp waits on the error queue
+            # (the kernel signals it as an error condition, level-triggered).
+            if self._tx_stamps:
+                self._read_tx_stamps()
             return
         except OSError as exc:
             self._fatal(exc)
@@ -288,6 +348,47 @@ class KernelTransport(asyncio.Transport):
             self._tls.obj.write(bytes(data))
             data = self._tls.outgoing.read()
         self._send(bytes(data))
+        if self._closing:
+            return
+        self._tx_want = self._tx_bytes - 1
+        if not self._out:
+            self._protocol.stamped_send(perf_counter_ns(), False)
+            if self._tx_stamps:
+                self._read_tx_stamps()  # on loopback the stamp is already queued
+
+    def poll_sent(self) -> None:
+        """Read a transmit stamp still waiting on the error queue (before a request's
+        record is made, where the loop has not woken for it yet)."""
+        if self._tx_stamps and self._tx_want >= 0 and not self._closing:
+            self._read_tx_stamps()
+
+    def _read_tx_stamps(self) -> None:
+        """Drain the error queue; the stamp whose id is the latest write's last byte
+        goes to the protocol (those of earlier sends, and anything else, are dropped)."""
+        while True:
+            try:
+                _data, ancillary, _flags, _addr = self._sock.recvmsg(
+                    0, _ERRQUEUE_ANCILLARY, _MSG_ERRQUEUE
+                )
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # an error condition that is not a stamp: the next read reports it
+            stamp_ns: int | None = None
+            key: int | None = None
+            for level, kind, raw in ancillary:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING:
+                    sec, nsec = _unpack_timespec(raw)  # ts[0]: the software stamp
+                    stamp_ns = sec * 1_000_000_000 + nsec
+                elif (level, kind) in _RECVERR and len(raw) >= _EXTENDED_ERR.size:
+                    errno, origin, _t, _c, _p, info, data = _EXTENDED_ERR.unpack_from(raw)
+                    if (errno, origin, info) == (_ENOMSG, _ORIGIN_TIMESTAMPING, _TSTAMP_SND):
+                        key = data
+            want = self._tx_want
+            if stamp_ns and key is not None and want >= 0 and key == want & 0xFFFFFFFF:
+                self._tx_want = -1
+                now = perf_counter_ns()
+                self._protocol.stamped_send(self._bridge.to_perf_ns(stamp_ns, now), True)
 
     def _flush_tls(self) -> None:
         assert self._tls is not None
@@ -298,6 +399,7 @@ class KernelTransport(asyncio.Transport):
     def _send(self, data: bytes) -> None:
         if not data:
             return
+        self._tx_bytes += len(data)
         if self._out:
             self._out += data
             return
@@ -323,6 +425,11 @@ class KernelTransport(asyncio.Transport):
         del self._out[:sent]
         if not self._out:
             self._loop.remove_writer(self._fd)
+            if self._tx_want >= 0:
+                # The last byte of the latest write just went to the kernel.
+                self._protocol.stamped_send(perf_counter_ns(), False)
+                if self._tx_stamps:
+                    self._read_tx_stamps()
 
     # --- closing ----------------------------------------------------------------------
 
@@ -405,6 +512,33 @@ class _Tls:
             self.incoming.write(data)
 
 
+def enable_tx_stamps(sock: socket.socket) -> int | None:
+    """Ask the kernel to stamp each send's last byte as it leaves (module docstring);
+    the error queue's id of the next byte written, or None where it refuses.
+
+    Called on a connected socket (the kernel refuses OPT_ID before): with OPT_ID_TCP
+    (Linux 6.2) ids count the bytes written from here on; without it they count from
+    the first byte not yet acknowledged, so the bytes still unacknowledged (a TLS
+    handshake's last flight) come first."""
+    if _SO_TIMESTAMPING is None or not sys.platform.startswith("linux"):
+        return None
+    for extra in (_OPT_ID_TCP | _OPT_RX_FILTER, _OPT_ID_TCP, _OPT_RX_FILTER, 0):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _TX_FLAGS | extra)
+        except OSError:
+            continue
+        if extra & _OPT_ID_TCP:
+            return 0
+        import fcntl  # Linux only: here and nowhere else
+
+        try:
+            unacked = struct.unpack("i", fcntl.ioctl(sock, _SIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            unacked = 0
+        return int(unacked)
+    return None
+
+
 def _peer(sock: socket.socket) -> Any:
     try:
         return sock.getpeername()
@@ -422,7 +556,8 @@ async def open_kernel_connection(
     server_hostname: str | None = None,
 ) -> tuple[KernelTransport, StampedProtocol]:
     """Connect to ``host:port`` (every address DNS gives, in order, as asyncio does)
-    with kernel receive stamps on, then TLS when ``ssl_context`` is given. The
+    with kernel receive stamps on, then TLS when ``ssl_context`` is given, then kernel
+    transmit stamps (:func:`enable_tx_stamps`; without them where refused). The
     transport's extra info ``tls_handshake_ns`` is the TLS handshake's span (0 without
     TLS), for :func:`tokrate.client.handshake.connect_ns`.
 
@@ -460,7 +595,8 @@ async def open_kernel_connection(
             sock.close()
             raise
         protocol = protocol_factory()
-        transport = KernelTransport(loop, sock, protocol, bridge, tls)
+        tx_bytes = enable_tx_stamps(sock)
+        transport = KernelTransport(loop, sock, protocol, bridge, tls, tx_bytes)
         transport.set_extra_info("tls_handshake_ns", tls_ns)
         return transport, protocol
     assert last is not None

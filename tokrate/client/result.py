@@ -58,6 +58,9 @@ NS_PER_S: Final = 1_000_000_000
 class StreamResult:
     """What one request did, as raw facts. Stamps are ``time.perf_counter_ns()``
     readings (None when the moment never came); ``started_at`` is Unix seconds at t0.
+    ``t0_ns`` is when the request's last byte left (``t0_source``: "kernel", the
+    kernel's transmit stamp; "user", the moment the write returned, or for a request
+    never written the moment before its connection was taken).
 
     ``error_class`` is None for a stream that ended with [DONE] or a finish_reason;
     otherwise one of :data:`tokrate.runfolder.records.ERROR_CLASSES` with a one-line
@@ -115,6 +118,8 @@ class StreamResult:
     tool_calls: tuple[tuple[str, str], ...] = ()
     #: When the first content-bearing tool-call delta arrived.
     first_tool_ns: int | None = None
+    #: "kernel" when t0 is the kernel's transmit stamp of the request's last byte.
+    t0_source: str = "user"
 
     @property
     def content_chunks(self) -> int:
@@ -161,6 +166,9 @@ class RecordContext:
     token_counter: TokenCounter | None = None
     #: The id the request was sent with (``[client] request_id_header``).
     request_id: str | None = None
+    #: When the request was due (perf_counter ns): its schedule (open loop), the moment
+    #: its stream's slot freed (closed loop); None where nothing says (a bare client).
+    due_ns: int | None = None
     #: The prompt's image, sound and file parts, and the bytes they add to the body.
     media_parts: int | None = None
     media_bytes: int | None = None
@@ -234,6 +242,10 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         status = "error"
     offsets = tuple((ns - t0) / NS_PER_S for ns in result.chunk_ns)
     ttft = offsets[0] if offsets else None
+    # The client's own queueing before the request left, and TTFT as the user who was
+    # due an answer then sees it (coordinated omission stays visible beside TTFT).
+    send_queue = None if c.due_ns is None else max(0, t0 - c.due_ns) / NS_PER_S
+    ttft_from_due = None if send_queue is None or ttft is None else send_queue + ttft
     e2e = _offset(result.end_ns, t0)
     usage = result.usage
     if usage is not None:
@@ -340,4 +352,7 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         or None,
         first_tool_call_s=_offset(result.first_tool_ns, t0),
         tool_call_tokens=tool_call_tokens(result, c.token_counter),
+        t0_source=result.t0_source,
+        send_queue_s=send_queue,
+        ttft_from_due_s=ttft_from_due,
     )

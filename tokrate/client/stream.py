@@ -43,7 +43,7 @@ from tokrate.client.accumulate import (
     StreamState,
 )
 from tokrate.client.base import DRAIN_WAIT_S, STALE_NOTE, with_usage_fallback
-from tokrate.client.connection import Connection, URLTarget, parse_target, proxy_for
+from tokrate.client.connection import Connection, SentFacts, URLTarget, parse_target, proxy_for
 from tokrate.client.failures import classify_exception
 from tokrate.client.handshake import connect_ns
 from tokrate.client.kernel_stamps import clock_bridge, open_kernel_connection
@@ -409,19 +409,24 @@ class FastClient:
                         return _freeze(state, req, t0, started_at, attempt, usage_rejected)
                 else:
                     state.connect_ns = 0
-                waiter: asyncio.Future[None] = loop.create_future()
+                waiter: asyncio.Future[SentFacts] = loop.create_future()
                 conn.start(state, waiter, t0, self.timeouts)
                 assert conn.transport is not None
                 conn.transport.write(payload)
+                if not conn.kernel_transport:
+                    # The transport wrote what the socket took at once (asyncio and
+                    # uvloop try that first): the stamp after the write is its t0.
+                    conn.stamped_send(perf_counter_ns(), False)
                 try:
-                    await waiter
+                    sent = await waiter
                 except asyncio.CancelledError:
+                    sent = conn.sent_facts()
                     conn._resolve()
                     conn.close()
                     state.fail("cancelled", "cancelled", perf_counter_ns())
                     if on_partial is not None:
                         on_partial(
-                            _freeze(state, req, t0, started_at, attempt, usage_rejected, conn)
+                            _freeze(state, req, t0, started_at, attempt, usage_rejected, sent)
                         )
                     raise
                 # A reused keep-alive connection the server had already closed gives EOF
@@ -435,7 +440,7 @@ class FastClient:
                 ):
                     stale_retry = True
                     continue
-                return _freeze(state, req, t0, started_at, attempt, usage_rejected, conn)
+                return _freeze(state, req, t0, started_at, attempt, usage_rejected, sent)
         finally:
             self._busy[origin] -= 1
 
@@ -466,22 +471,32 @@ def _usable(conn: Connection) -> bool:
 def _freeze(
     state: StreamState,
     req: PreparedRequest,
-    t0: int,
+    before_ns: int,
     started_at: float,
     attempt: int,
     usage_rejected: bool,
-    conn: Connection | None = None,
+    sent: SentFacts | None = None,
 ) -> StreamResult:
+    """The result of one attempt. Its t0 is when the request's last byte left (``sent``:
+    the kernel's transmit stamp, else the moment the write handed it to the kernel);
+    ``before_ns``, taken just before the connection was taken or opened, where the
+    request never went out. ``started_at`` (wall clock at ``before_ns``) moves with it."""
+    t0, source, stamp_source = before_ns, "user", "user"
+    if sent is not None:
+        sent_ns, kernel, stamp_source = sent
+        if sent_ns:
+            t0, source = sent_ns, "kernel" if kernel else "user"
     return state.result(
         client="fast",
         api=req.api,
         endpoint=req.endpoint,
         model=req.model,
         t0_ns=t0,
-        started_at=started_at,
+        started_at=started_at + (t0 - before_ns) / 1e9,
         usage_rejected=usage_rejected,
         attempt=attempt,
-        stamp_source="user" if conn is None else conn.stamp_source,
+        stamp_source=stamp_source,
+        t0_source=source,
     )
 
 

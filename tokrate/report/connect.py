@@ -5,8 +5,10 @@ Two sources per run: the connections opened *before* each measured window
 (run.json ``connections``, written when ``[client] preconnect`` is on, the default)
 and those opened *inside* it by a request (records with ``connect_s > 0``: with
 preconnect off every stream's first request, or a reconnect after the server closed
-a connection). A request's ``connect_s`` lies inside its TTFT (t0 comes first), so a
-run with preconnect off measured cold starts, and the report says so (:func:`notes`).
+a connection). A request's ``connect_s`` lies before its t0 (when the request left),
+inside its ``send_queue_s`` and TTFT from due (in runs recorded before t0 was the
+departure, no ``t0_source``: inside its TTFT), so a run with preconnect off measured
+cold starts there, and the report says so (:func:`notes`).
 Runs recorded before ``connect_s`` existed have neither source: the chart is then
 left out with a note, never drawn empty.
 """
@@ -62,7 +64,7 @@ def connect_points(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> pl.Data
 
 def notes(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> list[tuple[str, str]]:
     """One (key, text) line per run for the report's metadata: how connections were
-    made and whether TTFT includes their set-up (cold starts)."""
+    made and which latency includes their set-up (cold starts)."""
     out: list[tuple[str, str]] = []
     multi = len(runs) > 1
     for key, run, records in runs:
@@ -81,6 +83,11 @@ def notes(runs: Sequence[tuple[str, RunInfo, pl.DataFrame]]) -> list[tuple[str, 
             text = (
                 f"preconnect on: {before} opened before the measured windows, so TTFT carries"
                 f" no handshake; during the measurement {inside}"
+            )
+        elif records.height and records["t0_source"].is_not_null().any():
+            text = (
+                f"cold starts (preconnect off): {inside}; that TCP/TLS set-up is inside"
+                " their TTFT from due (TTFT counts from when the request left)"
             )
         else:
             text = (
@@ -101,7 +108,8 @@ def connect_entry(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
         "connect_time",
         "Connect time",
         "DNS + TCP (+ TLS) set-up of every connection: solid, opened before the "
-        "measured window (preconnect); dashed, opened by a request (inside its TTFT).",
+        "measured window (preconnect); dashed, opened by a request (before it left: inside "
+        "its TTFT from due).",
         points,
         connect_chart,
     )

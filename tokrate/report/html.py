@@ -23,16 +23,18 @@ __all__ = ["DEFINITIONS", "ChartImage", "Page", "render_html"]
 
 #: What every number means (docs/definitions.md), shown at the end of the report.
 DEFINITIONS: Final = (
-    ("t0", "a monotonic clock reading (time.perf_counter_ns) taken just before the request is sent."),
+    ("t0", "when the request left the client: the kernel's transmit stamp of its last byte (Linux, the fast client), else a monotonic clock reading right after the write returned; every record says which (t0_source)."),
     ("TTFT", "t0 → arrival of the first chunk that carries non-empty content (answer text, reasoning text or a tool-call delta). Role-only, empty and usage-only chunks do not count."),
     ("ITL", "gaps between successive content-bearing chunks of one stream."),
     ("E2E", "t0 → end of stream ([DONE] or connection end)."),
     ("output tokens", "the server's usage when it reports one; otherwise the count of content-bearing chunks. Every record says which source it used."),
     ("TPOT", "(E2E − TTFT) / (output tokens − 1); decode speed per stream = 1 / TPOT."),
-    ("aggregate throughput", "output tokens of all ok requests that finished inside the measured window (first send, after its connection set-up, to last end, per target and level) / window length. Warm-up requests are recorded but excluded."),
-    ("connect time", "DNS + TCP (+ TLS) set-up of the connection a request opened (0 when it reused one). Connections are opened before the measured window unless the run measured cold starts; then a request's set-up is inside its TTFT."),
+    ("aggregate throughput", "output tokens of all ok requests that finished inside the measured window (first send, when it left, to last end, per target and level) / window length. Warm-up requests are recorded but excluded."),
+    ("connect time", "DNS + TCP (+ TLS) set-up of the connection a request opened (0 when it reused one). Connections are opened before the measured window unless the run measured cold starts; then a request's set-up comes before it leaves (t0): inside its TTFT from due, not its TTFT."),
     ("goodput", "requests per second that met every SLO the user set."),
     ("TTFT from scheduled", "open loop only: send delay + TTFT, the latency a user would see if the client fell behind its schedule (coordinated omission)."),
+    ("send queue", "the client's own queueing before t0: from the moment a request was due (its schedule in open loop, its stream's slot freeing in closed loop) to when it left."),
+    ("TTFT from due", "send queue + TTFT: the wait of a user who was due an answer when the request was due, so a client that falls behind cannot hide it (coordinated omission); TTFT itself measures the server and the network."),
     ("percentiles", "p50, p90, p95, p99 by linear interpolation over ok, non-warm-up requests; mean, min, max alongside; “—” means no data, never 0."),
     ("bound", "memory-bandwidth ceiling of single-stream decode: bandwidth / (active params × bytes per param)."),
     ("buffered stream", "a request with 4+ output tokens where a quarter of its chunks or more arrived together with the first one (held back), or the whole answer came in 1–2 reads: a proxy or a stalled server held it back, so its ITL/TPOT are not meaningful. Chunks stamped together count as one read (httpx and openai SDK clients: chunks ≤ 0.5 ms apart). Left out of TPOT, ITL and decode speed; kept in TTFT and E2E."),

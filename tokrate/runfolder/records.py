@@ -1,8 +1,10 @@
 """The request record: one immutable row of raw facts per request, and its schema.
 
 Times are seconds (float64) measured on the worker's monotonic clock
-(``time.perf_counter_ns``) relative to ``t0_ns``, the reading taken just before the
-request was sent. ``started_at`` is the wall clock (Unix seconds) at t0, kept only for
+(``time.perf_counter_ns``) relative to ``t0_ns``, when the request's last byte left the
+client (``t0_source``: the kernel's transmit stamp, or the moment the write returned;
+records before schema 10: a reading taken just before the request was sent, its
+connection's set-up after it). ``started_at`` is the wall clock (Unix seconds) at t0, kept only for
 timelines and for aligning workers on different machines; no latency is ever derived
 from it. Unknown values are ``None``, never 0.
 
@@ -44,6 +46,12 @@ keep loading every version listed here):
        the answer called none; a JSON string in records.parquet), ``first_tool_call_s``
        (t0 -> the first tool-call delta) and ``tool_call_tokens`` (output tokens of the
        calls). Older records load with all three null.
+    10: ``t0_source`` ("kernel": t0 is the kernel's transmit stamp of the request's last
+       byte; "user": the moment the write returned), and t0 is now when the request
+       left, after its connection's set-up (``connect_s`` is no longer inside TTFT);
+       ``send_queue_s`` (t0 minus the moment the request was due: its schedule in open
+       loop, its slot freeing in closed loop) and ``ttft_from_due_s`` (send_queue_s +
+       ttft_s). Older records load with all three null.
 """
 
 from __future__ import annotations
@@ -69,7 +77,7 @@ __all__ = [
     "RequestRecord",
 ]
 
-RECORD_SCHEMA_VERSION: Final = 9
+RECORD_SCHEMA_VERSION: Final = 10
 RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "connect_s: TCP (+TLS) set-up seconds of the request's connection (0.0 reused)",
@@ -80,6 +88,7 @@ RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
     7: "loop_lag_ms: how late the measuring event loop was at the first content read",
     8: "media_parts, media_bytes: the request's image, sound and file parts",
     9: "tool_calls, first_tool_call_s, tool_call_tokens: the answer's tool calls",
+    10: "t0_source (t0 when the request left), send_queue_s, ttft_from_due_s",
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
@@ -107,6 +116,9 @@ ADDED_COLUMNS: Final[dict[str, int]] = {
     "tool_calls": 9,
     "first_tool_call_s": 9,
     "tool_call_tokens": 9,
+    "t0_source": 10,
+    "send_queue_s": 10,
+    "ttft_from_due_s": 10,
 }
 #: What an older writer's records mean for an added column (absent: null).
 ADDED_DEFAULTS: Final[dict[str, object]] = {"stamp_source": "user"}
@@ -127,9 +139,11 @@ class RequestRecord:
     non-decreasing; ``connect_s`` is None or >= 0.
 
     ``connect_s`` is the TCP (+TLS) set-up of the connection this request opened
-    (seconds, inside its TTFT, since t0 is taken before the connection is taken from
-    the pool), 0.0 when it reused a kept-alive connection, None when the client could
-    not tell (or the connection never came up: error_class "connect").
+    (seconds; before t0, so inside ``send_queue_s`` and ``ttft_from_due_s``, not TTFT;
+    records before schema 10 (``t0_source`` None) have it inside TTFT), 0.0 when it
+    reused a kept-alive connection, None when the client could not tell (or the
+    connection never came up: error_class "connect"). ``send_queue_s`` is None where
+    nothing said when the request was due (a bare client call) or for older records.
     """
 
     run_id: str
@@ -200,6 +214,10 @@ class RequestRecord:
     tool_calls: tuple[dict[str, Any], ...] | None = field(default=None, hash=False)
     first_tool_call_s: float | None = None
     tool_call_tokens: int | None = None
+    #: "kernel" | "user": where t0 came from (None: written before schema 10).
+    t0_source: str | None = None
+    send_queue_s: float | None = None
+    ttft_from_due_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +231,10 @@ class RequestRecord:
             raise ValueError(f"unknown tokens_source {self.tokens_source!r}")
         if self.stamp_source not in STAMP_SOURCES:
             raise ValueError(f"unknown stamp_source {self.stamp_source!r}")
+        if self.t0_source is not None and self.t0_source not in STAMP_SOURCES:
+            raise ValueError(f"unknown t0_source {self.t0_source!r}")
+        if self.send_queue_s is not None and not self.send_queue_s >= 0:
+            raise ValueError(f"send_queue_s must be >= 0 or None, got {self.send_queue_s!r}")
         if self.connect_s is not None and not self.connect_s >= 0:
             raise ValueError(f"connect_s must be >= 0 or None, got {self.connect_s!r}")
         previous = 0.0
@@ -316,5 +338,8 @@ RECORD_COLUMN_TYPES: Final[dict[str, str]] = {
     "tool_calls": "String",
     "first_tool_call_s": "Float64",
     "tool_call_tokens": "Int64",
+    "t0_source": "String",
+    "send_queue_s": "Float64",
+    "ttft_from_due_s": "Float64",
     "extra": "String",
 }

@@ -48,6 +48,10 @@ readers keep loading every version listed):
        LoadGen's early-stopping estimates of those percentiles at 99% confidence
        (tokrate.analysis.early_stopping), null below the samples each needs (64, 130,
        662). Older files load with them null.
+    11: groups carry ``send_queue_s`` (the client's own queueing: t0 minus the moment
+       each request was due) and ``ttft_from_due_s`` (send_queue_s + ttft_s, the TTFT a
+       user due an answer then sees), closed and open loop. Older files load with them
+       empty (n 0).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ __all__ = [
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 10
+SUMMARY_SCHEMA_VERSION: Final = 11
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -95,6 +99,7 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     8: "counts.not_sent (requests the client never sent, left out of counts.error)",
     9: "stream.short_hold: buffered streams whose first read came within 50 ms of the send",
     10: "p90_es, p95_es, p99_es per distribution: early-stopping estimates at 99% confidence",
+    11: "send_queue_s, ttft_from_due_s per group: the client's queueing before t0",
 }
 
 #: The early-stopping estimates of the tail percentiles (tokrate.analysis.early_stopping).
@@ -112,6 +117,8 @@ DIST_METRICS: Final = (
     "first_answer_s",
     "ttft_from_scheduled_s",
     "send_delay_s",
+    "ttft_from_due_s",
+    "send_queue_s",
 )
 #: The distributions kept per task.
 TASK_METRICS: Final = ("ttft_s", "tpot_s", "e2e_s", "decode_tps")
@@ -567,6 +574,8 @@ class Group:
     first_answer_s: Distribution = Distribution()
     ttft_from_scheduled_s: Distribution = Distribution()
     send_delay_s: Distribution = Distribution()
+    ttft_from_due_s: Distribution = Distribution()
+    send_queue_s: Distribution = Distribution()
     errors_by_class: Mapping[str, int] = field(default_factory=dict)
     window_s: float | None = None
     aggregate_output_tps: float | None = None

@@ -135,7 +135,7 @@ api = "chat"                # "chat" (/chat/completions), "completions", "respon
 include_usage = true        # ask for stream_options.include_usage (retried without if rejected)
 unique_prompts = true       # random prefix per request so provider prompt caches cannot help
 preconnect = true           # open connections before each measured window (false measures
-                            # cold starts: TTFT then includes the TCP/TLS handshake)
+                            # cold starts: TTFT from due includes the TCP/TLS handshake)
 max_response_chunks = 200000     # past either bound an endless stream ends as
 max_response_bytes = 268435456   # error class response_limit (memory stays bounded)
 kernel_stamps = "auto"      # stamp reads with the kernel's receive time (Linux, fast client);

@@ -303,13 +303,15 @@ class _Worker:
         return warmup_s > 0 and (t0_ns - self.start_ns) / 1e9 < warmup_s
 
     async def _send(
-        self, client: StreamClient, pr: PlannedRequest, deadline_ns: int | None
-    ) -> None:
-        await self.sender.send(
+        self, client: StreamClient, pr: PlannedRequest, due_ns: int, deadline_ns: int | None
+    ) -> int:
+        """Send one planned request, due at ``due_ns``; returns when it ended."""
+        return await self.sender.send(
             client,
             pr,
             self.context,
             stopping=self.stopping,
+            due_ns=due_ns,
             deadline_ns=deadline_ns,
             is_warmup=self._is_warmup,
             grace_s=self.task.grace_s,
@@ -335,11 +337,13 @@ class _Worker:
 
     async def _stream(self, client: StreamClient, planned: Iterator[PlannedRequest]) -> None:
         # next() on the shared iterator is synchronous, so the N streams of one event
-        # loop never race on it.
+        # loop never race on it. A stream's first request is due when the window
+        # opens; each next one when the previous one ended (its slot freed).
+        due_ns = self.start_ns
         for pr in planned:
             if self._expired():
                 return
-            await self._send(client, pr, None)
+            due_ns = await self._send(client, pr, due_ns, None)
 
     async def _open_loop(self, tg: anyio.abc.TaskGroup, client: StreamClient) -> None:
         # A semaphore, not a CapacityLimiter: the token is taken by the scheduler and
@@ -388,6 +392,6 @@ class _Worker:
         self, client: StreamClient, pr: PlannedRequest, deadline_ns: int, cap: anyio.Semaphore
     ) -> None:
         try:
-            await self._send(client, pr, deadline_ns)
+            await self._send(client, pr, deadline_ns, deadline_ns)
         finally:
             cap.release()

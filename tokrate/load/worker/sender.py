@@ -138,33 +138,44 @@ class Sender:
         context: RecordContext,
         *,
         stopping: anyio.Event,
+        due_ns: int,
         deadline_ns: int | None,
         is_warmup: Callable[[int], bool],
         grace_s: float,
         ends_ns: int | None = None,
-    ) -> None:
-        """Every attempt of one planned request (every turn of a session). ``context``
-        carries the level, the schedule and the warm-up flag the plan knew;
-        ``is_warmup(t0_ns)`` adds the engine's time-based warm-up; ``deadline_ns`` (open
-        loop) gives send_delay_s."""
+    ) -> int:
+        """Every attempt of one planned request (every turn of a session); returns when
+        its last attempt ended (perf_counter ns: the moment its slot freed, the next
+        request's due time in a closed loop). ``context`` carries the level, the
+        schedule and the warm-up flag the plan knew; ``is_warmup(t0_ns)`` adds the
+        engine's time-based warm-up; ``due_ns`` is when the request was due (its
+        schedule, or its slot freeing): each record's ``send_queue_s`` counts from it;
+        ``deadline_ns`` (open loop) gives send_delay_s."""
         prompt = self.prompts[pr.prompt_index]
         call = _Call(client, pr, context, stopping, is_warmup, grace_s, ends_ns)
         if not prompt.is_session:
             tag = new_unique_prefix() if self.settings.request.unique_prompts else None
-            await self._attempts(call, prompt, pr.index, deadline_ns, tag, None)
-            return
-        await self._session(call, prompt, deadline_ns)
+            _answer, ended = await self._attempts(
+                call, prompt, pr.index, due_ns, deadline_ns, tag, None
+            )
+            return ended
+        return await self._session(call, prompt, due_ns, deadline_ns)
 
-    async def _session(self, call: _Call, prompt: Prompt, deadline_ns: int | None) -> None:
+    async def _session(
+        self, call: _Call, prompt: Prompt, due_ns: int, deadline_ns: int | None
+    ) -> int:
         """A multi-turn session: each turn sends the history with the model's real
         answers; one cache-busting tag for the whole session (its growing prefix may be
-        cached, nothing across sessions); think time between turns. A failed turn
-        ends the session (there is no answer to continue from)."""
+        cached, nothing across sessions); think time between turns (a turn is due when
+        its think time after the previous answer is over). A failed turn ends the
+        session (there is no answer to continue from). Returns when its last turn
+        ended."""
         pr = call.pr
         tag = new_unique_prefix() if self.settings.request.unique_prompts else None
         history: list[dict[str, Any]] = list(prompt.messages or ())
         session_id = f"{prompt.id}#{pr.index}"
         turn_prompt = dataclasses.replace(prompt, turns=())
+        ended = due_ns
         for turn in range(1, len(prompt.turns) + 2):
             if turn > 1:
                 follow = prompt.turns[turn - 2]
@@ -178,25 +189,32 @@ class Sender:
                 )
             index = pr.index * MAX_SESSION_TURNS + turn - 1
             session = (session_id, turn)
-            result = await self._attempts(call, turn_prompt, index, deadline_ns, tag, session)
+            answer, ended = await self._attempts(
+                call, turn_prompt, index, due_ns, deadline_ns, tag, session
+            )
             deadline_ns = None  # only the first turn has a schedule
-            if result is None or call.stopping.is_set():
-                return
-            history.append({"role": "assistant", "content": result})
+            if answer is None or call.stopping.is_set():
+                return ended
+            history.append({"role": "assistant", "content": answer})
+            due_ns = ended
             if prompt.think_time_s > 0 and turn <= len(prompt.turns):
+                due_ns = ended + int(prompt.think_time_s * 1e9)
                 with anyio.move_on_after(prompt.think_time_s):
                     await call.stopping.wait()
+        return ended
 
     async def _attempts(
         self,
         call: _Call,
         prompt: Prompt,
         request_index: int,
+        due_ns: int,
         deadline_ns: int | None,
         unique_prefix: str | None,
         session: tuple[str, int] | None,
-    ) -> str | None:
-        """Every attempt of one request; the answer's text when a session turn ended ok."""
+    ) -> tuple[str | None, int]:
+        """Every attempt of one request: the answer's text when it ended ok (else None),
+        and when its last attempt ended. A retry is due when its backoff is over."""
         pr, context = call.pr, call.context
         target = self.targets[pr.target_index]
         retry = self.settings.retry
@@ -229,6 +247,7 @@ class Sender:
                 )
             )
             result = await self._stream(call.client, req, pr, call.grace_s)
+            ended = result.end_ns if result.end_ns is not None else time.perf_counter_ns()
             if result.usage_rejected:
                 self.usage_rejected.add(target.endpoint.name)
             if MAX_COMPLETION_NOTE in result.notes:
@@ -265,6 +284,7 @@ class Sender:
                     request_id=request_id,
                     media_parts=prompt.media_parts,
                     media_bytes=prompt.media_bytes,
+                    due_ns=due_ns,
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)
@@ -281,24 +301,27 @@ class Sender:
                 record = dataclasses.replace(record, answer=answer)
             self.emit(RequestFinished(record=record))
             if record.status == "ok":
-                return result.answer_text
+                return result.answer_text, ended
             if (
                 record.status != "error"
                 or attempt >= retry.max_attempts
                 or record.error_class not in retry.on
                 or call.stopping.is_set()
             ):
-                return None
+                return None, ended
             attempt += 1
-            if not await self._backoff(record, call):
-                return None
+            wait_s = await self._backoff(record, call)
+            if wait_s is None:
+                return None, ended
+            due_ns = ended + int(wait_s * 1e9)
 
-    async def _backoff(self, record: RequestRecord, call: _Call) -> bool:
-        """Wait before the next attempt; False when there is to be none (stopping, or
-        the scenario's duration ended meanwhile). The wait is the backoff, or a longer
-        Retry-After when honoured, capped at ``retry.max_wait_s`` and the request's total
-        timeout, and cut at the end of the scenario's duration: a server answering
-        ``Retry-After: 999999`` cannot hold the run."""
+    async def _backoff(self, record: RequestRecord, call: _Call) -> float | None:
+        """Wait before the next attempt; the seconds it waited (the next attempt is due
+        then), or None when there is to be none (stopping, or the scenario's duration
+        ended meanwhile). The wait is the backoff, or a longer Retry-After when
+        honoured, capped at ``retry.max_wait_s`` and the request's total timeout, and
+        cut at the end of the scenario's duration: a server answering ``Retry-After:
+        999999`` cannot hold the run."""
         retry = self.settings.retry
         wait_s = retry.backoff_s
         retry_after = record.extra.get("retry_after_s") if retry.honour_retry_after else None
@@ -310,10 +333,10 @@ class Sender:
             if left_s <= wait_s:
                 # The next attempt would start after the scenario ended: none, rather
                 # than a request outside the window the scenario measures.
-                return False
+                return None
         with anyio.move_on_after(wait_s):
             await call.stopping.wait()
-        return not call.stopping.is_set()
+        return None if call.stopping.is_set() else wait_s
 
     async def _stream(
         self, client: StreamClient, req: PreparedRequest, pr: PlannedRequest, grace_s: float
