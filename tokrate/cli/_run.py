@@ -18,6 +18,16 @@ if TYPE_CHECKING:
 __all__ = ["add_run"]
 
 
+def _workers(text: str) -> int | str:
+    """``--workers``: a count, or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
 def add_run(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run",
@@ -68,7 +78,12 @@ def add_run(sub: Subparsers) -> None:
         metavar="PROFILE",
         help="bound-line hardware: profile name, bandwidth=900GB/s or a .toml file",
     )
-    a("--workers", type=int, metavar="N", help="local worker processes")
+    a(
+        "--workers",
+        type=_workers,
+        metavar="N|auto",
+        help="local worker processes (default auto: from the cores and the planned streams)",
+    )
     a("--ray", metavar="ADDR", help="run workers on a Ray cluster (auto or ray://host:port)")
     a("--baseline", metavar="REF", help="compare against a run folder or latest-good")
     a(

@@ -283,7 +283,9 @@ class _Prober:
         self.scenarios: list[ScenarioInfo] = []
         #: Requests sent per target (warm-up included): its request budget's use.
         self.used: dict[int, int] = {}
-        self.in_process = spec.load.workers <= 1 and spec.distributed.ray is None
+        # "auto": a search has no plan up front, and opens one worker (selection).
+        workers = spec.load.workers
+        self.in_process = (workers == "auto" or workers <= 1) and spec.distributed.ray is None
         #: Per target: the loop-lag p99 of its first probe (capacity_probe module doc).
         self.ambient_lag_ms: dict[int, float] = {}
 

@@ -237,7 +237,7 @@ def _prepare(
         size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
-        backend = open_backend(spec)
+        backend = open_backend(spec, plan)
         stack.callback(backend.close)
         shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
         info = start_info(run_id, spec, targets, plan, backend)

@@ -210,7 +210,8 @@ def _describe(hint: object, constraint: str | None, plural: bool = False) -> str
         choices = ", ".join(repr(a) for a in args)
         return f"values each one of {choices}" if plural else f"one of {choices}"
     if origin in (_typing.Union, _types.UnionType):
-        return _describe(next(a for a in args if a is not type(None)), constraint, plural)
+        inners = [a for a in args if a is not type(None)]
+        return " or ".join(_describe(a, constraint, plural) for a in inners)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             inner = args[0]
@@ -283,10 +284,7 @@ def _convert(value: object, hint: object, key: str, ctx: _Ctx) -> object:
     origin = _typing.get_origin(hint)
     args = _typing.get_args(hint)
     if origin in (_typing.Union, _types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = next(a for a in args if a is not type(None))
-        return _convert(value, inner, key, ctx)
+        return _convert_union(value, args, key, ctx, constraint)
     if isinstance(hint, type) and _dc.is_dataclass(hint):
         if isinstance(value, hint):
             value = _dataclass_to_raw(value)
@@ -325,6 +323,29 @@ def _convert(value: object, hint: object, key: str, ctx: _Ctx) -> object:
         raise ctx.error(key, f"expected {bad.expected}{got}") from None
     _check_maximum(converted, key, ctx)
     return converted
+
+
+def _convert_union(
+    value: object, args: tuple[object, ...], key: str, ctx: _Ctx, constraint: str | None
+) -> object:
+    """A value of ``X | None`` or ``X | Literal[words]``: a string is one of the words
+    (an error names both choices), anything else an X (its own error: a bound it
+    breaks is said as it is)."""
+    if value is None and type(None) in args:
+        return None
+    inners = [a for a in args if a is not type(None)]
+    words = [a for a in inners if _typing.get_origin(a) is _typing.Literal]
+    others = [a for a in inners if a not in words]
+    if not others:  # Literal[words] | None: the words' own error
+        return _convert(value, inners[0], key, ctx)
+    inner = others[0]
+    if words and isinstance(value, str):
+        try:
+            return _convert(value, words[0], key, ctx)
+        except _ConfigError:
+            want = " or ".join(_describe(a, constraint) for a in (inner, *words))
+            raise ctx.error(key, f"expected {want}, got {_show(value)}") from None
+    return _convert(value, inner, key, ctx)
 
 
 def _scalar(value: object, hint: object, constraint: str | None) -> object:

@@ -84,7 +84,8 @@ targets = "interleaved"     # "interleaved" (mixed in one window), "sequential",
                             # in every mode each target gets its own concurrency slots
 seed = 0                    # same seed: same prompt order and arrival times
 ignore_eos = false          # ask the server to generate exactly max_tokens (vLLM/SGLang)
-workers = 1                 # local worker processes (each its own event loop)
+workers = "auto"            # local worker processes (each its own event loop); auto:
+                            # one per 512 streams, at most one per CPU core
 
 [prompts]
 # Where the prompts come from. With no paths, sets or generated prompts, a run sends

@@ -362,7 +362,9 @@ class LoadSpec:
     targets: TargetsMode = "interleaved"
     seed: int = 0
     ignore_eos: bool = False
-    workers: int = 1
+    #: Local worker processes, or "auto": from the machine's cores and the streams the
+    #: plan holds (tokrate.load.backends.selection.auto_workers).
+    workers: int | Literal["auto"] = "auto"
     #: Open loop: most requests in flight per worker; a send the cap holds back waits
     #: (its send_delay_s shows it, and a warning says the cap bound).
     max_in_flight: int = 10_000
