@@ -63,6 +63,7 @@ from tokrate.load.worker.events import (
     WorkerWarning,
 )
 from tokrate.load.worker.looplag import LagMonitor
+from tokrate.load.worker.pacing import Pacer
 from tokrate.load.worker.sender import Sender
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
@@ -163,6 +164,8 @@ class _Worker:
         #: How late this worker's loop wakes up; the sender asks it, per record, how
         #: late the loop was at the first content read.
         self.monitor = LagMonitor()
+        #: Bounds the request work one turn of the loop runs (tokrate.load.worker.pacing).
+        self.pacer = Pacer()
         self.sender = Sender(
             settings=task.settings,
             targets=task.targets,
@@ -170,6 +173,7 @@ class _Worker:
             api_keys=dict(task.api_keys),
             emit=emit,
             lag_at=self.monitor.lag_at,
+            pacer=self.pacer,
         )
 
     # --- lifecycle -------------------------------------------------------------

@@ -41,6 +41,7 @@ from tokrate.inputs.targets import Target
 from tokrate.inputs.tokencount import cached_counter
 from tokrate.load.plan import PlannedRequest
 from tokrate.load.worker.events import Emit, RequestFinished, RequestStarted
+from tokrate.load.worker.pacing import Pacer
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import MAX_ANSWER_CHARS, RequestRecord
@@ -87,11 +88,16 @@ class Sender:
         api_keys: dict[str, str],
         emit: Emit,
         lag_at: Callable[[int], float] | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.settings = settings
         #: The worker's loop-lag lookup (tokrate.load.worker.looplag ``LagMonitor.lag_at``):
         #: how far behind the loop was at a stamp; None where nothing monitors it.
         self.lag_at = lag_at
+        #: The worker's turns of request work (tokrate.load.worker.pacing): a finished
+        #: request is recorded in its turn, so a wave of them ending together does not
+        #: hold the loop from its sockets (their stamps are all taken already).
+        self.pacer = pacer
         self.targets = targets
         self.prompts = prompts
         self.api_keys = api_keys
@@ -221,6 +227,11 @@ class Sender:
         attempt = 1
         checked = prompt.expect is not None
         while True:
+            if self.pacer is not None:
+                # Its turn of the loop (tokrate.load.worker.pacing): inside its send queue.
+                await self.pacer.turn()
+                if call.stopping.is_set():
+                    return None, due_ns  # stopped while it waited: never sent
             counter = (
                 None if target.model.tokenizer is None else cached_counter(target.model.tokenizer)
             )
@@ -248,6 +259,9 @@ class Sender:
             )
             result = await self._stream(call.client, req, pr, call.grace_s)
             ended = result.end_ns if result.end_ns is not None else time.perf_counter_ns()
+            if self.pacer is not None:
+                with anyio.CancelScope(shield=True):  # a measured request is recorded
+                    await self.pacer.turn()
             if result.usage_rejected:
                 self.usage_rejected.add(target.endpoint.name)
             if MAX_COMPLETION_NOTE in result.notes:
