@@ -66,6 +66,35 @@ def test_calibrate_measures_each_level_and_saves_it(
     assert orjson.loads(out.read_bytes())["version"] == 1
 
 
+def test_a_level_shared_by_worker_processes_counts_every_token_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--workers 2``: the level's streams split over two processes started together,
+    every token of both judged against the one truth log, the count saved and said;
+    a file written before the count existed loads as one process."""
+    out = tmp_path / "cal.json"
+    args = ["--concurrency", "4", "--workers", "2", "--requests-per-stream", "1"]
+    assert main(["calibrate", *args, "--output", str(out)]) == 0
+    assert "worker processes per level: 2 at 4" in capsys.readouterr().out
+    cal = load_calibration(out)
+    assert cal is not None
+    (level,) = cal.levels
+    assert level.workers == 2 and level.errors == 0
+    assert level.requests == 4 and level.tokens == 32 * 4
+    raw = orjson.loads(out.read_bytes())
+    del raw["levels"][0]["workers"]
+    out.write_bytes(orjson.dumps(raw))
+    old = load_calibration(out)
+    assert old is not None and old.levels[0].workers == 1
+
+
+def test_bad_workers_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--workers", "0"]) == 2
+    assert (
+        capsys.readouterr().err.strip().endswith("--workers expects a number >= 1 or auto, got '0'")
+    )
+
+
 def test_bad_concurrency_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--concurrency", "1,x"]) == 2
     err = capsys.readouterr().err

@@ -35,6 +35,12 @@ def add_calibrate(sub: Subparsers) -> None:
         help="stamp mode to calibrate (default auto, what tokrate run uses)",
     )
     p.add_argument("--requests-per-stream", type=int, default=2, metavar="N", help="default 2")
+    p.add_argument(
+        "--workers",
+        default="auto",
+        metavar="N|auto",
+        help="worker processes per level (default auto: what tokrate run picks for it)",
+    )
     p.set_defaults(func=_cmd_calibrate)
 
 
@@ -49,6 +55,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"tokrate calibrate: --concurrency {err}") from None
     if args.requests_per_stream < 1:
         raise UsageError("tokrate calibrate: --requests-per-stream must be >= 1")
+    workers = args.workers
+    if workers != "auto":
+        if not workers.isdigit() or int(workers) < 1:
+            raise UsageError(
+                f"tokrate calibrate: --workers expects a number >= 1 or auto, got {workers!r}"
+            )
+        workers = int(workers)
     path = Path(args.output) if args.output else default_calibration_path()
 
     def progress(level: object) -> None:
@@ -60,6 +73,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         kernel_stamps=args.kernel_stamps,
         requests_per_stream=args.requests_per_stream,
         on_level=progress,
+        workers=workers,
     )
     save_calibration(result, path)
     print("\n".join(render_calibration(result, path)))

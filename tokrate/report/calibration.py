@@ -61,6 +61,9 @@ def render_calibration(calibration: Calibration, path: Path | None = None) -> li
             f"  {lv.lag_p99_ms:>10.3f}  {lv.cpu_us_per_token:>10.1f}"
             f"  {lv.loop_lag_p99_ms:>12.1f}  {lv.errors:>6}"
         )
+    if any(lv.workers > 1 for lv in c.levels):
+        per_level = ", ".join(f"{lv.workers} at {lv.concurrency}" for lv in c.levels)
+        lines.append(f"worker processes per level: {per_level}")
     lines.append("")
     lines += [_mark_line(c, mark) for mark in LAG_MARKS_MS]
     if path is not None:

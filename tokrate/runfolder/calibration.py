@@ -49,6 +49,8 @@ class LevelFloor:
     cpu_us_per_token: float
     loop_lag_p99_ms: float
     loop_lag_max_ms: float
+    #: Worker processes the level ran in (older files: 1).
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
