@@ -21,6 +21,7 @@ shred unrelated text); they are still redacted by name.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -110,6 +111,8 @@ def split_url_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 def redact_url(url: str) -> str:
     """``url`` with the password of its user info replaced (the user name is kept)."""
+    if "://" not in url:  # what _URL_PASSWORD needs (a scan of every word otherwise)
+        return url
     return _URL_PASSWORD.sub(rf"\1{REDACTED}\3", url)
 
 
@@ -117,6 +120,11 @@ def _cut_tail(text: str, secret: str) -> str:
     """``text`` with a trailing *start* of ``secret`` replaced: a message cut to a length
     limit (with or without a "..." marker) may end inside a secret it quoted."""
     body, dots = (text[:-3], "...") if text.endswith("...") else (text, "")
+    # Every start this could replace begins with the secret's first MIN_SECRET_CHARS
+    # characters, within the body's last len(secret) - 1: none there, nothing to cut
+    # (the common case, once per redacted string: the loop below is several µs).
+    if body.find(secret[:MIN_SECRET_CHARS], max(0, len(body) - len(secret) + 1)) < 0:
+        return text
     for n in range(min(len(secret) - 1, len(body)), MIN_SECRET_CHARS - 1, -1):
         if body.endswith(secret[:n]):
             return body[:-n] + REDACTED + dots
@@ -135,11 +143,25 @@ def _bearer_value(match: re.Match[str]) -> str:
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with each known secret, bearer tokens, ``sk-`` keys and URL passwords
     replaced by :data:`REDACTED`."""
-    for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
+    for secret in _longest_first(secrets):
         text = _cut_tail(text.replace(secret, REDACTED), secret)
     text = _BEARER.sub(_bearer_value, text)
-    text = _KEYLIKE.sub(rf"\1{REDACTED}", text)
+    if "sk-" in text:  # what _KEYLIKE needs (a scan of every word boundary otherwise)
+        text = _KEYLIKE.sub(rf"\1{REDACTED}", text)
     return redact_url(text)
+
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The secrets worth searching for (long enough), longest first, so a secret that
+    contains another is replaced whole."""
+    if isinstance(secrets, frozenset):
+        return _longest_first_cached(secrets)
+    return _longest_first_cached(frozenset(secrets))
+
+
+@functools.lru_cache(maxsize=16)
+def _longest_first_cached(secrets: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True))
 
 
 @dataclass(frozen=True, slots=True)

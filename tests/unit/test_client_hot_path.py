@@ -1,6 +1,6 @@
-"""The per-token shortcuts of the client (issue 18's CPU) give exactly what the general
-paths give: the SSE decoder's one-whole-event read, and StreamState's plain answer
-chunk (:func:`tokrate.client.chunks.plain_answer`)."""
+"""The per-token shortcuts of the client (issues 18 and 42: its CPU) give exactly what
+the general paths give: the SSE decoder's one-whole-event read and many-whole-events
+read, and StreamState's plain answer chunk (:func:`tokrate.client.chunks.plain_answer`)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,37 @@ def test_one_event_reads_decode_as_byte_by_byte(reads: list[bytes], max_line: in
     """A read of one byte never takes the shortcut: the same events (or error) either
     way, at every line and event limit near the reads' sizes."""
     limits = {"max_line_bytes": max_line, "max_event_bytes": max_line + 3}
+    whole = _decode(reads, **limits)
+    by_byte = _decode([bytes([c]) for read in reads for c in read], **limits)
+    assert whole == by_byte
+    if isinstance(whole, list):
+        assert all(type(e) is SSEEvent for e in whole)
+
+
+#: Reads of several whole one-line events, and sometimes almost that (a comment, an
+#: event name, a CR, a data line without its space, a line end inside an event).
+_many = st.lists(
+    st.one_of(
+        st.binary(max_size=12).map(lambda b: b"data: " + b + b"\n\n"),
+        st.sampled_from([b":c\n", b"event: e\n", b"\r", b"data:x\n\n", b"\n", b"data: "]),
+    ),
+    min_size=1,
+    max_size=8,
+).map(b"".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    reads=st.lists(_many, max_size=4),
+    max_line=st.integers(min_value=1, max_value=120),
+    max_event=st.integers(min_value=1, max_value=120),
+)
+def test_many_event_reads_decode_as_byte_by_byte(
+    reads: list[bytes], max_line: int, max_event: int
+) -> None:
+    """A read of several whole events is split at once; the same events (or error) as
+    byte by byte, at every line and event limit near the reads' sizes."""
+    limits = {"max_line_bytes": max_line, "max_event_bytes": max_event}
     whole = _decode(reads, **limits)
     by_byte = _decode([bytes([c]) for read in reads for c in read], **limits)
     assert whole == by_byte

@@ -309,6 +309,10 @@ class StreamState:
         except SSEProtocolError as exc:
             self.fail("protocol", str(exc), now_ns)
             return True
+        # Once per token: what the loop reads is looked up once per read.
+        loads = orjson.loads
+        fast = self.fast_chat and self.response_model is not None and bool(self.response_id)
+        parts = self.answer_parts
         for payload, name in events:
             if payload == _DONE:
                 self.done = True
@@ -316,25 +320,26 @@ class StreamState:
                 self.finished = True
                 return True
             try:
-                obj = orjson.loads(payload)
+                obj = loads(payload)
             except orjson.JSONDecodeError:
                 self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
                 return True
-            if self.fast_chat and self.response_model is not None and self.response_id:
+            if fast and self.chunks_seen < self.max_chunks:
                 content = plain_answer(obj)
-                if content is not None and self.chunks_seen < self.max_chunks:
+                if content is not None:
                     # What feed_chunk does with such a chunk once the response's id and
                     # model are known (the first chunks take the full path).
                     self.chunks_seen += 1
                     self.chunk_ns.append(now_ns)
-                    if self.answer_parts is not None:
-                        self.answer_parts.append(content if isinstance(content, str) else "")
+                    if parts is not None:
+                        parts.append(content if isinstance(content, str) else "")
                     if self.first_answer_ns is None:
                         self.first_answer_ns = now_ns
                     self.answer_chunks += 1
                     continue
             if self.feed_chunk(obj, now_ns, name):
                 return True
+            fast = self.fast_chat and self.response_model is not None and bool(self.response_id)
         return False
 
     def feed_chunk(self, obj: object, now_ns: int, event_name: str | None = None) -> bool:

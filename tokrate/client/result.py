@@ -169,6 +169,9 @@ class RecordContext:
     #: When the request was due (perf_counter ns): its schedule (open loop), the moment
     #: its stream's slot freed (closed loop); None where nothing says (a bare client).
     due_ns: int | None = None
+    #: How late the measuring event loop was at the first content read (ms; the
+    #: worker's lag monitor), None where nothing measured it.
+    loop_lag_ms: float | None = None
     #: The prompt's image, sound and file parts, and the bytes they add to the body.
     media_parts: int | None = None
     media_bytes: int | None = None
@@ -352,6 +355,7 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         or None,
         first_tool_call_s=_offset(result.first_tool_ns, t0),
         tool_call_tokens=tool_call_tokens(result, c.token_counter),
+        loop_lag_ms=c.loop_lag_ms,
         t0_source=result.t0_source,
         send_queue_s=send_queue,
         ttft_from_due_s=ttft_from_due,

@@ -115,6 +115,23 @@ class SSEDecoder:
             # The common read: exactly one whole one-line event, nothing held. What the
             # general path below gives for it (the limits checked the same way).
             return [_new_event(SSEEvent, (chunk[6:-2], None))]
+        if (
+            chunk[:6] == b"data: "
+            and self._event is None
+            and not (self._parts or self._pending_cr or self._data)
+            and chunk[-2:] == b"\n\n"
+            and len(chunk) <= self._max_line
+            and len(chunk) <= self._max_event
+            and 13 not in chunk
+        ):
+            # Many whole one-line events in one read (a fast stream read late), nothing
+            # held: split at once. Exactly that shape when every line end is one of
+            # theirs (two per event: no other line, comment or field); each line and
+            # event is shorter than the read, so within the limits the general path
+            # checks. Anything else takes the general path.
+            payloads = chunk[6:-2].split(b"\n\ndata: ")
+            if chunk.count(10) == 2 * len(payloads):
+                return [_new_event(SSEEvent, (payload, None)) for payload in payloads]
         if self._pending_cr:
             self._pending_cr = False
             if chunk[:1] == b"\n":

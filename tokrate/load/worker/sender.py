@@ -273,6 +273,11 @@ class Sender:
             send_delay_s = None
             if deadline_ns is not None:
                 send_delay_s = max(0.0, (result.t0_ns - deadline_ns) / 1e9)
+            lag_ms = None
+            if self.lag_at is not None and result.chunk_ns:
+                # Read now, while the stretch that held the first read is still kept:
+                # a stream bunched then is the client's doing (analysis.buffering).
+                lag_ms = round(self.lag_at(result.chunk_ns[0]), 3)
             record = build_record(
                 result,
                 RecordContext(
@@ -299,14 +304,10 @@ class Sender:
                     media_parts=prompt.media_parts,
                     media_bytes=prompt.media_bytes,
                     due_ns=due_ns,
+                    loop_lag_ms=lag_ms,
                 ),
             )
             record = server_text_redacted(record, self.settings.redactor)
-            if self.lag_at is not None and result.chunk_ns:
-                # Read now, while the stretch that held the first read is still kept:
-                # a stream bunched then is the client's doing (analysis.buffering).
-                lag_ms = round(self.lag_at(result.chunk_ns[0]), 3)
-                record = dataclasses.replace(record, loop_lag_ms=lag_ms)
             if checked and result.answer_text is not None:
                 # Kept for the checks after the load, bounded and redacted like every
                 # string a server sent.
