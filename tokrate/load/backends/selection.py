@@ -17,7 +17,8 @@ from tokrate.spec import RunSpec
 __all__ = ["AUTO_STREAMS_PER_WORKER", "auto_workers", "open_backend", "workers_for_streams"]
 
 #: ``--workers auto``: the most streams one worker process is given before another is
-#: added (docs/cluster.md).
+#: added (docs/cluster.md; benchmarks/ttft_error.py measures the TTFT error a default
+#: run gets at each stream count).
 AUTO_STREAMS_PER_WORKER: Final = 512
 
 
