@@ -22,6 +22,7 @@ from tokrate.client.translate import Untranslatable, translate_fields, translate
 from tokrate.errors import ConfigError, PromptError
 from tokrate.inputs.prompts import load_prompts, parse_jsonl
 from tokrate.inputs.targets import Target
+from tokrate.inputs.traces import parse_sharegpt
 from tokrate.physics import (
     IMAGE_BASE_TOKENS,
     UNKNOWN_IMAGE_TOKENS,
@@ -148,6 +149,37 @@ def test_a_field_a_stream_cannot_honour_is_refused_naming_file_line_and_field(
     assert str(err.value).startswith("prompts/mine.jsonl line 2: "), err.value
     assert words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("NaN", "invalid JSON (NaN is not JSON: a server refuses it, or reads it as null)"),
+        ("-Infinity", "invalid JSON (-Infinity is not JSON"),
+        (str(2**64), f"invalid JSON (integer {2**64} does not fit in 64 bits"),
+        (str(-(2**63) - 1), "does not fit in 64 bits, so it cannot be sent"),
+        ("9" * 5000, "invalid JSON (integer 99999999999999999999... (5000 digits) does not fit"),
+    ],
+)
+def test_a_value_a_request_cannot_carry_as_written_is_refused(value: str, words: str) -> None:
+    """Python's parser takes these; orjson would send NaN as null and fail mid-run on
+    the integers (the 5,000 digits even before: past Python's int-string limit)."""
+    line = '{"custom_id": "r", "body": {"messages": [], "seed": VALUE}}'.replace("VALUE", value)
+    with pytest.raises(PromptError) as err:
+        parse_jsonl(f"\n{line}\n".encode(), "prompts/mine.jsonl")
+    assert str(err.value).startswith("prompts/mine.jsonl line 2: invalid JSON ("), err.value
+    assert words in str(err.value) and "\n" not in str(err.value)
+    sharegpt = '[{"id": "a", "conversations": [], "x": VALUE}]'.replace("VALUE", value)
+    with pytest.raises(PromptError, match=r"^share\.json: invalid JSON"):
+        parse_sharegpt(sharegpt.encode(), "share.json")
+
+
+def test_the_widest_integers_a_request_can_carry_go_as_written() -> None:
+    for seed in (2**64 - 1, -(2**63)):
+        body = {"messages": MESSAGES, "seed": seed, "temperature": 1e-300}
+        (p,) = parse_jsonl(_batch(body), "b.jsonl")
+        assert dict(p.body) == {"seed": seed, "temperature": 1e-300}
+        assert orjson.loads(orjson.dumps(dict(p.body))) == {"seed": seed, "temperature": 1e-300}
 
 
 def test_a_conversation_line_sends_its_body_with_every_turn() -> None:

@@ -10,6 +10,7 @@ in :mod:`tokrate.inputs.prompts` and the modules it calls.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "estimate_input_tokens",
     "estimate_tokens",
     "make_prompt",
+    "parse_json_text",
     "prompt_text",
     "text_of_tokens",
 ]
@@ -223,6 +225,49 @@ def decode_utf8(data: bytes, where: str) -> str:
             f"offset {err.start}); save the file as UTF-8"
         ) from None
     return text.removeprefix("\ufeff")  # a BOM is harmless; drop it
+
+
+#: The integers a request body can carry: what orjson (and so every request tokrate
+#: sends) encodes, -2**63 .. 2**64 - 1.
+_MIN_JSON_INT: Final = -(2**63)
+_MAX_JSON_INT: Final = 2**64 - 1
+#: Digits of the longest integer in that range (a longer one is refused before int()).
+_MAX_INT_DIGITS: Final = 20
+
+
+class _NotSendable(ValueError):
+    """A JSON value a prompt file may hold but a request cannot carry as written."""
+
+
+def _constant(name: str) -> object:
+    raise _NotSendable(f"{name} is not JSON: a server refuses it, or reads it as null")
+
+
+def _integer(text: str) -> int:
+    digits = text.removeprefix("-")
+    value = int(text) if len(digits) <= _MAX_INT_DIGITS else None
+    if value is None or not _MIN_JSON_INT <= value <= _MAX_JSON_INT:
+        shown = text if len(text) <= 24 else f"{text[:20]}... ({len(digits)} digits)"
+        raise _NotSendable(f"integer {shown} does not fit in 64 bits, so it cannot be sent")
+    return value
+
+
+def parse_json_text(text: str, where: str) -> Any:
+    """``text`` parsed as strict JSON: what a request can carry as written. Python's
+    parser also takes ``NaN``, ``Infinity`` and integers of any size, which a request
+    body would turn into ``null`` or fail to encode mid-run; those are refused here.
+
+    Raises:
+        PromptError: "WHERE: invalid JSON (WHY)" in one line.
+    """
+    try:
+        return json.loads(text, parse_constant=_constant, parse_int=_integer)
+    except json.JSONDecodeError as err:
+        raise PromptError(f"{where}: invalid JSON ({err.msg})") from None
+    except RecursionError:
+        raise PromptError(f"{where}: invalid JSON (nested too deeply)") from None
+    except _NotSendable as err:
+        raise PromptError(f"{where}: invalid JSON ({err})") from None
 
 
 # Words for synthetic text: varied vocabulary so caches and compressors see natural-ish

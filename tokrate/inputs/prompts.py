@@ -31,7 +31,6 @@ Errors are :class:`~tokrate.errors.PromptError`, one line naming the file and li
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterable, Iterator
@@ -49,6 +48,7 @@ from tokrate.inputs.prompt_base import (
     check_messages,
     decode_utf8,
     make_prompt,
+    parse_json_text,
     text_of_tokens,
 )
 from tokrate.inputs.request_body import line_expect
@@ -170,11 +170,7 @@ def parse_jsonl(
         if not line.strip():
             continue
         where = f"{name} line {n}"
-        try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            msg = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
-            raise PromptError(f"{where}: invalid JSON ({msg})") from None
+        obj = parse_json_text(line, where)
         default_id = f"{stem}:{n}"
         if format == "openai-batch" or (format == "auto" and is_batch_line(obj)):
             if not isinstance(obj, dict):

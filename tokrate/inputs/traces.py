@@ -35,13 +35,19 @@ entry).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from tokrate.errors import PromptError
 from tokrate.inputs.media_parts import resolve_media
-from tokrate.inputs.prompt_base import Prompt, Turn, check_messages, decode_utf8, make_prompt
+from tokrate.inputs.prompt_base import (
+    Prompt,
+    Turn,
+    check_messages,
+    decode_utf8,
+    make_prompt,
+    parse_json_text,
+)
 from tokrate.inputs.request_body import PromptBody, line_expect, parse_body
 from tokrate.physics import count_text_tokens
 
@@ -214,11 +220,7 @@ def parse_sharegpt(data: bytes, name: str, *, default_task: str | None = None) -
         PromptError: not UTF-8, not JSON, not a list of conversations, or no usable one.
     """
     text = decode_utf8(data, name)
-    try:
-        entries = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as err:
-        msg = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
-        raise PromptError(f"{name}: invalid JSON ({msg})") from None
+    entries = parse_json_text(text, name)
     if not isinstance(entries, list):
         raise PromptError(f"{name}: a ShareGPT file is a JSON list of conversations")
     stem = Path(name).stem
