@@ -36,6 +36,7 @@ from typing import BinaryIO, Final
 __all__ = [
     "FileRefused",
     "create_new",
+    "cut_after_last_line",
     "make_folder",
     "open_log",
     "open_regular",
@@ -144,6 +145,25 @@ def open_log(path: Path) -> BinaryIO:
         os.close(fd)
         raise
     return os.fdopen(fd, "ab")
+
+
+def cut_after_last_line(fd: int, path: Path) -> None:
+    """Truncate the file ``path`` (open for writing as ``fd``, e.g. from
+    :func:`create_new`) to its last whole line: what follows the last newline is a line
+    a refused write left half-written. Raises OSError."""
+    size = os.fstat(fd).st_size
+    end = size
+    with open_regular(path, size) as f:
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+    if end < size:
+        os.ftruncate(fd, end)
 
 
 def make_folder(path: Path, *, inside: Path | None = None) -> None:

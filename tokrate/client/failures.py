@@ -12,6 +12,7 @@ records.
 
 from __future__ import annotations
 
+import errno
 import re
 import socket
 import ssl
@@ -28,6 +29,7 @@ __all__ = [
     "http_error_message",
     "is_context_overflow",
     "is_usage_rejection",
+    "out_of_descriptors",
     "snippet",
     "status_class",
 ]
@@ -126,15 +128,41 @@ def is_context_overflow(status: int, body: bytes | str, *, kind: str | None = No
     return any(k in text for k in _CONTEXT_KINDS) or _CONTEXT_TEXT.search(text) is not None
 
 
+#: What a request that failed for want of a file descriptor says (error class
+#: ``not_sent``: the socket was never made, the server never saw the request).
+_NO_DESCRIPTORS: Final = (
+    "request never sent: this process has no file descriptor left for a connection"
+    " ({name}: {text}); raise its limit (ulimit -n) or lower the concurrency"
+)
+
+
+def out_of_descriptors(exc: BaseException) -> OSError | None:
+    """The EMFILE / ENFILE error (this process's, or the system's, file table is full)
+    behind ``exc`` or anything it was raised from; None when there is none."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def classify_exception(exc: BaseException, *, connected: bool) -> tuple[str, str]:
     """(error_class, one-line message) for a transport-level exception.
 
     ``connected`` says whether the connection had been established; before that, any
-    OSError is ``connect``, after it a reset or EOF is ``truncated``.
+    OSError is ``connect``, after it a reset or EOF is ``truncated``. Running out of
+    file descriptors (EMFILE, ENFILE) is the client's failure, never the server's:
+    ``not_sent`` (:func:`out_of_descriptors`).
     """
     name = type(exc).__name__
     text = " ".join(str(exc).split())[:SNIPPET_CHARS]
     message = redact_text(f"{name}: {text}" if text else name)
+    no_fd = out_of_descriptors(exc)
+    if no_fd is not None and not connected:
+        return "not_sent", _NO_DESCRIPTORS.format(name=type(no_fd).__name__, text=no_fd.strerror)
     if isinstance(exc, TimeoutError):
         return ("connect" if not connected else "timeout"), message
     if isinstance(exc, socket.gaierror):
@@ -171,6 +199,9 @@ def classify_httpx_exception(exc: BaseException, *, got_headers: bool) -> tuple[
     ``protocol`` ("closed before response headers", as in the fast client); after it the
     caller decides between ok and ``truncated`` from what the stream carried.
     """
+    no_fd = out_of_descriptors(exc)
+    if no_fd is not None and not got_headers:
+        return "not_sent", _NO_DESCRIPTORS.format(name=type(no_fd).__name__, text=no_fd.strerror)
     mods = _httpx_modules()
     http_error = _classes(mods, "HTTPError")
     cause = exc

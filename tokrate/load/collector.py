@@ -5,13 +5,19 @@ preconnect set-up times are kept for run.json.
 Counts are kept incrementally (memory stays flat on long runs; the records themselves
 live on disk only): a retry replaces its request's previous (failed) attempt, so
 scheduled == ok + error + cancelled counts planned requests, once each.
+
+A record the store cannot write (a full disk) stops the load like a signal that ends
+the grace period at once (``on_write_error``); it and every record after it is kept out
+of the counts (they count what records.jsonl holds) and counted in ``lost``, and
+``write_error`` is the store's one-line error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
+from tokrate.errors import OutputError
 from tokrate.inputs.targets import Target
 from tokrate.load.notices import print_notice
 from tokrate.load.record_warnings import RecordWarnings
@@ -107,8 +113,14 @@ class Collector:
         targets: Sequence[Target],
         redactor: Redactor | None = None,
         record_warnings: RecordWarnings | None = None,
+        on_write_error: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
+        #: The store's error for the first record it could not write (module doc).
+        self.write_error: OutputError | None = None
+        #: Records that ended after the store failed (not on disk, not counted).
+        self.lost = 0
+        self._on_write_error = on_write_error
         #: Warnings derived from the records themselves (response model, context, cache).
         self.record_warnings = record_warnings
         self.redactor = redactor or Redactor()
@@ -196,10 +208,30 @@ class Collector:
         for line in failed:
             print_notice(console, "error", line)
 
+    def _stored(self, record: RequestRecord) -> bool:
+        """Append ``record`` to the store; False (and the load stopped) when it cannot."""
+        if self.write_error is None:
+            try:
+                self.store.append(record)
+                return True
+            except OutputError as err:
+                self.write_error = err
+                (self._on_write_error or _noop)()
+        self.lost += 1
+        return False
+
+    def stop_on_write_error(self, err: OutputError) -> None:
+        """A write of the store outside an event (a scenario's flush) failed: as for a
+        record (module doc)."""
+        if self.write_error is None:
+            self.write_error = err
+            (self._on_write_error or _noop)()
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, RequestFinished):
             record = event.record
-            self.store.append(record)
+            if not self._stored(record):
+                return
             self.sent_prompts.add(record.prompt_id)
             if record.attempt > 1:
                 # A retry replaces its request's previous (failed) attempt in the counts.
@@ -232,6 +264,10 @@ class Collector:
             self.connections.setdefault(key, []).extend(event.connect_s)
         if self.progress is not None:
             self.progress.on_event(event)
+
+
+def _noop() -> None:
+    pass
 
 
 def count_outcomes(records: Sequence[RequestRecord]) -> dict[str, int]:

@@ -47,9 +47,9 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from tokrate.errors import FinishError, TokrateError
+from tokrate.errors import FinishError, OutputError, TokrateError
 from tokrate.finish.child import ChildStop, FinishOutcome, FinishRequest, run_finish
 from tokrate.inputs.prompt_base import Prompt, check_entries
 from tokrate.inputs.prompts import LoadedPrompts
@@ -74,6 +74,7 @@ from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import (
     RunStore,
+    iso_now,
     load_summary,
     new_run_id,
     write_capacity,
@@ -206,6 +207,7 @@ def _prepare(
     from tokrate.inputs.served_sizes import with_served_sizes
     from tokrate.inputs.tokencount import check_tokenizers
     from tokrate.load.backends.selection import open_backend
+    from tokrate.load.open_files import ensure_open_files
     from tokrate.load.plan import build_plan, shard
 
     run_id = spec.output.run_id or new_run_id()
@@ -237,6 +239,8 @@ def _prepare(
         size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
         plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
+        # Before the workers start: they inherit the raised limit.
+        ensure_open_files(spec, plan)
         backend = open_backend(spec, plan)
         stack.callback(backend.close)
         shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
@@ -368,8 +372,17 @@ def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
         if sink.progress is not None:
             sink.progress.start_scenario(k)
         p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, stop)
-        p.store.end_scenario()
+        _end_scenario(p, sink)
     return stop.is_set()
+
+
+def _end_scenario(p: _Prepared, sink: Collector) -> None:
+    """Flush the scenario's records; a disk that refuses stops the load (the collector
+    says so, as for a record it could not write)."""
+    try:
+        p.store.end_scenario()
+    except OutputError as err:
+        sink.stop_on_write_error(err)
 
 
 def _search_capacity(
@@ -383,7 +396,7 @@ def _search_capacity(
         n = p.backend.workers
         parts = shard(scenario, n) if n > 1 else (scenario,)
         p.backend.run_scenario(_tasks(spec, p, parts), on_event, probe_stop)
-        p.store.end_scenario()
+        _end_scenario(p, sink)
 
     names = _short_names(p.targets)
     return measure_capacity(
@@ -392,6 +405,28 @@ def _search_capacity(
 
 
 # --- finish -----------------------------------------------------------------------------
+
+
+def _stopped_by_the_disk(p: _Prepared, sink: Collector) -> NoReturn:
+    """The store could not write a record (a full disk): the load stopped at once
+    (tokrate.load.collector); records.jsonl is cut back to its last whole line, run.json
+    says "interrupted" where the disk still takes it, and the run ends in one line (exit
+    2). No finishing step: it would write to the same full disk. Raises OutputError."""
+    assert sink.write_error is not None
+    p.store.cut_torn_line()
+    with contextlib.suppress(OutputError):
+        p.store.update(
+            status="interrupted",
+            ended_at=iso_now(),
+            warnings=tuple(sink.warnings),
+            counts=sink.outcome_counts(),
+        )
+    lost = f" ({sink.lost:,} that ended later are not saved)" if sink.lost else ""
+    raise OutputError(
+        f"{sink.write_error}: the load was stopped after {p.store.count:,} records{lost};"
+        f" records.jsonl keeps each saved one whole; free some space, then build the"
+        f" report: tokrate report {p.store.path}"
+    )
 
 
 def _loop_lag(sink: Collector) -> LoopLagInfo:
@@ -536,7 +571,8 @@ def _run(
         if console is not None and not quiet and not searching:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
-        sink = Collector(p.store, progress, p.targets, p.redactor, watch)
+        # A record the disk refuses stops the load like a third signal (at once).
+        sink = Collector(p.store, progress, p.targets, p.redactor, watch, stop.abort)
         _preflight_warnings(p, sink)
         capacity = None
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
@@ -555,6 +591,10 @@ def _run(
                 redact=p.redactor.text,
                 warn=lambda line, kind: sink(WorkerWarning("driver", line, kind)),
             )
+        if sink.write_error is not None:
+            if progress is not None:
+                progress.close()
+            _stopped_by_the_disk(p, sink)
         sink.finish_record_warnings()
         sources = _prompts_sent(spec, p, sink, interrupted)
         for line in clock_warnings(p.backend.nodes, nice_bin_width(sink.span_s)):
@@ -580,7 +620,20 @@ def _run(
             nodes=p.backend.nodes,
             **changes,
         )
-    run_dir = p.store.path
+    return _finish(spec, console, stopper, child_stop, p.store.path, sink, failed, interrupted)
+
+
+def _finish(
+    spec: RunSpec,
+    console: Console | None,
+    stopper: SignalStopper,
+    child_stop: ChildStop,
+    run_dir: Path,
+    sink: Collector,
+    failed: Sequence[str],
+    interrupted: bool,
+) -> RunResult:
+    """The finishing child, what it said, and the baseline's verdict (module doc)."""
     outcome = run_finish(_finish_request(spec, run_dir, interrupted), stop=child_stop)
     warnings = list(sink.warnings)
     if console is not None:

@@ -52,7 +52,7 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import OutputError, RunFolderError
-from tokrate.fileio import create_new, write_atomic
+from tokrate.fileio import FileRefused, create_new, cut_after_last_line, write_atomic
 from tokrate.redact import strip_control
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
@@ -211,19 +211,38 @@ class RunStore:
             while written < len(line):  # a short write (rare: disk nearly full)
                 written += os.write(self._fd, line[written:])
         except OSError as err:
-            raise OutputError(f"{self.jsonl_path}: cannot append a record ({err})") from None
+            raise OutputError(
+                f"{self.jsonl_path}: cannot append a record ({err.strerror or err})"
+            ) from None
         self.count += 1
 
-    def end_scenario(self) -> None:
-        """Flush records to stable storage (called at each scenario end)."""
-        if self._fd is not None:
-            os.fsync(self._fd)
+    def cut_torn_line(self) -> None:
+        """Truncate records.jsonl to its last whole line: a write the disk refused
+        half-way leaves part of a line, which is no record. Never raises (a file that
+        cannot even be truncated keeps its torn line, which every reader skips)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError, FileRefused):
+            cut_after_last_line(self._fd, self.jsonl_path)
 
-    def close(self) -> None:
-        """fsync and close records.jsonl (idempotent)."""
+    def end_scenario(self) -> None:
+        """Flush records to stable storage (called at each scenario end). Raises
+        OutputError when the disk refuses."""
         if self._fd is not None:
             try:
                 os.fsync(self._fd)
+            except OSError as err:
+                raise OutputError(
+                    f"{self.jsonl_path}: cannot flush the records ({err.strerror or err})"
+                ) from None
+
+    def close(self) -> None:
+        """fsync and close records.jsonl (idempotent; a failed fsync, a disk that
+        filled, was said by the write that failed first)."""
+        if self._fd is not None:
+            try:
+                with contextlib.suppress(OSError):
+                    os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None
