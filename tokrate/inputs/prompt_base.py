@@ -215,6 +215,27 @@ def check_entries(prompts: Sequence[Prompt]) -> list[CheckEntry]:
     return out
 
 
+def check_unicode(obj: object, where: str, path: str = "") -> None:
+    """Refuse a parsed JSON value holding a lone UTF-16 surrogate (a ``\\ud800`` escape
+    without its pair: JSON parsers accept it, no UTF-8 encoder can send it). Raises
+    PromptError naming ``where``, the key path and the position, never the text."""
+    if isinstance(obj, str):
+        for i, ch in enumerate(obj, start=1):
+            if "\ud800" <= ch <= "\udfff":
+                at = f" {path}:" if path else ""
+                raise PromptError(
+                    f"{where}:{at} character {i} is a lone surrogate (a \\ud800-\\udfff"
+                    " escape without its pair): not Unicode text, it cannot be sent"
+                )
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            check_unicode(key, where, path)
+            check_unicode(value, where, f"{path}.{key}" if path else str(key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            check_unicode(value, where, f"{path}[{i}]")
+
+
 def decode_utf8(data: bytes, where: str) -> str:
     try:
         text = data.decode("utf-8")
@@ -254,20 +275,24 @@ def _integer(text: str) -> int:
 
 def parse_json_text(text: str, where: str) -> Any:
     """``text`` parsed as strict JSON: what a request can carry as written. Python's
-    parser also takes ``NaN``, ``Infinity`` and integers of any size, which a request
-    body would turn into ``null`` or fail to encode mid-run; those are refused here.
+    parser also takes ``NaN``, ``Infinity``, integers of any size and lone surrogate
+    escapes, which a request body would turn into ``null`` or fail to encode mid-run;
+    those are refused here (:func:`check_unicode`).
 
     Raises:
-        PromptError: "WHERE: invalid JSON (WHY)" in one line.
+        PromptError: "WHERE: invalid JSON (WHY)" or "WHERE: KEY: character N is a lone
+            surrogate ..." in one line.
     """
     try:
-        return json.loads(text, parse_constant=_constant, parse_int=_integer)
+        obj = json.loads(text, parse_constant=_constant, parse_int=_integer)
     except json.JSONDecodeError as err:
         raise PromptError(f"{where}: invalid JSON ({err.msg})") from None
     except RecursionError:
         raise PromptError(f"{where}: invalid JSON (nested too deeply)") from None
     except _NotSendable as err:
         raise PromptError(f"{where}: invalid JSON ({err})") from None
+    check_unicode(obj, where)
+    return obj
 
 
 # Words for synthetic text: varied vocabulary so caches and compressors see natural-ish

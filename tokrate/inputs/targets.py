@@ -23,6 +23,7 @@ from tokrate.redact import Redactor, is_secret_name, split_url_credentials
 from tokrate.runfolder.run_info import TargetInfo
 from tokrate.runfolder.served_model import ServedModel
 from tokrate.spec import SIM_ENDPOINT, EndpointSpec, ModelSpec, RunSpec
+from tokrate.spec.header_values import header_value_problem
 
 __all__ = [
     "SizedTier",
@@ -238,17 +239,24 @@ def _source(given: float | None, resolved: float | None) -> str | None:
 def api_keys(spec: RunSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Endpoint name -> key, read from each endpoint's env var (never stored elsewhere).
 
-    Raises: ConfigError when a named env var is unset or empty.
+    Raises: ConfigError when a named env var is unset or empty, or holds what cannot
+    be sent in an HTTP header (a line break, a character that is not ASCII: one line
+    naming the variable and the position, never the value).
     """
     env = os.environ if environ is None else environ
     keys = {}
     for e in spec.endpoints:
         if e.api_key_env:
             value = env.get(e.api_key_env)
+            where = f"{spec.source or 'config'}: endpoint {e.name!r}: environment variable"
             if not value:
+                raise ConfigError(f"{where} {e.api_key_env} (api_key_env) is not set")
+            problem = header_value_problem(value)
+            if problem is not None:
+                trailing = " (a trailing newline?)" if value[-1:] in "\r\n" else ""
                 raise ConfigError(
-                    f"{spec.source or 'config'}: endpoint {e.name!r}: environment variable"
-                    f" {e.api_key_env} (api_key_env) is not set"
+                    f"{where} {e.api_key_env} (api_key_env): {problem}{trailing}; an API key"
+                    " is sent in an HTTP header, one line of ASCII (the value is not shown)"
                 )
             keys[e.name] = value
     return keys

@@ -28,6 +28,7 @@ from tokrate.spec._convert import (
 )
 from tokrate.spec._paths import resolve_hardware_files, resolve_tokenizers
 from tokrate.spec.command_line import SIM_ENDPOINT, RunFlags
+from tokrate.spec.header_values import header_value_problem
 from tokrate.spec.request_fields import unstreamable
 from tokrate.spec.types import (
     EndpointSpec,
@@ -223,8 +224,15 @@ def _check_headers(headers: tuple[tuple[str, str], ...], key: str, ctx: _Ctx) ->
     for name, value in headers:
         if not _HEADER_NAME.fullmatch(name):
             raise ctx.error(f"{key}.headers", f"invalid header name {_show(name)}")
-        if not isinstance(value, str) or "\r" in value or "\n" in value:
+        if not isinstance(value, str):
             raise ctx.error(f"{key}.headers.{name}", "expected a one-line string value")
+        problem = header_value_problem(value)
+        if problem is not None:
+            # Never the value: a header may carry a secret (x-api-key, a cookie).
+            raise ctx.error(
+                f"{key}.headers.{name}",
+                f"{problem}; a header value is sent as one line of ASCII (the value is not shown)",
+            )
 
 
 def _check_body(body: tuple[tuple[str, object], ...], key: str, ctx: _Ctx) -> None:
