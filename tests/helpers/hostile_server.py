@@ -17,8 +17,11 @@ tokens; option ``close_next``: the next request on the same connection is droppe
 unread and the connection reset, as by a server whose keep-alive timeout fired as it
 came; option ``hold=N``: the first N content chunks are produced at the ITL pace but
 written together with the Nth, a server that really bunches the start of its answer),
-status (code, body), html200, big_line (mb), big_header (mb), endless, slow_bytes,
-bad_utf8, not_json, no_choices, bad_usage (value), no_headers, disconnect (after),
+status (code, body), redirect (a 301 whose Location is ``to``, default
+https://elsewhere.example/v1), gzip_stream (a well-formed stream sent with
+Content-Encoding: gzip), html200, big_line (mb), big_header (mb), endless, slow_bytes,
+bad_utf8, not_json, no_choices, bad_usage (value; ``literal=1`` writes it unquoted:
+true, NaN, Infinity), no_headers, disconnect (after),
 json200, models500 (GET /models answers 500 and resets the next request sent on that
 connection, as transformers serve's dropped connection does; anything else is ``ok``),
 models_huge / models_drip / models_odd (GET /models endless at full speed, endless one
@@ -66,7 +69,12 @@ class _Writer:
         self.framing = framing
 
     async def head(self, status: int, ctype: str, extra: str = "") -> None:
-        reason = {200: "OK", 400: "Bad Request", 429: "Too Many Requests"}.get(status, "Status")
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            429: "Too Many Requests",
+            301: "Moved Permanently",
+        }.get(status, "Status")
         if "Content-Length" in extra:
             self.framing = "length"
         framing = "Transfer-Encoding: chunked\r\n" if self.framing == "chunked" else ""
@@ -202,6 +210,9 @@ class HostileServer:
                 if path.endswith("/models") and mode in _ENDLESS_LISTS:
                     await _endless_models(mode, out)
                     break
+                if mode in ("redirect", "gzip_stream"):
+                    await _odd_answer(mode, opts, out, f"resp-odd-{len(self.requests)}")
+                    continue
                 if mode in _PROBE_MODES and not req.get("stream"):
                     await _hostile_probe(mode, opts, out, models=path.endswith("/models"))
                     break
@@ -390,7 +401,7 @@ class HostileServer:
         finish.update({"text": ""} if legacy else {"delta": {}})
         out.body(event({"choices": [finish]}))
         if include_usage or mode == "bad_usage":
-            out.body(event(_usage_chunk(mode, o, sent, reasoning)))
+            out.body(_literal(mode, o, event(_usage_chunk(mode, o, sent, reasoning))))
         if o.get("no_done"):
             await out.end()
             truth.output_tokens = sent
@@ -406,6 +417,41 @@ class HostileServer:
             await asyncio.sleep(tail)
         await out.end()
         return True
+
+
+async def _odd_answer(mode: str, o: dict[str, str], out: _Writer, rid: str) -> bool:
+    """The ``redirect`` and ``gzip_stream`` answers."""
+    if mode == "redirect":
+        to = o.get("to", "https://elsewhere.example/v1/chat/completions")
+        msg = b"<html>Moved</html>"
+        extra = f"Location: {to}\r\nContent-Length: {len(msg)}\r\n"
+        await out.head(301, "text/html", extra)
+        out.w.write(msg)
+        await out.w.drain()
+        return True
+    import gzip
+
+    events = [b"data: " + orjson.dumps(_gzip_chunk(rid, i)) + b"\n\n" for i in range(4)]
+    packed = gzip.compress(b"".join(events) + b"data: [DONE]\n\n")
+    extra = f"Content-Encoding: gzip\r\nContent-Length: {len(packed)}\r\n"
+    await out.head(200, "text/event-stream", extra)
+    out.w.write(packed)
+    await out.w.drain()
+    return True
+
+
+def _literal(mode: str, o: dict[str, str], chunk: bytes) -> bytes:
+    """bad_usage with ``literal``: the value as written, not as a JSON string (true,
+    NaN, Infinity)."""
+    if mode != "bad_usage" or not o.get("literal"):
+        return chunk
+    return chunk.replace(b'"' + o["value"].encode() + b'"', o["value"].encode())
+
+
+def _gzip_chunk(rid: str, i: int) -> dict[str, Any]:
+    finish = "length" if i == 3 else None
+    choice = {"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": finish}
+    return {"id": rid, "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
 
 
 def _write_held(out: _Writer, held: list[bytes], truth: Truth, *, now: bool) -> None:

@@ -44,6 +44,15 @@ def run_case(kind: str, server: HostileServer, mode: str, **opts: object):  # ty
         ("bad_usage", {"value": -5}, "protocol", "not a plausible token count"),
         ("bad_usage", {"value": 10**12}, "protocol", "not a plausible token count"),
         ("bad_usage", {"value": "many"}, "protocol", "not an integer"),
+        # One rule for absurd usage in all three clients (issue 41): the SDK's lenient
+        # parser turned true into 1 and took NaN and Infinity, orjson refused them.
+        *(
+            ("bad_usage", {"value": v, "literal": 1}, "protocol", f"is not an integer: {v}")
+            for v in ("true", "NaN", "Infinity")
+        ),
+        # A redirect names where it points; a compressed stream is refused by name.
+        ("redirect", {}, "protocol", "HTTP 301 Moved Permanently to https://elsewhere.example"),
+        ("gzip_stream", {}, "protocol", "Content-Encoding: gzip"),
         ("html200", {}, "protocol", "text/html"),
         ("json200", {}, "protocol", "application/json"),
         ("disconnect", {"after": 2, "itl_ms": 5}, "truncated", ""),

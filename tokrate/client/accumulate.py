@@ -10,6 +10,7 @@ object) are recorded, never raised: feed() returns True when the stream is finis
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Callable
 from typing import Any, Final
@@ -27,6 +28,7 @@ from tokrate.client.events_anthropic import classify_anthropic_event
 from tokrate.client.events_common import in_band_error_class, merge_usage
 from tokrate.client.events_responses import classify_responses_event
 from tokrate.client.failures import (
+    encoded_stream_message,
     http_error_message,
     is_context_overflow,
     is_usage_rejection,
@@ -98,6 +100,16 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 MAX_TOOL_CALLS: Final = 64
 MAX_TOOL_NAME_CHARS: Final = 256
 MAX_TOOL_ARGUMENT_CHARS: Final = MAX_ANSWER_CHARS
+
+
+def lenient_json(payload: bytes | str) -> Any:
+    """``payload`` parsed as the openai SDK parses it (the standard library's JSON: it
+    takes ``NaN`` and ``Infinity``), None when even that fails. Only for data orjson
+    refused, so every client judges such a chunk alike (usage: tokrate.client.chunks)."""
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
 
 
 class ResponseLimitExceeded(Exception):
@@ -237,17 +249,19 @@ class StreamState:
         body: bytes,
         now: int,
         retry_after: str | None = None,
+        location: str | None = None,
     ) -> None:
         """Record a response that is not an event stream (see :func:`needs_error_body`):
-        ``http_4xx``/``http_429``/``http_5xx`` by status, or ``protocol`` for a 200 page.
-        Notes :data:`REJECTED_NOTE` when a 400 names stream_options."""
+        ``http_4xx``/``http_429``/``http_5xx`` by status, or ``protocol`` for a 200 page
+        or a redirect (which names its ``location``). Notes :data:`REJECTED_NOTE` when
+        a 400 names stream_options."""
         self.http_status = status
         self.bytes_received += len(body)
         if retry_after is not None:
             self.retry_after_s = parse_retry_after(retry_after)
         if status >= 300:
             cls = "context_length" if is_context_overflow(status, body) else status_class(status)
-            self.fail(cls, http_error_message(status, reason, body), now)
+            self.fail(cls, http_error_message(status, reason, body, location), now)
         else:
             text = http_error_message(status, reason, body).split(": ", 1)[1]
             self.fail(
@@ -257,6 +271,15 @@ class StreamState:
             self.notes.append(REJECTED_NOTE)
         if is_max_tokens_rejection(status, body):
             self.notes.append(MAX_TOKENS_NOTE)
+
+    def refuse_encoding(self, encoding: str | None, now_ns: int) -> bool:
+        """Fail a stream that came with a Content-Encoding (``protocol``, naming it:
+        :func:`tokrate.client.failures.encoded_stream_message`); True when it did."""
+        message = encoded_stream_message(encoding) if encoding else None
+        if message is None:
+            return False
+        self.fail("protocol", message, now_ns)
+        return True
 
     def finish(self, now_ns: int) -> None:
         """The body ended (message complete or connection end) at ``now_ns``.
@@ -322,8 +345,12 @@ class StreamState:
             try:
                 obj = loads(payload)
             except orjson.JSONDecodeError:
-                self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
-                return True
+                # NaN, Infinity: parsed as the openai SDK parses them, so every
+                # client judges them by the one usage rule (tokrate.client.chunks).
+                obj = lenient_json(payload)
+                if obj is None:
+                    self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
+                    return True
             if fast and self.chunks_seen < self.max_chunks:
                 content = plain_answer(obj)
                 if content is not None:

@@ -136,12 +136,26 @@ class ChunkFacts:
         return "empty"
 
 
+def json_text(value: Any) -> str:
+    """``value`` as the JSON it came as: ``true``, ``NaN``, ``Infinity``, ``"many"``
+    (the lenient parsers some clients use turn those into Python values)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return f'"{value[:38]}"'
+    return f"{value!r:.40}"
+
+
 def _count(value: Any, field: str) -> int:
+    """The one rule for a token count in usage, in every client: a JSON integer (never
+    ``true``, ``NaN``, ``Infinity`` or ``1.5``), 0 to MAX_SANE_TOKENS."""
     # bool is an int subclass; true/false are never token counts.
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ChunkError(f"usage.{field} is not an integer: {value!r:.40}")
+        raise ChunkError(f"usage.{field} is not an integer: {json_text(value)}")
     if value < 0 or value > MAX_SANE_TOKENS:
         raise ChunkError(f"usage.{field}={value} is not a plausible token count")
     return value

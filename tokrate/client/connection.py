@@ -120,12 +120,14 @@ class Connection(asyncio.Protocol):
         "closed",
         "content_type",
         "draining",
+        "encoding",
         "err_body",
         "first_byte_deadline_ns",
         "headers_done",
         "idle_ns",
         "kernel_transport",
         "last_rx_ns",
+        "location",
         "loop",
         "now",
         "origin",
@@ -161,6 +163,8 @@ class Connection(asyncio.Protocol):
         self.headers_done = False
         self.content_type = b""
         self.retry_after: str | None = None
+        self.location: str | None = None
+        self.encoding: str | None = None
         self.err_body: bytearray | None = None
         self.draining = False
         self.timer: asyncio.TimerHandle | None = None
@@ -281,6 +285,10 @@ class Connection(asyncio.Protocol):
             self.content_type = value.lower()
         elif lower == b"retry-after":
             self.retry_after = value.decode("latin-1", "replace")
+        elif lower == b"location":
+            self.location = value.decode("latin-1", "replace")
+        elif lower == b"content-encoding":
+            self.encoding = value.decode("latin-1", "replace")
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -293,6 +301,9 @@ class Connection(asyncio.Protocol):
         state.http_status = status
         if needs_error_body(status, self.content_type.decode("latin-1")):
             self.err_body = bytearray()
+        elif state.refuse_encoding(self.encoding, self.now or perf_counter_ns()):
+            self._resolve()
+            self.close()
 
     def on_body(self, body: bytes) -> None:
         err = self.err_body
@@ -345,6 +356,8 @@ class Connection(asyncio.Protocol):
         self.headers_done = False
         self.content_type = b""
         self.retry_after = None
+        self.location = None
+        self.encoding = None
         self.err_body = None
         self.reason = b""
         self.rx_bytes = 0
@@ -407,6 +420,7 @@ class Connection(asyncio.Protocol):
             bytes(self.err_body),
             now,
             self.retry_after,
+            self.location,
         )
 
     def _fail(self, error_class: str, message: str) -> None:

@@ -20,12 +20,13 @@ from typing import Any, Final
 
 import orjson
 
-from tokrate.redact import redact_text
+from tokrate.redact import redact_text, strip_control
 
 __all__ = [
     "SNIPPET_CHARS",
     "classify_exception",
     "classify_httpx_exception",
+    "encoded_stream_message",
     "http_error_message",
     "is_context_overflow",
     "is_usage_rejection",
@@ -78,10 +79,31 @@ def _error_text(body: bytes) -> str:
     return snippet(body)
 
 
-def http_error_message(status: int, reason: str, body: bytes) -> str:
-    """``"HTTP 503 Service Unavailable: <message or body snippet>"``."""
+def http_error_message(status: int, reason: str, body: bytes, location: str | None = None) -> str:
+    """``"HTTP 503 Service Unavailable: <message or body snippet>"``; a redirect names
+    where it points, which is what the user needs (tokrate follows no redirect):
+    ``"HTTP 301 Moved Permanently to https://...: ...; set base_url to where it
+    points"``."""
     head = f"HTTP {status} {reason}".rstrip()
+    if 300 <= status < 400:
+        where = " to " + snippet(strip_control(location), 200) if location else ""
+        hint = "; set base_url to where it points" if location else ""
+        return f"{head}{where} (tokrate follows no redirects): {_error_text(body)}{hint}"
     return f"{head}: {_error_text(body)}"
+
+
+def encoded_stream_message(encoding: str) -> str | None:
+    """The error of an event stream that came with a Content-Encoding (every client
+    asks for ``identity``): a compressed stream arrives in the compressor's blocks, not
+    token by token, so no timing of it means anything. None for ``identity``."""
+    name = strip_control(encoding).strip().lower()[:40]
+    if name in ("", "identity"):
+        return None
+    return (
+        f"the event stream came with Content-Encoding: {name} (tokrate asks for identity):"
+        " a compressed stream arrives in blocks, not as tokens; turn compression off for"
+        " text/event-stream at the server or proxy"
+    )
 
 
 def is_usage_rejection(status: int, body: bytes) -> bool:

@@ -295,7 +295,10 @@ class HttpxClient:
                 bytes(body[:ERROR_BODY_LIMIT]),
                 perf_counter_ns(),
                 response.headers.get("retry-after"),
+                response.headers.get("location"),
             )
+            return
+        if state.refuse_encoding(response.headers.get("content-encoding"), perf_counter_ns()):
             return
         raw = response.aiter_raw()
         line_ns: int | None = -1  # re-arm the idle gap on the first read, then per line

@@ -27,10 +27,12 @@ from tokrate.client.accumulate import (
     ERROR_BODY_LIMIT,
     ResponseLimitExceeded,
     StreamState,
+    lenient_json,
     needs_error_body,
 )
 from tokrate.client.attempt import Attempt
 from tokrate.client.base import with_usage_fallback
+from tokrate.client.chunks import ChunkError
 from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http
 from tokrate.client.request import PreparedRequest
@@ -52,13 +54,17 @@ _DONE: Final = b"data: [DONE]"
 
 
 class _StampingStream(httpx.AsyncByteStream):
-    """Passes raw body bytes through, noting the first byte's arrival and [DONE]."""
+    """Passes raw body bytes through, noting the first byte's arrival and [DONE], and
+    judging each raw event that carries ``usage`` by the rule every client applies
+    (tokrate.client.chunks): the SDK's parser turns ``true`` into 1 before it yields."""
 
     def __init__(self, inner: httpx.AsyncByteStream, state: StreamState) -> None:
         self._inner = inner
         self._state = state
         self._tail = b""
         self._line = 0
+        #: The raw line being read (at most the line limit: the check below).
+        self._pending = b""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         state = self._state
@@ -76,10 +82,44 @@ class _StampingStream(httpx.AsyncByteStream):
             self._line = len(chunk) - newline - 1 if newline >= 0 else self._line + len(chunk)
             if self._line > DEFAULT_MAX_LINE_BYTES:
                 raise SSEProtocolError(f"SSE line longer than {DEFAULT_MAX_LINE_BYTES} bytes")
+            if newline >= 0:
+                lines, self._pending = self._pending + chunk[:newline], chunk[newline + 1 :]
+                if b'"usage"' in lines:
+                    _judge_usage(lines, state)
+            else:
+                self._pending += chunk
             yield chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _judge_usage(lines: bytes, state: StreamState) -> None:
+    """Classify each raw ``data:`` line carrying usage as the other clients do (the
+    state's own classifier, on the data as parsed without coercion); a chunk it refuses
+    fails the stream, before the SDK yields its coerced copy."""
+    for line in lines.splitlines():
+        if not line.startswith(b"data:") or b'"usage"' not in line:
+            continue
+        obj = lenient_json(line[5:])
+        if obj is None:
+            continue  # the SDK's own parser fails on it, as data that is not JSON
+        try:
+            state.classify(obj, None)
+        except ChunkError as exc:
+            state.fail("protocol", str(exc), perf_counter_ns())
+
+
+#: Where a redirect's Location is kept (:func:`_location`). The SDK tells httpx to
+#: follow redirects; tokrate follows none (a redirect means a wrong base_url, and it
+#: may point at any host), so the transport takes the header off before httpx sees it.
+_LOCATION: Final = "tokrate.location"
+
+
+def _location(response: httpx.Response) -> str | None:
+    """The Location of a redirect the transport kept from httpx (``_LOCATION``)."""
+    value = response.extensions.get(_LOCATION)
+    return value if isinstance(value, str) else None
 
 
 class _StampingTransport(httpx.AsyncBaseTransport):
@@ -91,6 +131,9 @@ class _StampingTransport(httpx.AsyncBaseTransport):
         if current is not None:
             request.extensions = {**request.extensions, "trace": current[1]}
         response = await self._inner.handle_async_request(request)
+        if 300 <= response.status_code < 400 and "location" in response.headers:
+            response.extensions = {**response.extensions, _LOCATION: response.headers["location"]}
+            del response.headers["location"]
         if current is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _StampingStream(response.stream, current[0])
         return response
@@ -271,6 +314,8 @@ class SdkClient:
                 headers[name] = value
         if api_key is None:
             headers["Authorization"] = openai.Omit()
+        # As every client: a compressed stream has no token timings (refused by name).
+        headers["Accept-Encoding"] = "identity"
         model = body.pop("model")
         body.pop("stream", None)
         base, query = _split_url(req.url, req.api)
@@ -293,10 +338,14 @@ class SdkClient:
                 raw[:ERROR_BODY_LIMIT],
                 perf_counter_ns(),
                 response.headers.get("retry-after"),
+                _location(response),
             )
             return
+        if state.refuse_encoding(response.headers.get("content-encoding"), perf_counter_ns()):
+            return
         async for chunk in stream:
-            if state.feed_chunk(chunk.to_dict(warnings=False), perf_counter_ns()):
+            # finished: the raw bytes already failed the stream (_judge_usage).
+            if state.finished or state.feed_chunk(chunk.to_dict(warnings=False), perf_counter_ns()):
                 break
             a.read_on(scope)
         state.finish(perf_counter_ns())
@@ -321,6 +370,7 @@ class SdkClient:
                 raw,
                 perf_counter_ns(),
                 response.headers.get("retry-after"),
+                _location(response),
             )
         elif isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
             # An error object inside the stream: classify it like the other clients.
