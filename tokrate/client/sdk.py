@@ -34,6 +34,7 @@ from tokrate.client.attempt import Attempt
 from tokrate.client.base import with_usage_fallback
 from tokrate.client.chunks import ChunkError
 from tokrate.client.connect_trace import ConnectTrace
+from tokrate.client.connection import proxy_for
 from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
@@ -182,15 +183,9 @@ class SdkClient:
         self._timeout = httpx.Timeout(
             connect=timeouts.connect_s, read=None, write=timeouts.idle_s, pool=None
         )
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=pool_size)
-        inner = httpx.AsyncHTTPTransport(
-            verify=ssl_context if ssl_context is not None else True,
-            http2=HTTP2_AVAILABLE,
-            limits=limits,
-        )
-        self._http = httpx.AsyncClient(
-            transport=_StampingTransport(inner), timeout=self._timeout, limits=limits
-        )
+        self._ssl_context = ssl_context
+        #: One pooled httpx client per proxy (None: direct), built on first use.
+        self._clients: dict[str | None, httpx.AsyncClient] = {}
         self._sdks: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
 
     async def __aenter__(self) -> SdkClient:
@@ -203,12 +198,35 @@ class SdkClient:
         for sdk in self._sdks.values():
             await sdk.close()
         self._sdks.clear()
-        await self._http.aclose()
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+    def _http_for(self, url: str) -> httpx.AsyncClient:
+        """The pooled httpx client that reaches ``url``: through the proxy the
+        environment sets for it (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY: the rule every
+        client follows, tokrate.client.connection.proxy_for), else directly. The
+        transport is given explicitly (it stamps reads), and httpx reads no proxy from
+        the environment for an explicit transport: so it is named here."""
+        proxy = proxy_for(url)
+        client = self._clients.get(proxy)
+        if client is None:
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=self.pool_size)
+            inner = httpx.AsyncHTTPTransport(
+                verify=self._ssl_context if self._ssl_context is not None else True,
+                http2=HTTP2_AVAILABLE,
+                limits=limits,
+                proxy=proxy,
+            )
+            client = self._clients[proxy] = httpx.AsyncClient(
+                transport=_StampingTransport(inner), timeout=self._timeout, limits=limits
+            )
+        return client
 
     async def preconnect(self, url: str, n: int) -> list[int | None]:
         """Open up to ``n`` connections to ``url``'s origin in the SDK's pool (see
         :func:`tokrate.client.httpx_client.preconnect_http`)."""
-        return await preconnect_http(self._http, url, n, self.pool_size)
+        return await preconnect_http(self._http_for(url), url, n, self.pool_size)
 
     def _sdk(self, base_url: str, api_key: str | None) -> openai.AsyncOpenAI:
         key = (base_url, api_key)
@@ -220,7 +238,7 @@ class SdkClient:
                 api_key=api_key or "unused",
                 max_retries=0,
                 timeout=self._timeout,
-                http_client=self._http,
+                http_client=self._http_for(base_url),
             )
         return sdk
 
