@@ -3,6 +3,7 @@ terminal and plain lines without one; and the fallback end-of-run table."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import time
@@ -25,7 +26,7 @@ from tokrate.runfolder.records import RequestRecord
 #: One plain progress line (docs/running.md shows the same form).
 LINE = re.compile(
     r"^\[\s*\d+(s|m\d\ds)\] scenario \d+ of \d+ \(.+\): \d+/(\d+|\?) requests, [\d,]+ tok/s,"
-    r" \d+ errors?, \d+ in flight, ETA ~?(\d+s|\d+m\d\ds|\d+h\d\dm|\?)(; stopping: .*)?$"
+    r" \d+ errors?, \d+ in flight( \+ \d+ in retry back-off)?, ETA ~?(\d+s|\d+m\d\ds|\d+h\d\dm|\?)(; stopping: .*)?$"
 )
 
 
@@ -52,6 +53,13 @@ def _finished(model: str, status: str, tokens: int | None, e2e: float = 1.0) -> 
         e2e_s=e2e,
     )
     return RequestFinished(record=rec)
+
+
+def _attempt(index: int, status: str, attempt: int, retry_in_s: float | None) -> RequestFinished:
+    """Attempt ``attempt`` of request ``index`` to sim/a (retried when ``retry_in_s``)."""
+    rec = _finished("a", status, 3 if status == "ok" else None).record
+    rec = dataclasses.replace(rec, scenario="c=2", request_index=index, attempt=attempt)
+    return RequestFinished(record=rec, retry_in_s=retry_in_s)
 
 
 SCENARIOS = (
@@ -262,3 +270,35 @@ def test_eta_at_c8_follows_the_streams_not_the_first_answer(
         # Within one answer's length: the streams end in lockstep here, the worst case
         # for "requests left / streams x mean E2E".
         assert abs(eta - truth) <= 4.0, (t, eta, truth)
+
+
+def test_retries_count_requests_not_attempts_and_show_the_back_off() -> None:
+    """With [client.retry], each failed attempt that is sent again was counted as a
+    request done (the old line read "60/40 requests ... ETA 0s" during back-off): now
+    done counts planned requests by their last attempt, and the ones waiting to be sent
+    again are shown as in back-off."""
+    console, _ = _console()
+    progress = RunProgress(
+        console, ["sim/a"], (ScenarioInfo("c=2", (2,), concurrency=2),), live=False
+    )
+    progress.start_scenario(0)
+    for index in (0, 1):
+        progress.on_event(RequestStarted("w0", "c=2", index, 0, 0.0))
+        progress.on_event(_attempt(index, "error", 1, retry_in_s=1.0))
+    line = progress.plain_line()
+    assert " 0/2 requests" in line and "0 errors, 0 in flight + 2 in retry back-off" in line
+    assert LINE.match(line), line
+    assert "0 +2 back-off" in _rows_text(progress)  # the live table: in flight + back-off
+    progress.on_event(RequestStarted("w0", "c=2", 0, 0, 0.0))
+    progress.on_event(_attempt(0, "ok", 2, retry_in_s=None))
+    progress.on_event(RequestStarted("w0", "c=2", 1, 0, 0.0))
+    progress.on_event(_attempt(1, "error", 2, retry_in_s=None))  # its attempts spent
+    line = progress.plain_line()
+    assert " 2/2 requests" in line and "1 error, 0 in flight," in line, line
+    assert LINE.match(line), line
+
+
+def _rows_text(progress: RunProgress) -> str:
+    console, buf = _console()
+    console.print(progress.render())
+    return buf.getvalue()

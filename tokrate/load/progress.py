@@ -14,6 +14,11 @@ driver (nothing here enters a measurement).
 
       [  12s] scenario 2 of 4 (c=8): 37/96 requests, 1,234 tok/s, 0 errors, 8 in flight, ETA ~45s
 
+Requests, not attempts: with ``[client.retry]`` a failed attempt that is sent again
+(RequestFinished.retry_in_s) is not done; it waits in back-off ("8 in flight + 2 in
+retry back-off"; "+2 back-off" in the live table), and its request counts once, by
+its last attempt, so done never passes the planned total.
+
 Tokens count as chunks arrive: workers report each request's content chunks while
 it streams (StreamProgress, 4 times a second), replaced by the server's usage count
 once it ends. The overall ETA adds the current scenario's remaining time (its
@@ -87,12 +92,17 @@ def format_duration(seconds: float | None) -> str:
 
 
 class _Row:
-    __slots__ = ("done", "errors", "finished_at", "in_flight", "total")
+    """One target's requests in the current scenario. ``done`` counts planned requests
+    whose last attempt ended (a retry replaces its request's failed attempt: done never
+    passes total), ``backing_off`` the requests waiting to be sent again."""
+
+    __slots__ = ("backing_off", "done", "errors", "finished_at", "in_flight", "total")
 
     def __init__(self, total: int | None) -> None:
         self.done = 0
         self.errors = 0
         self.in_flight = 0
+        self.backing_off = 0
         self.total = total
         #: When the target's last planned request ended (its tok/s stops there).
         self.finished_at: float | None = None
@@ -135,6 +145,8 @@ class RunProgress:
         self.started = self.run_started
         self.stop_seen: float | None = None
         self.warned: set[str] = set()
+        #: (scenario, request index, target index) of requests in back-off.
+        self.retrying: set[tuple[str, int, int]] = set()
         # Mean E2E of ok requests per target over the whole run (for later scenarios)
         # and in the current scenario (its own load sets its pace).
         self.e2e_sum = [0.0] * len(self.labels)
@@ -216,6 +228,7 @@ class RunProgress:
                 _Row(planned[i] if i < len(planned) else None) for i in range(len(self.labels))
             ]
             self.snapshots = {}
+            self.retrying = set()
             self.level_e2e_sum = [0.0] * len(self.labels)
             self.level_e2e_n = [0] * len(self.labels)
         if self.live is None and self._ticker is not None:
@@ -225,7 +238,12 @@ class RunProgress:
         with self._lock:
             if isinstance(event, RequestStarted):
                 if 0 <= event.target_index < len(self.rows):
-                    self.rows[event.target_index].in_flight += 1
+                    row = self.rows[event.target_index]
+                    row.in_flight += 1
+                    again = (event.scenario, event.request_index, event.target_index)
+                    if again in self.retrying:
+                        self.retrying.discard(again)
+                        row.backing_off = max(0, row.backing_off - 1)
             elif isinstance(event, RequestFinished):
                 self._finished(event)
             elif isinstance(event, StreamProgress):
@@ -243,6 +261,11 @@ class RunProgress:
             return
         row = self.rows[i]
         row.in_flight = max(0, row.in_flight - 1)
+        if event.retry_in_s is not None:
+            # Not the request's last attempt: it waits, then is sent again.
+            row.backing_off += 1
+            self.retrying.add((rec.scenario, rec.request_index, i))
+            return
         row.done += 1
         if row.total is not None and row.done >= row.total and row.finished_at is None:
             row.finished_at = time.monotonic()
@@ -393,7 +416,7 @@ class RunProgress:
                     f"{row.done}/{total}",
                     f"{tps:,.0f}",
                     str(row.errors),
-                    str(row.in_flight),
+                    str(row.in_flight) + _backing_off(row.backing_off, short=True),
                     eta_text,
                 )
             parts: list[Any] = [Text(self._header()), table]
@@ -415,13 +438,21 @@ class RunProgress:
             tps = sum(self._tokens()) / elapsed if elapsed > 0 else 0.0
             errors = sum(r.errors for r in rows)
             in_flight = sum(r.in_flight for r in rows)
+            backing_off = _backing_off(sum(r.backing_off for r in rows), short=False)
             eta = self.overall_eta()
             since = time.monotonic() - self.run_started
             line = (
                 f"[{format_duration(since):>6}] scenario {self.k + 1} of {n} ({name}):"
                 f" {done}/{total} requests, {tps:,.0f} tok/s, {errors} error"
-                f"{'s' if errors != 1 else ''}, {in_flight} in flight,"
+                f"{'s' if errors != 1 else ''}, {in_flight} in flight{backing_off},"
                 f" ETA {'~' if eta else ''}{format_duration(eta)}"
             )
             stopping = self._stopping()
             return f"{line}; {stopping}" if stopping else line
+
+
+def _backing_off(n: int, *, short: bool) -> str:
+    """The requests waiting out a retry's back-off, after the in-flight count."""
+    if not n:
+        return ""
+    return f" +{n} back-off" if short else f" + {n} in retry back-off"

@@ -134,7 +134,7 @@ class _WorkerActorImpl:
                 record = dataclasses.replace(record, node_id=self._node_id)
             if shift:
                 record = dataclasses.replace(record, started_at=record.started_at - shift)
-            event = RequestFinished(record=record)
+            event = dataclasses.replace(event, record=record)
         elif shift and isinstance(event, RequestStarted):
             event = dataclasses.replace(event, started_at=event.started_at - shift)
         self._push(event)

@@ -43,9 +43,12 @@ class RequestStarted:
 
 @dataclass(frozen=True, slots=True)
 class RequestFinished:
-    """One request ended (ok, error or cancelled); ``record`` is its final record."""
+    """One attempt of a request ended (ok, error or cancelled); ``record`` is its final
+    record. ``retry_in_s``: the sender sends the request again after this back-off
+    (seconds), so this attempt is not the request's last; None when it is."""
 
     record: RequestRecord
+    retry_in_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

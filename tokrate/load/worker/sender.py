@@ -223,7 +223,6 @@ class Sender:
         and when its last attempt ended. A retry is due when its backoff is over."""
         pr, context = call.pr, call.context
         target = self.targets[pr.target_index]
-        retry = self.settings.retry
         attempt = 1
         checked = prompt.expect is not None
         while True:
@@ -314,30 +313,36 @@ class Sender:
                 text = result.answer_text[:MAX_ANSWER_CHARS]
                 answer = self.settings.redactor.text(strip_control(text))
                 record = dataclasses.replace(record, answer=answer)
-            self.emit(RequestFinished(record=record))
+            wait_s = self._retry_wait_s(record, call)
+            # Said with the record, so the progress counts requests, not attempts.
+            self.emit(RequestFinished(record=record, retry_in_s=wait_s))
             if record.status == "ok":
                 return result.answer_text, ended
-            if (
-                record.status != "error"
-                or attempt >= retry.max_attempts
-                or record.error_class not in retry.on
-                or call.stopping.is_set()
-            ):
+            if wait_s is None:
                 return None, ended
             attempt += 1
-            wait_s = await self._backoff(record, call)
-            if wait_s is None:
+            with anyio.move_on_after(wait_s):
+                await call.stopping.wait()
+            if call.stopping.is_set():
                 return None, ended
             due_ns = ended + int(wait_s * 1e9)
 
-    async def _backoff(self, record: RequestRecord, call: _Call) -> float | None:
-        """Wait before the next attempt; the seconds it waited (the next attempt is due
-        then), or None when there is to be none (stopping, or the scenario's duration
-        ended meanwhile). The wait is the backoff, or a longer Retry-After when
+    def _retry_wait_s(self, record: RequestRecord, call: _Call) -> float | None:
+        """Seconds to wait before the request's next attempt (it is due then); None
+        when there is to be none (it ended ok or not with a retried error class, its
+        attempts are spent, the run is stopping, or the next attempt would start after
+        the scenario's duration). The wait is the backoff, or a longer Retry-After when
         honoured, capped at ``retry.max_wait_s`` and the request's total timeout, and
         cut at the end of the scenario's duration: a server answering ``Retry-After:
         999999`` cannot hold the run."""
         retry = self.settings.retry
+        if (
+            record.status != "error"
+            or record.attempt >= retry.max_attempts
+            or record.error_class not in retry.on
+            or call.stopping.is_set()
+        ):
+            return None
         wait_s = retry.backoff_s
         retry_after = record.extra.get("retry_after_s") if retry.honour_retry_after else None
         if isinstance(retry_after, int | float) and math.isfinite(retry_after):
@@ -349,9 +354,7 @@ class Sender:
                 # The next attempt would start after the scenario ended: none, rather
                 # than a request outside the window the scenario measures.
                 return None
-        with anyio.move_on_after(wait_s):
-            await call.stopping.wait()
-        return None if call.stopping.is_set() else wait_s
+        return wait_s
 
     async def _stream(
         self, client: StreamClient, req: PreparedRequest, pr: PlannedRequest, grace_s: float
