@@ -366,3 +366,48 @@ def test_tls_with_self_signed_cert(tmp_path: Path) -> None:
         untrusted = record(stream_one("fast", req))
         assert untrusted.error_class == "connect"
         assert "CERTIFICATE_VERIFY_FAILED" in (untrusted.error_message or "")
+
+
+@pytest.mark.parametrize("variable", ["SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_a_private_ca_named_by_ssl_cert_variables_works_in_every_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """One rule for a private CA (issue 41): SSL_CERT_FILE (a PEM bundle) or
+    SSL_CERT_DIR (a hashed folder) is trusted by all three clients (SSL_CERT_DIR
+    reached one of them only, and httpx trusted certifi's roots alone otherwise)."""
+    pair = _self_signed(tmp_path)
+    if pair is None:
+        pytest.skip("neither cryptography nor openssl available to make a certificate")
+    cert, key = pair
+    if variable == "SSL_CERT_DIR":
+        done = subprocess.run(
+            ["openssl", "x509", "-hash", "-noout", "-in", str(cert)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip("openssl is needed to name a certificate by its hash")
+        folder = tmp_path / "certs"
+        folder.mkdir()
+        (folder / f"{done.stdout.strip()}.0").write_bytes(cert.read_bytes())
+        monkeypatch.setenv("SSL_CERT_DIR", str(folder))
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    else:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    with HostileServer(ssl_context=server_ctx) as tls:
+        req = req_for(tls.base_url("ok", tokens=3))
+        for kind in ("fast", "httpx", "openai"):
+            rec = record(stream_one(kind, req))
+            assert rec.status == "ok" and rec.content_chunks == 3, (kind, rec.error_message)
+
+
+def test_an_unreadable_ssl_cert_file_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(ConfigError, match=r"^SSL_CERT_FILE=.*missing\.pem: cannot load"):
+        open_client("httpx", pool_size=1, timeouts=TimeoutsSpec())

@@ -6,6 +6,7 @@ import ssl
 from typing import Literal
 
 from tokrate.client.base import CLIENT_KINDS, StreamClient
+from tokrate.client.tls import verify_context
 from tokrate.errors import ConfigError
 from tokrate.spec import TimeoutsSpec
 
@@ -23,7 +24,9 @@ def open_client(
     """A new client of ``kind`` whose pool holds ``pool_size`` keep-alive connections
     per origin (size it to the load: the client never caps concurrency below it).
 
-    ``ssl_context`` overrides certificate verification for https (tests, private CAs).
+    ``ssl_context`` overrides certificate verification for https (tests); without it
+    every client verifies by one rule (tokrate.client.tls: SSL_CERT_FILE / SSL_CERT_DIR
+    for a private CA).
     ``kernel_stamps`` ("auto" | "on" | "off"): the fast client stamps reads with the
     kernel's receive time where the platform can (tokrate.client.kernel_stamps); the
     httpx and SDK clients always stamp in user space (said in ``notices`` for "on";
@@ -31,10 +34,13 @@ def open_client(
     Must be called where the client will be used (any thread); connections open lazily.
 
     Raises:
-        ConfigError: unknown ``kind`` or ``pool_size < 1``.
+        ConfigError: unknown ``kind`` or ``pool_size < 1``; SSL_CERT_FILE or
+            SSL_CERT_DIR names no certificates.
     """
     if pool_size < 1:
         raise ConfigError(f"client pool_size must be >= 1, got {pool_size}")
+    if ssl_context is None:
+        ssl_context = verify_context()
     if kind == "fast":
         from tokrate.client.stream import FastClient
 

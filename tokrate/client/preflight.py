@@ -58,6 +58,7 @@ import orjson
 
 from tokrate.client.bounded_read import ACCEPT_IDENTITY, BoundedBody, read_bounded
 from tokrate.client.model_names import same_model
+from tokrate.client.tls import verify_context
 from tokrate.errors import EndpointUnreachable, ModelNotServed
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
@@ -346,7 +347,7 @@ def _check_endpoint(
     headers = dict([*auth_headers(targets[0], api, api_key), *endpoint.headers])
     where = f"endpoint {name!r} ({base})"
     try:
-        with httpx.Client(timeout=timeout_s, headers=headers) as http:
+        with httpx.Client(timeout=timeout_s, headers=headers, verify=verify_context()) as http:
             served: list[str] | None = None
             contexts: dict[str, ServedModel] = {}
             if endpoint.model_check != "probe":

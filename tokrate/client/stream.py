@@ -311,7 +311,9 @@ class FastClient:
         if proxied and self._fallback is None:
             from tokrate.client.httpx_client import HttpxClient
 
-            self._fallback = HttpxClient(pool_size=self.pool_size, timeouts=self.timeouts)
+            self._fallback = HttpxClient(
+                pool_size=self.pool_size, timeouts=self.timeouts, ssl_context=self._ssl_context
+            )
         return proxied
 
     async def _via_proxy(

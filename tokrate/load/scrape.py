@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from tokrate.client.tls import verify_context
 from tokrate.runfolder.run_info import ScrapeInfo
 from tokrate.runfolder.server_samples import (
     SERVER_SAMPLES_FILE,
@@ -244,7 +245,10 @@ class MetricsSampler:
         assert stop is not None
         timeout = self._timeout_s
         async with httpx.AsyncClient(
-            headers={"accept": _ACCEPT}, follow_redirects=True, trust_env=False
+            headers={"accept": _ACCEPT},
+            follow_redirects=True,
+            trust_env=False,
+            verify=verify_context(),  # the clients' one rule (a private CA)
         ) as client:
             with anyio.CancelScope() as scope:
                 async with anyio.create_task_group() as tg:
