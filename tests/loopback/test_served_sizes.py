@@ -132,3 +132,16 @@ def test_a_mixture_of_experts_name_keeps_its_active_share() -> None:
     assert sized.model.params_b == pytest.approx(46.7028, abs=1e-4)
     assert sized.model.active_params_b == pytest.approx(46.7028 * 12.9 / 46.7, abs=1e-4)
     assert sized.model.bytes_per_param == 0.566 and warnings == [] and len(notes) == 1
+
+
+def test_control_characters_from_models_metadata_are_never_stored() -> None:
+    """A /models (or /props) weight type carrying an escape sequence (issue 41): what
+    run.json keeps, and the report and terminal print, has no control character."""
+    from tokrate.client.preflight import served_model
+
+    meta = {"n_params": 1000, "size": 2000, "ftype": "\x1b[2J\x1b]0;pwned\x07Q4_K_M\r\n"}
+    payload = orjson.dumps({"data": [{"id": "m", "meta": meta}]})
+    served = served_model(payload, "m")
+    assert served is not None and served.weight_type == "[2J]0;pwnedQ4_K_M"
+    only_controls = orjson.dumps({"data": [{"id": "m", "meta": {"n_params": 9, "ftype": "\x1b"}}]})
+    assert served_model(only_controls, "m") == ServedModel(params=9, source="GET /models")

@@ -62,7 +62,7 @@ from tokrate.client.tls import verify_context
 from tokrate.errors import EndpointUnreachable, ModelNotServed
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
-from tokrate.redact import redact_text
+from tokrate.redact import redact_text, strip_control
 from tokrate.runfolder.served_model import ServedModel
 
 __all__ = [
@@ -193,6 +193,17 @@ def context_tokens(payload: bytes, model: str) -> int | None:
     return _positive_int(entry.get("max_model_len"))
 
 
+def _server_label(value: Any) -> str | None:
+    """A short name a server gives (a weight type: ``Q4_K_M``) as it may be stored
+    and shown: control characters (an escape sequence that would drive the terminal
+    that prints the report) stripped, 40 characters at most; None when nothing is
+    left."""
+    if not isinstance(value, str):
+        return None
+    text = " ".join(strip_control(value).split())[:40]
+    return text or None
+
+
 def served_model(payload: bytes, model: str) -> ServedModel | None:
     """What a /models body says about ``model``: its context size, and a
     llama-server's ``meta.n_params``, ``meta.size`` (weight bytes) and ``meta.ftype``;
@@ -207,7 +218,7 @@ def served_model(payload: bytes, model: str) -> ServedModel | None:
         context_tokens=context_tokens(payload, model),
         params=_positive_int(meta.get("n_params")),
         weight_bytes=_positive_int(meta.get("size")),
-        weight_type=ftype.strip()[:40] if isinstance(ftype, str) and ftype.strip() else None,
+        weight_type=_server_label(ftype),
         source="GET /models",
     )
     return None if served == ServedModel(source="GET /models") else served
@@ -226,12 +237,10 @@ def _with_props_ftype(http: Any, base: str, served: ServedModel) -> ServedModel:
         doc = orjson.loads(resp.content) if resp.is_success else None
     except (httpx.HTTPError, orjson.JSONDecodeError):
         return served
-    ftype = doc.get("model_ftype") if isinstance(doc, dict) else None
-    if not isinstance(ftype, str) or not ftype.strip():
+    ftype = _server_label(doc.get("model_ftype") if isinstance(doc, dict) else None)
+    if ftype is None:
         return served
-    return dataclasses.replace(
-        served, weight_type=ftype.strip()[:40], source="GET /models, GET /props"
-    )
+    return dataclasses.replace(served, weight_type=ftype, source="GET /models, GET /props")
 
 
 def unfit_prompts(
