@@ -12,6 +12,10 @@ left; a token cannot be read before it was written), and what is left of TTFT mi
 the server's own TTFT, net of the CPU waits the kernel counted for the client and the
 server inside that request (helpers.cpu_waits), is the two kernel paths between them
 (tens of microseconds on loopback), idle or busy.
+
+Each run takes a few seconds (5-6 s on the busy 2-core machine): a simulator in its own
+process at time_scale 1 (the tests judge time against its truth log, so its physics
+is not scaled) and a whole `run_benchmark` with its finishing child.
 """
 
 from __future__ import annotations
@@ -141,7 +145,8 @@ def test_send_queue_counts_from_the_moment_each_request_was_due(
 
 
 def test_open_loop_send_queue_is_the_send_delay(tmp_path: Path) -> None:
-    """Open loop: a request is due at its schedule, so send_queue_s is send_delay_s."""
+    """Open loop: a request is due at its schedule, so send_queue_s is send_delay_s.
+    A run of its own, at time_scale 1 (module docstring: a few seconds)."""
     records, (truth, _waits) = _run(
         tmp_path, ClientSpec(), mode="open", rates=(20.0,), concurrency=(), requests=12
     )
@@ -159,7 +164,8 @@ def test_without_kernel_stamps_t0_is_the_moment_the_write_returned(
     """Kernel stamps off (fast) or a client without them (httpx): t0 is a user stamp
     taken right after the write, so the request arrived during it (on loopback the
     kernel stamps the arrival inside the sending call): before t0, after the request
-    was due, and the app had it no earlier than t0 minus that write."""
+    was due, and the app had it no earlier than t0 minus that write. A run of its own
+    per client, at time_scale 1 (module docstring: a few seconds)."""
     client = ClientSpec(kind=kind, kernel_stamps="off")  # type: ignore[arg-type]
     records, (truth, _waits) = _run(tmp_path, client, concurrency=(4,), requests=8)
     assert len(records) == 8 and all(r.status == "ok" for r in records)
