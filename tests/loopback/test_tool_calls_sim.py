@@ -275,3 +275,38 @@ def test_a_batch_file_without_checks_is_judged_on_what_its_bodies_ask(tmp_path: 
         checked = records.filter((pl.col("model") == model) & (pl.col("prompt_id") != "free"))
         assert quality[(model, "prod")] == (len(checked), int(checked["check_passed"].sum()))
     assert quality[("sim-70b", "prod")][1] > quality[("sim-1b", "prod")][1]
+
+
+def test_an_answer_longer_than_a_record_keeps_is_a_check_error(tmp_path: Path) -> None:
+    """A right JSON answer of 10,009 characters, cut to the 8,192 a record keeps, would
+    no longer parse: the record says how long it was and the check is not judged."""
+    example = json.dumps({"a": "x y " * 2500})
+    line = {
+        "id": "long",
+        "task": "long",
+        "messages": [{"role": "user", "content": "A long JSON answer"}],
+        "max_tokens": 4000,
+        "expect": {"json_schema": {"type": "object"}, "example": example},
+    }
+    prompts = tmp_path / "long.jsonl"
+    prompts.write_text(json.dumps(line) + "\n")
+    spec = sim_spec(
+        None,
+        tmp_path / "out",
+        models=["sim-70b"],
+        prompts=PromptsSpec(paths=(str(prompts),)),
+        requests=2,
+        concurrency=(1,),
+        simulator=SimulatorSpec(time_scale=50.0),
+    )
+    run_benchmark(spec)
+    records = pl.read_parquet(tmp_path / "out" / "run" / "records.parquet").to_dicts()
+    assert [r["status"] for r in records] == ["ok", "ok"]
+    for row in records:
+        assert len(row["answer"]) == 8192
+        assert json.loads(row["extra"])["answer_chars"] == len(example)
+        assert row["check_passed"] is None
+        assert row["check_error"] == (
+            f"the answer ({len(example):,} characters) is longer than the 8,192 a record"
+            " keeps, so it was not judged"
+        )

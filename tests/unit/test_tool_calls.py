@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tokrate.client.accumulate import MAX_TOOL_ARGUMENT_CHARS, MAX_TOOL_CALLS, StreamState
+from tokrate.client.accumulate import MAX_TOOL_ARGUMENT_CHARS, StreamState
 from tokrate.client.result import RecordContext, build_record
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records import MAX_TOOL_CALLS, TOOL_CALLS_CUT, RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
 
 
@@ -237,6 +237,27 @@ def test_calls_are_bounded_in_number_and_size() -> None:
     calls = state.kept_tool_calls()
     assert len(calls) == MAX_TOOL_CALLS
     assert len(calls[0][1]) == MAX_TOOL_ARGUMENT_CHARS
+    # The record says it kept less than the answer called, so no check judges the rest.
+    result = state.result(client="fast", api="chat", endpoint="e", model="m", t0_ns=0, started_at=0)
+    record = build_record(result, RecordContext("r", "s", "p", "t", 0))
+    assert record.extra[TOOL_CALLS_CUT] is True
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        # Arguments exactly at the bound, in two pieces: nothing was cut.
+        [_call(0, "f", "a" * (MAX_TOOL_ARGUMENT_CHARS - 1)), _call(0, args="b")],
+        # MAX_TOOL_CALLS calls: all kept.
+        [_call(i, f"f{i}", "{}") for i in range(MAX_TOOL_CALLS)],
+    ],
+)
+def test_calls_at_their_bounds_are_not_cut(chunks: list[dict[str, Any]]) -> None:
+    feed = [_chat_chunk({"tool_calls": [c]}) for c in chunks]
+    state = _fed("chat", [_sse(feed, typed=False, done=True)])
+    result = state.result(client="fast", api="chat", endpoint="e", model="m", t0_ns=0, started_at=0)
+    record = build_record(result, RecordContext("r", "s", "p", "t", 0))
+    assert TOOL_CALLS_CUT not in record.extra
 
 
 def test_a_legacy_function_call_is_call_zero() -> None:

@@ -19,6 +19,7 @@ from tokrate.client.request import sim_reference
 from tokrate.errors import PromptError
 from tokrate.inputs.prompts import load_prompts
 from tokrate.runfolder.checks_file import CheckEntry
+from tokrate.runfolder.records import ANSWER_CUT, TOOL_CALLS_CUT
 from tokrate.sim.answer_shape import AnswerShape, ToolDef
 from tokrate.sim.answers import ANSWER_FIELD, Reference, reference
 from tokrate.sim.schema_instance import instance
@@ -140,6 +141,45 @@ def test_the_analysis_judges_a_records_tool_calls() -> None:
     ]
     outcomes = judge_answers(rows, (entry,))
     assert [o and o.passed for o in outcomes] == [True, False, None]
+
+
+def test_what_a_record_cut_off_is_a_check_error_not_a_wrong_answer() -> None:
+    """A JSON answer past the 8,192 characters a record keeps no longer parses; calls
+    past their bounds are missing: the record's bound, not the model's answer."""
+    schema = {"type": "object"}
+    entries = (
+        CheckEntry("json", None, "s", "f line 1", {"json_schema": schema}, {"id": "json"}),
+        CheckEntry("call", None, "t", "f line 2", {"tool_call": WEATHER}, {"id": "call"}),
+        CheckEntry("none", None, "t", "f line 3", {"no_tool_call": True}, {"id": "none"}),
+    )
+    cut_text = json.dumps({ANSWER_CUT: 9000})
+    cut_calls = {TOOL_CALLS_CUT: True}  # a mapping, as records.jsonl gives it
+    calls = json.dumps([_call("get_weather", WEATHER["arguments"])])
+
+    def row(pid: str, answer: str, tool_calls: str | None, extra: object) -> dict[str, Any]:
+        return {
+            "prompt_id": pid,
+            "turn": None,
+            "status": "ok",
+            "answer": answer,
+            "tool_calls": tool_calls,
+            "extra": extra,
+        }
+
+    rows = [
+        row("json", '{"items": [1, 2', None, cut_text),
+        row("json", '{"items": [1, 2', None, None),
+        row("call", "", calls, cut_calls),
+        row("call", "", calls, cut_text),  # the text was cut, the calls were not
+        row("none", "", calls, cut_calls),  # a call was made: wrong whatever was cut
+    ]
+    outcomes = judge_answers(rows, entries)
+    assert [o and o.passed for o in outcomes] == [None, False, None, True, False]
+    errors = [o and o.error for o in outcomes]
+    assert errors[0] == (
+        "the answer (9,000 characters) is longer than the 8,192 a record keeps, so it was not judged"
+    )
+    assert errors[2] is not None and errors[2].startswith("the answer's tool calls are longer")
 
 
 def test_the_bundled_tool_and_structured_sets_load_with_their_checks() -> None:

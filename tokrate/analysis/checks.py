@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from tokrate.errors import PromptError
 from tokrate.runfolder.checks_file import CheckEntry, read_checks
 from tokrate.runfolder.loaded_run import LoadedRun
-from tokrate.spec.expect import Expect, Outcome, judge, parse_expect
+from tokrate.runfolder.records import ANSWER_CUT, MAX_ANSWER_CHARS, MAX_TOOL_CALLS, TOOL_CALLS_CUT
+from tokrate.spec.expect import EXPECT_KINDS, Expect, Outcome, judge, parse_expect
 
 if TYPE_CHECKING:
     import polars as pl
@@ -38,7 +39,10 @@ JUDGED_NOW_NOTE = (
     "verdicts: they were checked now from checks.json"
 )
 
-_KEYS = ("prompt_id", "turn", "status", "answer", "tool_calls")
+_KEYS = ("prompt_id", "turn", "status", "answer", "tool_calls", "extra")
+#: Check kinds that read the answer's text, and those that read its tool calls.
+_READS_TEXT: Final = frozenset(EXPECT_KINDS) - {"tool_call", "no_tool_call"}
+_READS_CALLS: Final = frozenset({"tool_call", "check"})
 
 _Loaded = dict[tuple[str, int | None], tuple[CheckEntry, Expect | str]]
 
@@ -83,12 +87,40 @@ def _calls(value: object) -> list[dict[str, Any]]:
     return [c for c in value if isinstance(c, dict)] if isinstance(value, list | tuple) else []
 
 
+def _extra(value: object) -> dict[str, Any]:
+    """A record's ``extra`` (records.parquet's JSON text, or the mapping itself)."""
+    if isinstance(value, str):
+        value = orjson.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+def _cut_off(expect: Expect, extra: dict[str, Any]) -> str | None:
+    """Why the record does not hold what ``expect`` reads (the answer's text or calls
+    were longer than a record keeps), or None: a cut-off JSON answer would fail its
+    schema for the record's bound, not the model's answer."""
+    chars = extra.get(ANSWER_CUT)
+    if expect.kind in _READS_TEXT and chars is not None:
+        size = f"{chars:,}" if isinstance(chars, int) else str(chars)
+        return (
+            f"the answer ({size} characters) is longer than the {MAX_ANSWER_CHARS:,}"
+            " a record keeps, so it was not judged"
+        )
+    if expect.kind in _READS_CALLS and extra.get(TOOL_CALLS_CUT):
+        return (
+            f"the answer's tool calls are longer than a record keeps ({MAX_TOOL_CALLS}"
+            f" calls, {MAX_ANSWER_CHARS:,} characters of arguments each), so they were"
+            " not judged"
+        )
+    return None
+
+
 def judge_answers(
     rows: list[dict[str, Any]], entries: tuple[CheckEntry, ...]
 ) -> list[Outcome | None]:
     """One outcome per row (None: not checked) of rows with prompt_id, turn, status,
-    answer and (optionally) tool_calls. A check that no longer loads (a user module gone
-    since the run) is every such row's check error."""
+    answer and (optionally) tool_calls and extra. A check that no longer loads (a user
+    module gone since the run) is every such row's check error; so is an answer whose
+    record kept less than the check reads (:func:`_cut_off`)."""
     checks = _load(entries)
     out: list[Outcome | None] = []
     for row in rows:
@@ -97,8 +129,11 @@ def judge_answers(
             out.append(None)
             continue
         entry, expect = found
+        cut = None if isinstance(expect, str) else _cut_off(expect, _extra(row.get("extra")))
         if isinstance(expect, str):
             out.append(Outcome(None, None, expect))
+        elif cut is not None:
+            out.append(Outcome(None, None, cut))
         else:
             out.append(judge(expect, row["answer"], entry.prompt, _calls(row.get("tool_calls"))))
     return out

@@ -38,12 +38,11 @@ from tokrate.client.failures import (
 from tokrate.client.fallbacks import is_max_tokens_rejection
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import SSEDecoder, SSEProtocolError
-from tokrate.runfolder.records import MAX_ANSWER_CHARS
+from tokrate.runfolder.records import MAX_ANSWER_CHARS, MAX_TOOL_CALLS
 
 __all__ = [
     "ERROR_BODY_LIMIT",
     "MAX_TOOL_ARGUMENT_CHARS",
-    "MAX_TOOL_CALLS",
     "MAX_TOOL_NAME_CHARS",
     "MAX_RESPONSE_BYTES",
     "MAX_RESPONSE_CHUNKS",
@@ -95,9 +94,9 @@ MAX_RESPONSE_CHUNKS = 200_000
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
-#: Tool calls kept per answer, characters of a call's name and of its arguments text:
-#: well past any real call (a record keeps an answer's text to the same bound).
-MAX_TOOL_CALLS: Final = 64
+#: Characters of a call's name and of its arguments text kept (with MAX_TOOL_CALLS,
+#: the record's bound): well past any real call (a record keeps an answer's text to the
+#: same bound).
 MAX_TOOL_NAME_CHARS: Final = 256
 MAX_TOOL_ARGUMENT_CHARS: Final = MAX_ANSWER_CHARS
 
@@ -170,6 +169,7 @@ class StreamState:
         # Tool calls of the answer (None until the first), and the first delta's stamp.
         "tool_calls",
         "first_tool_ns",
+        "tool_calls_cut",
     )
 
     def __init__(
@@ -231,6 +231,10 @@ class StreamState:
         self.tool_calls: dict[int, list[Any]] | None = None
         #: When the first content-bearing tool-call delta arrived.
         self.first_tool_ns: int | None = None
+        #: True when the calls kept are not all the answer made: a call past
+        #: MAX_TOOL_CALLS, or arguments past MAX_TOOL_ARGUMENT_CHARS (a check must not
+        #: judge what was cut off).
+        self.tool_calls_cut = False
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -430,14 +434,18 @@ class StreamState:
             call = calls.get(key)
             if call is None:
                 if len(calls) >= MAX_TOOL_CALLS:
+                    self.tool_calls_cut = True
                     continue
                 call = calls[key] = [None, [], 0]
             if name is not None and call[0] is None:
                 call[0] = name[:MAX_TOOL_NAME_CHARS]
-            if text and call[2] < MAX_TOOL_ARGUMENT_CHARS:
+            if text:
                 piece = text[: MAX_TOOL_ARGUMENT_CHARS - call[2]]
-                call[1].append(piece)
-                call[2] += len(piece)
+                if len(piece) < len(text):
+                    self.tool_calls_cut = True
+                if piece:
+                    call[1].append(piece)
+                    call[2] += len(piece)
 
     def kept_tool_calls(self) -> tuple[tuple[str, str], ...]:
         """``(name, arguments text)`` of each tool call, in the order they appeared
@@ -533,6 +541,7 @@ class StreamState:
             server_timings_source=self.server_timings_source,
             stamp_source=stamp_source,
             tool_calls=self.kept_tool_calls(),
+            tool_calls_cut=self.tool_calls_cut,
             first_tool_ns=self.first_tool_ns,
             t0_source=t0_source,
         )

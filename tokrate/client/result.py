@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records import TOOL_CALLS_CUT, RequestRecord
 
 if TYPE_CHECKING:
     from tokrate.inputs.tokencount import TokenCounter
@@ -114,8 +114,10 @@ class StreamResult:
     #: (the fast client with kernel stamps), else "user".
     stamp_source: str = "user"
     #: ``(name, arguments text)`` of each tool call of the answer, in order (bounded:
-    #: :data:`tokrate.client.accumulate.MAX_TOOL_CALLS`).
+    #: :data:`tokrate.runfolder.records.MAX_TOOL_CALLS`).
     tool_calls: tuple[tuple[str, str], ...] = ()
+    #: True when ``tool_calls`` is not all the answer called (bounds reached).
+    tool_calls_cut: bool = False
     #: When the first content-bearing tool-call delta arrived.
     first_tool_ns: int | None = None
     #: "kernel" when t0 is the kernel's transmit stamp of the request's last byte.
@@ -289,6 +291,8 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         notes["reasoning_chunks"] = result.reasoning_chunks
     if result.tool_chunks:
         notes["tool_chunks"] = result.tool_chunks
+    if result.tool_calls_cut:
+        notes[TOOL_CALLS_CUT] = True
     if result.notes:
         notes["notes"] = list(result.notes)
     if result.retry_after_s is not None:

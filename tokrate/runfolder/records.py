@@ -68,13 +68,16 @@ from tokrate.spec.types import ERROR_CLASSES
 __all__ = [
     "ADDED_COLUMNS",
     "ADDED_DEFAULTS",
+    "ANSWER_CUT",
     "MAX_ANSWER_CHARS",
+    "MAX_TOOL_CALLS",
     "RECORD_COLUMN_TYPES",
     "RECORD_SCHEMA_HISTORY",
     "RECORD_SCHEMA_VERSION",
     "STAMP_SOURCES",
     "STATUSES",
     "TOKENS_SOURCES",
+    "TOOL_CALLS_CUT",
     "RequestRecord",
 ]
 
@@ -93,6 +96,13 @@ RECORD_SCHEMA_HISTORY: Final[dict[int, str]] = {
 }
 #: Most characters of an answer a record keeps for its check.
 MAX_ANSWER_CHARS: Final = 8192
+#: Most tool calls a record keeps of one answer.
+MAX_TOOL_CALLS: Final = 64
+#: ``extra`` keys saying a record kept less than the answer: its text past
+#: MAX_ANSWER_CHARS (the value: the answer's length in characters), or its tool calls
+#: past their bounds (True). A check does not judge what was cut off.
+ANSWER_CUT: Final = "answer_chars"
+TOOL_CALLS_CUT: Final = "tool_calls_cut"
 #: Columns added after version 1, with the version that added them: a frame from an
 #: older writer gets them as nulls (see :func:`upgrade_frame`).
 ADDED_COLUMNS: Final[dict[str, int]] = {

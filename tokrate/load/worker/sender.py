@@ -44,7 +44,7 @@ from tokrate.load.worker.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.worker.pacing import Pacer
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.redact import Redactor, strip_control
-from tokrate.runfolder.records import MAX_ANSWER_CHARS, RequestRecord
+from tokrate.runfolder.records import ANSWER_CUT, MAX_ANSWER_CHARS, RequestRecord
 
 __all__ = ["Sender", "SendSlot"]
 
@@ -313,6 +313,9 @@ class Sender:
                 text = result.answer_text[:MAX_ANSWER_CHARS]
                 answer = self.settings.redactor.text(strip_control(text))
                 record = dataclasses.replace(record, answer=answer)
+                if len(result.answer_text) > MAX_ANSWER_CHARS:
+                    extra = {**record.extra, ANSWER_CUT: len(result.answer_text)}
+                    record = dataclasses.replace(record, extra=extra)
             wait_s = self._retry_wait_s(record, call)
             # Said with the record, so the progress counts requests, not attempts.
             self.emit(RequestFinished(record=record, retry_in_s=wait_s))
