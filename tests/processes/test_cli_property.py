@@ -8,7 +8,7 @@ In-process (``main``), so an exception that escapes the CLI fails the example wi
 its traceback; one example is repeated as a subprocess at the end to pin the same
 contract for the console script. Values that would make a *valid* run long (many
 requests, a slow simulator clock, a tiny rate) are not generated: the property is
-about refusing bad input, not about finishing big loads. 60 examples take ~10 s;
+about refusing bad input, not about finishing big loads. 60 examples take 10-30 s;
 ``TOKRATE_PROPERTY_EXAMPLES=1000`` hunts longer.
 """
 
@@ -182,6 +182,7 @@ def _outside(before: set[str], after: set[str]) -> set[str]:
     return {p for p in after - before if p != "out" and not p.startswith("out/")}
 
 
+@pytest.mark.slow  # 60 runs of the CLI, in process (~20 s on 2 busy cores)
 @settings(
     max_examples=int(os.environ.get("TOKRATE_PROPERTY_EXAMPLES", "60")),
     deadline=None,

@@ -51,6 +51,7 @@ def two_hundred(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow  # two_hundred: 200 run folders, each summarized (20-35 s on 2 cores)
 def test_two_hundred_runs_build_fast_and_mark_the_change(two_hundred: Path) -> None:
     started = time.perf_counter()
     out, history = build_history(two_hundred)
@@ -77,6 +78,7 @@ def test_two_hundred_runs_build_fast_and_mark_the_change(two_hundred: Path) -> N
     assert "▼ run-150 (regressed)" in (out / "history.md").read_text()
 
 
+@pytest.mark.slow  # two_hundred (above)
 def test_filters_and_cli(
     two_hundred: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
