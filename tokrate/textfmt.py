@@ -70,6 +70,13 @@ def fmt_pct(fraction: float | None, digits: int = 0) -> str:
     return DASH if fraction is None else f"{fraction * 100:.{digits}f}%"
 
 
+def fmt_pct_interval(low: float, high: float) -> str:
+    """An interval of a fraction, the one way every output writes it: "89–100%"
+    (whole percents, an en dash, the sign once). Callers name the confidence
+    ("95% CI 89–100%") where the reader cannot see it nearby."""
+    return f"{low * 100:.0f}–{high * 100:.0f}%"
+
+
 def level_label(concurrency: int | None, rate_rps: float | None, fallback: str = "") -> str:
     """A load level as scenario names spell it: "c=4" (closed loop, per target) or
     "rate=2/s" (open loop, per target); ``fallback`` when neither is known."""

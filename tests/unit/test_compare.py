@@ -433,3 +433,20 @@ def test_embedded_simulator_clock_must_match(tmp_path: Path) -> None:
     assert {r.reason for r in compare_runs(base, faster).results} == {
         "different load settings (simulator.time_scale: 5.0 vs 20.0)"
     }
+
+
+def test_identical_values_read_as_no_change(tmp_path: Path) -> None:
+    """The same records twice: every ratio prints 1.00, which has no direction, so
+    no row reads "1.00x slower" or "1.00x faster" (issue 44)."""
+    from tokrate.report.terminal.comparison_text import describe_change
+
+    records = make_records("b", seed=1, models=("sim-7b",))
+    base = write_run(tmp_path, "b", records)
+    cur = write_run(tmp_path, "c", make_records("b", seed=1, models=("sim-7b",)))
+    c = compare_runs(base, cur)
+    shown = [
+        describe_change(r)
+        for r in c.results
+        if r.change is not None and r.ci_low is not None and r.metric != "error_rate"
+    ]
+    assert shown and all(s.startswith("1.00x, no change to two digits [") for s in shown), shown

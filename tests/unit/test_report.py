@@ -114,7 +114,7 @@ def test_summary_md_is_gfm(built: Path) -> None:
     assert md.startswith("## tokrate report: sweep\n")
     table = [line for line in md.splitlines() if line.startswith("| sim | sim-1b | c=")]
     assert len(table) == 3  # one row per level
-    assert all(line.count(" | ") == 16 for line in table)
+    assert all(line.count(" | ") == 17 for line in table)  # 18 summary columns
 
 
 def test_missing_sizes_and_single_level_are_noted(tmp_path: Path) -> None:

@@ -219,7 +219,7 @@ def test_no_route_below_the_bar_or_missing_one_bar_each() -> None:
     (route,) = table.routes
     assert route.pick is None and route.why == "below_bar"
     assert route.reason == (
-        "no model reaches the 90% pass-rate bar: the best, big, passes 30/40 = 75% (95% CI 60-86%)"
+        "no model reaches the 90% pass-rate bar: the best, big, passes 30/40 = 75% (95% CI 60–86%)"
     )
     summary, info = _run(
         {"small": [_task("cls", 40, 40, slo=0.5)], "big": [_task("cls", 40, 30, slo=1.0)]},

@@ -46,7 +46,7 @@ from tokrate.analysis.tier_pick import Candidate as TierCandidate
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Summary, TaskGroup
-from tokrate.textfmt import fmt_ms
+from tokrate.textfmt import fmt_ms, fmt_pct_interval
 
 __all__ = [
     "DEFAULT_BAR",
@@ -80,7 +80,7 @@ def _ci(j: Judgement) -> str:
     if j.interval is None:
         return "no interval"
     lo, hi = j.interval
-    return f"95% CI {lo * 100:.0f}-{hi * 100:.0f}%"
+    return f"95% CI {fmt_pct_interval(lo, hi)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from tokrate.runfolder.capacity_result import (
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import ScenarioInfo
 from tokrate.spec import CapacitySpec, LoadMode, RunSpec
+from tokrate.textfmt import fmt_pct_interval
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -359,7 +360,7 @@ class _Prober:
             return
         lo, hi = p.interval or (0.0, 0.0)
         frac = p.met_fraction
-        shown = "-" if frac is None else f"{frac:.0%} [{lo:.0%}, {hi:.0%}]"
+        shown = "-" if frac is None else f"{frac:.0%} (95% CI {fmt_pct_interval(lo, hi)})"
         lag = "" if p.loop_lag_p99_ms is None else f", loop lag p99 {p.loop_lag_p99_ms:.1f} ms"
         self.console.print(
             f"capacity {p.phase} {p.scenario}: {p.requests} requests, SLOs met {shown}"

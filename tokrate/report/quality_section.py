@@ -16,6 +16,7 @@ from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.tables import Table
 from tokrate.report.terminal.quality_text import HEADER, quality_rows
+from tokrate.textfmt import fmt_pct_interval
 
 __all__ = ["quality_chart", "quality_tables"]
 
@@ -63,7 +64,7 @@ def _routing_table(key: str, table: RoutingTable, multi: bool) -> Table:
             how = "the cheapest priced" if route.rule == "cheapest" else "the smallest"
             evidence = (
                 f"passes {pick.quality.passed}/{pick.quality.n} = {pick.rate:.0%} "
-                f"[{lo:.0%}, {hi:.0%}]; {how} model that meets"
+                f"(95% CI {fmt_pct_interval(lo, hi)}); {how} model that meets"
                 + ("" if pick.confident else " (its interval reaches below the bar)")
             )
         rows.append(

@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from tokrate.analysis.ordering import model_key
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, HardwareProfile
 from tokrate.report.data import ASSUMED_BYTES_PER_PARAM
 from tokrate.runfolder.summary import Summary
+from tokrate.textfmt import level_label
 
 __all__ = [
     "above_bound_warnings",
@@ -118,6 +119,22 @@ def _size_sources(points: pl.DataFrame) -> list[str]:
     return out
 
 
+def _levels_named(points: pl.DataFrame) -> str:
+    """ " (c=1)": the load levels the points were taken at, so a reader can find the
+    same figures in the summary table (another chart at c=8 shows other speeds)."""
+    if not {"concurrency", "rate_rps"} <= set(points.columns):
+        return ""
+    labels = sorted(
+        {
+            level_label(c, r)
+            for c, r in points.select("concurrency", "rate_rps").iter_rows()
+            if c is not None or r is not None
+        },
+        key=natural_key,
+    )
+    return f" ({', '.join(labels)})" if labels else ""
+
+
 def size_caption(
     points: pl.DataFrame,
     fits: Mapping[str, PowerLawFit],
@@ -129,7 +146,8 @@ def size_caption(
     fitted power law or why none was fitted."""
     text = (
         "Per-stream decode tokens/s (median, p10–p90 whiskers) and TTFT against active "
-        "parameters, at each model's lowest load level, one series per model family "
+        f"parameters, at each model's lowest load level{_levels_named(points)}, one series "
+        "per model family "
         "([[model]] family; default: all targets of a run). Dashed: the memory-bandwidth "
         "bound. "
     )

@@ -18,7 +18,7 @@ from tokrate.report.terminal.stream_words import who_held
 from tokrate.report.terminal.tier_text import candidate_text, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.summary import Group, Summary
-from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
+from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_pct_interval, fmt_tps
 
 __all__ = [
     "Table",
@@ -71,6 +71,8 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "TTFT p95",
         "TTFT from due p95",
         "TPOT p50",
+        # The tier pick's sentences quote a missed TPOT limit as the p95: it is here.
+        "TPOT p95",
         "ITL p99",
         "E2E p95",
         "decode tok/s p50",
@@ -105,6 +107,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
                 _with_es(g.ttft_s.p95, g.ttft_s.p95_es),
                 _with_es(g.ttft_from_due_s.p95, g.ttft_from_due_s.p95_es),
                 per_token or fmt_ms(g.tpot_s.p50),
+                per_token or fmt_ms(g.tpot_s.p95),
                 per_token or fmt_ms(g.itl_s.p99),
                 _with_es(g.e2e_s.p95, g.e2e_s.p95_es),
                 per_token or fmt_tps(g.decode_tps.p50),
@@ -168,7 +171,9 @@ def comparison_table(
                 later = values.get((run_key, key))
                 result = comparisons[run_key].result(endpoint, model, scenario, metric)
                 text = _metric_value(later, metric)
-                if result is not None and result.verdict != "not_comparable":
+                if result is not None and result.verdict == "inconclusive":
+                    text += f" ({describe_change(result)}, inconclusive: {result.reason})"
+                elif result is not None and result.verdict != "not_comparable":
                     text += f" ({describe_change(result)}, {result.verdict})"
                 elif result is not None:
                     text += f" (not comparable: {result.reason})"
@@ -196,7 +201,7 @@ def _fraction(j: Judgement) -> str:
     if not j.n or j.interval is None:
         return DASH
     lo, hi = j.interval
-    return f"{j.met}/{j.n} = {j.met / j.n * 100:.0f}% ({lo * 100:.0f}–{hi * 100:.0f}%)"
+    return f"{j.met}/{j.n} = {j.met / j.n * 100:.0f}% ({fmt_pct_interval(lo, hi)})"
 
 
 def _tier_note(decision: TierDecision) -> str:

@@ -109,6 +109,11 @@ def describe_change(r: MetricResult) -> str:
         shown = 1.0 / ratio
         a = 1.0 / hi if hi > 0 else math.inf
         b = 1.0 / lo if lo > 0 else math.inf
+    if f"{shown:.2f}" == "1.00":
+        # A ratio that prints as 1.00 has no direction a reader could see ("1.00x
+        # slower" for identical values reads as a contradiction); the interval, in
+        # the current/baseline direction, still says how far it could go.
+        return f"1.00x, no change to two digits [{lo:.2f}, {hi:.2f}]"
     return f"{shown:.2f}x {word} [{a:.2f}, {b:.2f}]"
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.summary import Summary
+from tokrate.textfmt import fmt_pct_interval
 
 __all__ = ["quality_rows", "render_quality"]
 
@@ -50,7 +51,7 @@ def quality_rows(summary: Summary) -> list[tuple[str, ...]]:
                 str(n),
                 str(passed),
                 "-" if q.rate is None else f"{q.rate:.0%}",
-                "-" if ci is None else f"{ci[0]:.0%}-{ci[1]:.0%}",
+                "-" if ci is None else fmt_pct_interval(*ci),
                 str(errors),
             )
         )

@@ -34,7 +34,7 @@ from tokrate.analysis.tier_pick import (
     min_requests,
 )
 from tokrate.runfolder.run_info import SloInfo
-from tokrate.textfmt import DASH, fmt_ms
+from tokrate.textfmt import DASH, fmt_ms, fmt_pct_interval
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -80,7 +80,7 @@ def interval_text(j: Judgement) -> str:
     if j.interval is None:
         return DASH
     lo, hi = j.interval
-    return f"95% CI {lo * 100:.0f}–{hi * 100:.0f}%"
+    return f"95% CI {fmt_pct_interval(lo, hi)}"
 
 
 def judgement_text(j: Judgement) -> str:
