@@ -327,3 +327,164 @@ def test_the_routing_table_shows_the_verdicts_routes(browser: Any, default_run: 
         ]
     finally:
         page.close()
+
+
+# --- the four report kinds as documents (issue 44) ---------------------------------
+
+#: A4 and Letter portrait with the page's 12 mm margins, in CSS px (96 per inch): the
+#: width Chromium lays a printed page out at.
+PRINT_WIDTHS = {"A4": round((210 - 24) / 25.4 * 96), "Letter": round(8.5 * 96 - 24 / 25.4 * 96)}
+
+
+@pytest.fixture(scope="module")
+def ab_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tokrate report A B`: the same tiers twice, B's sim-70b a third slower."""
+    root = tmp_path_factory.mktemp("ab")
+    a = synthetic_run(root / "a", run_id="night-a", concurrency=(1, 8), requests_per_level=24)
+    b = synthetic_run(
+        root / "b", run_id="night-b", concurrency=(1, 8), requests_per_level=24, seed=7
+    )
+    return build_report([a, b], root / "ab", formats=("png",)) / "report.html"
+
+
+@pytest.fixture(scope="module")
+def history_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tokrate history` over three nights, the last one's sim-70b 30% slower."""
+    from helpers.runfolders import make_records, write_run
+
+    from tokrate.report.history_pages import build_history
+
+    root = tmp_path_factory.mktemp("nights")
+    for i in range(3):
+        rid = f"night-{i}"
+        records = make_records(rid, seed=i, n=30, slow={"sim-70b": 1.3} if i == 2 else None)
+        write_run(root, rid, records, started_at=f"2026-01-0{i + 1}T02:00:00Z")
+    out, _ = build_history(root, root / "history")
+    return out / "history.html"
+
+
+@pytest.fixture(params=["default", "prices-slos", "a-vs-b", "history"])
+def kind(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    fixture = {
+        "default": "default_run",
+        "prices-slos": "report",
+        "a-vs-b": "ab_report",
+        "history": "history_report",
+    }[request.param]
+    return request.param, request.getfixturevalue(fixture)
+
+
+_CELLS_OUTSIDE = """width => [...document.querySelectorAll('th, td')].flatMap(c => {
+    const style = getComputedStyle(c);
+    if (c.closest('thead') && getComputedStyle(c.closest('thead tr')).position === 'absolute')
+        return [];  // a stacked table's header row: each cell carries its label
+    const box = c.getBoundingClientRect();
+    const out = [];
+    if (box.width === 0 || style.display === 'none' || style.visibility === 'hidden')
+        out.push(['hidden', c.textContent]);
+    if (box.left < -0.5 || box.right > width + 0.5)
+        out.push(['outside the page', c.textContent, box.left, box.right]);
+    if (c.scrollWidth > c.clientWidth + 1)
+        out.push(['text past its cell', c.textContent, c.scrollWidth, c.clientWidth]);
+    return out;
+})"""
+
+
+def test_printing_keeps_every_table_cell_on_the_page(browser: Any, kind: tuple[str, Path]) -> None:
+    """Each report kind printed portrait on A4 and Letter: every table cell (text
+    included) lies inside the page's width, body text is at least 9 pt, and a heading
+    is kept with what follows it. The PDFs are kept under test-artifacts/."""
+    name, report = kind
+    for paper, width in PRINT_WIDTHS.items():
+        page = browser.new_page(viewport={"width": width, "height": 1100})
+        try:
+            page.goto(report.as_uri(), wait_until="load")
+            page.emulate_media(media="print")
+            assert page.locator("table").count() > 0
+            assert page.evaluate(_CELLS_OUTSIDE, width) == [], (name, paper)
+            assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+            sizes = page.eval_on_selector_all(
+                "body, p, li, td, th, dd",
+                "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))",
+            )
+            assert min(sizes) >= 12.0 - 0.01  # 9 pt = 12 CSS px
+            breaks = page.eval_on_selector_all(
+                "h2", "hs => hs.map(h => getComputedStyle(h).breakAfter)"
+            )
+            assert breaks and set(breaks) == {"avoid"}
+            ARTIFACTS.mkdir(exist_ok=True)
+            pdf = page.pdf(format=paper, path=str(ARTIFACTS / f"{name}-{paper}.pdf"))
+            assert pdf.startswith(b"%PDF")
+        finally:
+            page.close()
+
+
+def test_at_800px_every_column_shows(browser: Any, kind: tuple[str, Path]) -> None:
+    """At 800 px no column is hidden: tables reflow to stacked rows, every cell inside
+    the window under its column's name, and the page never scrolls sideways. Screenshots
+    of the top of each kind at 1400 and 800 px go to test-artifacts/."""
+    name, report = kind
+    page, problems, _ = _open(browser, report, 800, 1000)
+    try:
+        assert problems == []
+        assert page.evaluate(_CELLS_OUTSIDE, 800) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 801
+        labels = page.eval_on_selector_all(
+            "tbody td",
+            "tds => tds.map(td => [td.dataset.label, getComputedStyle(td, '::before').content])",
+        )
+        assert labels and all(content == f'"{label}"' for label, content in labels)
+        # No machine path anywhere, the collapsed configuration included.
+        text = page.text_content("body") or ""
+        assert "/tmp/" not in text and str(Path.home()) + "/" not in text
+        widths = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => i.getBoundingClientRect().width)"
+        )
+        assert all(w <= 800 for w in widths)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-800.png"))
+    finally:
+        page.close()
+    page, problems, _ = _open(browser, report, 1400, 900)
+    try:
+        assert problems == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1401
+        page.screenshot(path=str(ARTIFACTS / f"{name}-1400.png"))
+    finally:
+        page.close()
+
+
+def test_multi_run_and_history_reports_lead_with_their_verdict(
+    browser: Any, ab_report: Path, history_report: Path
+) -> None:
+    """`tokrate report A B` opens with whether B changed from A, its table first;
+    `tokrate history` with the latest run's verdict per series and whether anything
+    lies outside its band, its Series table first; no page names an absolute path."""
+    for report, opening, first_table in (
+        (ab_report, "Did night-b change from night-a? ", "What changed: night-b vs night-a"),
+        (history_report, "Latest run night-2: ", "Series"),
+    ):
+        page, problems, _ = _open(browser, report, 1400, 900)
+        try:
+            assert problems == []
+            verdict = page.locator("#verdict p").all_inner_texts()
+            assert verdict[0].startswith(opening), verdict[0]
+            first = page.eval_on_selector("body > section h2", "h => h.textContent")
+            assert first == first_table
+            text = page.text_content("body") or ""
+            assert str(report.parent.parent) not in text and "/tmp/" not in text
+        finally:
+            page.close()
+    page, _, _ = _open(browser, history_report, 1400, 900)
+    try:
+        verdict = page.locator("#verdict p").all_inner_texts()
+        # The planted change: sim-70b's last night is outside its band, never "unchanged".
+        slow = [v for v in verdict if v.startswith("sim-70b c=4 tpot_p50")]
+        assert slow and "regressed" in slow[0]
+        per_series = verdict[1:-1]
+        assert len(per_series) == 5 and not any("unchanged" in v for v in per_series)
+        titles = page.eval_on_selector_all("figure h3", "hs => hs.map(h => h.textContent)")
+        assert "TPOT p50 over time" in titles and "error rate over time" not in titles
+        assert "error rate over time: left out" in page.inner_text("#left-out")
+    finally:
+        page.close()

@@ -320,3 +320,47 @@ def test_a_charts_symlink_out_of_the_folder_is_not_written_through(
     (run / "charts").symlink_to(run / "drawn")
     assert main(["report", str(run)]) == 0
     assert any((run / "drawn").iterdir())
+
+
+def test_a_model_has_one_colour_in_every_chart_of_a_report(tmp_path: Path) -> None:
+    """Colours are assigned once in the report model, models by size: a second run
+    that measured only two of the six models draws them in the colours the first run's
+    charts give them, and every legend entry naming a model is in that model's colour."""
+    import matplotlib.colors as mcolors
+    from helpers.synthetic import default_synthetic_tiers
+
+    from tokrate.report.contents import build_model, load_inputs
+
+    tiers = default_synthetic_tiers()
+    a = synthetic_run(tmp_path / "a", run_id="a", concurrency=(1, 4), requests_per_level=6)
+    b = synthetic_run(
+        tmp_path / "b",
+        run_id="b",
+        tiers=[t for t in tiers if t.name in ("sim-13b", "sim-70b")],
+        concurrency=(1, 4),
+        requests_per_level=6,
+    )
+    by_size = [t.name for t in sorted(tiers, key=lambda t: t.active_params_b)]
+    for runs in ([a, b], [b]):
+        model = build_model(load_inputs(runs))
+        assert list(model.colors) == [m for m in by_size if m in model.colors]
+        assert len(set(model.colors.values())) == len(model.colors)
+        checked = 0
+        for chart in model.charts:
+            fig = chart.figure()
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is None:
+                    continue
+                for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True):
+                    named = [m for m in model.colors if m in text.get_text().split()]
+                    if len(named) != 1 or handle is None or not hasattr(handle, "get_color"):
+                        continue
+                    color = mcolors.to_hex(handle.get_color())
+                    assert color == model.colors[named[0]], (chart.name, text.get_text())
+                    checked += 1
+        assert checked >= 4
+    # The two-model run alone keeps sim-13b's and sim-70b's colours of the two-run report.
+    both = build_model(load_inputs([a, b])).colors
+    alone = build_model(load_inputs([b])).colors
+    assert set(alone) == {"sim-13b", "sim-70b"} and both["sim-13b"] != both["sim-70b"]

@@ -11,7 +11,9 @@ and every renderer (chart files, report.html, summary.md) shows what it yields.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +28,7 @@ from tokrate.report import answers_section as _answers
 from tokrate.report import cache_section as _cache
 from tokrate.report import capacity_section as _capacity
 from tokrate.report import chart_entries as _core
+from tokrate.report import comparison_section as _changed
 from tokrate.report import connect as _connect
 from tokrate.report import data as _data
 from tokrate.report import quality_section as _quality
@@ -45,6 +48,7 @@ from tokrate.report.model import (
     TableDeclaration,
     not_drawn,
 )
+from tokrate.report.styles import model_colors
 from tokrate.report.tables import (
     Table,
     comparison_table,
@@ -130,8 +134,20 @@ def gather_inputs(
         groups=_data.group_table(ordered),
         size_speed=_size_speed(records, sizes, hardware, _time_scale(runs)),
         comparisons={k: compare_loaded(first, r) for k, r in runs[1:]},
+        colors=model_colors(_models_by_size(ordered, runs)),
         hardware_named=hardware_named,
     )
+
+
+def _models_by_size(
+    summaries: Sequence[tuple[str, Summary]], runs: Sequence[tuple[str, LoadedRun]]
+) -> list[str]:
+    """Every model of the report, once, in the order of its tables (the summaries'
+    groups: by size where sizes are known, then by name), then any model a run names
+    that measured nothing."""
+    models = [g.model for _, s in summaries for g in s.groups]
+    models += [t.model for _, r in runs for t in r.info.targets]
+    return list(dict.fromkeys(models))
 
 
 def _time_scale(runs: Sequence[tuple[str, LoadedRun]]) -> float:
@@ -319,7 +335,7 @@ def build_model(inputs: ReportInputs) -> ReportModel:
             if isinstance(item, LeftOut):
                 left_out.append(item.note)
             else:
-                charts.append(item)
+                charts.append(replace(item, colors=inputs.colors))
     tables: list[Table] = []
     for declare_tables in TABLES:
         for part in declare_tables(inputs):
@@ -338,16 +354,36 @@ def build_model(inputs: ReportInputs) -> ReportModel:
         banners=tuple(_banners(inputs)),
         meta=tuple(line for declare_meta in META for line in declare_meta(inputs)),
         warnings=tuple(_warnings(inputs)),
+        lead=tuple(_changed.changed_tables(inputs)),
         decision=decision,
-        verdict=tuple(verdict_lines(decision)),
+        # A multi-run report answers "did B change from A?" before the tier pick.
+        verdict=(*_changed.changed_lines(inputs), *verdict_lines(decision)),
         tier=tier_tables(decision),
         tables=tuple(tables),
         charts=tuple(charts),
         left_out=tuple(left_out),
         errors=errors_table(_data.error_examples(inputs.records)),
-        configs=tuple((k, r.info.config) for k, r in inputs.runs),
+        configs=tuple((k, relative_paths(r.info.config, r.path)) for k, r in inputs.runs),
+        colors=inputs.colors,
         faults=tuple(faults),
     )
+
+
+def relative_paths(value: Any, run_dir: Path) -> Any:
+    """``value`` (run.json's config) with every absolute path made relative to the
+    run folder ("..", "../prompts/x.jsonl"), and one outside the run folder's parent
+    (a cache, a home directory) shortened to ".../<name>": a report goes into
+    documents, and a machine's paths do not belong there."""
+    if isinstance(value, dict):
+        return {k: relative_paths(v, run_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relative_paths(v, run_dir) for v in value]
+    if isinstance(value, str) and value.startswith("/") and "\n" not in value:
+        path, base = Path(value), run_dir.resolve()
+        if path.is_relative_to(base.parent):
+            return os.path.relpath(path, base)
+        return f".../{path.name}"
+    return value
 
 
 def _declared_name(declare: ChartDeclaration) -> str:

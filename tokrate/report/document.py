@@ -27,6 +27,7 @@ def report_html(model: ReportModel, drawn: DrawnCharts) -> str:
             banners=model.banners,
             verdict=model.verdict,
             warnings=model.warnings,
+            lead=model.lead,
             tier=model.tier,
             meta_title="Run",
             tables=model.tables,
@@ -44,7 +45,7 @@ def report_markdown(model: ReportModel, drawn: DrawnCharts) -> str:
         title=model.title,
         meta=[*(("note", b) for b in model.banners), *model.meta],
         verdict=model.verdict,
-        tables=[*model.tier, *model.tables, model.errors],
+        tables=[*model.lead, *model.tier, *model.tables, model.errors],
         notes=_left_out(model, drawn),
         warnings=model.warnings,
     )

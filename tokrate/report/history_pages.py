@@ -14,6 +14,7 @@ Markdown.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -26,6 +27,7 @@ from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
 from tokrate.fileio import FileRefused, make_folder, write_atomic
 from tokrate.report.html import ChartImage, Page, render_html
+from tokrate.report.styles import model_colors
 from tokrate.report.tables import Table
 from tokrate.spec.thresholds import ABSOLUTE_METRICS, DEFAULT_THRESHOLDS, Threshold
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
@@ -34,6 +36,11 @@ __all__ = ["build_history", "write_history"]
 
 #: verdict -> (matplotlib marker, colour, symbol in tables); any other verdict of a
 #: point outside its band gets the last entry.
+#: Marker and line style per level (c=1, c=8, ...) in the trend charts; the colour
+#: is the model's.
+_LEVEL_MARKERS: Final = ("o", "s", "^", "D", "v", "P")
+_LEVEL_LINES: Final = ("-", "--", ":", "-.")
+
 _MARKS: Final = {
     "regressed": ("v", "#c0392b", "▼"),
     "improved": ("^", "#1e8449", "▲"),
@@ -52,6 +59,28 @@ def _unit(metric: str) -> tuple[str, float]:
     if metric.startswith("decode_tps"):
         return "tok/s", 1.0
     return "ms", 1000.0
+
+
+#: The first word(s) of a metric id in the words of the report's tables.
+_METRIC_WORDS: Final = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "itl": "ITL",
+    "e2e": "E2E",
+    "decode_tps": "decode tok/s",
+    "error_rate": "error rate",
+    "pass_rate": "pass rate",
+}
+
+
+def metric_words(metric: str) -> str:
+    """``tpot_p50`` as the tables write it, "TPOT p50"; an unknown id as it is."""
+    for prefix, words in sorted(_METRIC_WORDS.items(), key=lambda kv: -len(kv[0])):
+        if metric == prefix:
+            return words
+        if metric.startswith(prefix + "_"):
+            return f"{words} {metric[len(prefix) + 1 :]}"
+    return metric
 
 
 def _fmt(value: float | None, metric: str) -> str:
@@ -104,24 +133,29 @@ def _chart(history: History, metric: str) -> bytes:
     multi_ep = data["endpoint"].n_unique() > 1
     fig = Figure(figsize=(9, 4.6), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    for (endpoint, model, scenario), g in _in_model_order(
-        data.group_by(["endpoint", "model", "scenario"], maintain_order=True)
-    ):
+    groups = _in_model_order(data.group_by(["endpoint", "model", "scenario"], maintain_order=True))
+    # One colour per model (by the tables' order), one marker and line style per
+    # level: sim-1b c=1 and sim-70b c=1 never share a colour, however many series.
+    colors = model_colors([str(k[1]) for k, _ in groups])
+    levels = list(dict.fromkeys(str(k[2]) for k, _ in groups))
+    for (endpoint, model, scenario), g in groups:
         g = g.sort("started_at")
-        color = None
+        color = colors[str(model)]
+        level = levels.index(str(scenario))
         label = _series_label(str(endpoint), str(model), str(scenario), multi_ep)
         # One line per segment: runs compare would not compare never share a line.
         for _, seg in g.group_by("segment", maintain_order=True):
-            (line,) = ax.plot(
+            ax.plot(
                 seg["started_at"].to_list(),
                 (seg["value"] * factor).to_list(),
-                marker=".",
-                markersize=3,
+                marker=_LEVEL_MARKERS[level % len(_LEVEL_MARKERS)],
+                markersize=4,
+                linestyle=_LEVEL_LINES[level % len(_LEVEL_LINES)],
                 linewidth=1.2,
                 color=color,
                 label=label,
             )
-            color, label = line.get_color(), "_nolegend_"
+            label = "_nolegend_"
             # A band with no upper end (tokens/s with a threshold of -100%) is drawn to
             # four times the line's top, so it cannot flatten the chart.
             band = seg.filter(pl.col("band_low").is_not_null()).with_columns(
@@ -162,11 +196,17 @@ def _chart(history: History, metric: str) -> bytes:
                 edgecolors="black",
                 linewidths=0.5,
             )
-    # Zero-based axis: a trend chart that starts at the data minimum makes noise look
-    # like a cliff.
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"{metric} over time", fontsize=10)
-    ax.set_ylabel(f"{metric} ({unit})")
+    values = (data["value"] * factor).filter(data["value"] > 0)
+    if values.len() and float(values.max()) > 10 * float(values.min()):  # type: ignore[arg-type]
+        # Past a decade a linear axis flattens the small models into a line on the
+        # floor; a log axis shows every series' own changes.
+        ax.set_yscale("log")
+    else:
+        # Zero-based axis: a trend chart that starts at the data minimum makes noise
+        # look like a cliff.
+        ax.set_ylim(bottom=0)
+    ax.set_title(_chart_title(metric), fontsize=10)
+    ax.set_ylabel(f"{metric_words(metric)} ({unit})")
     ax.grid(True, alpha=0.3)
     if data.height:
         # Outside the data: a trend legend over the lines hides the newest nights.
@@ -177,6 +217,17 @@ def _chart(history: History, metric: str) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def _chart_title(metric: str) -> str:
+    return f"{metric_words(metric)} over time"
+
+
+def _flat(history: History, metric: str) -> bool:
+    """Whether ``metric`` has one value in every run of every series (an error rate
+    of 0 every night): a chart of it shows nothing, the note says so instead."""
+    values = history.points.filter(pl.col("metric") == metric)["value"].drop_nulls()
+    return bool(values.len()) and values.n_unique() == 1
 
 
 def _table_rows(history: History) -> list[dict[str, str]]:
@@ -203,13 +254,73 @@ def _table_rows(history: History) -> list[dict[str, str]]:
                 "runs": str(g.height) + (f" in {segments} segments" if segments > 1 else ""),
                 "latest": _fmt(last["value"], metric),
                 "band": band,
-                "latest vs its baseline": (
-                    f"{last['verdict']} (vs {last['vs_run']})" if last["verdict"] else DASH
-                ),
+                "latest vs its baseline": _latest_words(last),
                 "outside the band": ", ".join(marked) or DASH,
             }
         )
     return rows
+
+
+def _latest_words(last: dict[str, Any]) -> str:
+    """The latest point's verdict against its baseline. A point outside its band is
+    never "unchanged": it is outside, and compare did not call it a change (its
+    interval still holds no change, or too few samples)."""
+    verdict = last["verdict"]
+    if not verdict:
+        return DASH
+    if last["outside"] and verdict not in ("regressed", "improved"):
+        shown = "not significant" if verdict == "unchanged" else str(verdict).replace("_", " ")
+        return f"outside its band, {shown} (vs {last['vs_run']})"
+    return f"{verdict} (vs {last['vs_run']})"
+
+
+def _verdict_lines(history: History) -> list[str]:
+    """What the page opens with: the latest run's verdict per series (counts, then
+    each series that changed or lies outside its band, quoted as the Series table
+    shows it), and how many points of the whole history lie outside their band."""
+    points = history.points
+    if not points.height:
+        return ["No run under this folder has a measured series."]
+    latest = points.sort("started_at").row(-1, named=True)["run_name"]
+    last = points.filter(pl.col("run_name") == latest)
+    judged = last.filter(pl.col("verdict").is_not_null())
+    counts = {v: judged.filter(pl.col("verdict") == v).height for v in _TOLD}
+    told = ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in counts.items() if n)
+    outside = last.filter(pl.col("outside"))
+    multi_ep = points["endpoint"].n_unique() > 1
+    lines = [
+        f"Latest run {latest}: {last.height} series, {judged.height} judged against their "
+        f"baseline ({told or 'none judged'}); "
+        + (
+            f"{outside.height} outside their band."
+            if outside.height
+            else "every series inside its band."
+        )
+    ]
+    rows = sorted(
+        outside.iter_rows(named=True),
+        key=lambda row: (
+            model_key(str(row["model"])),
+            natural_key(str(row["endpoint"])),
+            natural_key(str(row["scenario"])),
+        ),
+    )
+    for row in rows:
+        target = _series_label(row["endpoint"], row["model"], row["scenario"], multi_ep)
+        metric = str(row["metric"])
+        band = f"{_fmt(row['band_low'], metric)} – {_fmt(row['band_high'], metric)}"
+        lines.append(
+            f"{target} {metric}: {_fmt(row['value'], metric)}, band {band}: {_latest_words(row)}."
+        )
+    lines.append(
+        f"Across all {history.runs} runs, {history.changes.height} point(s) lie outside "
+        "their band (marked in the charts; listed per series in the table)."
+    )
+    return lines
+
+
+#: The verdicts the opening line counts, in the order it tells them.
+_TOLD: Final = ("regressed", "improved", "unchanged", "inconclusive", "not_comparable")
 
 
 def _segment_rows(history: History) -> list[dict[str, str]]:
@@ -242,15 +353,33 @@ def _md_table(rows: Sequence[dict[str, str]]) -> list[str]:
     return out
 
 
-def _markdown(history: History, rows: list[dict[str, str]], segments: list[dict[str, str]]) -> str:
+def _where(history: History, out: Path) -> str:
+    """The history's folder as the pages name it: relative to the output folder (no
+    machine's absolute path in a page that goes into a document)."""
+    return os.path.relpath(Path(history.root).resolve(), Path(out).resolve())
+
+
+def _title(history: History) -> str:
+    return f"tokrate history: {history.runs} runs under {Path(history.root).resolve().name}/"
+
+
+def _markdown(
+    history: History,
+    rows: list[dict[str, str]],
+    segments: list[dict[str, str]],
+    notes: Sequence[str] = (),
+) -> str:
     """Plain Markdown: our own words as written, names and paths escaped."""
     out = [
-        f"# tokrate history: {history.runs} runs under {md_escape(history.root)}",
+        f"# {md_escape(_title(history))}",
         "",
+        *(f"**{md_escape(line)}**\n" for line in _verdict_lines(history)),
         f"{history.changes.height} point(s) outside their band. {_band_text(history)}.",
         "",
         *_md_table(rows),
     ]
+    if notes:
+        out += ["", *(f"- left out: {md_escape(n)}" for n in notes)]
     if segments:
         out += ["", "## Segments", "", "Runs compare would not compare never share a line:", ""]
         out += _md_table(segments)
@@ -264,9 +393,12 @@ def _html(
     rows: list[dict[str, str]],
     segments: list[dict[str, str]],
     charts: dict[str, bytes],
+    *,
+    where: str,
+    notes: Sequence[str] = (),
 ) -> str:
     band = _band_text(history)
-    tables = [
+    lead = [
         Table(
             title="Series",
             header=tuple(rows[0]) if rows else (),
@@ -275,6 +407,7 @@ def _html(
             numeric=tuple(h in ("latest", "band") for h in (rows[0] if rows else ())),
         )
     ]
+    tables = []
     if segments:
         tables.append(
             Table(
@@ -286,11 +419,11 @@ def _html(
             )
         )
     images = [
-        ChartImage(name=m, title=f"{m} over time", caption=band, png=png)
+        ChartImage(name=m, title=_chart_title(m), caption=band, png=png)
         for m, png in charts.items()
     ]
     meta: list[tuple[str, Any]] = [
-        ("folder", history.root),
+        ("folder", where),
         ("runs", str(history.runs)),
         ("points outside their band", str(history.changes.height)),
         ("noise window", f"newest {history.window} earlier runs of a segment"),
@@ -298,10 +431,13 @@ def _html(
     ]
     return render_html(
         Page(
-            title=f"tokrate history: {history.runs} runs under {history.root}",
+            title=_title(history),
             meta=meta,
+            verdict=_verdict_lines(history),
             warnings=history.warnings,
+            lead=lead,
             tables=tables,
+            notes=notes,
             charts=images,
         )
     )
@@ -315,11 +451,20 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
         rows = _table_rows(history)
         segments = _segment_rows(history)
         charts: dict[str, bytes] = {}
+        notes: list[str] = []
         for metric in metrics:
+            if _flat(history, metric):
+                value = history.points.filter(pl.col("metric") == metric)["value"].drop_nulls()
+                notes.append(
+                    f"{_chart_title(metric)}: left out, {_fmt(float(value[0]), metric)} in "
+                    "every run of every series (nothing changed to draw)"
+                )
+                continue
             charts[metric] = _chart(history, metric)
             write_atomic(out / "charts" / f"{metric}.png", charts[metric])
-        write_atomic(out / "history.md", _markdown(history, rows, segments).encode("utf-8"))
-        page = _html(history, rows, segments, charts)
+        text = _markdown(history, rows, segments, notes)
+        write_atomic(out / "history.md", text.encode("utf-8"))
+        page = _html(history, rows, segments, charts, where=_where(history, out), notes=notes)
         write_atomic(out / "history.html", page.encode("utf-8"))
         csv = io.BytesIO()
         history.points.with_columns(pl.col("started_at").dt.to_string("iso")).write_csv(csv)

@@ -60,6 +60,12 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+#: Screen: long text cells wrap, numbers never do; below 820 px wide every table
+#: reflows to stacked rows (one card per row, each cell under its column's name from
+#: ``data-label``) so no column is hidden behind a sideways scroll. Print (A4 or Letter,
+#: portrait): the same stacked rows for a table too wide for the page (``table.wide``),
+#: every other table at the page's width with its cells wrapping, body text at 10 pt,
+#: tables at 9 pt, and a heading kept with what follows it.
 _CSS: Final = """
 :root { color-scheme: light; --fg:#1b1f24; --muted:#57606a; --line:#d0d7de; --bg2:#f6f8fa; --warn:#9a6700; }
 * { box-sizing: border-box; }
@@ -73,25 +79,74 @@ h2 { font-size: 1.25em; border-bottom: 1px solid var(--line); padding-bottom: .2
 .banner { border: 1px solid var(--warn); background: #fff8c5; padding: 8px 12px; border-radius: 6px; margin: 10px 0; }
 .scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; max-width: 100%; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0 4px; }
-th, td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: top; white-space: nowrap; }
-td.wrap { white-space: normal; min-width: 16em; max-width: 32em; overflow-wrap: anywhere; }
-th { background: var(--bg2); text-align: left; white-space: nowrap; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: top; white-space: normal; overflow-wrap: break-word; }
+td.wrap { min-width: 12em; max-width: 32em; overflow-wrap: anywhere; }
+th { background: var(--bg2); text-align: left; min-width: 4.5em; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.msg { white-space: normal; min-width: 16em; max-width: 42em; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px; }
+td.msg { min-width: 16em; max-width: 42em; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px; }
 figure { margin: 12px 0 20px; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption, .note { color: var(--muted); font-size: 13px; }
-pre { background: var(--bg2); padding: 10px; overflow-x: auto; font-size: 12px; white-space: pre; }
+pre { background: var(--bg2); padding: 10px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 dl.defs dt { font-weight: 600; } dl.defs dd { margin: 0 0 6px 1.2em; }
 ul.notes li { color: var(--muted); }
 @media (max-width: 640px) { body { padding: 10px; font-size: 14px; } .meta { gap: 2px 8px; font-size: 13px; } }
+@media screen and (max-width: 820px) {
+  table, thead, tbody, tr, th, td { display: block; }
+  table { border: 0; width: 100%; }
+  thead tr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  tbody tr { border: 1px solid var(--line); border-radius: 4px; margin: 0 0 8px; padding: 2px 0; }
+  td, td.num, td.wrap, td.msg { border: 0; border-bottom: 1px solid var(--bg2); display: grid;
+       grid-template-columns: minmax(7em, 38%) 1fr; gap: 8px; text-align: left;
+       white-space: normal; min-width: 0; max-width: none; overflow-wrap: anywhere; }
+  td::before { content: attr(data-label); color: var(--muted); font-family: system-ui, sans-serif; font-size: 12px; }
+}
+@page { size: auto; margin: 12mm; }
 @media print {
-  body { max-width: none; padding: 0; font-size: 11px; }
-  .scroll { overflow: visible; } pre { white-space: pre-wrap; }
-  figure, table { break-inside: avoid; } h2 { break-after: avoid; }
+  body { max-width: none; padding: 0; font-size: 10pt; }
+  .verdict p { font-size: 10.5pt; }
+  .scroll { overflow: visible; } pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 9pt; }
+  table { font-size: 9pt; width: 100%; }
+  th, td, td.num, td.wrap, td.msg { white-space: normal; min-width: 0; max-width: none; padding: 2px 4px; }
+  td.wrap, td.msg { overflow-wrap: anywhere; }
+  th { min-width: 0; overflow-wrap: normal; }
+  table.wide, table.wide thead, table.wide tbody, table.wide tr, table.wide td { display: block; }
+  table.wide { border: 0; }
+  table.wide thead tr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  table.wide tbody tr { border: 1px solid var(--line); margin: 0 0 4pt; break-inside: avoid;
+       display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); }
+  table.wide td { border: 0; text-align: left; }
+  table.wide td::before { content: attr(data-label) ": "; color: var(--muted); }
+  tr, figure, .verdict p { break-inside: avoid; }
+  h1, h2, h3, thead, .note { break-after: avoid; }
+  h2 + .note, figcaption { break-before: avoid; }
+  figure img { max-height: 230mm; }
   details { display: block; } details > summary { display: none; }
   a { color: inherit; text-decoration: none; }
 }
 """
+
+
+#: The characters of table text (9 pt) a printed portrait page holds on one line, A4 or
+#: Letter with 12 mm margins (about 180 mm), less the cells' padding: a table whose
+#: columns need more prints as stacked rows instead of losing its right-hand columns.
+_PRINT_LINE_CHARS: Final = 110
+#: How far a wrapping cell is allowed to shrink when the table is measured for print
+#: (the longest word it holds, at least this many characters).
+_WRAPPED_CELL_CHARS: Final = 14
+
+
+def _print_class(table: Table) -> str:
+    """' class="wide"' for a table whose narrowest printable layout (numbers and
+    headers' longest words whole, long text wrapped) is wider than a portrait page."""
+    need = 0
+    for i, name in enumerate(table.header):
+        texts = [name, *(row[i] for row in table.rows)]
+        longest_word = max((len(w) for t in texts for w in t.split()), default=0)
+        numeric = bool(table.numeric) and table.numeric[i]
+        longest = max(len(t) for t in texts[1:]) if numeric else 0
+        need += max(longest_word, longest, min(_WRAPPED_CELL_CHARS, max(map(len, texts))))
+        need += 2
+    return ' class="wide"' if need > _PRINT_LINE_CHARS else ""
 
 
 def _table_html(table: Table, *, html_id: str) -> str:
@@ -110,12 +165,12 @@ def _table_html(table: Table, *, html_id: str) -> str:
                 klass = ' class="msg"'
             else:
                 klass = ' class="wrap"' if wrap else ""
-            cells.append(f"<td{klass}>{_e(cell)}</td>")
+            cells.append(f'<td{klass} data-label="{_e(table.header[i])}">{_e(cell)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
     return (
         f'<section id="{_e(html_id)}"><h2>{_e(table.title)}</h2>{note}'
-        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f'<div class="scroll"><table{_print_class(table)}><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div></section>"
     )
 
@@ -130,7 +185,10 @@ class Page:
     #: The verdict sentences the page opens with (the tier pick in words).
     verdict: Sequence[str] = ()
     warnings: Sequence[str] = ()
-    #: The decision tables (tier pick, its evidence), right after the verdict.
+    #: The tables that answer the page's question (a multi-run report's "What
+    #: changed"), right after the verdict.
+    lead: Sequence[Table] = ()
+    #: The decision tables (tier pick, its evidence), after the lead tables.
     tier: Sequence[Table] = ()
     #: The heading of the metadata list.
     meta_title: str = "Details"
@@ -144,8 +202,8 @@ class Page:
 def render_html(page: Page) -> str:
     """The whole report as one HTML string (UTF-8, no external references).
 
-    Order: title, banners (interrupted runs), the verdict and the tier tables (first:
-    they are the decision), warnings, the run's metadata, summary tables, charts, notes
+    Order: title, banners (interrupted runs), the verdict, the lead tables (what
+    changed between runs) and the tier tables (first: they are the answer), warnings, the run's metadata, summary tables, charts, notes
     on charts left out, errors, configs (secrets redacted), definitions.
     """
     parts = [
@@ -163,6 +221,8 @@ def render_html(page: Page) -> str:
         parts += [f"<p>{_e(line)}</p>" for line in page.verdict]
         parts.append("</section>")
     parts.append("</header>")
+    for i, table in enumerate(page.lead):
+        parts.append(_table_html(table, html_id="what-changed" if i == 0 else f"changed-{i}"))
     for i, table in enumerate(page.tier):
         parts.append(_table_html(table, html_id="tier-pick" if i == 0 else f"tier-{i}"))
     if page.warnings:

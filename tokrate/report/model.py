@@ -19,7 +19,7 @@ Three steps, each a pure function of the one before:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
@@ -27,6 +27,7 @@ import polars as pl
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.analysis.tier_pick import TierDecision
 from tokrate.hardware import HardwareProfile
+from tokrate.report.styles import colors_in_use
 from tokrate.report.tables import Table
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.loaded_run import LoadedRun
@@ -68,17 +69,22 @@ def not_drawn(title: str) -> str:
 class Chart(Generic[D]):
     """One chart of the report: ``name`` is its file stem (charts/<name>.png),
     ``title`` its heading, ``caption`` what it shows, ``data`` what it is drawn from
-    and ``draw`` how (a pure function of ``data`` returning a new figure)."""
+    and ``draw`` how (a pure function of ``data`` returning a new figure). ``colors``
+    is the report's colour per model (:attr:`ReportModel.colors`, set when the model is
+    built), so a model looks the same in every chart."""
 
     name: str
     title: str
     caption: str
     data: D
     draw: Callable[[D], Figure]
+    colors: Mapping[str, str] = field(default_factory=dict)
 
     def figure(self) -> Figure:
-        """A new figure of this chart (each call draws it again)."""
-        return self.draw(self.data)
+        """A new figure of this chart (each call draws it again), in the report's
+        model colours."""
+        with colors_in_use(self.colors):
+            return self.draw(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,9 @@ class ReportInputs:
     groups: pl.DataFrame
     size_speed: SizeSpeed
     comparisons: Mapping[str, Comparison]
+    #: One colour per model of every run, assigned once, models by size
+    #: (tokrate.report.styles.model_colors); every chart draws with it.
+    colors: Mapping[str, str] = field(default_factory=dict)
     #: Whether someone named the bound's hardware (--hardware, or the run's [output]
     #: hardware); False: tokrate's default profile, an assumption the charts state.
     hardware_named: bool = True
@@ -158,6 +167,9 @@ class ReportModel:
     banners: tuple[str, ...]
     meta: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    #: What the report answers first: in a multi-run report, whether each later run
+    #: changed from the first (the sentences open ``verdict``; the tables come first).
+    lead: tuple[Table, ...]
     #: The tier pick: the decision, its verdict sentences and its tables.
     decision: TierDecision
     verdict: tuple[str, ...]
@@ -168,6 +180,8 @@ class ReportModel:
     errors: Table
     #: (run key, run.json config) per run; renderers redact secrets.
     configs: tuple[tuple[str, Any], ...]
+    #: One colour per model, the same in every chart (ReportInputs.colors).
+    colors: Mapping[str, str] = field(default_factory=dict)
     #: (declaration, error) of every chart declaration that raised (never shown: its
     #: note in ``left_out`` says it in words); for tests and debugging.
     faults: tuple[tuple[str, str], ...] = ()

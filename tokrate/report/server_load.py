@@ -122,6 +122,12 @@ def server_load_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
         )
         return
     server = server_points(scraped)
+    # A server serves more models than a run may measure (the simulator all its
+    # tiers): its lines and legend show only the models this report ran (all of them
+    # where the server names its models otherwise than the requests did).
+    run_models = inputs.records.select(pl.col("model").unique()).collect().to_series()
+    ran = server.filter(pl.col("model").is_null() | pl.col("model").is_in(run_models))
+    server = ran if ran.height else server
     if not server.height:
         names = sorted({m for _, _, s in scraped for m in s.get_column("metric").unique()})
         shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
