@@ -62,7 +62,8 @@ def _e(text: object) -> str:
 
 #: Screen: long text cells wrap, numbers never do; below 820 px wide every table
 #: reflows to stacked rows (one card per row, each cell under its column's name from
-#: ``data-label``) so no column is hidden behind a sideways scroll. Print (A4 or Letter,
+#: ``data-label``) so no column is hidden behind a sideways scroll, and a chart keeps
+#: its drawn size (its text legible) and scrolls sideways in its own box. Print (A4 or Letter,
 #: portrait): the same stacked rows for a table too wide for the page (``table.wide``),
 #: every other table at the page's width with its cells wrapping, body text at 10 pt,
 #: tables at 9 pt, and a heading kept with what follows it.
@@ -99,6 +100,8 @@ ul.notes li { color: var(--muted); }
        grid-template-columns: minmax(7em, 38%) 1fr; gap: 8px; text-align: left;
        white-space: normal; min-width: 0; max-width: none; overflow-wrap: anywhere; }
   td::before { content: attr(data-label); color: var(--muted); font-family: system-ui, sans-serif; font-size: 12px; }
+  .chart { overflow-x: auto; -webkit-overflow-scrolling: touch; }
+  .chart img { max-width: none; width: auto; }
 }
 @page { size: auto; margin: 12mm; }
 @media print {
@@ -247,7 +250,8 @@ def render_html(page: Page) -> str:
             data = base64.b64encode(chart.png).decode("ascii")
             parts.append(
                 f'<figure id="chart-{_e(chart.name)}"><h3>{_e(chart.title)}</h3>'
-                f'<img alt="{_e(chart.title)}" src="data:image/png;base64,{data}">'
+                f'<div class="chart"><img alt="{_e(chart.title)}" '
+                f'src="data:image/png;base64,{data}"></div>'
                 f"<figcaption>{_e(chart.caption)}</figcaption></figure>"
             )
         parts.append("</section>")
