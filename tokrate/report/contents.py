@@ -371,9 +371,10 @@ def build_model(inputs: ReportInputs) -> ReportModel:
 
 def relative_paths(value: Any, run_dir: Path) -> Any:
     """``value`` (run.json's config) with every absolute path made relative to the
-    run folder ("..", "../prompts/x.jsonl"), and one outside the run folder's parent
-    (a cache, a home directory) shortened to ".../<name>": a report goes into
-    documents, and a machine's paths do not belong there."""
+    run folder ("..", "../prompts/x.jsonl"), and a file or folder outside the run
+    folder's parent (a cache, a home directory) shortened to ".../<name>": a report
+    goes into documents, and a machine's paths do not belong there. A string that
+    only looks like a path (an API route, "/v1/chat/completions") is left as it is."""
     if isinstance(value, dict):
         return {k: relative_paths(v, run_dir) for k, v in value.items()}
     if isinstance(value, list):
@@ -382,7 +383,8 @@ def relative_paths(value: Any, run_dir: Path) -> Any:
         path, base = Path(value), run_dir.resolve()
         if path.is_relative_to(base.parent):
             return os.path.relpath(path, base)
-        return f".../{path.name}"
+        if path.exists():
+            return f".../{path.name}"
     return value
 
 
