@@ -11,6 +11,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import polars as pl
+import pytest
 
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.routing import ROUTING_LAYOUT, routing_table
@@ -337,3 +338,26 @@ def test_the_trade_chart_says_which_model_has_no_speed_to_draw() -> None:
     (chart,) = [i for i in items if not isinstance(i, LeftOut)]
     assert chart.figure() is not None  # draws with the speedless model left out
     assert {(p.model, p.decode_tps) for p in chart.data} == {("small", None), ("big", 50.0)}
+
+
+@pytest.mark.parametrize(("passed", "n"), [(19, 19), (38, 38), (0, 5), (0, 19)])
+def test_the_trade_chart_draws_all_or_none_passed(passed: int, n: int) -> None:
+    """A model that passed all of its 19 (or 38) checked answers, or none of 5, still
+    gets its point and error bar: the Wilson ends are exact at 0 and 1, so no bar is
+    negative ("'yerr' must not contain negative values" lost the chart, issue 44)."""
+    summary, info = _run(
+        {"small": [_task("cls", n, passed)], "big": [_task("cls", 40, 39)]}, SloInfo(), {}
+    )
+    speeds = {"small": Distribution(n=40, p50=200.0), "big": Distribution(n=40, p50=50.0)}
+    summary = Summary("r1", tuple(replace(g, decode_tps=speeds[g.model]) for g in summary.groups))
+    inputs = SimpleNamespace(
+        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),)
+    )
+    items = list(quality_chart(inputs))  # type: ignore[arg-type]
+    (chart,) = [i for i in items if not isinstance(i, LeftOut)]
+    point = next(p for p in chart.data if p.model == "small")
+    assert point.lo <= point.rate <= point.hi
+    from tokrate.report.drawing import chart_files
+
+    files = chart_files(chart.figure(), ("png",))
+    assert files["png"].startswith(b"\x89PNG")
