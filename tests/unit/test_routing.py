@@ -357,6 +357,8 @@ def test_the_trade_chart_draws_all_or_none_passed(passed: int, n: int) -> None:
     (chart,) = [i for i in items if not isinstance(i, LeftOut)]
     point = next(p for p in chart.data if p.model == "small")
     assert point.lo <= point.rate <= point.hi
+    # The speed panel names its load level, so its figures can be found in a table.
+    assert "at each model's lowest load level (c=4), as in the size chart" in chart.caption
     from tokrate.report.drawing import chart_files
 
     files = chart_files(chart.figure(), ("png",))

@@ -10,7 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from tokrate.analysis.ordering import model_key
+from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.analysis.routing import RoutingTable, routing_table
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
@@ -132,9 +132,14 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
     points: list[_Point] = []
     unsized: set[str] = set()
     speed: dict[str, float | None] = {}
+    levels: dict[str, str] = {}
     for _key, summary in inputs.summaries:
         for g in summary.groups:
-            speed[g.model] = g.decode_tps.p50
+            # Groups come lightest level first: the speed at each model's lowest load
+            # level, the one the size chart shows, so both charts agree and say which.
+            if g.model not in speed:
+                speed[g.model] = g.decode_tps.p50
+                levels[g.model] = g.level
     for _key, table in _routings(inputs):
         for route in table.routes:
             for c in route.candidates:
@@ -165,12 +170,20 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
         "quality_vs_size",
         "Answer quality and speed vs model size",
         "Left: pass rate of checked answers per task, with Wilson 95% intervals, against "
-        "active parameters. Right: per-stream decode speed (median). The routing table "
+        "active parameters. Right: per-stream decode speed (median) at each model's "
+        f"lowest load level{_levels_named(levels, points)}, as in the size chart. The "
+        "routing table "
         "names each task's pick: the model that reaches your bar on enough answers and "
         "meets the SLOs.",
         tuple(points),
         _draw,
     )
+
+
+def _levels_named(levels: dict[str, str], points: list[_Point]) -> str:
+    """ " (c=1)": the levels the speed panel's points were taken at."""
+    shown = sorted({levels[p.model] for p in points if p.model in levels}, key=natural_key)
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 @house_style
