@@ -156,6 +156,7 @@ def test_a_field_a_stream_cannot_honour_is_refused_naming_file_line_and_field(
     [
         ("NaN", "invalid JSON (NaN is not JSON: a server refuses it, or reads it as null)"),
         ("-Infinity", "invalid JSON (-Infinity is not JSON"),
+        ("1e999", "invalid JSON (1e999 is too large for a number: it would be read as infinity)"),
         (str(2**64), f"invalid JSON (integer {2**64} does not fit in 64 bits"),
         (str(-(2**63) - 1), "does not fit in 64 bits, so it cannot be sent"),
         ("9" * 5000, "invalid JSON (integer 99999999999999999999... (5000 digits) does not fit"),
@@ -218,6 +219,26 @@ def test_the_body_flag_refuses_what_a_stream_cannot_honour(
     assert main(["run", "--body", "n=4", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("tokrate: error: tokrate run: --body n: 4 asks for several"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        (f"seed={2**64}", f"the value is not JSON (integer {2**64} does not fit in 64 bits"),
+        ('logit_bias={"50256": -1e999}', "(-1e999 is too large for a number"),
+        ("temperature=NaN", "(NaN is not JSON: a server refuses it, or reads it as null)"),
+    ],
+)
+def test_the_body_flag_reads_strict_json_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, words: str
+) -> None:
+    """orjson reads 2**64 as a float, which would be sent as 1.8446744073709552e19."""
+    assert main(["run", "--body", flag, "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    key = flag.split("=")[0]
+    assert err.startswith(f"tokrate: error: tokrate run: --body {key}: "), err
+    assert words in err and "\n" not in err
     assert list(tmp_path.iterdir()) == []
 
 

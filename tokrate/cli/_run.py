@@ -172,8 +172,8 @@ _RESERVED_WHY: Final = {
 def _body_pairs(items: list[str]) -> dict[str, object]:
     """``--body KEY=JSON`` values as a table (a later KEY wins); a value that is not
     JSON is refused, naming it (``--body top_k=40``, ``--body stop='["\\n"]'``)."""
-    import orjson
-
+    from tokrate.errors import PromptError
+    from tokrate.inputs.prompt_base import parse_json_text
     from tokrate.spec import RESERVED_BODY_KEYS
     from tokrate.spec.request_fields import unstreamable
 
@@ -187,10 +187,12 @@ def _body_pairs(items: list[str]) -> dict[str, object]:
             # Said before the value is read: "--body model=x" is not a quoting problem.
             raise UsageError(f"tokrate run: --body {key}: reserved key, {_RESERVED_WHY[key]}")
         try:
-            out[key] = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            # Strict JSON, as a prompt body is read: orjson would take 2**64 as a float.
+            out[key] = parse_json_text(text, "")
+        except PromptError as err:
+            problem = str(err).removeprefix(": invalid JSON (").removesuffix(")")
             raise UsageError(
-                f"tokrate run: --body {key}: the value is not JSON: {text[:60]!r}"
+                f"tokrate run: --body {key}: the value is not JSON ({problem}): {text[:60]!r}"
                 " (quote strings: --body 'user=\"me\"')"
             ) from None
         why = unstreamable(key, out[key])

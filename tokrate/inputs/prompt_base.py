@@ -11,6 +11,7 @@ in :mod:`tokrate.inputs.prompts` and the modules it calls.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -273,10 +274,17 @@ def _integer(text: str) -> int:
     return value
 
 
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotSendable(f"{text} is too large for a number: it would be read as infinity")
+    return value
+
+
 def parse_json_text(text: str, where: str) -> Any:
     """``text`` parsed as strict JSON: what a request can carry as written. Python's
-    parser also takes ``NaN``, ``Infinity``, integers of any size and lone surrogate
-    escapes, which a request body would turn into ``null`` or fail to encode mid-run;
+    parser also takes ``NaN``, ``Infinity``, numbers too large for a double (``1e999``,
+    read as infinity), integers of any size and lone surrogate escapes, which a request body would turn into ``null`` or fail to encode mid-run;
     those are refused here (:func:`check_unicode`).
 
     Raises:
@@ -284,7 +292,7 @@ def parse_json_text(text: str, where: str) -> Any:
             surrogate ..." in one line.
     """
     try:
-        obj = json.loads(text, parse_constant=_constant, parse_int=_integer)
+        obj = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
     except json.JSONDecodeError as err:
         raise PromptError(f"{where}: invalid JSON ({err.msg})") from None
     except RecursionError:
