@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,6 +75,15 @@ def _work_unit(nodeid: str) -> str:
     if shared is not None:
         return shared
     return path if _shares_a_fixture(path) else nodeid
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One polars thread per process (``POLARS_MAX_THREADS``, unless set): xdist already
+    runs a worker per core, and each worker's polars pool, a thread per core, only
+    oversubscribed the cores for the suite's small frames (summaries, reports: 20-25%
+    slower per query on the busy 2-core machine). Set before the first query, which
+    builds the pool; the processes the tests start inherit it."""
+    os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
 
 @pytest.hookimpl(optionalhook=True)
