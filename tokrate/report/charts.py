@@ -48,6 +48,10 @@ CHART_NAMES: Final = (
 
 
 _BOUND_STYLES: Final = ("--", ":", "-.")
+#: Size chart: a series' (family's, run's) marker and its fit's line style; the
+#: colour is each point's model's.
+_SERIES_MARKERS: Final = ("o", "s", "^", "D", "v", "P")
+_FIT_STYLES: Final = ("-", (0, (6, 1.5, 1, 1.5)), (0, (1, 1)), (0, (8, 3)))
 
 
 def _fmt_params(value: float) -> str:
@@ -138,18 +142,22 @@ def size_vs_speed(
     """
     fig, (ax, ax2) = new_figure(12.5, 6.4, ncols=2, width_ratios=(2.3, 1.0))
     series = points.get_column("series").unique(maintain_order=True).to_list()
-    colors = series_colors(series)
+    # Each point in its model's colour (the report's, the same in every chart); each
+    # series (a family, or a run) by its marker and its fit's line style.
+    colors = series_colors([str(m) for m in points.get_column("model").unique(maintain_order=True)])
     xs_all = points.get_column("x_params_b").to_numpy()
     x_range = (float(xs_all.min()) / 1.6, float(xs_all.max()) * 1.6)
     speed_labels: list[Label] = []
     ttft_labels: list[Label] = []
     labelled: set[str] = set()
     ringed = False
-    for name in series:
+    for index, name in enumerate(series):
         part = points.filter(pl.col("series") == name)
-        color = colors[name]
-        _errorbars(ax, part, "tps", color, "o", f"{name} (median, p10–p90)")
-        _errorbars(ax2, part, "ttft", color, "s", None)
+        marker = _SERIES_MARKERS[index % len(_SERIES_MARKERS)]
+        for (model,), one in part.group_by(["model"], maintain_order=True):
+            _errorbars(ax, one, "tps", colors[str(model)], marker, None)
+            _errorbars(ax2, one, "ttft", colors[str(model)], marker, None)
+        ax.plot([], [], marker, color="0.3", label=f"{name} (median, p10–p90)")
         if "above_bound" in part.columns and bool(part["above_bound"].any()):
             # Past the bandwidth bound: the physics of plain decoding does not allow it
             # (size_text.above_bound_warnings says why it may happen).
@@ -170,14 +178,16 @@ def size_vs_speed(
             x = part.get_column("x_params_b").to_numpy()
             grid = np.geomspace(float(x.min()), float(x.max()), 50)
             label = _fit_label(name, fit, per_gpu)
-            ax.plot(grid, fit.predict(grid), "-", lw=1.2, alpha=0.7, color=color, label=label)
+            style = _FIT_STYLES[index % len(_FIT_STYLES)]
+            ax.plot(grid, fit.predict(grid), ls=style, lw=1.2, alpha=0.8, color="0.2", label=label)
         for row in part.iter_rows(named=True):
             text = str(row.get("label") or row["model"])
             # A model measured in several series (runs) is named once: its other
-            # points sit at the same x, told apart by colour.
+            # points sit at the same x, told apart by marker.
             if text in labelled:
                 continue
             labelled.add(text)
+            color = colors[str(row["model"])]
             long = text
             if row["is_moe"]:
                 long += f" ({row['x_params_b']:g}B active / {row['total_params_b']:g}B total)"

@@ -153,7 +153,7 @@ def size_caption(
     )
     text += " ".join(bound_assumptions(points, hardware, hardware_assumed=hardware_assumed))
     if fits:
-        text += " Solid: power law tok/s ∝ params^−k fitted per family, across endpoints."
+        text += " Dark grey (solid for the first family): power law tok/s ∝ params^−k fitted per family, across endpoints; each point in its model's colour, one marker per family."
     else:
         text += (
             " No power law fitted: a family needs two or more models of different sizes "
