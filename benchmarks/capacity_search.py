@@ -115,8 +115,18 @@ def _table(run_dir: Path, w: Workload, scale: float) -> None:
         f" time_scale {scale:g}), {input_tokens} prompt tokens (median), {w.output_tokens}"
         " out, goodput 90%\n"
     )
-    head = ("tier", "found", "verdict", "sim lockstep", "staggered", "found/sim", "verify c / 2c",
-            "probes", "req", "s")  # fmt: skip
+    head = (
+        "tier",
+        "found",
+        "verdict",
+        "sim lockstep",
+        "staggered",
+        "found/sim",
+        "verify c / 2c",
+        "probes",
+        "req",
+        "s",
+    )
     print("{:<9} {:>6} {:<9} {:>12} {:>9} {:>9} {:<24} {:>6} {:>5} {:>5}".format(*head))
     slo = {w.metric: w.limit_model_s}
     for t in run.summary.capacity.targets:

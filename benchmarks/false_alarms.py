@@ -117,14 +117,23 @@ def run_night(
         started = time.perf_counter()
         done = subprocess.run(
             [
-                *TOKRATE, "run", "-c", str(night_config),
-                "--output-dir", str(reports), "--run-id", run_id,
-                "--baseline", LATEST_GOOD, "--quiet", "--no-report",
+                *TOKRATE,
+                "run",
+                "-c",
+                str(night_config),
+                "--output-dir",
+                str(reports),
+                "--run-id",
+                run_id,
+                "--baseline",
+                LATEST_GOOD,
+                "--quiet",
+                "--no-report",
             ],
             capture_output=True,
             text=True,
             check=False,
-        )  # fmt: skip
+        )
         seconds = time.perf_counter() - started
     if done.returncode not in (0, 1, 3):
         sys.stderr.write(done.stderr)
@@ -150,9 +159,15 @@ def ttft_p50(run_dir: Path, model: str) -> float:
 
 
 def judge(
-    reports: Path, aside: Path, config: Path, run_id: str, kind: str, scale: float, seed: int,
+    reports: Path,
+    aside: Path,
+    config: Path,
+    run_id: str,
+    kind: str,
+    scale: float,
+    seed: int,
     sim_extra: list[str],
-) -> Night:  # fmt: skip
+) -> Night:
     """Run one night; a slowed night is moved aside and latest-good put back after."""
     pointer = reports / LATEST_GOOD
     before = pointer.read_text() if pointer.is_file() else None
@@ -160,9 +175,14 @@ def judge(
     code, seconds = run_night(reports, config, run_id, scale, seed, sim_extra)
     run_dir = reports / run_id
     night = Night(
-        kind, code, verdict_rows(run_dir, "regressed"), verdict_rows(run_dir, "inconclusive"),
-        load, seconds, confirmations(run_dir),
-    )  # fmt: skip
+        kind,
+        code,
+        verdict_rows(run_dir, "regressed"),
+        verdict_rows(run_dir, "inconclusive"),
+        load,
+        seconds,
+        confirmations(run_dir),
+    )
     if kind in ("decode", "ttft"):
         shutil.move(str(run_dir), str(aside / run_id))
         if before is not None:
@@ -183,12 +203,16 @@ def time_scale_of(config: Path) -> float:
 def commit() -> str:
     done = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     dirty = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return done.stdout.strip() + (" (uncommitted changes)" if dirty.stdout.strip() else "")
 
 
@@ -231,8 +255,11 @@ def print_table(tally: Tally, pairs: int, decode_tier: str, ttft_tier: str, busy
     metrics = sorted({m for n in tally.nights for _, m in n.regressed | n.inconclusive})
     if metrics:
         print("\nrows regressed (inconclusive), per metric:\n")
-        print("| metric | identical: any tier | " + " | ".join(
-            f"{names[k]}: {tier[k]} / other" for k in slow) + " |")  # fmt: skip
+        print(
+            "| metric | identical: any tier | "
+            + " | ".join(f"{names[k]}: {tier[k]} / other" for k in slow)
+            + " |"
+        )
         print("|---|---:|" + "---:|" * len(slow))
         for metric in metrics:
             cells = [

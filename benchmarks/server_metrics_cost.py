@@ -46,8 +46,11 @@ def _sim_page() -> str:
 
 
 def main() -> None:
-    pages = {"simulator (6 tiers)": _sim_page(), "vLLM-like, 1 model": _vllm_like(1),
-             "vLLM-like, 10 models": _vllm_like(10)}  # fmt: skip
+    pages = {
+        "simulator (6 tiers)": _sim_page(),
+        "vLLM-like, 1 model": _vllm_like(1),
+        "vLLM-like, 10 models": _vllm_like(10),
+    }
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'page':<22} {'bytes':>8} {'samples':>8} {'parse ms (median of 30)':>24}")
     for name, text in pages.items():

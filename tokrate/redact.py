@@ -48,10 +48,24 @@ MIN_SECRET_CHARS: Final = 4
 #: "access_token", "X-Pass"); whole words, so "max_tokens" or "keyword" are not.
 _SECRET_WORDS: Final = frozenset(
     {
-        "apikey", "auth", "authorization", "bearer", "cookie", "credential", "credentials",
-        "key", "pass", "passwd", "password", "pwd", "secret", "session", "signature", "token",
+        "apikey",
+        "auth",
+        "authorization",
+        "bearer",
+        "cookie",
+        "credential",
+        "credentials",
+        "key",
+        "pass",
+        "passwd",
+        "password",
+        "pwd",
+        "secret",
+        "session",
+        "signature",
+        "token",
     }
-)  # fmt: skip
+)
 _WORD_SPLIT: Final = re.compile(r"[^a-z0-9]+")
 _BEARER: Final = re.compile(r"(?i)(bearer\s+)([^\s\"',;]+)")
 #: Words that follow "bearer" in a server's own error text ("Missing bearer token in
@@ -59,11 +73,27 @@ _BEARER: Final = re.compile(r"(?i)(bearer\s+)([^\s\"',;]+)")
 #: credential, so they stay readable. Anything else after "bearer" is taken for one.
 _BEARER_WORDS: Final = frozenset(
     {
-        "auth", "authentication", "authorization", "credential", "credentials", "error",
-        "format", "header", "is", "key", "missing", "not", "realm", "required", "scheme",
-        "token", "tokens", "type", "value",
+        "auth",
+        "authentication",
+        "authorization",
+        "credential",
+        "credentials",
+        "error",
+        "format",
+        "header",
+        "is",
+        "key",
+        "missing",
+        "not",
+        "realm",
+        "required",
+        "scheme",
+        "token",
+        "tokens",
+        "type",
+        "value",
     }
-)  # fmt: skip
+)
 #: The parameters of a ``WWW-Authenticate: Bearer ...`` challenge (RFC 6750).
 _CHALLENGE_PARAMS: Final = frozenset({"realm", "scope", "error", "error_description", "error_uri"})
 _KEYLIKE: Final = re.compile(r"\b(sk-(?:ant-)?)[A-Za-z0-9_\-]{8,}")

@@ -238,16 +238,40 @@ def _completions(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Chat fields the Responses API takes by the same name and meaning.
-_SAME_IN_RESPONSES: Final = frozenset({
-    "temperature", "top_p", "parallel_tool_calls", "store", "metadata", "service_tier",
-    "user", "prompt_cache_key", "safety_identifier",
-})  # fmt: skip
+_SAME_IN_RESPONSES: Final = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "parallel_tool_calls",
+        "store",
+        "metadata",
+        "service_tier",
+        "user",
+        "prompt_cache_key",
+        "safety_identifier",
+    }
+)
 #: Chat fields legacy Completions has no place for (its sampling fields are chat's).
-_CHAT_ONLY: Final = frozenset({
-    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
-    "response_format", "reasoning_effort", "verbosity", "modalities", "audio",
-    "prediction", "web_search_options", "logprobs", "top_logprobs", "store", "metadata",
-})  # fmt: skip
+_CHAT_ONLY: Final = frozenset(
+    {
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "reasoning_effort",
+        "verbosity",
+        "modalities",
+        "audio",
+        "prediction",
+        "web_search_options",
+        "logprobs",
+        "top_logprobs",
+        "store",
+        "metadata",
+    }
+)
 _FIELDS: Final[Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
     "responses": _responses,
     "anthropic": _anthropic,

@@ -170,9 +170,16 @@ def parse_batch_line(
     )
 
 
-_ROLE_OF = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-            "chatgpt": "assistant", "bard": "assistant", "bing": "assistant",
-            "system": "system"}  # fmt: skip
+_ROLE_OF = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "system": "system",
+}
 
 
 def _sharegpt_prompt(entry: object, where: str, default_id: str, task: str) -> Prompt | None:

@@ -47,11 +47,29 @@ BOX_MAX_VALUES: Final = 1_000_000
 #: or aggregates lazily, so chunk offsets are only materialised where the timeline
 #: bins them into a few rows per request: a million-record report stays in bounds.)
 _CHART_COLUMNS: Final = (
-    "run_key", "series", "endpoint", "model", "scenario", "task", "request_index",
-    "status", "is_measured", "concurrency", "rate_rps", "ttft_s", "tpot_s", "decode_tps",
-    "itl_s", "t_rel_s", "e2e_s", "output_tokens", "error_class", "http_status",
-    "error_message", "chunk_offsets_s",
-)  # fmt: skip
+    "run_key",
+    "series",
+    "endpoint",
+    "model",
+    "scenario",
+    "task",
+    "request_index",
+    "status",
+    "is_measured",
+    "concurrency",
+    "rate_rps",
+    "ttft_s",
+    "tpot_s",
+    "decode_tps",
+    "itl_s",
+    "t_rel_s",
+    "e2e_s",
+    "output_tokens",
+    "error_class",
+    "http_status",
+    "error_message",
+    "chunk_offsets_s",
+)
 
 _TARGET_SCHEMA: Final = {
     "run_id": pl.String,
@@ -390,12 +408,22 @@ def group_table(summaries: Sequence[tuple[str, Summary]]) -> pl.DataFrame:
                 }
             )
     schema = {
-        "run_key": pl.String, "series": pl.String, "endpoint": pl.String, "model": pl.String,
-        "scenario": pl.String, "concurrency": pl.Int64, "rate_rps": pl.Float64, "ok": pl.Int64,
-        "errors": pl.Int64, "decode_p50": pl.Float64, "ttft_p50": pl.Float64,
-        "ttft_p95": pl.Float64, "aggregate_tps": pl.Float64, "usd_per_m": pl.Float64,
+        "run_key": pl.String,
+        "series": pl.String,
+        "endpoint": pl.String,
+        "model": pl.String,
+        "scenario": pl.String,
+        "concurrency": pl.Int64,
+        "rate_rps": pl.Float64,
+        "ok": pl.Int64,
+        "errors": pl.Int64,
+        "decode_p50": pl.Float64,
+        "ttft_p50": pl.Float64,
+        "ttft_p95": pl.Float64,
+        "aggregate_tps": pl.Float64,
+        "usd_per_m": pl.Float64,
         "cost_source": pl.String,
-    }  # fmt: skip
+    }
     return pl.DataFrame(rows, schema=schema)
 
 

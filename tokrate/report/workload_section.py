@@ -66,11 +66,16 @@ def turn_table(runs: Sequence[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
     if not parts:
         return pl.DataFrame(
             schema={
-                "series": pl.String, "turn": pl.Int64, "n": pl.UInt32,
-                "ttft_p10_ms": pl.Float64, "ttft_p50_ms": pl.Float64, "ttft_p90_ms": pl.Float64,
-                "input_tokens_p50": pl.Float64, "cached_tokens_p50": pl.Float64,
+                "series": pl.String,
+                "turn": pl.Int64,
+                "n": pl.UInt32,
+                "ttft_p10_ms": pl.Float64,
+                "ttft_p50_ms": pl.Float64,
+                "ttft_p90_ms": pl.Float64,
+                "input_tokens_p50": pl.Float64,
+                "cached_tokens_p50": pl.Float64,
             }
-        )  # fmt: skip
+        )
     table = pl.concat(parts, how="vertical_relaxed")
     names = sorted(table.get_column("series").unique().to_list(), key=natural_key)
     rank = pl.col("series").replace_strict(

@@ -43,9 +43,16 @@ __all__ = [
 CAPACITY_SCHEMA_VERSION: Final = 1
 PROBE_VERDICTS: Final = ("meets", "misses", "undecided", "client_bound", "interrupted")
 SEARCH_VERDICTS: Final = (
-    "found", "at_max", "none", "undecided", "client_bound", "budget", "interrupted",
-    "unverified", "non_monotone",
-)  # fmt: skip
+    "found",
+    "at_max",
+    "none",
+    "undecided",
+    "client_bound",
+    "budget",
+    "interrupted",
+    "unverified",
+    "non_monotone",
+)
 
 ProbePhase = Literal["bracket", "bisect", "verify"]
 

@@ -40,9 +40,25 @@ __all__ = [
 GPU_MEMORY_UTILIZATION = 0.9
 
 _WORDS = (
-    "The", " quick", " model", " streams", " tokens", " at", " the", " speed", " of",
-    " its", " memory", " bandwidth", ",", " one", " step", " each", " time", ".",
-)  # fmt: skip
+    "The",
+    " quick",
+    " model",
+    " streams",
+    " tokens",
+    " at",
+    " the",
+    " speed",
+    " of",
+    " its",
+    " memory",
+    " bandwidth",
+    ",",
+    " one",
+    " step",
+    " each",
+    " time",
+    ".",
+)
 
 
 def token_text(index: int) -> str:

@@ -37,14 +37,29 @@ __all__ = ["TiersFile", "load_tiers_file"]
 
 _TIER_FIELDS = {f.name: f for f in fields(Tier)}
 _INT_FIELDS = {
-    "layers", "kv_heads", "head_dim", "context_tokens", "output_tokens_min",
-    "output_tokens_max", "reasoning_tokens", "tokens_per_chunk", "gpus", "max_batch",
+    "layers",
+    "kv_heads",
+    "head_dim",
+    "context_tokens",
+    "output_tokens_min",
+    "output_tokens_max",
+    "reasoning_tokens",
+    "tokens_per_chunk",
+    "gpus",
+    "max_batch",
     "draft_tokens",
-}  # fmt: skip
+}
 _FLOAT_FIELDS = {
-    "params_b", "active_params_b", "bytes_per_param", "kv_bytes_per_elem", "efficiency",
-    "fixed_ttft_ms", "fixed_itl_ms", "accuracy", "speculative_acceptance",
-}  # fmt: skip
+    "params_b",
+    "active_params_b",
+    "bytes_per_param",
+    "kv_bytes_per_elem",
+    "efficiency",
+    "fixed_ttft_ms",
+    "fixed_itl_ms",
+    "accuracy",
+    "speculative_acceptance",
+}
 
 
 @dataclass(frozen=True, slots=True)
