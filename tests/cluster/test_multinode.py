@@ -165,8 +165,11 @@ def test_a_run_over_two_worker_nodes_is_a_local_run_spread_out(
 
     # Counts conserved: 24 planned, 24 recorded once each, all ok.
     assert info.counts is not None and info.counts.to_dict() == {
-        "scheduled": 24, "ok": 24, "error": 0, "cancelled": 0,
-    }  # fmt: skip
+        "scheduled": 24,
+        "ok": 24,
+        "error": 0,
+        "cancelled": 0,
+    }
     assert sorted(r.request_index for r in recs) == list(range(24))
 
     # The same run folder as one process writes: files, run.json, summary.json and

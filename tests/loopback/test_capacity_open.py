@@ -12,9 +12,14 @@ from tokrate.spec import load_spec
 
 def test_open_loop_capacity_search_probes_rates_with_a_ramp(tmp_path: Path) -> None:
     capacity = {
-        "mode": "open", "start": 4.0, "max_level": 8.0, "min_requests": 12,
-        "goodput": 0.8, "confidence": 0.9, "warmup_requests": 0,
-    }  # fmt: skip
+        "mode": "open",
+        "start": 4.0,
+        "max_level": 8.0,
+        "min_requests": 12,
+        "goodput": 0.8,
+        "confidence": 0.9,
+        "warmup_requests": 0,
+    }
     spec = load_spec(
         None,
         {

@@ -193,8 +193,13 @@ def test_one_token_has_no_tpot() -> None:
 
 def test_failure_helpers() -> None:
     assert [status_class(s) for s in (429, 404, 400, 500, 503, 302)] == [
-        "http_429", "http_4xx", "http_4xx", "http_5xx", "http_5xx", "protocol",
-    ]  # fmt: skip
+        "http_429",
+        "http_4xx",
+        "http_4xx",
+        "http_5xx",
+        "http_5xx",
+        "protocol",
+    ]
     assert "sk-abcdef" not in redact("key sk-abcdef0123456789 and Bearer tok.en")
     assert redact("Bearer abc") == "Bearer <redacted>"
     assert snippet(b"  a\n\n b \xff ") == "a b \ufffd" and snippet(b"") == "<empty body>"

@@ -132,8 +132,11 @@ def test_documented_three_provider_config_holds_on_the_simulator(
     block = _documented_block(doc, heading)
     with simulator_process(SimConfig(tiers=tiers, time_scale=1.0, truth_log=str(log))) as url:
         config = block.replace("requests = 50", "requests = 2").replace("[1, 4]", "[1]")
-        for old in ("https://api.openai.com/v1", "https://api.anthropic.com/v1",
-                    "http://127.0.0.1:8080/v1"):  # fmt: skip
+        for old in (
+            "https://api.openai.com/v1",
+            "https://api.anthropic.com/v1",
+            "http://127.0.0.1:8080/v1",
+        ):
             assert old in config
             config = config.replace(old, url)
         path = tmp_path / "three.toml"

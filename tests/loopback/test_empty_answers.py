@@ -39,8 +39,20 @@ def test_an_empty_answer_warns_and_its_tokens_do_not_count(
         '\n[prompts]\nsets = ["chat"]\n',
         encoding="utf-8",
     )
-    argv = ["run", "-c", str(config), "--output-dir", str(tmp_path), "--no-report",
-            "--requests", "3", "--max-tokens", "4", "--run-id", "r"]  # fmt: skip
+    argv = [
+        "run",
+        "-c",
+        str(config),
+        "--output-dir",
+        str(tmp_path),
+        "--no-report",
+        "--requests",
+        "3",
+        "--max-tokens",
+        "4",
+        "--run-id",
+        "r",
+    ]
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 0, err

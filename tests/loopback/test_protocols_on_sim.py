@@ -43,8 +43,13 @@ BODIES: dict[str, tuple[tuple[str, Any], ...]] = {
     "responses": (("reasoning", {"summary": "auto"}),),
     "anthropic": (("thinking", {"type": "enabled", "budget_tokens": 1024}),),
 }
-CASES = [("responses", "fast"), ("responses", "httpx"), ("responses", "openai"),
-         ("anthropic", "fast"), ("anthropic", "httpx")]  # fmt: skip
+CASES = [
+    ("responses", "fast"),
+    ("responses", "httpx"),
+    ("responses", "openai"),
+    ("anthropic", "fast"),
+    ("anthropic", "httpx"),
+]
 
 
 def _req(base: str, api: str) -> PreparedRequest:

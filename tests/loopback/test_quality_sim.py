@@ -249,10 +249,15 @@ def test_an_interrupted_or_killed_run_shows_the_quality_it_has(tmp_path: Path) -
     did: its records.jsonl holds the answers without verdicts, so the report and
     compare judge them from checks.json, and say so."""
     lines = [
-        {"id": f"q{i}", "task": "arith", "prompt": f"{i} + {i}?", "max_tokens": 8,
-         "expect": {"number": 2 * i}}
+        {
+            "id": f"q{i}",
+            "task": "arith",
+            "prompt": f"{i} + {i}?",
+            "max_tokens": 8,
+            "expect": {"number": 2 * i},
+        }
         for i in range(24)
-    ]  # fmt: skip
+    ]
     path = tmp_path / "arith.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     tiers = tmp_path / "tiers.toml"

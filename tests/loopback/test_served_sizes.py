@@ -63,9 +63,12 @@ def test_the_servers_size_is_used_and_said(
     assert target["bytes_per_param"] == 2.001  # size / n_params, the file's own ratio
     assert (target["size_source"], target["bytes_source"]) == ("server", "server")
     assert target["served"] == {
-        "context_tokens": 2048, "params": 23468544, "weight_bytes": 46950400,
-        "weight_type": "F16", "source": "GET /models",
-    }  # fmt: skip
+        "context_tokens": 2048,
+        "params": 23468544,
+        "weight_bytes": 46950400,
+        "weight_type": "F16",
+        "source": "GET /models",
+    }
     host = url.split("/")[2]
     assert (
         f"note: size of {host}/m: the server reports 23,468,544 parameters, F16 weights"
@@ -115,8 +118,13 @@ def test_props_names_the_weights_and_bad_values_are_ignored(
     code, run = _run(tmp_path / "b", url)
     (target,) = run["targets"]
     assert code == 0 and target["params_b"] is None and target["size_source"] is None
-    assert target["served"] == {"context_tokens": 2048, "params": None, "weight_bytes": None,
-                                "weight_type": None, "source": "GET /models"}  # fmt: skip
+    assert target["served"] == {
+        "context_tokens": 2048,
+        "params": None,
+        "weight_bytes": None,
+        "weight_type": None,
+        "source": "GET /models",
+    }
 
 
 def test_a_mixture_of_experts_name_keeps_its_active_share() -> None:

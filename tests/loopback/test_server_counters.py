@@ -26,8 +26,9 @@ from tokrate.sim.model import Tier
 from tokrate.spec import EndpointSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 from tokrate.textfmt import md_escape
 
-PLAIN = Tier(name="plain-7b", params_b=7.0, active_params_b=7.0,
-             output_tokens_min=12, output_tokens_max=12)  # fmt: skip
+PLAIN = Tier(
+    name="plain-7b", params_b=7.0, active_params_b=7.0, output_tokens_min=12, output_tokens_max=12
+)
 SPEC = dataclasses.replace(PLAIN, name="spec-7b", speculative_acceptance=0.7)
 
 

@@ -176,8 +176,13 @@ def test_a_speculative_tier_is_flagged_above_the_bound_with_its_acceptance(
     metrics object, and the report rings its point and names it in a warning with
     that acceptance; a plain tier of the same size beside it stays under the bound.
     Real time (time_scale 1): the bound is physics only at that scale."""
-    plain = Tier(name="plain-7b", params_b=7.0, active_params_b=7.0,
-                 output_tokens_min=24, output_tokens_max=24)  # fmt: skip
+    plain = Tier(
+        name="plain-7b",
+        params_b=7.0,
+        active_params_b=7.0,
+        output_tokens_min=24,
+        output_tokens_max=24,
+    )
     spec = dataclasses.replace(plain, name="spec-7b", speculative_acceptance=0.7)
     assert spec.speculative_speedup == pytest.approx(1 + 0.7 + 0.49 + 0.343 + 0.2401)
     url = start_sim(tiers=(plain, spec), request_metrics=True, time_scale=1.0)

@@ -337,8 +337,13 @@ def test_stream_error_fault_is_an_overloaded_error_event(
 ) -> None:
     log = tmp_path / "truth.jsonl"
     url = start_sim(faults="stream_error=1:at=0.5", truth_log=str(log))
-    body = {"model": "sim-1b", "max_tokens": 20, "ignore_eos": True, "stream": True,
-            "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
+    body = {
+        "model": "sim-1b",
+        "max_tokens": 20,
+        "ignore_eos": True,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
     datas = _strict(stream_stamped(http_client, f"{url}/messages", body, VERSION))
     assert sum(d["type"] == "content_block_delta" for d in datas) == 10
     assert datas[-1] == {

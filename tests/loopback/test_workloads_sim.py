@@ -106,9 +106,21 @@ def test_session_ttft_grows_with_history_and_drops_with_the_prefix_cache(
 def test_session_turns_send_the_real_answers(tmp_path: Path, kind: str) -> None:
     # The conversation's second turn carries exactly the first answer the server wrote.
     conv = tmp_path / "conv.jsonl"
-    conv.write_text(json.dumps({"id": "c1", "system": "Be brief.", "turns": [
-        {"user": "Tell me about rivers."}, {"user": "And lakes?", "max_tokens": 8}],
-        "max_tokens": 16}) + "\n", encoding="utf-8")  # fmt: skip
+    conv.write_text(
+        json.dumps(
+            {
+                "id": "c1",
+                "system": "Be brief.",
+                "turns": [
+                    {"user": "Tell me about rivers."},
+                    {"user": "And lakes?", "max_tokens": 8},
+                ],
+                "max_tokens": 16,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     records = _run(
         tmp_path,
         PromptsSpec(paths=(str(conv),)),

@@ -22,9 +22,19 @@ from tokrate.report.build import build_report
 from tokrate.spec import load_spec
 
 NEW = (
-    "h100-pcie", "h20", "b200", "mi300x", "l40s", "a10g",
-    "m2-ultra", "m3-max", "m4-max", "cpu-ddr5-2ch", "cpu-ddr5-8ch", "cpu-ddr5-12ch",
-)  # fmt: skip
+    "h100-pcie",
+    "h20",
+    "b200",
+    "mi300x",
+    "l40s",
+    "a10g",
+    "m2-ultra",
+    "m3-max",
+    "m4-max",
+    "cpu-ddr5-2ch",
+    "cpu-ddr5-8ch",
+    "cpu-ddr5-12ch",
+)
 
 
 def test_every_builtin_profile_is_sane() -> None:

@@ -359,10 +359,25 @@ def test_a_signal_while_the_files_are_finished_still_writes_them(
     that builds the report."""
     with hostile_server() as server:
         cmd = [
-            sys.executable, "-m", "tokrate", "run", "--base-url", server.base_url("ok", tokens=4),
-            "-m", "m", "--max-tokens", "4", "--concurrency", "4", "--requests", "80",
-            "--output-dir", str(tmp_path), "--run-id", "fin",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "tokrate",
+            "run",
+            "--base-url",
+            server.base_url("ok", tokens=4),
+            "-m",
+            "m",
+            "--max-tokens",
+            "4",
+            "--concurrency",
+            "4",
+            "--requests",
+            "80",
+            "--output-dir",
+            str(tmp_path),
+            "--run-id",
+            "fin",
+        ]
         env = {**os.environ, "COLUMNS": "200"}
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
@@ -398,10 +413,22 @@ def test_a_signal_during_the_pre_flight_keeps_no_run_folder(
     (SIGINT cleaned up): now both stop at once, say so in one line and keep nothing."""
     with hostile_server() as server:
         cmd = [
-            sys.executable, "-m", "tokrate", "run", "--base-url", server.base_url("probe_drip"),
-            "-m", "m", "--requests", "4", "--output-dir", str(tmp_path / "out"),
-            "--run-id", "pre", "--no-report",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "tokrate",
+            "run",
+            "--base-url",
+            server.base_url("probe_drip"),
+            "-m",
+            "m",
+            "--requests",
+            "4",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--run-id",
+            "pre",
+            "--no-report",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         lines = _Lines(proc)
         lines.wait_for("pre-flight: checking 1 endpoint")

@@ -101,9 +101,14 @@ warmup_requests = 0
 
 @pytest.mark.parametrize(
     ("api", "client"),
-    [("chat", "fast"), ("chat", "httpx"), ("chat", "openai"), ("anthropic", "fast"),
-     ("responses", "httpx")],
-)  # fmt: skip
+    [
+        ("chat", "fast"),
+        ("chat", "httpx"),
+        ("chat", "openai"),
+        ("anthropic", "fast"),
+        ("responses", "httpx"),
+    ],
+)
 def test_a_key_echoed_as_the_model_name_is_redacted(tmp_path: Path, api: str, client: str) -> None:
     """A server that answers as model '<the caller's key>' (and puts it in the response
     id): the key is in no record, no file and no terminal line, live warning included."""

@@ -117,9 +117,12 @@ llamacpp:kv_cache_usage_ratio 0.5
         ("llama", "kv_cache"): (None, "llamacpp:kv_cache_usage_ratio", 0.5),
     }  # fmt: skip
     assert {m for names in ROLE_METRICS.values() for m in names} >= {
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
-        "tgi_batch_current_size", "tgi_queue_size",
-    }  # fmt: skip
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "tgi_batch_current_size",
+        "tgi_queue_size",
+    }
 
 
 @pytest.mark.parametrize("text", ["<html><body>502</body></html>", "", '{"a": 1}'])

@@ -18,12 +18,25 @@ from tokrate.runfolder.summary import CacheUse, Summary
 
 def rec(i: int, ttft: float, cached: int | None, **kw: Any) -> RequestRecord:
     base: dict[str, Any] = {
-        "run_id": "r1", "endpoint": "ep", "model": "m7b", "scenario": "c1",
-        "prompt_id": f"p{i}", "task": "chat", "request_index": i, "started_at": 1000.0 + i,
-        "t0_ns": i, "status": "ok", "concurrency": 1, "ttft_s": ttft, "e2e_s": ttft + 0.1,
-        "output_tokens": 2, "input_tokens": 100, "cached_tokens": cached,
-        "chunk_offsets_s": (ttft, ttft + 0.1), "tokens_source": "usage",
-    }  # fmt: skip
+        "run_id": "r1",
+        "endpoint": "ep",
+        "model": "m7b",
+        "scenario": "c1",
+        "prompt_id": f"p{i}",
+        "task": "chat",
+        "request_index": i,
+        "started_at": 1000.0 + i,
+        "t0_ns": i,
+        "status": "ok",
+        "concurrency": 1,
+        "ttft_s": ttft,
+        "e2e_s": ttft + 0.1,
+        "output_tokens": 2,
+        "input_tokens": 100,
+        "cached_tokens": cached,
+        "chunk_offsets_s": (ttft, ttft + 0.1),
+        "tokens_source": "usage",
+    }
     base.update(kw)
     return RequestRecord(**base)
 

@@ -120,8 +120,10 @@ def test_a_capacity_that_misses_its_verification_drops_to_the_next_level_that_me
     assert (found.capacity, found.verdict, found.bracket) == (224, "found", (224, 232))
     assert asked[-3:] == [232, 224, 448]
     assert [p.verdict for p in found.probes if p.phase == "verify"] == [
-        "misses", "meets", "misses",
-    ]  # fmt: skip
+        "misses",
+        "meets",
+        "misses",
+    ]
     assert "did not meet at c=232, so the capacity is c=224" in _note(found, "c")
     never = _verifying(232, {232.0, 224.0, 192.0})[0]
     unverified = verify_capacity(never, search(never, CapacitySpec(), "closed", _always), True)

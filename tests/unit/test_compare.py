@@ -211,11 +211,28 @@ def test_markdown_verdict_line_first_and_json_schema(tmp_path: Path) -> None:
     assert doc["counts"]["regressed"] >= 3
     row = doc["results"][0]
     assert set(row) == {
-        "endpoint", "model", "scenario", "label", "metric", "unit", "direction", "baseline",
-        "current", "change", "change_kind", "ci", "threshold", "threshold_source",
-        "n_baseline", "n_current", "verdict", "reason", "confirmation", "baseline_es",
+        "endpoint",
+        "model",
+        "scenario",
+        "label",
+        "metric",
+        "unit",
+        "direction",
+        "baseline",
+        "current",
+        "change",
+        "change_kind",
+        "ci",
+        "threshold",
+        "threshold_source",
+        "n_baseline",
+        "n_current",
+        "verdict",
+        "reason",
+        "confirmation",
+        "baseline_es",
         "current_es",
-    }  # fmt: skip
+    }
     assert doc["unconfirmed"] == [{"endpoint": "sim", "model": "sim-70b", "scenario": "c=4"}]
     assert doc["confirmed"] is False and doc["noise"] is None
     assert doc["baseline"]["warnings"] == [] and doc["current"]["warnings"] == []

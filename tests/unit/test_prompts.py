@@ -262,6 +262,9 @@ def test_sources_file_by_file_with_tasks_and_what_limit_cut(tmp_path: Path) -> N
     # With no source named, the five shipped sets, each its own entry.
     default = load_prompt_sources(PromptsSpec())
     assert [(s.kind, s.name, s.prompts) for s in default.sources] == [
-        ("set", "chat", 20), ("set", "classification", 24), ("set", "code", 20),
-        ("set", "extraction", 20), ("set", "summarization", 16),
-    ]  # fmt: skip
+        ("set", "chat", 20),
+        ("set", "classification", 24),
+        ("set", "code", 20),
+        ("set", "extraction", 20),
+        ("set", "summarization", 16),
+    ]

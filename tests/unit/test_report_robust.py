@@ -269,8 +269,14 @@ def test_size_series_are_families_fitted_across_endpoints(tmp_path: Path) -> Non
     assert "fitted per family, across endpoints" in html
     assert "No power law fitted" not in html
     # Two families, each of one size only: no fit, and the caption says so.
-    fam = {"sim-1b": "small", "sim-7b": "big", "sim-13b": "big2", "sim-34b": "big3",
-           "sim-70b": "big4", "sim-8x7b": "big5"}  # fmt: skip
+    fam = {
+        "sim-1b": "small",
+        "sim-7b": "big",
+        "sim-13b": "big2",
+        "sim-34b": "big3",
+        "sim-70b": "big4",
+        "sim-8x7b": "big5",
+    }
     out = build_report([_one_server_per_model(tmp_path / "b", fam)], formats=("svg",))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "No power law fitted" in html

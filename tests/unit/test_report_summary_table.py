@@ -92,12 +92,33 @@ def test_label_title_slos_errors_and_one_level() -> None:
     summary = {
         "run_id": "x",
         "groups": [
-            _group("small-8b", 16, ok=97, error=3, ttft=(0.412, 1.873), tpot=0.0213,
-                   decode=46.9, agg=702.4, goodput=12.25, slo_met=0.96, usd=0.35),
-            _group("large-70b", 16, ok=100, ttft=(1.204, 4.551), tpot=0.0558,
-                   decode=17.9, agg=284.0, goodput=0.5, slo_met=0.04, usd=12.5),
+            _group(
+                "small-8b",
+                16,
+                ok=97,
+                error=3,
+                ttft=(0.412, 1.873),
+                tpot=0.0213,
+                decode=46.9,
+                agg=702.4,
+                goodput=12.25,
+                slo_met=0.96,
+                usd=0.35,
+            ),
+            _group(
+                "large-70b",
+                16,
+                ok=100,
+                ttft=(1.204, 4.551),
+                tpot=0.0558,
+                decode=17.9,
+                agg=284.0,
+                goodput=0.5,
+                slo_met=0.04,
+                usd=12.5,
+            ),
         ],
-    }  # fmt: skip
+    }
     assert _render(summary, title="tokrate run nightly gpu-a") == SNAPSHOT_SLO
 
 
@@ -105,13 +126,29 @@ def test_two_endpoints_long_names_and_big_numbers_share_a_target_column() -> Non
     summary = {
         "run_id": "ceiling",
         "groups": [
-            _group("meta-llama/Llama-3.1-70B-Instruct", 64, endpoint="openai-gateway",
-                   ok=1000, error=12, agg=260884.3, goodput=12.34, decode=1234.5,
-                   slo_met=0.12),
-            _group("meta-llama/Llama-3.1-70B-Instruct", 64, endpoint="vllm-prod", ok=1000,
-                   agg=113332.0, goodput=101.5, rate=None, slo_met=1.0),
+            _group(
+                "meta-llama/Llama-3.1-70B-Instruct",
+                64,
+                endpoint="openai-gateway",
+                ok=1000,
+                error=12,
+                agg=260884.3,
+                goodput=12.34,
+                decode=1234.5,
+                slo_met=0.12,
+            ),
+            _group(
+                "meta-llama/Llama-3.1-70B-Instruct",
+                64,
+                endpoint="vllm-prod",
+                ok=1000,
+                agg=113332.0,
+                goodput=101.5,
+                rate=None,
+                slo_met=1.0,
+            ),
         ],
-    }  # fmt: skip
+    }
     assert _render(summary) == SNAPSHOT_WIDE
 
 

@@ -28,9 +28,13 @@ def test_targets_by_endpoint_then_size_then_name() -> None:
     )
     labels = [t.label for t in resolve_targets(spec)]
     assert labels == [
-        "prod/llama-3.1-8b", "prod/mixtral-8x7b", "prod/llama-3.1-70b",
-        "lab/another-7b", "lab/qwen-7b", "lab/tiny",
-    ]  # fmt: skip
+        "prod/llama-3.1-8b",
+        "prod/mixtral-8x7b",
+        "prod/llama-3.1-70b",
+        "lab/another-7b",
+        "lab/qwen-7b",
+        "lab/tiny",
+    ]
 
 
 def test_simulator_tiers_by_active_size() -> None:

@@ -135,10 +135,14 @@ def test_report_shows_client_vs_server_only_with_timings(tmp_path: Path) -> None
 def test_one_shape_from_llama_cpp_vllm_and_nim() -> None:
     """The same columns whatever the source; names a source does not send stay None."""
     vllm = {
-        "queue_time": 0.020, "prefill_time": 0.030, "ttft": 0.050, "decode_time": 0.160,
-        "mean_itl": 0.010, "num_generation_tokens": 17,
+        "queue_time": 0.020,
+        "prefill_time": 0.030,
+        "ttft": 0.050,
+        "decode_time": 0.160,
+        "mean_itl": 0.010,
+        "num_generation_tokens": 17,
         "speculative_decoding": {"draft_acceptance_rate": 0.62, "mean_acceptance_length": 2.1},
-    }  # fmt: skip
+    }
     nim = {"queue_time_ms": 5.0, "ttft_ms": 40.0, "decode_time_ms": 160.0, "output_tokens": 17}
     llama = {**_timings(160.0, prompt_ms=30.0), "draft_n": 40, "draft_n_accepted": 30}
     frame = records_to_frame(

@@ -44,8 +44,9 @@ def test_task_accuracy_and_nesting() -> None:
 
 def test_tiers_file_declares_accuracy(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "tiers.toml"
-    path.write_text('[[tier]]\nname = "q"\nparams_b = 1\naccuracy = 0.3\n'
-                    'task_accuracy = "code=0.2"\n')  # fmt: skip
+    path.write_text(
+        '[[tier]]\nname = "q"\nparams_b = 1\naccuracy = 0.3\ntask_accuracy = "code=0.2"\n'
+    )
     (tier,) = load_tiers_file(path).tiers
     assert (tier.accuracy, tier.accuracy_for("code")) == (0.3, 0.2)
     path.write_text('[[tier]]\nname = "q"\nparams_b = 1\naccuracy = 1.5\n')

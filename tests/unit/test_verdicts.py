@@ -205,8 +205,12 @@ def test_a_regression_stands_only_when_the_re_measurement_regressed_too(tmp_path
 
 
 def test_confirm_spec_measures_the_flagged_scenarios_with_the_same_targets(tmp_path: Path) -> None:
-    run = write_run(tmp_path, "night", make_records("night", scenarios={"c=1": 1, "c=8": 8}),
-                    scenarios={"c=1": 1, "c=8": 8})  # fmt: skip
+    run = write_run(
+        tmp_path,
+        "night",
+        make_records("night", scenarios={"c=1": 1, "c=8": 8}),
+        scenarios={"c=1": 1, "c=8": 8},
+    )
     models = (ModelSpec("ep", "a"), ModelSpec("ep", "b"))
     spec = RunSpec(models=models, load=LoadSpec(concurrency=(1, 8)), baseline=LATEST_GOOD)
     again = confirm_spec(spec, run, [("ep", "b", "c=8")])

@@ -175,15 +175,22 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 def test_conversation_file_and_max_tokens_override(tmp_path: Path) -> None:
     lines = [
-        {"id": "s1", "system": "Be terse.", "turns": [{"user": "Hi"}, "Then?"], "max_tokens": 7,
-         "think_time_s": 2},
+        {
+            "id": "s1",
+            "system": "Be terse.",
+            "turns": [{"user": "Hi"}, "Then?"],
+            "max_tokens": 7,
+            "think_time_s": 2,
+        },
         {"turns": ["only one"]},
         {"prompt": "an ordinary prompt"},
-    ]  # fmt: skip
+    ]
     name = _write(tmp_path, "conv.jsonl", "\n".join(json.dumps(x) for x in lines))
     s1, s2, plain = load_prompts(PromptsSpec(paths=(name,), think_time_s=0.5), base_dir=tmp_path)
-    assert s1.messages == ({"role": "system", "content": "Be terse."},
-                           {"role": "user", "content": "Hi"})  # fmt: skip
+    assert s1.messages == (
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Hi"},
+    )
     assert [t.user for t in s1.turns] == ["Then?"] and s1.turns[0].max_tokens == 7
     assert s1.think_time_s == 2.0 and s2.think_time_s == 0.5 and s2.id == "conv:2"
     assert not s2.is_session and not plain.is_session  # one turn is an ordinary prompt
@@ -213,12 +220,23 @@ def test_bad_lines_name_file_and_line(tmp_path: Path, line: object, message: str
 
 def test_openai_batch_file(tmp_path: Path) -> None:
     lines = [
-        {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
-         "body": {"model": "gpt-4o", "messages": [{"role": "user", "content": "hey"}],
-                  "max_tokens": 40}},
-        {"custom_id": "r2", "method": "POST", "url": "/v1/completions",
-         "body": {"model": "x", "prompt": "complete me", "max_completion_tokens": 5}},
-    ]  # fmt: skip
+        {
+            "custom_id": "r1",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hey"}],
+                "max_tokens": 40,
+            },
+        },
+        {
+            "custom_id": "r2",
+            "method": "POST",
+            "url": "/v1/completions",
+            "body": {"model": "x", "prompt": "complete me", "max_completion_tokens": 5},
+        },
+    ]
     name = _write(tmp_path, "batch.jsonl", "\n".join(json.dumps(x) for x in lines))
     for fmt in ("auto", "openai-batch"):
         r1, r2 = load_prompts(PromptsSpec(paths=(name,), format=fmt), base_dir=tmp_path)  # type: ignore[arg-type]
@@ -284,8 +302,10 @@ def test_tag_after_shared_messages_and_exact_output() -> None:
     msgs = ({"role": "system", "content": "S"}, {"role": "user", "content": "Q"})
     p = Prompt("p", "t", msgs, None, 4, 9, "test", shared_messages=1, exact_output=True)
     body = _body(p, tag="[t]")
-    assert body["messages"] == [{"role": "system", "content": "S"},
-                                {"role": "user", "content": "[t] Q"}]  # fmt: skip
+    assert body["messages"] == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "[t] Q"},
+    ]
     assert body["ignore_eos"] is True and body["min_tokens"] == 4
     legacy = _body(p, tag="[t]", api="completions")
     assert legacy["prompt"] == "S\n\n[t] Q"
