@@ -84,3 +84,12 @@ def test_a_word_only_setting_still_says_its_words(tmp_path: Path) -> None:
     path.write_text('[[endpoint]]\nname = "a"\nbase_url = "http://x"\napi = "gemini"\n')
     with pytest.raises(ConfigError, match=r"key 'endpoint\[0\]\.api': expected one of 'chat'"):
         load_spec(path)
+
+
+def test_only_streams_with_a_request_count() -> None:
+    """100,000 streams for one request are one stream: one process, not a spawn of
+    workers that would each hold tens of thousands of idle slots."""
+    plan = build_plan(spec(concurrency=[100_000], requests=1), 8, 1)
+    assert auto_workers(plan, cores=2) == 1
+    plan = build_plan(spec(concurrency=[2_000], requests=600), 8, 1)
+    assert auto_workers(plan, cores=4) == 2

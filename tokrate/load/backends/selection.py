@@ -24,9 +24,13 @@ AUTO_STREAMS_PER_WORKER: Final = 512
 
 def auto_workers(plan: Plan, cores: int | None = None) -> int:
     """``load.workers = "auto"``: :func:`workers_for_streams` of the plan's largest
-    closed-loop scenario (all its targets together). Open loop and capacity searches
-    (whose in-flight count is not known up front) get one."""
-    streams = max((sc.streams or 0 for sc in plan.scenarios), default=0)
+    closed-loop scenario (all its targets together), counting only the streams that
+    have a request to send (``streams_per_target``: 100,000 streams for one request
+    are one stream). Open loop and capacity searches (whose in-flight count is not
+    known up front) get one."""
+    streams = max(
+        (sc.streams_per_target * len(sc.target_indices) for sc in plan.scenarios), default=0
+    )
     return workers_for_streams(streams, cores)
 
 
