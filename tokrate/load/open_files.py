@@ -34,8 +34,13 @@ BASE_FDS: Final = 64
 
 def planned_streams(plan: Plan, workers: int) -> int:
     """The most streams one sending process holds at once in a closed-loop sweep
-    (streams of a scenario spread over ``workers`` processes); 0 without one."""
-    streams = [sc.streams or 0 for sc in plan.scenarios if sc.mode == "closed"]
+    (streams of a scenario spread over ``workers`` processes; only those with a
+    request to send are started, ``streams_per_target``); 0 without one."""
+    streams = [
+        sc.streams_per_target * len(sc.target_indices)
+        for sc in plan.scenarios
+        if sc.mode == "closed"
+    ]
     return math.ceil(max(streams, default=0) / max(1, workers))
 
 
