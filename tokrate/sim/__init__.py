@@ -1,6 +1,7 @@
 """The built-in simulated OpenAI-compatible endpoint (``tokrate sim``).
 
-Imports nothing from client/, engine.py or plan.py (only hardware.py and errors.py).
+Imports from tokrate only physics, hardware, tomlfile, fileio and errors (an
+import-linter contract): it must not measure itself with the code it is measured by.
 """
 
 from __future__ import annotations
