@@ -40,6 +40,8 @@ class SyntheticTier:
     bytes_per_param: float = 2.0
     gpus: int = 1
     price_out_per_m: float | None = None
+    #: Set with price_out_per_m (a hosted tier has both); None with it: free input.
+    price_in_per_m: float | None = None
 
 
 def default_synthetic_tiers() -> tuple[SyntheticTier, ...]:
@@ -259,7 +261,9 @@ def synthetic_run(
                 "params_b": t.params_b,
                 "active_params_b": t.active_params_b,
                 "bytes_per_param": t.bytes_per_param,
-                "price_in_per_m": None,
+                "price_in_per_m": t.price_in_per_m
+                if t.price_in_per_m is not None or t.price_out_per_m is None
+                else 0.0,
                 "price_out_per_m": t.price_out_per_m,
                 "gpu_hourly_usd": None,
                 "gpus": t.gpus,

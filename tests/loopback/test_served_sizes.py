@@ -68,6 +68,7 @@ def test_the_servers_size_is_used_and_said(
         "weight_bytes": 46950400,
         "weight_type": "F16",
         "source": "GET /models",
+        "simulator": False,
     }
     host = url.split("/")[2]
     assert (
@@ -124,6 +125,7 @@ def test_props_names_the_weights_and_bad_values_are_ignored(
         "weight_bytes": None,
         "weight_type": None,
         "source": "GET /models",
+        "simulator": False,
     }
 
 

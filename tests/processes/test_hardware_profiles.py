@@ -170,8 +170,9 @@ def test_bad_toml_files(tmp_path: Path, text: str, match: str) -> None:
 
 def test_config_accepts_custom_and_names_the_key_on_error(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
+    endpoint = '[[endpoint]]\nname = "gpu"\nbase_url = "http://127.0.0.1:9/v1"\n'
     cfg.write_text(
-        '[output]\nhardware = "bandwidth=900GB/s"\n[simulator]\nhardware = "l40s"\n',
+        endpoint + '[output]\nhardware = "bandwidth=900GB/s"\n[simulator]\nhardware = "l40s"\n',
         encoding="utf-8",
     )
     spec = load_spec(cfg)
@@ -182,6 +183,25 @@ def test_config_accepts_custom_and_names_the_key_on_error(tmp_path: Path) -> Non
     msg = str(info.value)
     assert "\n" not in msg and "simulator.hardware" in msg and "'bandwidth=fast'" in msg
     assert msg.startswith(str(cfg))
+
+
+def test_the_embedded_simulator_runs_on_the_hardware_the_bound_is_drawn_for(
+    tmp_path: Path,
+) -> None:
+    """--hardware with the embedded simulator moves the simulator too (issue 38): the
+    chart never sets points measured on one GPU against another's bound. Two different
+    profiles for the two is refused in one line."""
+    spec = load_spec(None, {"output.hardware": "h100-sxm"})
+    assert (spec.simulator.hardware, spec.output.hardware) == ("h100-sxm", "h100-sxm")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[simulator]\nhardware = "l40s"\n', encoding="utf-8")
+    spec = load_spec(cfg)
+    assert (spec.simulator.hardware, spec.output.hardware) == ("l40s", "l40s")
+    with pytest.raises(ConfigError) as info:
+        load_spec(cfg, {"output.hardware": "h100-sxm"})
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("command line: key 'output.hardware'")
+    assert "the embedded simulator runs on ('l40s', simulator.hardware)" in msg
 
 
 def test_config_toml_path_is_relative_to_the_config_folder(

@@ -270,13 +270,13 @@ def test_the_decision_shows_without_scrolling_at_1400px(browser: Any, default_ru
         tier = _header_boxes(page, "#tier-pick")
         right = _visible_right(page, "#tier-pick table")
         # No prices in a default run: no cost column, the pick is the smallest.
-        assert "$ / M out (pick)" not in tier
+        assert "$ / 1k req (pick)" not in tier
         for name in ("load", "tasks", "pick", "SLO met (pick)", "also meets"):
             box = tier[name]
             assert box["right"] <= right + 0.5 and box["bottom"] <= 900, (name, box)
         summary = _header_boxes(page, "#summary-0")
         right = _visible_right(page, "#summary-0 table")
-        for name in ("model", "level", "SLO met", "goodput req/s", "$ / M out"):
+        for name in ("model", "level", "SLO met", "goodput req/s", "$ / 1k req (95% CI)"):
             assert summary[name]["right"] <= right + 0.5, (name, summary[name], right)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report-1400.png"), full_page=False)
@@ -499,3 +499,112 @@ def test_multi_run_and_history_reports_lead_with_their_verdict(
         assert "error rate over time: left out" in page.inner_text("#left-out")
     finally:
         page.close()
+
+
+#: Two hosted-like tiers of a stand-in provider (a `tokrate sim` reached by URL): no
+#: size in their names, acme-pro the faster and, on short prompts, by far the cheaper
+#: although its output price is the higher.
+_HOSTED = """include_defaults = false
+[[tier]]
+name = "acme-mini"
+params_b = 8.0
+task_accuracy = "classification=0.97"
+[[tier]]
+name = "acme-pro"
+params_b = 3.0
+task_accuracy = "classification=0.99"
+"""
+
+
+@pytest.fixture(scope="module")
+def hosted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run of the README's Job 1 shape against a stand-in provider: priced
+    tiers without sizes, the bundled checked classification prompts, lenient SLOs."""
+    from tokrate.sim import SimConfig, simulator_process
+
+    tmp = tmp_path_factory.mktemp("hosted")
+    tiers = tmp / "tiers.toml"
+    tiers.write_text(_HOSTED)
+    with simulator_process(SimConfig(tiers_file=str(tiers), time_scale=20.0)) as url:
+        config = tmp / "pick.toml"
+        config.write_text(
+            f'[[endpoint]]\nname = "acme"\nbase_url = "{url}"\n'
+            '[[model]]\nname = "acme-mini"\nprice_in_per_m = 3.0\nprice_out_per_m = 0.5\n'
+            '[[model]]\nname = "acme-pro"\nprice_in_per_m = 0.1\nprice_out_per_m = 0.6\n'
+            '[prompts]\nsets = ["classification"]\n'
+            "[load]\nconcurrency = [4]\nrequests = 48\n"
+            "[slo]\nttft_s = 2.0\ntpot_s = 0.5\n"
+        )
+        assert main(["run", "-c", str(config), "--output-dir", str(tmp / "out"), "--quiet"]) == 0
+    (run_dir,) = list((tmp / "out").iterdir())
+    return run_dir / "report.html"
+
+
+def test_the_verdict_the_cost_column_and_the_quality_chart_agree(
+    browser: Any, hosted_run: Path
+) -> None:
+    """issue 38: what the report opens with can be checked against what it shows under
+    it. The verdict's pick and its cost per 1,000 requests (with interval) are the
+    summary table's cost cell for that model; its pass rate is the routing table's; the
+    quality chart (cost on x: no sizes known) names the same level and draws the same
+    n and intervals."""
+    import re
+
+    from tokrate.report.contents import build_model, load_inputs
+
+    page, problems, _ = _open(browser, hosted_run, 1400, 900)
+    try:
+        assert problems == []
+        (sentence,) = page.locator("#verdict p").all_inner_texts()
+        sentence = " ".join(sentence.split())
+        assert "smallest" not in sentence
+        m = re.match(r"For classification pick (\S+): .* at (c=\d+) in", sentence)
+        assert m is not None, sentence
+        pick, level = m.groups()
+        cost = re.search(
+            r"(\$[\d.,]+) per 1,000 requests \(95% CI (\$[\d.,]+)–(\$[\d.,]+); token prices",
+            sentence,
+        )
+        assert cost is not None, sentence
+        value, lo, hi = cost.groups()
+        # The summary table: the pick's row at that level shows the same figure and interval.
+        section = page.locator("section[id^=summary]")
+        header = [" ".join(h.split()) for h in section.locator("thead th").all_inner_texts()]
+        rows = [
+            [" ".join(c.split()) for c in row.locator("td").all_inner_texts()]
+            for row in section.locator("tbody tr").all()
+        ]
+        col = header.index("$ / 1k req (95% CI)")
+        (row,) = [r for r in rows if r[header.index("model")] == pick and r[2] == level]
+        assert row[col] == f"{value} [{lo[1:]}–{hi[1:]}]", (row[col], sentence)
+        # It is the cheaper one: the other tier's figure is higher, as the sentence says.
+        (other,) = [r for r in rows if r[header.index("model")] != pick and r[2] == level]
+        ratio = re.search(r"(\d[\d.,]*)x cheaper than (\S+) \((\$[\d.,]+) per 1,000", sentence)
+        assert ratio is not None and other[col].startswith(ratio.group(3)), (other, sentence)
+        # The pass rate in the sentence is the routing table's, at the same level.
+        routing = page.locator("section", has=page.locator("h2", has_text="Routing table"))
+        (route,) = [
+            [" ".join(c.split()) for c in r.locator("td").all_inner_texts()]
+            for r in routing.locator("tbody tr").all()
+        ]
+        passes = re.search(r"passes (\d+)/(\d+) checked answers \(95% CI (\d+)–(\d+)%\)", sentence)
+        assert passes is not None, sentence
+        k, n, clo, chi = passes.groups()
+        assert route[2] == pick
+        assert route[3].startswith(f"passes {k}/{n} = ") and f"(95% CI {clo}–{chi}%)" in route[3]
+        # The quality chart: drawn (no size known: against cost), named for that level.
+        figure = page.locator("#chart-quality_vs_cost")
+        assert figure.count() == 1
+        assert f"Answer quality vs cost at {level}" in figure.inner_text()
+        size = figure.locator("img").evaluate("i => [i.complete, i.naturalWidth]")
+        assert size[0] and size[1] > 0
+    finally:
+        page.close()
+    # What the chart is drawn from: each model's n and interval are the routing table's.
+    model = build_model(load_inputs([hosted_run.parent]))
+    chart = next(c for c in model.charts if c.name == "quality_vs_cost")
+    data: Any = chart.data
+    assert data.level == level and data.axis == "cost"
+    point = next(p for p in data.points if p.label == pick)
+    assert (point.n, round(point.rate * point.n)) == (int(n), int(k))
+    assert (round(point.lo * 100), round(point.hi * 100)) == (int(clo), int(chi))

@@ -442,3 +442,8 @@ def test_terminal_summary_marks_buffered_groups_in_80_columns() -> None:
     words = " ".join(text.split())  # the explanation wraps at 80 columns
     assert "stream held back (proxy or server): ITL/TPOT not meaningful" in words
     assert "tf c=1 1/10" in words and "gw-only c=1 3/3" in words
+    # The marks are said in words (issue 38), not as "*/buf:".
+    assert (
+        "* after a TPOT or tok/s stream figure: it leaves out buffered requests; buf: every "
+        "request was buffered, so there is no such figure." in words
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 import polars as pl
@@ -14,8 +16,8 @@ from tokrate.analysis.stats import (
     distribution,
     fit_power_law,
     stability_warnings,
-    t_quantile_975,
 )
+from tokrate.analysis.student_t import t_quantile_975
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
@@ -157,7 +159,9 @@ def hand_run(**slo: float) -> tuple[pl.DataFrame, dict[str, Any]]:
     run = {
         "run_id": "r1",
         "slo": slo,
-        "targets": [{"endpoint": "ep", "model": "m7b", "price_out_per_m": 2.5}],
+        "targets": [
+            {"endpoint": "ep", "model": "m7b", "price_in_per_m": 0.5, "price_out_per_m": 2.5}
+        ],
         "scenarios": [{"name": "c1", "concurrency": 1, "rate_rps": None}],
     }
     return records_to_frame(records), run
@@ -202,11 +206,78 @@ def test_summarize_hand_computed_group() -> None:
     assert g["aggregate_output_tps"] == pytest.approx(28 / 3.3)
     assert g["requests_per_s"] == pytest.approx(3 / 3.3)
     assert g["goodput_rps"] is None and g["slo_met_fraction"] is None
-    assert g["cost"] == {"usd_per_m_output": 2.5, "source": "price"}
+    # Each ok request's own tokens at the prices: 100 input at $0.5/M, 11, 11 and 6
+    # output at $2.5/M; summarised per 1,000 requests with a Student-t interval.
+    per_request = [(100 * 0.5 + out * 2.5) / 1e6 * 1000 for out in (11, 11, 6)]
+    cost = g["cost"]
+    assert cost["source"] == "price" and cost["n"] == 3 and cost["usd_per_m_output"] == 2.5
+    assert cost["usd_per_1k_requests"] == pytest.approx(statistics.mean(per_request))
+    assert cost["usd_per_1k_requests_sd"] == pytest.approx(statistics.stdev(per_request))
+    half = t_quantile_975(2) * statistics.stdev(per_request) / math.sqrt(3)
+    assert cost["usd_per_1k_requests_ci"] == pytest.approx(
+        [statistics.mean(per_request) - half, statistics.mean(per_request) + half]
+    )
+    assert (cost["input_tokens_mean"], cost["output_tokens_mean"]) == (100, pytest.approx(28 / 3))
     tasks = {t["task"]: t for t in g["by_task"]}
+    assert tasks["code"]["cost"]["usd_per_1k_requests"] == pytest.approx(per_request[0])
     assert set(tasks) == {"chat", "code"}
     assert tasks["chat"]["counts"]["ok"] == 2
     assert tasks["code"]["ttft_s"]["p50"] == pytest.approx(0.1)
+
+
+def test_cached_input_and_reasoning_are_billed_as_the_provider_does() -> None:
+    """Cached input tokens at price_cached_in_per_m (capped at the input), reasoning
+    tokens as output (they are in usage's output count), per docs/definitions.md."""
+    records = [
+        ok_rec(1, 0.1, 1.1, 11, cached_tokens=60, reasoning_tokens=5),
+        ok_rec(2, 0.1, 1.1, 11, cached_tokens=500),  # more than its input: capped at 100
+        ok_rec(3, 0.1, 1.1, 11),
+    ]
+    run = {
+        "run_id": "r1",
+        "targets": [
+            {
+                "endpoint": "ep",
+                "model": "m7b",
+                "price_in_per_m": 1.0,
+                "price_cached_in_per_m": 0.25,
+                "price_out_per_m": 4.0,
+            }
+        ],
+        "scenarios": [{"name": "c1", "concurrency": 1, "rate_rps": None}],
+    }
+    (g,) = summarize(records_to_frame(records), run)["groups"]
+    expected = [
+        (40 * 1.0 + 60 * 0.25 + 11 * 4.0) / 1e3,
+        (0 * 1.0 + 100 * 0.25 + 11 * 4.0) / 1e3,
+        (100 * 1.0 + 11 * 4.0) / 1e3,
+    ]
+    assert g["cost"]["usd_per_1k_requests"] == pytest.approx(statistics.mean(expected))
+    assert g["cost"]["cached_input_tokens_mean"] == pytest.approx((60 + 500) / 2)
+    assert g["cost"]["reasoning_tokens_mean"] == 5
+
+
+def test_one_token_answers_are_not_judged_against_a_tpot_limit() -> None:
+    """A one-token answer has no TPOT: it neither meets nor misses a TPOT limit (the
+    met share leaves it out and counts it); a TTFT it missed still fails it; 2-4
+    token answers are counted as short."""
+    records = [
+        ok_rec(1, 0.1, 0.1, 1),  # one token: too short for the TPOT limit
+        ok_rec(2, 0.9, 0.9, 1),  # one token, but its TTFT misses: judged, missed
+        ok_rec(3, 0.1, 0.4, 4),  # tpot 0.1: short answer, meets
+        ok_rec(4, 0.1, 2.1, 11),  # tpot 0.2: misses
+        ok_rec(5, 0.1, 1.1, 11),  # tpot 0.1: meets
+    ]
+    run = {
+        "run_id": "r1",
+        "slo": {"ttft_s": 0.5, "tpot_s": 0.15},
+        "scenarios": [{"name": "c1", "concurrency": 1, "rate_rps": None}],
+    }
+    (g,) = summarize(records_to_frame(records), run)["groups"]
+    assert g["slo"] == {"met": 2, "judged": 4, "unjudged": 1, "short_answers": 1}
+    assert g["slo_met_fraction"] == pytest.approx(2 / 4)
+    (task,) = g["by_task"]
+    assert task["slo"] == g["slo"]
 
 
 def test_goodput_against_every_slo_set() -> None:
@@ -230,6 +301,9 @@ def test_gpu_hourly_cost_from_measured_throughput() -> None:
     tps = 28 / 3.3
     assert g["cost"]["source"] == "gpu_hourly"
     assert g["cost"]["usd_per_m_output"] == pytest.approx(4.0 / (tps * 3600) * 1e6)
+    # Each request is charged the GPU time it held; the mean is the cost per request
+    # at the measured throughput: window / ok requests x the hourly rate.
+    assert g["cost"]["usd_per_1k_requests"] == pytest.approx(3.3 / 3 * 4.0 / 3600 * 1000)
     run["targets"] = []
     assert summarize(frame, run)["groups"][0]["cost"] is None
 

@@ -23,3 +23,15 @@ from tokrate.redact import redact_text
 )  # fmt: skip
 def test_bearer_values_are_redacted_and_words_are_not(text: str, expected: str) -> None:
     assert redact_text(text) == expected
+
+
+def test_the_pass_rate_bar_is_not_a_password() -> None:
+    """issue 38: `[slo] min_pass_rate` (and per task) is shown as written in run.json
+    and the report; an X-Pass header or a password field still is redacted."""
+    from tokrate.redact import REDACTED, Redactor, is_secret_name
+
+    assert not is_secret_name("min_pass_rate") and not is_secret_name("min_pass_rate_by_task")
+    assert is_secret_name("X-Pass") and is_secret_name("db_password")
+    slo = {"min_pass_rate": 0.9, "min_pass_rate_by_task": {"extraction": 0.95}}
+    assert Redactor().value({"slo": slo}) == {"slo": slo}
+    assert Redactor().value({"password": "hunter22"}) == {"password": REDACTED}

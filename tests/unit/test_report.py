@@ -312,7 +312,10 @@ def test_cli_report(sweep_run: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
             ["report", str(sweep_run), "-o", str(out), "--hardware", "tpu"],
             "unknown hardware profile 'tpu'",
         ),
-        (["report", str(sweep_run), "-o", str(out), "--format", "gif"], "unknown format 'gif'"),
+        (
+            ["report", str(sweep_run), "-o", str(out), "--format", "gif"],
+            "unknown format 'gif' (known: png, svg, pdf)",
+        ),
     ]
     for argv, message in cases:
         assert main(argv) == 2

@@ -62,7 +62,14 @@ def _group(
         "aggregate_output_tps": agg,
         "goodput_rps": goodput,
         "slo_met_fraction": slo_met,
-        "cost": None if usd is None else {"usd_per_m_output": usd, "source": "price"},
+        "cost": None
+        if usd is None
+        else {
+            "source": "price",
+            "n": ok,
+            "usd_per_1k_requests": usd,
+            "usd_per_1k_requests_ci": [usd * 0.98, usd * 1.02],
+        },
     }
 
 
@@ -173,11 +180,13 @@ SNAPSHOT_SIMPLE = (
 )
 SNAPSHOT_SLO = (
     "tokrate run nightly gpu-a · endpoint sim · c=16\n"
-    "           SLO  goodput  $ / M              TTFT    TTFT    TPOT   tok/s  tok/s\n"
-    "model      met    req/s    out   ok  err  p50 ms  p95 ms  p50 ms  stream  total\n"
-    "───────────────────────────────────────────────────────────────────────────────\n"
-    "small-8b   96%    12.25   0.35   97    3     412   1,873    21.3    46.9    702\n"
-    "large-70b   4%     0.50  12.50  100    0   1,204   4,551    55.8    17.9    284\n"
+    "           SLO  goodput  $ / 1k              TTFT    TTFT    TPOT   tok/s  tok/s\n"
+    "model      met    req/s     req   ok  err  p50 ms  p95 ms  p50 ms  stream  total\n"
+    "────────────────────────────────────────────────────────────────────────────────\n"
+    "small-8b   96%    12.25   0.350   97    3     412   1,873    21.3    46.9    702\n"
+    "large-70b   4%     0.50   12.50  100    0   1,204   4,551    55.8    17.9    284\n"
+    "$ / 1k req: what 1,000 of these requests cost at the model's token prices on \n"
+    "their own token mix; 95% CI: small-8b $0.343–$0.357, large-70b $12.25–$12.75.\n"
 )
 SNAPSHOT_WIDE = (
     "tokrate run ceiling · c=64\n"

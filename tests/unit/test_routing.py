@@ -46,6 +46,12 @@ def _task(
     return TaskGroup(task, GroupCounts(scheduled=sent, ok=sent), d, d, d, d, slo, quality)
 
 
+def _cost(usd_per_1k: float | None) -> Cost | None:
+    if usd_per_1k is None:
+        return None
+    return Cost("price", n=40, usd_per_1k_requests=usd_per_1k, usd_per_1k_requests_sd=0.0)
+
+
 def _run(tasks: dict[str, list[TaskGroup]], slo: SloInfo, price: dict[str, float]) -> tuple:  # type: ignore[type-arg]
     groups = tuple(
         Group(
@@ -55,8 +61,8 @@ def _run(tasks: dict[str, list[TaskGroup]], slo: SloInfo, price: dict[str, float
             4,
             None,
             GroupCounts(scheduled=40, ok=40),
-            cost=Cost(price[model], "price") if model in price else None,
-            by_task=tuple(tasks[model]),
+            cost=_cost(price.get(model)),
+            by_task=tuple(replace(t, cost=_cost(price.get(model))) for t in tasks[model]),
         )
         for model in tasks
     )
@@ -325,9 +331,19 @@ def test_the_trade_chart_says_which_model_has_no_speed_to_draw() -> None:
         {"small": [_task("cls", 40, 30)], "big": [_task("cls", 40, 39)]}, SloInfo(), {}
     )
     speeds = {"small": Distribution(), "big": Distribution(n=40, p50=50.0)}
-    summary = Summary("r1", tuple(replace(g, decode_tps=speeds[g.model]) for g in summary.groups))
+    summary = Summary(
+        "r1",
+        tuple(
+            replace(
+                g,
+                decode_tps=speeds[g.model],
+                by_task=tuple(replace(t, decode_tps=speeds[g.model]) for t in g.by_task),
+            )
+            for g in summary.groups
+        ),
+    )
     inputs = SimpleNamespace(
-        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),)
+        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),), multi=False
     )
     items = list(quality_chart(inputs))  # type: ignore[arg-type]
     notes = [i.note for i in items if isinstance(i, LeftOut)]
@@ -337,7 +353,10 @@ def test_the_trade_chart_says_which_model_has_no_speed_to_draw() -> None:
     ]
     (chart,) = [i for i in items if not isinstance(i, LeftOut)]
     assert chart.figure() is not None  # draws with the speedless model left out
-    assert {(p.model, p.decode_tps) for p in chart.data} == {("small", None), ("big", 50.0)}
+    assert {(p.label, p.decode_tps) for p in chart.data.points} == {
+        ("small", None),
+        ("big", 50.0),
+    }
 
 
 @pytest.mark.parametrize(("passed", "n"), [(19, 19), (38, 38), (0, 5), (0, 19)])
@@ -351,14 +370,14 @@ def test_the_trade_chart_draws_all_or_none_passed(passed: int, n: int) -> None:
     speeds = {"small": Distribution(n=40, p50=200.0), "big": Distribution(n=40, p50=50.0)}
     summary = Summary("r1", tuple(replace(g, decode_tps=speeds[g.model]) for g in summary.groups))
     inputs = SimpleNamespace(
-        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),)
+        summaries=(("r1", summary),), runs=(("r1", SimpleNamespace(info=info)),), multi=False
     )
     items = list(quality_chart(inputs))  # type: ignore[arg-type]
     (chart,) = [i for i in items if not isinstance(i, LeftOut)]
-    point = next(p for p in chart.data if p.model == "small")
+    point = next(p for p in chart.data.points if p.label == "small")
     assert point.lo <= point.rate <= point.hi
     # The speed panel names its load level, so its figures can be found in a table.
-    assert "at each model's lowest load level (c=4), as in the size chart" in chart.caption
+    assert "decode speed (median) at c=4, the Routing table's level" in chart.caption
     from tokrate.report.drawing import chart_files
 
     files = chart_files(chart.figure(), ("png",))

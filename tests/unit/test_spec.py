@@ -350,6 +350,28 @@ def test_example_config_loads(tmp_path: Path, with_endpoints: bool) -> None:
     assert spec.uses_simulator is not with_endpoints
     if with_endpoints:
         assert [t.model.active_params_b for t in resolve_targets(spec)] == [8.0, 12.9]
+    # The top-level example, uncommented with the blocks above it, stays top level.
+    text = example_config(with_endpoints=with_endpoints).replace(
+        '# baseline = "latest-good"', 'baseline = "latest-good"'
+    )
+    assert load_spec(write(tmp_path, text), {}).baseline == "latest-good"
+
+
+def test_the_example_config_says_truthfully_what_it_runs(tmp_path: Path) -> None:
+    """issue 38: every active line is the default (the file runs what an empty config
+    runs), and its comment names the demo a config-less `tokrate run` runs instead."""
+    from dataclasses import replace
+
+    from tokrate.spec import EMBEDDED_DEFAULTS, RunFlags
+
+    template = load_spec(write(tmp_path, example_config()), {}, RunFlags())
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert replace(template, source=None) == replace(load_spec(empty, {}, RunFlags()), source=None)
+    demo = load_spec(None, {}, RunFlags())
+    assert demo.load.concurrency == EMBEDDED_DEFAULTS["load.concurrency"] != (1,)
+    text = example_config()
+    assert "#   concurrency 1,8; 30 requests per target and level; 16 output tokens;" in text
 
 
 def test_loadspec_defaults_unchanged() -> None:

@@ -6,7 +6,7 @@ checked (issue 28), one verdict that holds each task's pick to its pass-rate bar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -23,7 +23,15 @@ from tokrate.report.tables import tier_tables
 from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
-from tokrate.runfolder.summary import Cost, Distribution, Group, GroupCounts, Summary, TaskGroup
+from tokrate.runfolder.summary import (
+    Cost,
+    Distribution,
+    Group,
+    GroupCounts,
+    SloCounts,
+    Summary,
+    TaskGroup,
+)
 
 SLO = SloInfo(ttft_s=0.5, tpot_s=0.03)
 SIZES = {"sim-1b": 1.0, "sim-7b": 7.0, "sim-13b": 13.0, "sim-70b": 70.0}
@@ -41,6 +49,10 @@ class Part:
     tpot_p95: float = 0.01
     #: Checked answers: (n, passed); None: the task's prompts had no checks.
     checked: tuple[int, int] | None = None
+    #: Requests too short for the TPOT limit (one-token answers), and judged requests
+    #: whose TPOT came from 2-4 tokens.
+    unjudged: int = 0
+    short: int = 0
 
 
 def _dist(p95: float, n: int) -> Distribution:
@@ -48,8 +60,27 @@ def _dist(p95: float, n: int) -> Distribution:
 
 
 def _group(
-    model: str, parts: Sequence[Part], *, c: int = 8, usd: float | None = None, gpu: bool = False
+    model: str,
+    parts: Sequence[Part],
+    *,
+    c: int = 8,
+    usd: float | None = None,
+    gpu: bool = False,
+    goodput: float | None = None,
+    decode: float = 50.0,
 ) -> Group:
+    def priced(n: int) -> Cost | None:
+        # USD per 1,000 requests, every request alike (no spread: a narrow interval).
+        if usd is None:
+            return None
+        return Cost(
+            "gpu_hourly" if gpu else "price",
+            n=n,
+            usd_per_1k_requests=usd,
+            usd_per_1k_requests_sd=0.0,
+            usd_per_1k_requests_ci=(usd, usd),
+        )
+
     tasks = []
     for p in parts:
         n = p.ok + p.error
@@ -60,15 +91,17 @@ def _group(
                 ttft_s=_dist(p.ttft_p95, p.ok),
                 tpot_s=_dist(p.tpot_p95, p.ok),
                 e2e_s=_dist(1.0, p.ok),
-                decode_tps=_dist(50.0, p.ok),
+                decode_tps=_dist(decode, p.ok),
                 slo_met_fraction=p.met / n,
                 quality=None if p.checked is None else Quality(*p.checked),
+                cost=priced(p.ok),
+                slo=SloCounts(p.met, n - p.unjudged, p.unjudged, p.short),
             )
         )
     ok = sum(p.ok for p in parts)
     error = sum(p.error for p in parts)
     met = sum(p.met for p in parts)
-    cost = None if usd is None else Cost(usd, "gpu_hourly" if gpu else "price")
+    cost = priced(ok)
     return Group(
         endpoint="sim",
         model=model,
@@ -79,15 +112,31 @@ def _group(
         ttft_s=_dist(max(p.ttft_p95 for p in parts), ok),
         tpot_s=_dist(max(p.tpot_p95 for p in parts), ok),
         e2e_s=_dist(1.0, ok),
+        decode_tps=_dist(decode, ok),
         slo_met_fraction=met / (ok + error),
+        goodput_rps=goodput,
         cost=cost,
         by_task=tuple(tasks),
+        slo=SloCounts(
+            met,
+            ok + error - sum(p.unjudged for p in parts),
+            sum(p.unjudged for p in parts),
+            sum(p.short for p in parts),
+        ),
     )
 
 
-def _run(groups: Sequence[Group], slo: SloInfo = SLO, key: str = "r") -> TierRun:
+def _run(
+    groups: Sequence[Group],
+    slo: SloInfo = SLO,
+    key: str = "r",
+    *,
+    size_source: str | None = None,
+) -> TierRun:
     models = dict.fromkeys(g.model for g in groups)
-    targets = tuple(TargetInfo("sim", m, params_b=SIZES.get(m)) for m in models)
+    targets = tuple(
+        TargetInfo("sim", m, params_b=SIZES.get(m), size_source=size_source) for m in models
+    )
     info = RunInfo(run_id=key, targets=targets, slo=slo)
     return TierRun(key, Summary(run_id=key, groups=tuple(groups)), info)
 
@@ -119,13 +168,21 @@ def test_the_issue_sentence_cheapest_priced_with_n_interval_and_next_tier() -> N
     assert cell.runner_up is not None and cell.runner_up.model == "sim-13b"
     assert verdict_lines(decision) == [
         "For classification pick sim-7b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in "
-        "47/48 requests (95% CI 89–100%), $0.12 per 1M output tokens, 6x cheaper than "
-        "sim-13b, the next tier that meets."
+        "47/48 requests (95% CI 89–100%), $0.120 per 1,000 requests (95% CI "
+        "$0.120–$0.120; token prices on its requests' own tokens), 6x cheaper than sim-13b "
+        "($0.720 per 1,000 requests, token prices), the next tier that meets."
     ]
     picks, evidence = tier_tables(decision)
     (row,) = picks.rows
-    assert row[:5] == ("c=8", "classification", "sim-7b", "47/48 = 98% (89–100%)", "$0.12")
-    assert "sim-1b: 30/48 met SLOs (95% CI 48–75%), TPOT p95 41.0 ms vs ≤ 30 ms" in row[6]
+    assert row[:6] == (
+        "c=8",
+        "classification",
+        "sim-7b",
+        "47/48 = 98% (89–100%)",
+        "cost per 1,000 requests",
+        "$0.120 [0.120–0.120]",
+    )
+    assert "sim-1b: 30/48 met SLOs (95% CI 48–75%), TPOT p95 41.0 ms vs ≤ 30 ms" in row[7]
     # The evidence: every model with its n and interval, in size order.
     assert [r[2] for r in evidence.rows] == ["sim-1b", "sim-7b", "sim-13b"]
     assert [r[5] for r in evidence.rows] == [
@@ -150,10 +207,13 @@ def test_cheapest_ranks_only_priced_models_and_names_the_unpriced() -> None:
     assert cell.pick is not None and cell.pick.model == "sim-7b"
     assert [c.model for c in cell.unpriced_meeting] == ["sim-1b", "sim-13b"]
     (line,) = verdict_lines(decision)
-    assert "(GPU-hour price at the measured throughput), the only priced tier that meets" in line
+    assert (
+        "$0.400 per 1,000 requests (95% CI $0.400–$0.400; GPU-hour price × GPUs at the "
+        "measured throughput), the only priced tier that meets" in line
+    )
     assert line.endswith("sim-1b and sim-13b also meet but have no price, so are not ranked.")
     picks, _ = tier_tables(decision)
-    assert picks.rows[0][5] == "sim-1b (no price), sim-13b (no price)"
+    assert picks.rows[0][6] == "sim-1b (no price), sim-13b (no price)"
 
 
 def test_without_prices_the_smallest_that_meets_is_picked() -> None:
@@ -168,7 +228,9 @@ def test_without_prices_the_smallest_that_meets_is_picked() -> None:
     assert decision.cells[0].pick is not None and decision.cells[0].pick.model == "sim-7b"
     assert decision.cells[0].rule == "smallest"
     (line,) = verdict_lines(decision)
-    assert "pick sim-7b: meets" in line and "the smallest tier that meets (no price known" in line
+    assert "pick sim-7b: meets" in line
+    assert "the smallest tier that meets (7B active parameters, against sim-13b's 13B;" in line
+    assert "no price known: set price_in_per_m and price_out_per_m" in line
 
 
 def test_too_few_requests_per_task_are_pooled_and_said_so() -> None:
@@ -265,7 +327,7 @@ def test_without_slos_every_model_that_answered_passes() -> None:
     assert not decision.slo_set
     (line,) = verdict_lines(decision)
     assert line.startswith("No SLOs are set, so every tier that answered passes at c=8 for chat")
-    assert "the cheapest is sim-7b ($0.10 per 1M output tokens)" in line
+    assert "the cheapest is sim-7b ($0.100 per 1,000 requests" in line
 
 
 @dataclass(frozen=True)
@@ -344,9 +406,10 @@ def test_a_tier_below_the_pass_rate_bar_is_not_picked_and_the_sentence_says_why(
     assert cls_line == (
         "For classification pick sim-13b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in "
         "30/30 requests (95% CI 89–100%) and passes 29/30 checked answers (95% CI 83–99%) "
-        "≥ the 90% bar, the smallest tier that meets (no price known: set price_out_per_m "
-        "or gpu_hourly_usd in [[model]] to rank by cost); sim-1b (pass rate 70%, 95% CI "
-        "52–83%) and sim-7b (pass rate 80%, 95% CI 63–90%) fail the 90% pass-rate bar."
+        "≥ the 90% bar, the smallest tier that meets (13B active parameters; no price "
+        "known: set price_in_per_m and price_out_per_m (or gpu_hourly_usd) in [[model]] "
+        "to rank by cost); sim-1b (pass rate 70%, 95% CI 52–83%) and sim-7b (pass rate "
+        "80%, 95% CI 63–90%) fail the 90% pass-rate bar."
     )
     # The evidence table shows the pass rate beside the SLOs for every model.
     picks, evidence = tier_tables(decision)
@@ -449,3 +512,102 @@ def test_a_pass_rate_bar_of_one_is_decided_by_any_number() -> None:
     assert min_requests(1.0) == 1
     assert judge_fraction("pass rate", 3, 3, 1.0).verdict == "meets"
     assert judge_fraction("pass rate", 2, 3, 1.0).verdict == "misses"
+
+
+def test_checked_tasks_with_different_bars_never_share_a_sentence() -> None:
+    """Two checked tasks with the same pick but different bars (issue 38): each gets
+    its own sentence, quoting its own pass rate against its own bar."""
+    parts = [
+        Part("classification", 30, 30, checked=(30, 29)),
+        Part("extraction", 30, 30, checked=(30, 29)),
+    ]
+    run = _run(
+        [_group("sim-7b", parts), _group("sim-13b", parts)],
+        slo=SloInfo(ttft_s=0.5, min_pass_rate=0.9, min_pass_rate_by_task=(("extraction", 0.95),)),
+    )
+    decision = decide_tiers([run])
+    assert [c.tasks for c in decision.cells] == [("classification",), ("extraction",)]
+    cls_line, ext_line = verdict_lines(decision)
+    assert cls_line.startswith("For classification pick sim-7b:")
+    assert "passes 29/30 checked answers (95% CI 83–99%) ≥ the 90% bar" in cls_line
+    assert ext_line.startswith("For extraction pick sim-7b:")
+    assert "passes 29/30 checked answers (95% CI 83–99%) ≥ the 95% bar" in ext_line
+    # Unchecked tasks with the same ranking still share one.
+    plain = [Part("chat", 30, 30), Part("code", 30, 30)]
+    decision = decide_tiers([_run([_group("sim-7b", plain), _group("sim-13b", plain)])])
+    assert [c.tasks for c in decision.cells] == [("chat", "code")]
+
+
+def test_one_token_answers_are_not_judged_and_short_ones_are_said() -> None:
+    """A one-token answer has no TPOT: not counted as meeting the TPOT limit, left out
+    of n and said; a TPOT judgement resting on 2-4 token answers says so."""
+    run = _run(
+        [
+            _group("sim-7b", [Part("classification", 30, 24, unjudged=6, short=20)]),
+            _group("sim-13b", [Part("classification", 30, 24, unjudged=6, short=20)]),
+        ]
+    )
+    decision = decide_tiers([run])
+    (cell,) = decision.cells
+    assert cell.pick is not None
+    slo = cell.pick.judgement("SLOs")
+    assert slo is not None and (slo.met, slo.n, slo.unjudged) == (24, 24, 6)
+    (line,) = verdict_lines(decision)
+    assert (
+        "in 24/24 requests (95% CI 86–100%; 6 one-token answers not judged: no TPOT; its "
+        "TPOT judgement rests on answers of 2-4 tokens (20 of 24: 1-3 gaps each))" in line
+    )
+    # 19 judged requests cannot decide a 95% bar, whatever the unjudged ones did.
+    few = _run([_group("sim-7b", [Part("chat", 30, 19, unjudged=11)])])
+    (cell,) = decide_tiers([few]).cells
+    assert cell.pick is None and cell.candidates[0].verdict == "undecided"
+
+
+def test_overlapping_cost_intervals_do_not_make_a_tier_cheaper() -> None:
+    def priced(model: str, usd: float, half: float) -> Group:
+        g = _group(model, [Part("chat", 30, 30)], usd=usd)
+        cost = Cost("price", n=30, usd_per_1k_requests=usd, usd_per_1k_requests_sd=0.1,
+                    usd_per_1k_requests_ci=(usd - half, usd + half))  # fmt: skip
+        return replace(g, cost=cost, by_task=tuple(replace(t, cost=cost) for t in g.by_task))
+
+    run = _run([priced("sim-7b", 1.00, 0.10), priced("sim-13b", 1.05, 0.10)])
+    (line,) = verdict_lines(decide_tiers([run]))
+    assert "cheaper than" not in line
+    assert (
+        "sim-13b, the next tier that meets, costs $1.05 per 1,000 requests, token prices: "
+        "the intervals overlap, so cost does not separate them" in line
+    )
+
+
+def test_sizes_from_names_are_said_to_be_inferred() -> None:
+    run = _run(
+        [_group("sim-7b", [Part("chat", 30, 30)]), _group("sim-13b", [Part("chat", 30, 30)])],
+        size_source="name",
+    )
+    (line,) = verdict_lines(decide_tiers([run]))
+    assert (
+        "the smallest tier that meets (7B active parameters, against sim-13b's 13B, "
+        "inferred from its name; sizes of sim-7b and sim-13b inferred from their names;" in line
+    )
+
+
+def test_without_sizes_or_prices_goodput_ranks_and_a_near_tie_goes_to_decode_speed() -> None:
+    groups = [
+        _group("tier-a", [Part("chat", 30, 30)], goodput=10.0, decode=40.0),
+        _group("tier-b", [Part("chat", 30, 30)], goodput=9.8, decode=90.0),
+        _group("tier-c", [Part("chat", 30, 30)], goodput=4.0, decode=200.0),
+    ]
+    decision = decide_tiers([_run(groups)])
+    (cell,) = decision.cells
+    assert cell.rule == "goodput" and cell.goodput_tie
+    assert cell.pick is not None and cell.pick.model == "tier-b"
+    (line,) = verdict_lines(decision)
+    assert "smallest" not in line
+    assert (
+        "ranked by measured goodput (no price or size is known): 9.8 req/s against 10 req/s "
+        "for tier-a, within 5%, so decode speed per stream decides: 45.0 against 20.0 tok/s"
+    ) in line
+    # Clearly apart: the higher goodput wins whatever the names or the decode speeds.
+    groups[1] = _group("tier-b", [Part("chat", 30, 30)], goodput=5.0, decode=90.0)
+    (cell,) = decide_tiers([_run(groups)]).cells
+    assert cell.pick is not None and cell.pick.model == "tier-a" and not cell.goodput_tie

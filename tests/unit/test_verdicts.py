@@ -40,7 +40,7 @@ from tokrate.analysis.noise import (
     noise_limit,
     without_outliers,
 )
-from tokrate.analysis.stats import t_quantile
+from tokrate.analysis.student_t import t_quantile
 from tokrate.finish.baseline import check_baseline, moves_pointer
 from tokrate.load.confirm import confirm_spec
 from tokrate.report.terminal.comparison_text import render_markdown

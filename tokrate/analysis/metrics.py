@@ -30,17 +30,19 @@ Rules (docs/run-folder.md, docs/definitions.md):
   (``tests/loopback/test_run_window.py``, ``benchmarks/window_agreement.py``).
 - A request meets the SLOs when it is ok and each SLO the user set holds: ``ttft_s``,
   ``tpot_s``, ``e2e_s`` <= their limits, and the p99 of its own ITL gaps <=
-  ``itl_p99_s``. A limit on a value the request cannot have (TPOT of a one-token
-  answer, ITL of a one-chunk stream) holds vacuously. ``slo_met_fraction`` divides by
-  the ok + error requests (a failed request misses; cancelled ones are left out, the
-  user stopped them). No SLO set: goodput and the fraction are None.
+  ``itl_p99_s`` (:func:`slo_judgement_exprs`). A limit on a value the request is too
+  short to have (TPOT of a one-token answer, ITL of a one-chunk stream) cannot judge
+  it: unless another limit failed it, it is *unjudged* (summary ``slo.unjudged``),
+  neither met nor missed. ``slo_met_fraction`` = met / judged, judged being the ok +
+  error requests less the unjudged (a failed request misses; cancelled ones are left
+  out, the user stopped them). No SLO set: goodput and the fraction are None.
 - A request the client never sent (:func:`client_side_expr`, error class ``not_sent``:
   its own pool, loop or connect held it until a timeout) is the client's failure: it
   is counted apart (``counts.not_sent``), not in ``counts.error``, the error rate
   (:func:`server_error_expr`) or the SLO fraction; the run warns about it.
-- Cost per million output tokens: ``price_out_per_m`` when the target has one
-  (source "price"), else ``gpu_hourly_usd`` x ``gpus`` (1 when unset) / measured output
-  tokens per hour x 1e6 (source "gpu_hourly"); None without either.
+- Cost: each priced request (measured, final attempt, ok) costs its own tokens at the
+  target's prices, or its share of the GPU-hours (:mod:`tokrate.analysis.cost`);
+  summarised per group and task as USD per 1,000 requests with its interval.
 
 - A retried request counts once, by its last attempt (:func:`final_attempts`), in
   every statistic here and in every comparison (compare, history and the report call
@@ -70,6 +72,7 @@ from tokrate.analysis.cache_use import (
     cache_exprs,
     turn_and_session_rows,
 )
+from tokrate.analysis.cost import cost_aggs, cost_entry, with_cost
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.analysis.quality import quality_aggs, quality_entry
 from tokrate.analysis.server_timings import (
@@ -84,10 +87,10 @@ from tokrate.runfolder.summary import (
     DIST_METRICS,
     TASK_METRICS,
     CacheUse,
-    Cost,
     Distribution,
     Group,
     GroupCounts,
+    SloCounts,
     Summary,
     TaskGroup,
 )
@@ -106,6 +109,8 @@ __all__ = [
     "is_final_attempt",
     "ok_mask",
     "server_error_expr",
+    "short_answer_expr",
+    "slo_judgement_exprs",
     "slo_met_expr",
     "summarize",
     "window_exprs",
@@ -217,22 +222,59 @@ def server_error_expr() -> pl.Expr:
     return (pl.col("status") == "error") & ~client_side_expr()
 
 
-def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
-    """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set."""
-    conds: list[pl.Expr] = []
+def _too_short(key: str) -> pl.Expr | None:
+    """True where the request has too few output tokens for limit ``key`` to judge
+    it: TPOT needs 2 tokens, an ITL p99 needs 2 content chunks (one gap). A buffered
+    stream is not "too short": its per-token figures are withheld for another reason
+    and hold vacuously, as before (docs/report.md "Buffered streams")."""
+    if key == "tpot_s":
+        return pl.col("output_tokens").fill_null(0) < 2
+    if key == "itl_p99_s":
+        return (pl.col("chunk_offsets_s").list.len().fill_null(0) < 2) & ~pl.col("buffered")
+    return None
+
+
+def slo_judgement_exprs(slo: Mapping[str, float | None]) -> tuple[pl.Expr, pl.Expr] | None:
+    """Per request on a :func:`derive`-d frame, (met, unjudged) against the SLOs set;
+    None when none is set (docs/definitions.md "SLO met").
+
+    A request *misses* when it failed, delivered nothing (an empty answer) or a value
+    it has is over its limit. Otherwise it *meets*, unless a limit set needs more
+    output tokens than it had (TPOT of a one-token answer, the ITL of a one-chunk
+    stream): then it is *unjudged*, neither met nor missed, and left out of the met
+    fraction. A value withheld for another reason (a buffered stream's TPOT) holds
+    vacuously."""
+    over: list[pl.Expr] = []
+    short: list[pl.Expr] = []
     for key, column in SLO_COLUMNS.items():
         limit = slo.get(key)
         if limit is None:
             continue
-        # A value the request cannot have (one-token answer: no TPOT) holds vacuously.
-        conds.append((pl.col(column) <= float(limit)).fill_null(True))
-    if not conds:
+        over.append((pl.col(column) > float(limit)).fill_null(False))
+        too_short = _too_short(key)
+        if too_short is not None:
+            short.append(too_short)
+    if not over:
         return None
     # An empty answer misses: no limit "holds vacuously" for an answer that never came.
-    met = (pl.col("status") == "ok") & ~empty_answer_expr()
-    for cond in conds:
-        met = met & cond
-    return met
+    delivered = (pl.col("status") == "ok") & ~empty_answer_expr()
+    fails = pl.any_horizontal(over)
+    cannot = pl.any_horizontal(short) if short else pl.lit(False)
+    return delivered & ~fails & ~cannot, delivered & ~fails & cannot
+
+
+def slo_met_expr(slo: Mapping[str, float | None]) -> pl.Expr | None:
+    """Per-request "met every SLO set" on a :func:`derive`-d frame; None if none set
+    (an unjudged request, :func:`slo_judgement_exprs`, did not meet them)."""
+    judged = slo_judgement_exprs(slo)
+    return None if judged is None else judged[0]
+
+
+def short_answer_expr() -> pl.Expr:
+    """True on an ok request with a TPOT from 2-4 output tokens: 1-3 gaps, a figure a
+    single late chunk moves by a third or more."""
+    tokens = pl.col("output_tokens")
+    return (pl.col("status") == "ok") & pl.col("tpot_s").is_not_null() & tokens.is_between(2, 4)
 
 
 def _itl_stats(d: pl.LazyFrame, keys: list[str]) -> pl.DataFrame:
@@ -289,7 +331,9 @@ def window_exprs(measured: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     )
 
 
-def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
+def _aggregations(
+    slo_set: bool, metrics: Sequence[str], tpot_limited: bool = False
+) -> list[pl.Expr]:
     measured = pl.col("is_measured")
     ok = ok_mask()
     status = pl.col("status")
@@ -314,10 +358,13 @@ def _aggregations(slo_set: bool, metrics: Sequence[str]) -> list[pl.Expr]:
         if metric != "itl_s":  # ITL gaps: see _itl_query
             aggs += dist_exprs(pl.col(metric).filter(ok), metric)
     if slo_set:
-        judged = measured & (status != "cancelled") & ~client_side_expr()
+        sent = measured & (status != "cancelled") & ~client_side_expr()
+        unjudged = measured & pl.col("slo_unjudged")
         aggs += [
             pl.col("slo_met").filter(measured).sum().alias("n_slo_met"),
-            judged.sum().alias("n_judged"),
+            (sent & ~pl.col("slo_unjudged")).sum().alias("n_judged"),
+            unjudged.sum().alias("n_slo_unjudged"),
+            (measured & short_answer_expr() & pl.lit(tpot_limited)).sum().alias("n_short"),
         ]
     return aggs
 
@@ -331,21 +378,28 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
     scenario in run.json order (sweep order).
     """
     lf = records.lazy() if isinstance(records, pl.DataFrame) else records
-    met = slo_met_expr(run.slo.as_mapping())
+    slo = run.slo.as_mapping()
+    judged = slo_judgement_exprs(slo)
+    met = None if judged is None else judged[0]
+    tpot_limited = slo.get("tpot_s") is not None
     d = derive(lf)
-    if met is not None:
-        d = d.with_columns(met.alias("slo_met"))
+    if judged is not None:
+        d = d.with_columns(judged[0].alias("slo_met"), judged[1].alias("slo_unjudged"))
     keys = list(GROUP_KEYS)
     final = d.filter(is_final_attempt())
+    final = with_cost(final, run)
     groups_q = final.group_by(keys).agg(
-        *_aggregations(met is not None, DIST_METRICS),
+        *_aggregations(met is not None, DIST_METRICS, tpot_limited),
+        *cost_aggs(ok_mask()),
         *quality_aggs(),
         *stream_aggs(ok_mask()),
         *server_aggs(ok_mask()),
         *cache_aggs(ok_mask()),
     )
     tasks_q = final.group_by([*keys, "task"]).agg(
-        *_aggregations(met is not None, TASK_METRICS), *quality_aggs()
+        *_aggregations(met is not None, TASK_METRICS, tpot_limited),
+        *quality_aggs(),
+        *cost_aggs(ok_mask()),
     )
     errors_q = (
         final.filter(pl.col("is_measured") & pl.col("error_class").is_not_null())
@@ -365,7 +419,8 @@ def summarize(records: pl.DataFrame | pl.LazyFrame, run: RunInfo) -> Summary:
         errors.setdefault(_key(row), {})[row["error_class"]] = int(row["n"])
     by_task: dict[tuple[str, str, str], list[TaskGroup]] = {}
     for row in tasks_df.sort([*keys, "task"]).iter_rows(named=True):
-        by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None))
+        target = run.target(row["endpoint"], row["model"])
+        by_task.setdefault(_key(row), []).append(_task_entry(row, met is not None, target))
 
     turns: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in turns_df.iter_rows(named=True):
@@ -425,7 +480,18 @@ def _fraction(row: Mapping[str, Any], slo_set: bool) -> float | None:
     return float(row["n_slo_met"] or 0) / float(row["n_judged"])
 
 
-def _task_entry(row: Mapping[str, Any], slo_set: bool) -> TaskGroup:
+def _slo_counts(row: Mapping[str, Any], slo_set: bool) -> SloCounts | None:
+    if not slo_set:
+        return None
+    return SloCounts(
+        met=int(row["n_slo_met"] or 0),
+        judged=int(row["n_judged"] or 0),
+        unjudged=int(row["n_slo_unjudged"] or 0),
+        short_answers=int(row["n_short"] or 0),
+    )
+
+
+def _task_entry(row: Mapping[str, Any], slo_set: bool, target: TargetInfo | None) -> TaskGroup:
     return TaskGroup(
         task=str(row["task"]),
         counts=_counts(row),
@@ -435,6 +501,8 @@ def _task_entry(row: Mapping[str, Any], slo_set: bool) -> TaskGroup:
         decode_tps=_distribution(row, "decode_tps"),
         slo_met_fraction=_fraction(row, slo_set),
         quality=quality_entry(row),
+        cost=cost_entry(row, target, None),
+        slo=_slo_counts(row, slo_set),
     )
 
 
@@ -442,18 +510,6 @@ def _per_s(count: float | None, window_s: float | None) -> float | None:
     if count is None or window_s is None or window_s <= 0:
         return None
     return float(count) / window_s
-
-
-def _cost(target: TargetInfo | None, tokens_per_s: float | None) -> Cost | None:
-    if target is None:
-        return None
-    if target.price_out_per_m is not None:
-        return Cost(float(target.price_out_per_m), "price")
-    if target.gpu_hourly_usd is None or not tokens_per_s:
-        return None
-    gpus = target.gpus or 1
-    tokens_per_hour = tokens_per_s * 3600.0
-    return Cost(float(target.gpu_hourly_usd) * gpus / tokens_per_hour * 1e6, "gpu_hourly")
 
 
 def _group_entry(
@@ -490,9 +546,10 @@ def _group_entry(
         requests_per_s=_per_s(counts.ok, window_s),
         goodput_rps=_per_s(row.get("n_slo_met") or 0, window_s) if slo_set else None,
         slo_met_fraction=_fraction(row, slo_set),
+        slo=_slo_counts(row, slo_set),
         output_tokens_total=out_total,
         input_tokens_total=int(row["input_tokens_total"] or 0),
-        cost=_cost(run.target(row["endpoint"], row["model"]), tps),
+        cost=cost_entry(row, run.target(row["endpoint"], row["model"]), tps),
         by_task=by_task,
         stream=stream_entry(row),
         server=server_entry(row),

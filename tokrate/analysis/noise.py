@@ -63,7 +63,7 @@ import polars as pl
 from tokrate.analysis.comparability import run_problem
 from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.analysis.points import RunEntry, read_points
-from tokrate.analysis.stats import t_quantile
+from tokrate.analysis.student_t import t_quantile
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.comparison import COMPARISON_FILE, NoiseSource
 from tokrate.runfolder.files import read_json

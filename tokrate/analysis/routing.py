@@ -11,7 +11,8 @@ its pass rate on the task reaches the bar (``[slo] min_pass_rate``, per task
 of its requests met every SLO (answered without error, with no SLOs set) on at least
 20 requests: the task's own, or at a level with fewer per task, the model's requests
 of all tasks together (``latency_pooled``). The pick among the models that meet is
-the cheapest priced one, else the smallest (active parameters). A task the decision
+the tier pick's (``rule``): the cheapest by cost per 1,000 of the task's requests,
+else the smallest where every size is known, else the highest goodput. A task the decision
 cannot settle gets no route and says why (:data:`Why`): too few checked answers (with
 the fewest any model had and the number needed), no model reaching the bar, too few
 requests, or no model meeting both bars; each candidate says what it missed by how
@@ -45,7 +46,7 @@ from tokrate.analysis.tier_pick import (
 from tokrate.analysis.tier_pick import Candidate as TierCandidate
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.summary import Summary, TaskGroup
+from tokrate.runfolder.summary import Cost, Summary, TaskGroup
 from tokrate.textfmt import fmt_ms, fmt_pct_interval
 
 __all__ = [
@@ -61,8 +62,11 @@ __all__ = [
 ]
 
 #: routing.json's layout: 2 since the routes are the tier decision's (layout 1 had a
-#: rule of its own, without a minimum number of answers).
-ROUTING_LAYOUT: Final = 2
+#: rule of its own, without a minimum number of answers); 3 since candidates carry
+#: ``cost`` (per 1,000 of the task's requests, with its interval and rule) instead of
+#: ``usd_per_m_output``, ``size_source``, ``goodput_rps`` and ``decode_tps_p50``, the
+#: rule may be "goodput", and ``smallest`` is null unless every size is known.
+ROUTING_LAYOUT: Final = 3
 #: The pass rate a task must reach when the config sets no bar.
 DEFAULT_BAR: Final = DEFAULT_PASS_BAR
 
@@ -95,7 +99,8 @@ class Candidate:
     endpoint: str
     model: str
     size_b: float | None
-    usd_per_m_output: float | None
+    #: What the task's requests cost (None: no price).
+    cost: Cost | None
     verdict: str
     quality: Quality
     pass_rate: Judgement | None
@@ -104,6 +109,13 @@ class Candidate:
     bar: float
     #: Whether the run set any SLO (without, the SLO bar is "answered without error").
     slo_set: bool = True
+    size_source: str | None = None
+    goodput_rps: float | None = None
+    decode_tps: float | None = None
+
+    @property
+    def usd_per_1k_requests(self) -> float | None:
+        return None if self.cost is None else self.cost.usd_per_1k_requests
 
     @property
     def rate(self) -> float:
@@ -169,7 +181,10 @@ class Candidate:
             "endpoint": self.endpoint,
             "model": self.model,
             "size_b": self.size_b,
-            "usd_per_m_output": self.usd_per_m_output,
+            "size_source": self.size_source,
+            "cost": None if self.cost is None else self.cost.to_dict(),
+            "goodput_rps": self.goodput_rps,
+            "decode_tps_p50": self.decode_tps,
             "verdict": self.verdict,
             **self.quality.to_dict(),
             "confident": self.confident,
@@ -198,14 +213,19 @@ class Route:
 
     @property
     def smallest(self) -> Candidate | None:
-        """The smallest model that meets (the pick where no model has a price)."""
-        return next((c for c in self.candidates if c.meets), None)
+        """The smallest model that meets, only where every candidate's size is known
+        (None otherwise: no model is "smaller" than one of unknown size)."""
+        if not self.candidates or any(c.size_b is None for c in self.candidates):
+            return None
+        meeting = [c for c in self.candidates if c.meets]
+        return min(meeting, key=lambda c: c.size_b or 0.0) if meeting else None
 
     @property
     def cheapest(self) -> Candidate | None:
-        """The cheapest priced model that meets (the pick where one has a price)."""
-        priced = [c for c in self.candidates if c.meets and c.usd_per_m_output is not None]
-        return min(priced, key=lambda c: c.usd_per_m_output or 0.0) if priced else None
+        """The model that meets with the lowest cost per 1,000 of the task's requests
+        (None: none that meets has a price)."""
+        priced = [c for c in self.candidates if c.meets and c.usd_per_1k_requests is not None]
+        return min(priced, key=lambda c: c.usd_per_1k_requests or 0.0) if priced else None
 
     @property
     def fewest_answers(self) -> int:
@@ -338,7 +358,7 @@ def _candidate(
         endpoint=c.endpoint,
         model=c.model,
         size_b=size,
-        usd_per_m_output=c.usd_per_m,
+        cost=c.cost,
         verdict=c.verdict,
         quality=quality,
         pass_rate=c.pass_rate,
@@ -346,6 +366,9 @@ def _candidate(
         failed=c.failed,
         bar=bar,
         slo_set=slo_set,
+        size_source=c.size_source,
+        goodput_rps=c.goodput_rps,
+        decode_tps=c.decode_tps,
     )
 
 

@@ -9,11 +9,22 @@ n requests moves in steps of 1/n, so below ``ceil(1 / (1 - attainment))`` reques
 model, and a level where any task has that few requests is judged on all its tasks
 pooled (the level's whole group, said so).
 
-Among the models that meet every bar the pick is the cheapest one *with a price*
-(USD per million output tokens: list price, or GPU-hour price at the measured
-throughput); models that meet without a price are named, never ranked as free. With
-no price among them the pick is the smallest (fewest active parameters). Cells of one
-level with the same answer collapse into one row, their requests summed.
+Among the models that meet every bar the pick is (``Cell.rule``):
+
+- "cheapest": the one with the lowest cost per 1,000 requests *on the requests the run
+  sent* (summary ``cost``, tokrate.analysis.cost: token prices on the run's own token
+  mix, or GPU-hours at the measured throughput), among those with a cost; models
+  that meet without one are named, never ranked as free or dear;
+- else "smallest": the fewest active parameters, only where every model compared has
+  a known size (config, server, simulator, or inferred from its name and said so);
+- else "goodput": the highest goodput at the level (requests/s that met every SLO;
+  with no SLO set, answered requests/s), and where two are within
+  :data:`GOODPUT_TIE` of each other, the faster decode per stream (median).
+
+A model's name never decides: ties fall to measured figures. Cells of one level with
+the same ranking collapse into one row, their requests summed and their costs pooled
+(tokrate.analysis.cost_pool), but never cells of checked tasks: each checked task is
+judged against its own pass-rate bar, in a sentence of its own.
 
 Bars are pluggable (:class:`Bar`): :class:`SloBar` always, and :class:`PassRateBar`
 (answers judged right, docs/quality.md) wherever a run checked answers: a pick must
@@ -37,13 +48,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
 
+from tokrate.analysis.cost_pool import pool_costs
 from tokrate.analysis.ordering import level_key, model_key
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.run_info import RunInfo, SloInfo
-from tokrate.runfolder.summary import Distribution, Group, Summary, TaskGroup
+from tokrate.runfolder.summary import Cost, Distribution, Group, SloCounts, Summary, TaskGroup
 
 __all__ = [
     "ATTAINMENT",
+    "GOODPUT_TIE",
     "Bar",
     "Candidate",
     "Cell",
@@ -52,6 +65,7 @@ __all__ = [
     "PASS_RATE",
     "SLOS",
     "PassRateBar",
+    "Rule",
     "Shortfall",
     "SloBar",
     "TierDecision",
@@ -60,6 +74,7 @@ __all__ = [
     "judge_fraction",
     "min_requests",
     "pass_bar",
+    "rank_key",
 ]
 
 #: The share of requests that must meet a bar for a model to meet it.
@@ -72,6 +87,13 @@ DEFAULT_PASS_BAR: Final = 0.9
 PASS_RATE: Final = "pass rate"
 #: The SLO bar's name.
 SLOS: Final = "SLOs"
+
+#: Goodputs this close (relative) are a tie: one window's goodput moves by more than
+#: that between runs, so the faster decode per stream decides instead.
+GOODPUT_TIE: Final = 0.05
+
+#: How a cell's pick was chosen among the models that meet (module doc).
+Rule = Literal["cheapest", "smallest", "goodput", "none"]
 
 #: "unjudged": the bar does not apply to these requests (a task without checked
 #: answers); it decides nothing either way.
@@ -131,6 +153,11 @@ class Judgement:
     shortfalls: tuple[Shortfall, ...] = ()
     reason: str = ""
     pooled: bool = False
+    #: SLOs only: requests too short for a limit set to judge (a one-token answer
+    #: against a TPOT limit), left out of ``n``; and judged requests whose TPOT came
+    #: from 2-4 output tokens (summary ``slo``).
+    unjudged: int = 0
+    short: int = 0
 
     @property
     def fraction(self) -> float | None:
@@ -159,6 +186,11 @@ class Evidence:
         """Requests judged: ok + failed (cancelled ones were never answered)."""
         counts = self.latency_part.counts
         return counts.ok + counts.error
+
+    @property
+    def slo_counts(self) -> SloCounts | None:
+        """How the SLOs judged the latency part (None: no SLO set, or an old summary)."""
+        return self.latency_part.slo
 
     @property
     def ok(self) -> int:
@@ -192,9 +224,16 @@ class SloBar:
 
     def judge(self, evidence: Evidence) -> Judgement:
         part = evidence.latency_part
-        n = evidence.counts_n
-        fraction = part.slo_met_fraction
-        met = evidence.ok if fraction is None else round(fraction * n)
+        counts = evidence.slo_counts
+        unjudged = short = 0
+        if counts is not None:
+            # Too-short requests neither meet nor miss: out of n (docs/definitions.md).
+            met, n = counts.met, counts.judged
+            unjudged, short = counts.unjudged, counts.short_answers
+        else:
+            n = evidence.counts_n
+            fraction = part.slo_met_fraction
+            met = evidence.ok if fraction is None else round(fraction * n)
         judgement = judge_fraction(
             self.name,
             met,
@@ -202,7 +241,12 @@ class SloBar:
             self.attainment,
             shortfalls=lambda: _slo_shortfalls(evidence),
         )
-        return replace(judgement, pooled=evidence.latency_pooled)
+        if judgement.verdict == "undecided" and unjudged:
+            judgement = replace(
+                judgement,
+                reason=f"{judgement.reason}; {unjudged} more too short to judge",
+            )
+        return replace(judgement, pooled=evidence.latency_pooled, unjudged=unjudged, short=short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +336,10 @@ def _slo_shortfalls(evidence: Evidence) -> list[Shortfall]:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One model (target) judged in one cell."""
+    """One model (target) judged in one cell, with the measured figures a pick is
+    ranked by: its ``cost`` (the cell's task's, else the level's; None: unpriced),
+    ``goodput_rps`` at the level (None: not known), ``requests_per_s`` and its median
+    ``decode_tps`` per stream (the cell's task's where judged per task)."""
 
     run_key: str
     endpoint: str
@@ -300,11 +347,15 @@ class Candidate:
     #: How tables name it: the model, with its endpoint or run where that is ambiguous.
     label: str
     size_b: float | None
-    #: USD per million output tokens (summary ``cost``), None when unpriced.
-    usd_per_m: float | None
-    cost_source: str | None
+    #: Where ``size_b`` came from (run.json ``size_source``: config, server, name,
+    #: simulator; None: unknown). "name" is an inference, said so wherever it ranks.
+    size_source: str | None
+    cost: Cost | None
     failed: int
     judgements: tuple[Judgement, ...]
+    goodput_rps: float | None = None
+    requests_per_s: float | None = None
+    decode_tps: float | None = None
 
     @property
     def verdict(self) -> Verdict:
@@ -316,8 +367,23 @@ class Candidate:
         return "undecided" if "undecided" in verdicts else "meets"
 
     @property
+    def usd_per_1k(self) -> float | None:
+        """USD per 1,000 of its requests (None: no price, or no priced request)."""
+        return None if self.cost is None else self.cost.usd_per_1k_requests
+
+    @property
     def priced(self) -> bool:
-        return self.usd_per_m is not None
+        return self.usd_per_1k is not None
+
+    @property
+    def cost_source(self) -> str | None:
+        return None if self.cost is None else self.cost.source
+
+    @property
+    def throughput(self) -> float | None:
+        """What the "goodput" rule ranks: goodput where SLOs are set, else the
+        requests/s answered (every answered request passes without SLOs)."""
+        return self.goodput_rps if self.goodput_rps is not None else self.requests_per_s
 
     def judgement(self, bar: str) -> Judgement | None:
         return next((j for j in self.judgements if j.bar == bar), None)
@@ -338,9 +404,11 @@ class Cell:
     fewest any had; with checked answers, a pooled level keeps one cell per answer,
     its SLO judgements pooled and its pass rates per task); a cell of several
     tasks that is not pooled is several per-task cells with the same answer,
-    their requests summed. ``pick`` follows the module's rule (``rule``: "cheapest"
-    or "smallest"); ``runner_up`` is the next priced model that meets (for "Nx
-    cheaper than"), None when there is none.
+    their requests summed. ``ranked`` are the models that meet in the order of the
+    module's rule (``rule``), ``pick`` the first of them and ``runner_up`` the next
+    (for "Nx cheaper than"), None when there is none. ``goodput_tie``: under the
+    "goodput" rule, the runner-up's goodput was within :data:`GOODPUT_TIE` of the
+    pick's, so decode speed decided.
     """
 
     level: str
@@ -350,8 +418,10 @@ class Cell:
     pooled: bool = False
     fewest: int | None = None
     pick: Candidate | None = None
-    rule: Literal["cheapest", "smallest", "none"] = "none"
+    rule: Rule = "none"
     runner_up: Candidate | None = None
+    ranked: tuple[Candidate, ...] = ()
+    goodput_tie: bool = False
 
     @property
     def meeting(self) -> tuple[Candidate, ...]:
@@ -365,10 +435,17 @@ class Cell:
     def unpriced_meeting(self) -> tuple[Candidate, ...]:
         return tuple(c for c in self.meeting if not c.priced)
 
+    @property
+    def checked(self) -> bool:
+        """Some candidate's answers on the cell's task were checked."""
+        return any(c.pass_rate is not None for c in self.candidates)
+
     def answer(self) -> tuple[object, ...]:
-        """What the cell decided, for collapsing cells that decided alike."""
+        """What the cell decided, for collapsing cells that decided alike: the rule,
+        the ranking and every verdict."""
         return (
-            None if self.pick is None else self.pick.label,
+            self.rule,
+            tuple(c.label for c in self.ranked),
             tuple((c.label, c.verdict) for c in self.candidates),
         )
 
@@ -546,44 +623,94 @@ def _candidate(
     latency_pooled: bool = False,
 ) -> Candidate:
     evidence = Evidence(run.info, g, task, latency_pooled)
-    size = next((t.size_b for t in run.info.targets if t.key == (g.endpoint, g.model)), None)
+    target = next((t for t in run.info.targets if t.key == (g.endpoint, g.model)), None)
+    # The task's own cost where the cell is one task's (its token mix is its own).
+    cost = g.cost if task is None else task.cost
+    speed = evidence.latency_part.decode_tps.p50
     return Candidate(
         run_key=run.key,
         endpoint=g.endpoint,
         model=g.model,
         label=_label(run, g, runs),
-        size_b=size,
-        usd_per_m=None if g.cost is None else g.cost.usd_per_m_output,
-        cost_source=None if g.cost is None else g.cost.source,
+        size_b=None if target is None else target.size_b,
+        size_source=None if target is None else target.size_source,
+        cost=cost,
         failed=evidence.failed,
         judgements=tuple(b.judge(evidence) for b in bars),
+        goodput_rps=g.goodput_rps,
+        requests_per_s=g.requests_per_s,
+        decode_tps=speed,
     )
+
+
+def _sized(c: Candidate) -> bool:
+    return c.size_b is not None and math.isfinite(c.size_b) and c.size_b > 0
+
+
+def _faster_key(c: Candidate) -> tuple[float, float]:
+    """Higher throughput (goodput, else requests/s) first, then faster decode."""
+    return (-(c.throughput or 0.0), -(c.decode_tps or 0.0))
+
+
+def rank_key(rule: Rule, c: Candidate) -> tuple[float, ...]:
+    """The order ``rule`` puts candidates in (lower first). Ties fall to measured
+    figures (throughput, decode speed), never to the name."""
+    if rule == "cheapest":
+        return (c.usd_per_1k if c.usd_per_1k is not None else math.inf, *_faster_key(c))
+    if rule == "smallest":
+        return (c.size_b if c.size_b is not None else math.inf, *_faster_key(c))
+    return _faster_key(c)
+
+
+def _by_goodput(meeting: Sequence[Candidate]) -> tuple[tuple[Candidate, ...], bool]:
+    """``meeting`` by throughput, the first two swapped where they are within
+    :data:`GOODPUT_TIE` and the second decodes faster; and whether that tie arose."""
+    ordered = sorted(meeting, key=_faster_key)
+    if len(ordered) < 2:
+        return tuple(ordered), False
+    first, second = ordered[0], ordered[1]
+    top, next_ = first.throughput, second.throughput
+    if top is None or next_ is None or top <= 0 or (top - next_) / top > GOODPUT_TIE:
+        return tuple(ordered), False
+    if (second.decode_tps or 0.0) > (first.decode_tps or 0.0):
+        ordered[0], ordered[1] = second, first
+    return tuple(ordered), True
 
 
 def _decided(
     level: str, load: float | None, tasks: tuple[str, ...], candidates: Sequence[Candidate]
 ) -> Cell:
+    # Listed smallest first where sizes are known; a name only orders the listing.
     ordered = tuple(sorted(candidates, key=lambda c: (model_key(c.model, c.size_b), c.label)))
-    meeting = [c for c in ordered if c.verdict == "meets"]
-    priced = sorted(
-        (c for c in meeting if c.usd_per_m is not None),
-        key=lambda c: (c.usd_per_m, model_key(c.model, c.size_b)),
-    )
     cell = Cell(level, load, tasks, ordered)
-    if priced:
-        runner = priced[1] if len(priced) > 1 else None
-        return replace(cell, pick=priced[0], rule="cheapest", runner_up=runner)
-    if meeting:
-        return replace(cell, pick=meeting[0], rule="smallest")
-    return cell
+    meeting = [c for c in ordered if c.verdict == "meets"]
+    if not meeting:
+        return cell
+    tie = False
+    if any(c.priced for c in meeting):
+        rule: Rule = "cheapest"
+        ranked = tuple(sorted((c for c in meeting if c.priced), key=lambda c: rank_key(rule, c)))
+    elif all(_sized(c) for c in ordered):
+        rule = "smallest"
+        ranked = tuple(sorted(meeting, key=lambda c: rank_key(rule, c)))
+    else:
+        rule = "goodput"
+        ranked, tie = _by_goodput(meeting)
+    runner = ranked[1] if len(ranked) > 1 else None
+    return replace(
+        cell, pick=ranked[0], rule=rule, runner_up=runner, ranked=ranked, goodput_tie=tie
+    )
 
 
 def _collapse(cells: Sequence[Cell]) -> list[Cell]:
-    """Per-task cells of one level with the same answer, merged (tasks joined,
-    each candidate's requests summed), in the order of their first task."""
+    """Per-task cells of one level with the same answer merged (tasks joined, each
+    candidate's requests summed, its costs pooled), in the order of their first task.
+    A checked task's cell is never merged: its pass rate is judged against its own
+    bar, and the sentence quotes that task's own rate."""
     groups: dict[tuple[object, ...], list[Cell]] = {}
-    for cell in cells:
-        groups.setdefault(cell.answer(), []).append(cell)
+    for i, cell in enumerate(cells):
+        key = ("checked", i) if cell.checked else cell.answer()
+        groups.setdefault(key, []).append(cell)
     out = []
     for same in groups.values():
         if len(same) == 1:
@@ -591,13 +718,28 @@ def _collapse(cells: Sequence[Cell]) -> list[Cell]:
             continue
         merged = [_merge([c.candidates[i] for c in same]) for i in range(len(same[0].candidates))]
         tasks = tuple(t for c in same for t in c.tasks)
-        out.append(_decided(same[0].level, same[0].load, tasks, merged))
+        first = same[0]
+        by_label = {c.label: c for c in merged}
+        # The parts ranked alike (their answer() is equal): keep that ranking.
+        ranked = tuple(by_label[c.label] for c in first.ranked)
+        out.append(
+            replace(
+                first,
+                tasks=tasks,
+                candidates=tuple(by_label[c.label] for c in first.candidates),
+                pick=ranked[0] if ranked else None,
+                runner_up=ranked[1] if len(ranked) > 1 else None,
+                ranked=ranked,
+            )
+        )
     return out
 
 
 def _merge(parts: Sequence[Candidate]) -> Candidate:
     """One candidate's judgements over several tasks: requests summed, judged again
-    (each part had the same verdict, so the sum has it too), shortfalls the worst."""
+    (each part had the same verdict, so the sum has it too), shortfalls the worst;
+    its costs pooled and its decode speed the slowest part's (a conservative figure:
+    the ranking came from the parts)."""
     first = parts[0]
     judgements = []
     for i, j in enumerate(first.judgements):
@@ -627,6 +769,15 @@ def _merge(parts: Sequence[Candidate]) -> Candidate:
                 interval,
                 tuple(worst.values()),
                 "; ".join(reasons),
+                unjudged=sum(p.judgements[i].unjudged for p in parts),
+                short=sum(p.judgements[i].short for p in parts),
             )
         )
-    return replace(first, failed=sum(p.failed for p in parts), judgements=tuple(judgements))
+    speeds = [p.decode_tps for p in parts if p.decode_tps is not None]
+    return replace(
+        first,
+        failed=sum(p.failed for p in parts),
+        judgements=tuple(judgements),
+        cost=pool_costs([p.cost for p in parts]),
+        decode_tps=min(speeds) if speeds else None,
+    )

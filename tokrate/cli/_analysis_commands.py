@@ -45,9 +45,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     html_path = out / "report.html"
     print(html_path)
-    if args.open:
-        webbrowser.open(html_path.resolve().as_uri())
+    if args.open and not _open_page(html_path):
+        # The report is written either way: say so, and where, instead of nothing.
+        print(
+            f"tokrate: warning: report --open: no browser to open {html_path} here "
+            "(set BROWSER, or open the file yourself)",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _open_page(page: Path) -> bool:
+    """Open ``page`` in a browser; False when none could be started (no display, no
+    BROWSER, a headless machine): webbrowser then answers False or raises."""
+    try:
+        return webbrowser.open(page.resolve().as_uri())
+    except webbrowser.Error:
+        return False
 
 
 def _warn_records(folders: list[str]) -> None:

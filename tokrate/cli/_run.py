@@ -70,6 +70,13 @@ def add_run(sub: Subparsers) -> None:
         ' reasoning=\'{"effort":"low"}\' (repeatable; wins over every extra_body)',
     )
     a("--max-tokens", type=int, metavar="N", help="max output tokens per request")
+    a(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="refuse a plan that may cost more at the models' token prices, and stop"
+        " sending when the measured spend reaches it ([load] max_cost_usd)",
+    )
     a("--seed", type=int)
     a("--output-dir", metavar="DIR", help="parent folder of run folders (default reports)")
     a("--run-id", help="run folder name (default YYYYMMDD-HHMMSS-xxxx)")
@@ -235,6 +242,7 @@ _SIMPLE_OVERRIDES = {
     "client": "client.kind",
     "api": "client.api",
     "max_tokens": "prompts.max_tokens",
+    "max_cost": "load.max_cost_usd",
     "seed": "load.seed",
     "output_dir": "output.dir",
     "run_id": "output.run_id",
@@ -326,8 +334,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if result.stopped_by is not None:
         state += f" (stopped by {result.stopped_by} while its files were finished)"
     label = f" ({result.label})" if result.label else ""
+    page = result.run_dir / "report.html"
+    # The page a user opens next, named where it was built.
+    where = f"; open {page}" if page.is_file() else ""
     err.print(
-        f"run {state}: {result.run_dir}{label}", markup=False, highlight=False, soft_wrap=True
+        f"run {state}: {result.run_dir}{label}{where}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     if result.baseline_result is not None:
         err.print(result.baseline_result, markup=False, highlight=False, soft_wrap=True)

@@ -205,8 +205,10 @@ def _server_label(value: Any) -> str | None:
 
 
 def served_model(payload: bytes, model: str) -> ServedModel | None:
-    """What a /models body says about ``model``: its context size, and a
-    llama-server's ``meta.n_params``, ``meta.size`` (weight bytes) and ``meta.ftype``;
+    """What a /models body says about ``model``: its context size, a
+    llama-server's ``meta.n_params``, ``meta.size`` (weight bytes) and ``meta.ftype``,
+    and whether it is a tokrate simulator's tier (its ``tokrate`` object; its sizes
+    there are not taken: a stand-in provider keeps the sizes a provider would show);
     None when it says nothing of them."""
     entry = _entry(payload, model)
     if entry is None:
@@ -220,6 +222,7 @@ def served_model(payload: bytes, model: str) -> ServedModel | None:
         weight_bytes=_positive_int(meta.get("size")),
         weight_type=_server_label(ftype),
         source="GET /models",
+        simulator=isinstance(entry.get("tokrate"), dict),
     )
     return None if served == ServedModel(source="GET /models") else served
 

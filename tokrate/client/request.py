@@ -442,7 +442,7 @@ def build_request(
         body["stream_options"] = {"include_usage": True}
     _ignore_eos(body, target, settings, prompt)
     expect = prompt.expect
-    reference = sim_reference(expect) if target.simulated and expect is not None else None
+    reference = sim_reference(expect) if target.tokrate_simulator and expect is not None else None
     if reference is not None:
         # The simulator cannot know a right answer; it is told one, and answers it with
         # its tier's declared accuracy (docs/quality.md). Never sent to a real server.

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from tokrate.analysis.metrics import SLO_COLUMNS, derive, slo_met_expr
+from tokrate.analysis.metrics import SLO_COLUMNS, derive, slo_judgement_exprs
 from tokrate.finish.probe_judge_child import Judged, answer_line
 from tokrate.runfolder.records_frame import records_to_frame
 
@@ -28,13 +28,16 @@ def judge_records(records: Sequence[Mapping[str, Any]], slo: Mapping[str, float]
     """The verdict of each record (a RequestRecord's dict), in order, against ``slo``
     (the limits set, seconds)."""
     limits = {k: v for k, v in slo.items() if k in SLO_COLUMNS}
-    met = slo_met_expr(limits)
-    if met is None:  # no latency limit: a request meets when it ended ok
-        met = pl.col("status") == "ok"
+    rule = slo_judgement_exprs(limits)
+    if rule is None:  # no latency limit: a request meets when it ended ok
+        met, unjudged = pl.col("status") == "ok", pl.lit(False)
+    else:
+        met, unjudged = rule
     frame = derive(records_to_frame([dict(r) for r in records])).select(
         "request_index",
         (pl.col("status") == "ok").alias("ok"),
         met.alias("met"),
+        unjudged.alias("unjudged"),
         "send_delay_s",
         *(pl.col(SLO_COLUMNS[k]).alias(f"slo:{k}") for k in limits),
     )
@@ -45,6 +48,7 @@ def judge_records(records: Sequence[Mapping[str, Any]], slo: Mapping[str, float]
             met=bool(row["met"]),
             values={k: row[f"slo:{k}"] for k in limits},
             send_delay_s=row["send_delay_s"],
+            judged=not row["unjudged"],
         )
         for row in frame.iter_rows(named=True)
     ]

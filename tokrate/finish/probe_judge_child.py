@@ -5,14 +5,15 @@ module imports nothing heavy).
 A probe is decided while it runs, from its records against the ``[slo]`` limits, by the
 same rule as summary.json's ``slo_met`` (:func:`tokrate.analysis.metrics.slo_met_expr`
 over :func:`tokrate.analysis.metrics.derive`: a buffered stream has no TPOT or ITL, an
-empty answer misses). That rule is polars expressions, and the measuring process never
+empty answer misses, a request too short for a limit set is not judged). That rule is polars expressions, and the measuring process never
 imports polars, so one child per capacity search applies it: :class:`ProbeJudgeChild`
 starts it, sends it each batch of records and reads the verdicts back.
 
 Wire format, one line each way per batch: the parent writes a JSON array of records
 (:meth:`~tokrate.runfolder.records.RequestRecord.to_dict`); the child answers a JSON
-array with one ``[request_index, ok, met, {slo key: value or null}, send_delay_s]`` per
-record, in order (:func:`answer_line`, :func:`read_answer`). The child exits at the end
+array with one ``[request_index, ok, met, {slo key: value or null}, send_delay_s,
+judged]`` per record, in order (``judged`` false: too short for a limit set, so neither
+met nor missed) (:func:`answer_line`, :func:`read_answer`). The child exits at the end
 of its input; it runs in a session of its own, so a Ctrl-C meant for the run does not
 reach it (the run's stop grace still needs verdicts), and a parent that dies closes its
 input.
@@ -55,18 +56,21 @@ _MODULE: Final = "tokrate.finish.probe_judge"
 class Judged:
     """One request's verdict: ``ok`` (it ended ok), ``met`` (every SLO set held, the
     ``slo_met`` rule), ``values`` (per SLO key the value it was judged by, seconds;
-    None where the request has none) and its ``send_delay_s``."""
+    None where the request has none), its ``send_delay_s``, and ``judged`` (False: too
+    short for a limit set, a one-token answer against a TPOT limit: neither met nor
+    missed, docs/definitions.md "SLO met")."""
 
     request_index: int
     ok: bool
     met: bool
     values: dict[str, float | None]
     send_delay_s: float | None
+    judged: bool = True
 
 
 def answer_line(judged: Sequence[Judged]) -> bytes:
     """The child's answer to one batch (module doc), newline included."""
-    rows = [[j.request_index, j.ok, j.met, j.values, j.send_delay_s] for j in judged]
+    rows = [[j.request_index, j.ok, j.met, j.values, j.send_delay_s, j.judged] for j in judged]
     return orjson.dumps(rows) + b"\n"
 
 
@@ -81,8 +85,9 @@ def read_answer(line: bytes) -> list[Judged]:
                 bool(met),
                 {str(k): None if v is None else float(v) for k, v in values.items()},
                 None if delay is None else float(delay),
+                bool(judged),
             )
-            for index, ok, met, values, delay in rows
+            for index, ok, met, values, delay, judged in rows
         ]
     except (TypeError, AttributeError) as err:
         raise ValueError(f"not an answer ({err})") from None

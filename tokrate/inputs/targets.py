@@ -70,6 +70,13 @@ class Target:
         return self.endpoint.base_url
 
     @property
+    def tokrate_simulator(self) -> bool:
+        """Served by a tokrate simulator: the embedded one, or one running on its own
+        (``tokrate sim``) that the pre-flight recognised; such a server is told the
+        right answer of a checked prompt, a real one never is."""
+        return self.simulated or (self.served is not None and self.served.simulator)
+
+    @property
     def label(self) -> str:
         """``endpoint/model``, the name progress and warnings use."""
         return f"{self.endpoint.name}/{self.model.name}"
@@ -106,6 +113,7 @@ class Target:
             active_params_b=self.size_b,
             bytes_per_param=m.bytes_per_param,
             price_in_per_m=m.price_in_per_m,
+            price_cached_in_per_m=m.price_cached_in_per_m,
             price_out_per_m=m.price_out_per_m,
             gpu_hourly_usd=m.gpu_hourly_usd,
             gpus=m.gpus,

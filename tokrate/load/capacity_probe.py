@@ -129,7 +129,8 @@ class ProbeJudge:
     def _judge_pending(self) -> None:
         pending, self.pending = self.pending, []
         for j in self.judge(pending):
-            self.judged[j.request_index] = (j.met, j.ok, j.values)
+            if j.judged:  # a request too short for a limit set neither meets nor misses
+                self.judged[j.request_index] = (j.met, j.ok, j.values)
             if j.send_delay_s is not None:
                 self.send_delays.append(j.send_delay_s)
         self._decide()

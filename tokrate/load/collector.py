@@ -21,7 +21,15 @@ from tokrate.errors import OutputError
 from tokrate.inputs.targets import Target
 from tokrate.load.notices import print_notice
 from tokrate.load.record_warnings import RecordWarnings
-from tokrate.load.worker.events import Event, LoopLag, Preconnected, RequestFinished, WorkerWarning
+from tokrate.load.stop_rules import StopRules
+from tokrate.load.worker.events import (
+    Event,
+    LoopLag,
+    Preconnected,
+    RequestFinished,
+    RequestStarted,
+    WorkerWarning,
+)
 from tokrate.load.worker.looplag import LagSummary, merge
 from tokrate.redact import Redactor, strip_control
 from tokrate.runfolder.records import RequestRecord
@@ -114,8 +122,11 @@ class Collector:
         redactor: Redactor | None = None,
         record_warnings: RecordWarnings | None = None,
         on_write_error: Callable[[], None] | None = None,
+        stop_rules: StopRules | None = None,
     ) -> None:
         self.store = store
+        #: Stopping rules (tokrate.load.stop_rules), shown each record once it is stored.
+        self.stop_rules = stop_rules
         #: The store's error for the first record it could not write (module doc).
         self.write_error: OutputError | None = None
         #: Records that ended after the store failed (not on disk, not counted).
@@ -167,11 +178,13 @@ class Collector:
             for kind, message in self.record_warnings.final():
                 self(WorkerWarning("driver", message, kind))
 
-    def failed_targets(self) -> list[str]:
+    def failed_targets(self, *, sent_only: bool = False) -> list[str]:
+        """One line per target without an ok request; ``sent_only``: only those that
+        were sent some (a run a stopping rule ended may never reach a target)."""
         return [
             outcome.failure_line(label)
             for label, outcome in self.outcomes.items()
-            if outcome.ok == 0
+            if outcome.ok == 0 and (outcome.total or not sent_only)
         ]
 
     def connection_setups(self) -> tuple[ConnectionSetup, ...]:
@@ -227,30 +240,38 @@ class Collector:
             self.write_error = err
             (self._on_write_error or _noop)()
 
+    def _finished(self, record: RequestRecord) -> None:
+        """Store first (nothing lost), then counts, warnings and the stopping rules."""
+        if not self._stored(record):
+            return
+        self.sent_prompts.add(record.prompt_id)
+        if record.attempt > 1:
+            # A retry replaces its request's previous (failed) attempt in the counts.
+            self.counts["error"] -= 1
+        else:
+            self.counts["scheduled"] += 1
+        self.counts[record.status] += 1
+        if self.first_send_at is None or record.started_at < self.first_send_at:
+            self.first_send_at = record.started_at
+        if not record.warmup:
+            end = record.started_at + (record.e2e_s or 0.0)
+            if self.last_end_at is None or end > self.last_end_at:
+                self.last_end_at = end
+        outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
+        if outcome is not None:
+            outcome.add(record)
+        if self.record_warnings is not None:
+            for kind, message in self.record_warnings.add(record):
+                self(WorkerWarning("driver", message, kind))
+        if self.stop_rules:
+            self.stop_rules.observe(record)
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, RequestFinished):
-            record = event.record
-            if not self._stored(record):
-                return
-            self.sent_prompts.add(record.prompt_id)
-            if record.attempt > 1:
-                # A retry replaces its request's previous (failed) attempt in the counts.
-                self.counts["error"] -= 1
-            else:
-                self.counts["scheduled"] += 1
-            self.counts[record.status] += 1
-            if self.first_send_at is None or record.started_at < self.first_send_at:
-                self.first_send_at = record.started_at
-            if not record.warmup:
-                end = record.started_at + (record.e2e_s or 0.0)
-                if self.last_end_at is None or end > self.last_end_at:
-                    self.last_end_at = end
-            outcome = self.outcomes.get(f"{record.endpoint}/{record.model}")
-            if outcome is not None:
-                outcome.add(record)
-            if self.record_warnings is not None:
-                for kind, message in self.record_warnings.add(record):
-                    self(WorkerWarning("driver", message, kind))
+            self._finished(event.record)
+        elif isinstance(event, RequestStarted):
+            if self.stop_rules and 0 <= event.target_index < len(self.labels):
+                self.stop_rules.started(self.labels[event.target_index])
         elif isinstance(event, LoopLag):
             lag = LagSummary(event.max_ms, event.p99_ms, event.samples)
             self.lags.append(lag)

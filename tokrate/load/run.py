@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -64,6 +64,8 @@ from tokrate.load.record_warnings import RecordWarnings
 from tokrate.load.run_start import start_info
 from tokrate.load.scrape import MetricsSampler
 from tokrate.load.signals import SignalStopper, stop_on_signals
+from tokrate.load.spend import PlanCost, SpendMeter, check_cap, estimate_line, estimate_plan
+from tokrate.load.stop_rules import StopRules
 from tokrate.load.worker.engine import STOP_GRACE_S, WorkerTask
 from tokrate.load.worker.events import WorkerWarning
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
@@ -153,6 +155,8 @@ class _Prepared:
     #: configured sizes a server contradicts (warnings).
     size_notes: tuple[str, ...] = ()
     size_warnings: tuple[str, ...] = ()
+    #: The plan priced at the targets' token prices (None: no target has them).
+    cost: PlanCost | None = None
 
 
 @contextlib.contextmanager
@@ -194,13 +198,16 @@ def _prepare(
     stack: contextlib.ExitStack,
     console: Console | None,
     stopper: SignalStopper,
+    notify: Callable[[str, str], None] | None = None,
 ) -> _Prepared:
     """Everything before the first request (see the module doc); ``console`` hears
     that the pre-flight is running when it takes more than a second; ``stopper``
-    moves on to its measure phase once the run folder is complete. Raises
-    ConfigError, PromptError, OutputError, RunFolderError (an unreadable baseline),
-    EndpointUnreachable, ModelNotServed, SimulatorError, RunInterrupted (a stop
-    signal); a failure leaves no run folder behind."""
+    moves on to its measure phase once the run folder is complete. The plan's cost at
+    the targets' token prices is told to ``notify(kind, line)`` and checked against
+    ``--max-cost`` before the pre-flight sends anything. Raises ConfigError (a plan
+    over the cost cap among them), PromptError, OutputError, RunFolderError (an
+    unreadable baseline), EndpointUnreachable, ModelNotServed, SimulatorError,
+    RunInterrupted (a stop signal); a failure leaves no run folder behind."""
     from tokrate.client.preflight import check_targets, unfit_prompts
     from tokrate.client.request import RequestSettings, check_translations
     from tokrate.inputs.prompts import load_prompt_sources
@@ -232,13 +239,18 @@ def _prepare(
         targets = resolve_targets(spec, simulator)
         # Nothing is sent before every prompt's fields reach every target's protocol.
         check_translations(targets, prompts, RequestSettings(api=spec.client.api))
+        # Priced before anything is sent, the pre-flight's one-token probes included.
+        plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
+        cost = estimate_plan(spec, plan, prompts, targets)
+        check_cap(cost, spec.load.max_cost_usd)
+        if cost is not None and notify is not None:
+            notify("cost", estimate_line(cost, spec.load.max_cost_usd))
         probe_warnings: list[str] = []
         with said_if_slow(console, "pre-flight", _preflight_line(targets)):
             served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
         targets, size_notes, size_warnings = with_served_sizes(targets, served)
         size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
-        plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
         # Before the workers start: they inherit the raised limit.
         ensure_open_files(spec, plan)
         backend = open_backend(spec, plan)
@@ -267,6 +279,7 @@ def _prepare(
         notices,
         tuple(size_notes),
         tuple(size_warnings),
+        cost,
     )
 
 
@@ -364,14 +377,20 @@ def _tasks(spec: RunSpec, p: _Prepared, parts: Sequence[ScenarioPlan]) -> list[W
     ]
 
 
-def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop) -> bool:
-    """Run every scenario; True when a stop ended the run early."""
-    for k, _scenario in enumerate(p.plan.scenarios):
+def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, rules: StopRules) -> bool:
+    """Run every scenario, each under its own Stop (a child of the run's, which a
+    stopping rule may set: tokrate.load.stop_rules); True when a signal ended the run
+    early. A rule that ended the run (``rules.halted``) starts no further scenario."""
+    for k, scenario in enumerate(p.plan.scenarios):
         if stop.is_set():
             return True
+        if rules.halted is not None:
+            break
         if sink.progress is not None:
             sink.progress.start_scenario(k)
-        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, stop)
+        own = Stop(stop)
+        rules.begin(scenario.name, own)
+        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, own)
         _end_scenario(p, sink)
     return stop.is_set()
 
@@ -520,6 +539,36 @@ def _confirm(
     return read_comparison(run_dir)
 
 
+def _notifier(console: Console | None, quiet: bool) -> Callable[[str, str], None] | None:
+    """Where lines said before the load go (the cost estimate): the console's notices."""
+    if console is None or quiet:
+        return None
+    shown = console
+
+    def notify(kind: str, line: str) -> None:
+        print_notice(shown, kind, line)
+
+    return notify
+
+
+def _load(
+    spec: RunSpec,
+    p: _Prepared,
+    sink: Collector,
+    stop: Stop,
+    rules: StopRules,
+    console: Console | None,
+) -> CapacityRun | None:
+    """The measure step: the sweep's scenarios, or the capacity search (its result)."""
+    if spec.load.capacity is None:
+        _measure(spec, p, sink, stop, rules)
+        return None
+    # The search's own Stop: a stopping rule ends the search, a signal the run.
+    search = Stop(stop)
+    rules.begin("capacity search", search)
+    return _search_capacity(spec, p, sink, search, console)
+
+
 def run_benchmark(
     spec: RunSpec,
     *,
@@ -563,7 +612,7 @@ def _run(
 ) -> RunResult:
     """run_benchmark's steps, under its signal handlers (tokrate.load.signals)."""
     with contextlib.ExitStack() as stack:
-        p = _prepare(spec, base_dir, stack, console, stopper)
+        p = _prepare(spec, base_dir, stack, console, stopper, _notifier(console, quiet))
         if console is not None and not quiet:
             _announce(p, console)
         progress = None
@@ -571,18 +620,17 @@ def _run(
         if console is not None and not quiet and not searching:
             progress = stack.enter_context(_progress(spec, p, console, stop))
         watch = RecordWarnings({q.id: q.max_tokens for q in p.prompts}, spec.client.unique_prompts)
+        meter = SpendMeter.for_targets(p.targets, spec.load.max_cost_usd)
+        rules = StopRules([meter] if meter is not None else [])
         # A record the disk refuses stops the load like a third signal (at once).
-        sink = Collector(p.store, progress, p.targets, p.redactor, watch, stop.abort)
+        sink = Collector(p.store, progress, p.targets, p.redactor, watch, stop.abort, rules)
         _preflight_warnings(p, sink)
         capacity = None
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()
         try:
-            if searching:
-                capacity = _search_capacity(spec, p, sink, stop, None if quiet else console)
-                interrupted = capacity.interrupted
-            else:
-                interrupted = _measure(spec, p, sink, stop)
+            capacity = _load(spec, p, sink, stop, rules, None if quiet else console)
+            interrupted = stop.is_set()
         finally:
             # From here nothing is cut short: a signal is passed to the finishing child.
             stopper.enter("finish")
@@ -596,14 +644,16 @@ def _run(
                 progress.close()
             _stopped_by_the_disk(p, sink)
         sink.finish_record_warnings()
-        sources = _prompts_sent(spec, p, sink, interrupted)
+        if rules.halted is not None:
+            sink(WorkerWarning("driver", rules.halted.detail, rules.halted.rule))
+        sources = _prompts_sent(spec, p, sink, interrupted or rules.halted is not None)
         for line in clock_warnings(p.backend.nodes, nice_bin_width(sink.span_s)):
             sink(WorkerWarning("driver", line, "node_clock"))
         if progress is not None:
             progress.close()
         if console is not None and not quiet:
             console.print(finishing_line(spec.output.report), markup=False, highlight=False)
-        failed = [] if interrupted else sink.failed_targets()
+        failed = [] if interrupted else sink.failed_targets(sent_only=rules.halted is not None)
         for line in failed:
             sink.warn(line, "no_ok_requests")
         changes: dict[str, Any] = {}
@@ -618,6 +668,8 @@ def _run(
             server_metrics=scrapes,
             prompts=sources,
             nodes=p.backend.nodes,
+            spend=None if meter is None else meter.info(p.cost),
+            stopped=rules.stopped,
             **changes,
         )
     return _finish(spec, console, stopper, child_stop, p.store.path, sink, failed, interrupted)

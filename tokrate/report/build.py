@@ -48,7 +48,7 @@ def build_report(
         raise UsageError("report: give at least one run folder")
     bad = [f for f in formats if f not in FORMATS]
     if bad:
-        raise UsageError(f"report: unknown format {bad[0]!r} (known: png, svg)")
+        raise UsageError(f"report: unknown format {bad[0]!r} (known: {', '.join(FORMATS)})")
     inputs = load_inputs(run_dirs, hardware=hardware)
     first = inputs.runs[0][1].path
     if out_dir is None:

@@ -3,9 +3,9 @@ capacity per dollar-hour where costs are known) and the "which tier serves N use
 my SLO cheapest" table, all from summary.json's ``capacity`` and run.json's targets.
 
 Cost per hour of one replica of a target: ``gpu_hourly_usd x gpus`` when both are set,
-else its token prices applied to the tokens/s it served at its capacity (the summary
-group of the last probe at that level: ``aggregate output tok/s x 3600 x USD per M
-output tokens``, which blends in the input price); unknown otherwise. Serving N users
+else its token prices applied to the requests it served at its capacity (the summary
+group of the last probe at that level: ``requests/s x 3600 x USD per request``, the
+requests' own input and output tokens at their prices); unknown otherwise. Serving N users
 (closed loop: N concurrent streams; open loop: N requests/s) takes ``ceil(N /
 capacity)`` replicas; the cheapest tier is the one with the lowest replicas x cost.
 """
@@ -85,13 +85,15 @@ def _usd_per_hour(
     at = [p for p in t.probes if p.level == t.capacity and p.verdict == "meets"]
     for probe in reversed(at):
         g = summary.group(t.endpoint, t.model, probe.scenario)
+        per_1k = None if g is None or g.cost is None else g.cost.usd_per_1k_requests
         if (
             g is not None
             and g.cost is not None
             and g.cost.source == "price"
-            and (g.aggregate_output_tps)
+            and per_1k is not None
+            and g.requests_per_s
         ):
-            return g.aggregate_output_tps * 3600 * g.cost.usd_per_m_output / 1e6, "tokens"
+            return g.requests_per_s * 3600 * per_1k / 1000, "tokens"
     return None, None
 
 
@@ -153,7 +155,8 @@ def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
     note = (
         "The highest level at which the Wilson interval of the SLO-met fraction lay at or "
         "above the goodput target; every probe is in capacity.json. $ / h: GPU-hour price × "
-        "GPUs, else token prices at the throughput measured at capacity."
+        "GPUs, else the token prices of the requests served per hour at capacity (their own "
+        "input and output tokens)."
     )
     numeric = (False, True, True, False, False, True, True, True)
     return Table("Capacity", header, tuple(body), note=note, numeric=numeric)

@@ -67,6 +67,7 @@ def size_vs_speed(inputs: ReportInputs) -> Entry:
         real = not bool(size.points["simulated"].fill_null(False).all())
         assumed = real and not inputs.hardware_named
         assumptions = bound_assumptions(size.points, inputs.hardware, hardware_assumed=assumed)
+        assumptions += _time_scale_notes(inputs)
         yield Chart(
             "size_vs_speed",
             "Model size vs speed",
@@ -76,6 +77,22 @@ def size_vs_speed(inputs: ReportInputs) -> Entry:
         )
     elif not any("no measurable decode speed" in n for n in size.notes):
         yield LeftOut("model size vs speed: no target has a known size (set params_b in [[model]])")
+
+
+def _time_scale_notes(inputs: ReportInputs) -> list[str]:
+    """On the chart itself, why a sped-up simulator's points sit above the bound: its
+    durations are divided by its time scale, so its speeds are that many times the
+    physical ones (the report's warning says the same, but a chart travels alone)."""
+    out = []
+    for key, run in inputs.runs:
+        scale = run.info.time_scale
+        if scale is not None and scale != 1:
+            who = f"Run {key}: the" if inputs.multi else "The"
+            out.append(
+                f"{who} simulator ran {scale:g}x faster than real time (time_scale={scale:g}),"
+                f" so its speeds sit {scale:g}x above the bound drawn."
+            )
+    return out
 
 
 def ttft_cdf(inputs: ReportInputs) -> Entry:
@@ -167,16 +184,20 @@ def timeline(inputs: ReportInputs) -> Entry:
 
 def cost_vs_speed(inputs: ReportInputs) -> Entry:
     cost = inputs.groups.filter(
-        pl.col("usd_per_m").is_not_null() & pl.col("decode_p50").is_not_null()
+        pl.col("usd_per_1k").is_not_null() & pl.col("decode_p50").is_not_null()
     )
     if not cost.height:
-        yield LeftOut("cost vs speed: no prices (set price_out_per_m, or gpu_hourly_usd and gpus)")
+        yield LeftOut(
+            "cost vs speed: no prices (set price_in_per_m and price_out_per_m, or "
+            "gpu_hourly_usd and gpus, in [[model]])"
+        )
         return
     yield Chart(
         "cost_vs_speed",
         "Cost vs speed",
-        "USD per million output tokens: list price, or GPU-hour price × GPUs ÷ measured "
-        "aggregate tokens per hour.",
+        "USD per 1,000 requests, the figure the tier pick ranks by: the requests' own "
+        "input and output tokens at the model's token prices (●), or GPU-hour price × "
+        "GPUs over the measured throughput (▲).",
         cost,
         charts.cost_vs_speed,
     )

@@ -460,7 +460,7 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
 
 @house_style
 def cost_vs_speed(groups: pl.DataFrame) -> Figure:
-    """USD per million output tokens (y, log) vs per-stream decode tok/s (x), one point
+    """USD per 1,000 requests (y, log) vs per-stream decode tok/s (x), one point
     per (target, level) with a known cost; labelled with model and level where no
     label overlaps another text or point."""
     fig, (ax,) = new_figure(8, 5)
@@ -476,14 +476,14 @@ def cost_vs_speed(groups: pl.DataFrame) -> Figure:
         )
         marker = "o" if row["cost_source"] == "price" else "^"
         color = styles[(row["series"], row["model"])].color
-        ax.plot(row["decode_p50"], row["usd_per_m"], marker, color=color, ms=7)
-        points.append(Label(row["decode_p50"], row["usd_per_m"], f"{label} {level}", color))
+        ax.plot(row["decode_p50"], row["usd_per_1k"], marker, color=color, ms=7)
+        points.append(Label(row["decode_p50"], row["usd_per_1k"], f"{label} {level}", color))
     ax.set_xscale("log")
     ax.set_yscale("log")
     _pad_log_limits(ax, 1.6)
     plain_log_axes(ax)
     ax.set_xlabel("per-stream decode speed, median (tokens/s, log scale)")
-    ax.set_ylabel("USD per million output tokens (log)")
-    ax.set_title("Cost vs speed (● list price, ▲ GPU-hour ÷ measured throughput)")
+    ax.set_ylabel("USD per 1,000 requests (log)")
+    ax.set_title("Cost vs speed (● token prices on the run's mix, ▲ GPU-hours)")
     label_panels(fig, [(ax, points, 8.0)])
     return fig

@@ -21,7 +21,7 @@ from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.compare import compare_loaded
 from tokrate.analysis.metrics import summarize
 from tokrate.analysis.stats import PowerLawFit, fit_power_law, stability_warnings
-from tokrate.analysis.tier_pick import TierRun, decide_tiers
+from tokrate.analysis.tier_pick import TierDecision, TierRun, decide_tiers
 from tokrate.errors import UsageError
 from tokrate.hardware import HardwareProfile, get_hardware
 from tokrate.report import answers_section as _answers
@@ -343,12 +343,11 @@ def build_model(inputs: ReportInputs) -> ReportModel:
                 left_out.append(part.note)
             else:
                 tables.append(part)
-    decision = decide_tiers(
-        [
-            TierRun(k, s, r.info)
-            for (k, r), (_, s) in zip(inputs.runs, inputs.summaries, strict=True)
-        ]
-    )
+    tier_runs = [
+        TierRun(k, s, r.info) for (k, r), (_, s) in zip(inputs.runs, inputs.summaries, strict=True)
+    ]
+    decision = decide_tiers(tier_runs)
+    verdict, tier = _verdict(inputs, tier_runs, decision)
     return ReportModel(
         title=_title(inputs),
         banners=tuple(_banners(inputs)),
@@ -357,8 +356,8 @@ def build_model(inputs: ReportInputs) -> ReportModel:
         lead=tuple(_changed.changed_tables(inputs)),
         decision=decision,
         # A multi-run report answers "did B change from A?" before the tier pick.
-        verdict=(*_changed.changed_lines(inputs), *verdict_lines(decision)),
-        tier=tier_tables(decision),
+        verdict=(*_changed.changed_lines(inputs), *verdict),
+        tier=tier,
         tables=tuple(tables),
         charts=tuple(charts),
         left_out=tuple(left_out),
@@ -388,6 +387,40 @@ def relative_paths(value: Any, run_dir: Path) -> Any:
     return value
 
 
+def _shared_models(inputs: ReportInputs) -> list[str]:
+    """Model names measured in more than one of the report's runs (on any endpoint:
+    the same model twice is a measurement to compare, not a tier to pick)."""
+    seen: dict[str, set[str]] = {}
+    for key, run in inputs.runs:
+        for t in run.info.targets:
+            seen.setdefault(t.model, set()).add(key)
+    return [m for m, keys in seen.items() if len(keys) > 1]
+
+
+def _verdict(
+    inputs: ReportInputs, runs: Sequence[TierRun], decision: TierDecision
+) -> tuple[tuple[str, ...], tuple[Table, ...]]:
+    """The sentences the report opens with and the tier tables. Runs that measured
+    the same model are measurements to compare, not tiers to pick from: such a
+    report says so and opens with each run's own pick among its own models (where a
+    run has several), never with a pick of one run over another."""
+    shared = _shared_models(inputs)
+    if not inputs.multi or not shared:
+        return tuple(verdict_lines(decision)), tier_tables(decision)
+    names = ", ".join(sorted(dict.fromkeys(shared)))
+    lines = [
+        f"These runs measured the same model ({names}): this report compares the runs "
+        "(Runs side by side, and tokrate compare for verdicts with intervals); it does not "
+        "pick one run's model over another's."
+    ]
+    for run in runs:
+        if len(run.info.targets) < 2:
+            continue
+        own = decide_tiers([run])
+        lines += [f"In {run.key}: {line}" for line in verdict_lines(own)]
+    return tuple(lines), ()
+
+
 def _declared_name(declare: ChartDeclaration) -> str:
     return getattr(declare, "__name__", "chart").replace("_", " ")
 
@@ -404,6 +437,14 @@ def _banners(inputs: ReportInputs) -> Iterator[str]:
             yield (
                 f"Run {key} was interrupted (status {run.info.status!r}): this report shows "
                 f"the {run.records.height} requests recorded before it stopped."
+            )
+        for stop in run.info.stopped:
+            # A stopping rule (--max-cost, ...) ended sending early: fewer requests than
+            # planned, said where the verdict is read.
+            scope = "the run" if stop.scope == "run" else f"scenario {stop.scenario}"
+            yield (
+                f"Run {key}: {stop.rule} stopped {scope} at {stop.scenario}: {stop.detail}. "
+                f"This report shows the {run.records.height} requests recorded."
             )
 
 

@@ -404,6 +404,7 @@ def group_table(summaries: Sequence[tuple[str, Summary]]) -> pl.DataFrame:
                     "ttft_p95": g.ttft_s.p95,
                     "aggregate_tps": g.aggregate_output_tps,
                     "usd_per_m": None if g.cost is None else g.cost.usd_per_m_output,
+                    "usd_per_1k": None if g.cost is None else g.cost.usd_per_1k_requests,
                     "cost_source": None if g.cost is None else g.cost.source,
                 }
             )
@@ -422,6 +423,7 @@ def group_table(summaries: Sequence[tuple[str, Summary]]) -> pl.DataFrame:
         "ttft_p95": pl.Float64,
         "aggregate_tps": pl.Float64,
         "usd_per_m": pl.Float64,
+        "usd_per_1k": pl.Float64,
         "cost_source": pl.String,
     }
     return pl.DataFrame(rows, schema=schema)

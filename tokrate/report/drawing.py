@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import matplotlib
 from matplotlib.figure import Figure
 
+from tokrate.report.figures import HOUSE_RC
 from tokrate.report.html import ChartImage
 from tokrate.report.model import Chart, not_drawn
 
@@ -37,7 +39,14 @@ class DrawnCharts:
 
 def chart_files(fig: Figure, formats: Sequence[str]) -> dict[str, bytes]:
     """``fig`` as PNG (always: the page embeds it) and every other format asked for,
-    byte-for-byte reproducible (no dates in SVG or PDF)."""
+    byte-for-byte reproducible (no dates in SVG or PDF), saved under the house style:
+    the SVG writer reads ``svg.fonttype`` (text stays text) and the PDF writer
+    ``pdf.fonttype`` (Type 42 fonts) at save time, not when the figure was drawn."""
+    with matplotlib.rc_context(HOUSE_RC):  # type: ignore[arg-type]
+        return _files(fig, formats)
+
+
+def _files(fig: Figure, formats: Sequence[str]) -> dict[str, bytes]:
     png = io.BytesIO()
     fig.savefig(png, format="png")
     # The constrained layout is solved by the first save; freeze it so the SVG

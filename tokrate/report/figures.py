@@ -51,13 +51,16 @@ HOUSE_RC: Final[dict[str, Any]] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "svg.fonttype": "none",  # text stays text in SVG: searchable, small
+    "pdf.fonttype": 42,  # TrueType (Type 42) fonts in PDF: editable, what journals ask for
     "svg.hashsalt": "tokrate",  # deterministic SVG ids
 }
 
 
 def house_style(func: Callable[P, Figure]) -> Callable[P, Figure]:
     """Build the whole chart under :data:`HOUSE_RC` (fonts, grid), leaving global
-    matplotlib settings untouched afterwards."""
+    matplotlib settings untouched afterwards. The file writers read some of these
+    (``svg.fonttype``, ``pdf.fonttype``) when they save, not when the chart is
+    drawn: saving goes under :data:`HOUSE_RC` too (tokrate.report.drawing)."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure:

@@ -1,21 +1,22 @@
 """The report's answer-quality section (docs/quality.md): the pass-rate table, the
-routing table, quality per dollar, and the trade on one page (pass rate and speed
-against model size)."""
+routing table, quality per dollar, and the trade on one page: pass rate and speed
+against model size (or, where not every size is known, cost per 1,000 requests, else
+decode speed), at the routing table's level with its n and intervals."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from matplotlib.figure import Figure
 
-from tokrate.analysis.ordering import model_key, natural_key
-from tokrate.analysis.routing import RoutingTable, routing_table
+from tokrate.analysis.routing import Route, RoutingTable, routing_table
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.tables import Table
 from tokrate.report.terminal.quality_text import HEADER, quality_rows
+from tokrate.report.terminal.tier_text import cost_cell
 from tokrate.textfmt import fmt_pct_interval
 
 __all__ = ["quality_chart", "quality_tables"]
@@ -53,6 +54,21 @@ def quality_tables(inputs: ReportInputs) -> Iterator[Table | LeftOut]:
             yield per_dollar
 
 
+#: How a route's pick was ranked, for the routing table's evidence.
+def _how(route: Route) -> str:
+    pick = route.pick
+    if pick is None:
+        return ""
+    if route.rule == "cheapest":
+        return (
+            f"the cheapest that meets ({cost_cell(pick.cost, interval=False)} per 1,000 requests)"
+        )
+    if route.rule == "smallest":
+        return f"the smallest that meets ({pick.size_b:g}B)"
+    rate = "-" if pick.goodput_rps is None else f"{pick.goodput_rps:.3g} req/s"
+    return f"the highest goodput that meets ({rate}; no price or size known)"
+
+
 def _routing_table(key: str, table: RoutingTable, multi: bool) -> Table:
     rows = []
     for route in table.routes:
@@ -61,10 +77,9 @@ def _routing_table(key: str, table: RoutingTable, multi: bool) -> Table:
             evidence = route.reason or ""
         else:
             lo, hi = pick.quality.rate_ci or (0.0, 0.0)
-            how = "the cheapest priced" if route.rule == "cheapest" else "the smallest"
             evidence = (
                 f"passes {pick.quality.passed}/{pick.quality.n} = {pick.rate:.0%} "
-                f"(95% CI {fmt_pct_interval(lo, hi)}); {how} model that meets"
+                f"(95% CI {fmt_pct_interval(lo, hi)}); {_how(route)}"
                 + ("" if pick.confident else " (its interval reaches below the bar)")
             )
         rows.append(
@@ -82,10 +97,13 @@ def _routing_table(key: str, table: RoutingTable, multi: bool) -> Table:
         ("task", "bar", "route", "evidence"),
         tuple(rows),
         f"At {table.level}, the heaviest load level: each task's route is the verdict's "
-        f"pick. A model meets when its pass rate reaches the bar{source} on at least "
+        f"pick, its pass rate on that level's answers. A model meets when its pass rate "
+        f"reaches the task's own bar{source} on at least "
         f"{' / '.join(str(n) for n in needed)} checked answers and 95% of its requests met "
-        "the SLOs; the cheapest priced model that meets is picked, else the smallest. "
-        "routing.json holds every level and every model's evidence.",
+        "the SLOs; the cheapest by cost per 1,000 requests is picked, else the smallest "
+        "where every size is known, else the highest goodput. routing.json holds every "
+        "level and every model's evidence.",
+        wrap=(False, False, False, True),
     )
 
 
@@ -93,131 +111,217 @@ def _per_dollar(table: RoutingTable) -> Table | None:
     rows = []
     for route in table.routes:
         for c in route.candidates:
-            if c.quality.n == 0 or c.usd_per_m_output is None or c.usd_per_m_output <= 0:
+            per_1k = c.usd_per_1k_requests
+            if c.quality.n == 0 or per_1k is None or per_1k <= 0:
                 continue
             rows.append(
                 (
                     route.task,
                     c.model,
                     f"{c.rate:.0%}",
-                    f"${c.usd_per_m_output:,.2f}",
-                    f"{c.rate / c.usd_per_m_output:.3g}",
+                    cost_cell(c.cost),
+                    f"{c.rate * 1000 / per_1k:,.4g}",
                 )
             )
     if not rows:
         return None
     return Table(
-        "Quality per dollar",
-        ("task", "model", "pass rate", "USD / M output tokens", "pass rate per $/M"),
+        f"Quality per dollar at {table.level}",
+        ("task", "model", "pass rate", "$ / 1k req (95% CI)", "right answers per $"),
         tuple(rows),
-        "Pass rate divided by the price of a million output tokens: higher is more right "
+        "Right answers per dollar: the pass rate times the requests one dollar buys at "
+        "that task's cost per 1,000 requests (its own token mix): higher is more right "
         "answers for the money.",
         (False, False, True, True, True),
     )
 
 
+#: The x axis of the quality chart: size where every model has one, else cost per
+#: 1,000 requests where every model has one, else decode speed.
+Axis = Literal["size", "cost", "speed"]
+
+
 @dataclass(frozen=True, slots=True)
 class _Point:
-    model: str
+    label: str
     task: str
-    size_b: float
+    bar: float
+    n: int
     rate: float
     lo: float
     hi: float
+    size_b: float | None
+    usd_per_1k: float | None
     decode_tps: float | None
 
+    def x(self, axis: Axis) -> float | None:
+        if axis == "size":
+            return self.size_b
+        return self.usd_per_1k if axis == "cost" else self.decode_tps
 
-def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
-    """Pass rate vs model size per task, beside decode speed vs size: the trade."""
+
+@dataclass(frozen=True, slots=True)
+class _QualityData:
+    level: str
+    axis: Axis
+    points: tuple[_Point, ...]
+
+
+def _points(inputs: ReportInputs) -> tuple[str | None, list[_Point]]:
+    """Every checked (model, task) at each run's routing level: the routing table's
+    own n, rate and interval, so the chart and that table never disagree."""
     points: list[_Point] = []
-    unsized: set[str] = set()
-    speed: dict[str, float | None] = {}
-    levels: dict[str, str] = {}
-    for _key, summary in inputs.summaries:
-        for g in summary.groups:
-            # Groups come lightest level first: the speed at each model's lowest load
-            # level, the one the size chart shows, so both charts agree and say which.
-            if g.model not in speed:
-                speed[g.model] = g.decode_tps.p50
-                levels[g.model] = g.level
-    for _key, table in _routings(inputs):
+    levels: list[str] = []
+    for key, table in _routings(inputs):
+        if table.level is not None:
+            levels.append(table.level)
         for route in table.routes:
             for c in route.candidates:
                 if c.quality.n == 0:
                     continue  # no answer of it was checked on this task
-                if c.size_b is None:
-                    unsized.add(c.model)
-                    continue
                 lo, hi = c.quality.rate_ci or (c.rate, c.rate)
+                label = f"{c.model} ({key})" if inputs.multi else c.model
                 points.append(
-                    _Point(c.model, route.task, c.size_b, c.rate, lo, hi, speed.get(c.model))
+                    _Point(
+                        label,
+                        route.task,
+                        route.bar,
+                        c.quality.n,
+                        c.rate,
+                        lo,
+                        hi,
+                        c.size_b,
+                        c.usd_per_1k_requests,
+                        c.decode_tps,
+                    )
                 )
-    if unsized:
-        yield LeftOut(f"quality vs size: no size for {', '.join(sorted(unsized))}")
-    slow = sorted({p.model for p in points if p.decode_tps is None}, key=model_key)
-    if slow:
+    return (" / ".join(dict.fromkeys(levels)) or None), points
+
+
+def _axis(points: Sequence[_Point]) -> Axis | None:
+    axes: tuple[Axis, ...] = ("size", "cost", "speed")
+    for axis in axes:
+        if all((p.x(axis) or 0.0) > 0 for p in points):
+            return axis
+    return None
+
+
+_AXIS_WORDS: Final[dict[str, str]] = {
+    "size": "active parameters (billions, log scale)",
+    "cost": "USD per 1,000 requests (log scale)",
+    "speed": "decode speed per stream, median (tokens/s, log scale)",
+}
+
+
+def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
+    """Pass rate per task at the routing level against size (where every model has
+    one), else cost per 1,000 requests, else decode speed; the bar drawn, every model
+    labelled; beside it decode speed against the same axis (size or cost)."""
+    level, points = _points(inputs)
+    if not points or level is None:
+        return
+    axis = _axis(points)
+    if axis is None:
+        missing = sorted({p.label for p in points if p.decode_tps is None})
         yield LeftOut(
-            "quality vs size: left out of the speed panel (no measurable decode speed: "
-            f"fewer than 2 tokens, or the stream was buffered: it came in a few reads): "
+            "answer quality: no axis every checked model has (no size, no price, and no "
+            f"measurable decode speed for {', '.join(missing)})"
+        )
+        return
+    slow = sorted({p.label for p in points if p.decode_tps is None})
+    if slow and axis != "speed":
+        yield LeftOut(
+            f"quality vs {axis}: left out of the speed panel (no measurable decode speed: "
+            "fewer than 2 tokens, or the stream was buffered: it came in a few reads): "
             f"{', '.join(slow)}"
         )
-    if not points:
-        if not unsized:
-            return
-        yield LeftOut("quality vs size: no checked model has a known size")
-        return
+    why = {
+        "size": "",
+        "cost": " No model size is known for every model, so cost stands in for it.",
+        "speed": " Neither every size nor every price is known, so decode speed stands in.",
+    }[axis]
+    name = {"size": "quality_vs_size", "cost": "quality_vs_cost", "speed": "quality_vs_speed"}
     yield Chart(
-        "quality_vs_size",
-        "Answer quality and speed vs model size",
-        "Left: pass rate of checked answers per task, with Wilson 95% intervals, against "
-        "active parameters. Right: per-stream decode speed (median) at each model's "
-        f"lowest load level{_levels_named(levels, points)}, as in the size chart. The "
-        "routing table "
-        "names each task's pick: the model that reaches your bar on enough answers and "
-        "meets the SLOs.",
-        tuple(points),
+        name[axis],
+        f"Answer quality vs {axis} at {level}",
+        f"Pass rate of checked answers per task at {level}, the level of the Routing "
+        "table, with the same n and Wilson 95% interval that table shows; the dashed line "
+        f"is each task's pass-rate bar and every point names its model.{why}"
+        + (
+            f" Right: per-stream decode speed (median) at {level}, the Routing table's"
+            " level, against the same axis."
+            if axis != "speed"
+            else ""
+        ),
+        _QualityData(level, axis, tuple(points)),
         _draw,
     )
 
 
-def _levels_named(levels: dict[str, str], points: list[_Point]) -> str:
-    """ " (c=1)": the levels the speed panel's points were taken at."""
-    shown = sorted({levels[p.model] for p in points if p.model in levels}, key=natural_key)
-    return f" ({', '.join(shown)})" if shown else ""
-
-
 @house_style
-def _draw(points: tuple[_Point, ...]) -> Figure:
-    fig, (left, right) = new_figure(10, 4.5, ncols=2)
-    tasks = sorted({p.task for p in points})
+def _draw(data: _QualityData) -> Figure:
+    axis = data.axis
+    two = axis != "speed"
+    fig, axes = new_figure(10 if two else 6, 4.5, ncols=2 if two else 1)
+    left = axes[0]
+    tasks = sorted({p.task for p in data.points})
+    colours = {t: f"C{i % 10}" for i, t in enumerate(tasks)}
     for task in tasks:
-        mine = sorted((p for p in points if p.task == task), key=lambda p: p.size_b)
-        xs = [p.size_b for p in mine]
+        mine = sorted((p for p in data.points if p.task == task), key=lambda p: p.x(axis) or 0)
+        xs = [p.x(axis) or 0.0 for p in mine]
         ys = [p.rate * 100 for p in mine]
-        err = [[(p.rate - p.lo) * 100 for p in mine], [(p.hi - p.rate) * 100 for p in mine]]
-        left.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=task)
+        # Clipped at 0: a Wilson end at 100% may sit a rounding error below the rate.
+        err = [
+            [max(0.0, p.rate - p.lo) * 100 for p in mine],
+            [max(0.0, p.hi - p.rate) * 100 for p in mine],
+        ]
+        colour = colours[task]
+        left.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=task)
+        for bar in sorted({p.bar for p in mine}):
+            left.axhline(bar * 100, color=colour, linestyle="--", linewidth=1)
+            left.annotate(
+                f"{task} bar {bar:.0%}",
+                (1.0, bar * 100),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, 2),
+                textcoords="offset points",
+                ha="right",
+                fontsize="x-small",
+                color=colour,
+            )
+        for p, x, y in zip(mine, xs, ys, strict=True):
+            left.annotate(
+                f"{p.label} (n={p.n})",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize="x-small",
+            )
     left.set_xscale("log")
     plain_log_axes(left, y=False)
     left.set_ylim(0, 105)
-    left.set_xlabel("active parameters (billions, log scale)")
+    left.set_xlabel(_AXIS_WORDS[axis])
     left.set_ylabel("pass rate (%)")
-    left.set_title("Answer quality vs size")
-    left.legend(loc="lower right", fontsize="small")
-    by_model: dict[str, tuple[float, float]] = {}
-    for p in points:
-        if p.decode_tps is not None:
-            by_model[p.model] = (p.size_b, p.decode_tps)
-    if by_model:
-        ordered = sorted(by_model.items(), key=lambda kv: kv[1][0])
-        right.plot([v[0] for _m, v in ordered], [v[1] for _m, v in ordered], "o-")
-        for model, (x, y) in ordered:
-            right.annotate(
-                model, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small"
-            )
-        right.set_xscale("log")
-        right.set_yscale("log")
-        plain_log_axes(right)
-    right.set_xlabel("active parameters (billions, log scale)")
-    right.set_ylabel("decode speed, median (tokens/s)")
-    right.set_title("Speed vs size")
+    left.set_title(f"Answer quality vs {axis} at {data.level}")
+    left.legend(loc="lower left", fontsize="small")
+    if two:
+        right = axes[1]
+        by_model: dict[str, tuple[float, float]] = {}
+        for p in data.points:
+            at = p.x(axis)
+            if p.decode_tps is not None and at is not None:
+                by_model[p.label] = (at, p.decode_tps)
+        if by_model:
+            ordered = sorted(by_model.items(), key=lambda kv: kv[1][0])
+            right.plot([v[0] for _m, v in ordered], [v[1] for _m, v in ordered], "o-")
+            for label, (x, y) in ordered:
+                right.annotate(
+                    label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small"
+                )
+            right.set_xscale("log")
+            right.set_yscale("log")
+            plain_log_axes(right)
+        right.set_xlabel(_AXIS_WORDS[axis])
+        right.set_ylabel("decode speed, median (tokens/s)")
+        right.set_title(f"Speed vs {axis}")
     return fig

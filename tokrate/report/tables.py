@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import polars as pl
 
 from tokrate.analysis.tier_pick import PASS_RATE, Candidate, Judgement, TierDecision
 from tokrate.report.terminal.comparison_text import describe_change
 from tokrate.report.terminal.stream_words import who_held
-from tokrate.report.terminal.tier_text import candidate_text, slo_text, tasks_text
+from tokrate.report.terminal.tier_text import candidate_text, cost_cell, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_pct_interval, fmt_tps
@@ -40,13 +41,6 @@ class Table:
     wrap: tuple[bool, ...] = field(default=())
 
 
-def _cost(g: Group) -> str:
-    if g.cost is None:
-        return DASH
-    mark = "" if g.cost.source == "price" else " (GPU-h)"
-    return f"${g.cost.usd_per_m_output:,.2f}{mark}"
-
-
 def _with_es(p95: float | None, es: float | None) -> str:
     """A p95 with its early-stopping estimate beside it: "157 ms (≤ 170)"."""
     if es is None:
@@ -64,7 +58,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "level",
         "SLO met",
         "goodput req/s",
-        "$ / M out",
+        "$ / 1k req (95% CI)",
         "ok",
         "errors",
         "TTFT p50",
@@ -100,7 +94,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
                 g.level,
                 fmt_pct(g.slo_met_fraction),
                 fmt_num(g.goodput_rps, 2),
-                _cost(g),
+                cost_cell(g.cost),
                 str(g.counts.ok),
                 str(g.counts.failed),
                 fmt_ms(g.ttft_s.p50),
@@ -117,6 +111,8 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         )
     numeric = (False, False, False) + (True,) * (len(header) - 3)
     notes = []
+    if any(g.cost is not None for g in summary.groups):
+        notes.append(COST_NOTE)
     if any(g.ttft_s.p95_es is not None or g.e2e_s.p95_es is not None for g in summary.groups):
         notes.append(
             "(≤ x): MLPerf LoadGen's early-stopping estimate of the p95, a value the true"
@@ -229,10 +225,13 @@ def _tier_note(decision: TierDecision) -> str:
         f"{judged} A fraction is decided on at least {decision.min_requests} requests (with "
         f"fewer, one request is more than the {100 - decision.attainment * 100:.0f}% allowed "
         "to miss); a level where some task has fewer is judged on its tasks pooled. "
-        "In brackets: the Wilson 95% interval. The pick is the cheapest model with a price "
-        "that meets (models without one are named, not ranked), else the smallest that "
-        "meets (prices: price_out_per_m or gpu_hourly_usd in [[model]]). Tasks of one "
-        "level with the same answer share a row, their requests summed."
+        "In brackets: the Wilson 95% interval. The pick is the model that meets with the "
+        "lowest cost per 1,000 of the requests sent (token prices on the run's own token "
+        "mix, or GPU-hours at the measured throughput; models without a price are named, "
+        "not ranked); without prices, the smallest where every size is known, else the "
+        "highest goodput (decode speed where goodputs are within 5%). A model's name "
+        "never decides. Tasks of one level with the same ranking share a row, their "
+        "requests summed; a checked task always has a row of its own."
     )
 
 
@@ -240,7 +239,7 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
     """The tier pick (one row per answer: the pick, its evidence and cost, the others)
     and the evidence behind it (one row per model per answer). Cost columns only
     where some model has a price."""
-    priced = any(c.priced for cell in decision.cells for c in cell.candidates)
+    priced = any(c.cost is not None for cell in decision.cells for c in cell.candidates)
     picks = []
     evidence = []
     for cell in decision.cells:
@@ -253,6 +252,7 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
             tasks,
             pick.label if pick is not None else "none meets",
             _fraction(pick.judgements[0]) if pick is not None else DASH,
+            _RULE_WORDS[cell.rule],
         ]
         if priced:
             row.append(_cost_cell(pick) if pick is not None else DASH)
@@ -267,15 +267,26 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
                     cell.level,
                     tasks,
                     c.label,
-                    DASH if c.size_b is None else f"{c.size_b:g}B",
+                    _size_cell(c),
                     c.verdict,
                     *(_fraction(j) for j in c.judgements),
                     DASH if c.verdict == "meets" else candidate_text(c, fraction=False),
                     *((_cost_cell(c),) if priced else ()),
+                    fmt_num(c.throughput, 2),
+                    fmt_tps(c.decode_tps),
                 )
             )
-    cost = ("$ / M out (pick)",) if priced else ()
-    header = ("load", "tasks", "pick", "SLO met (pick)", *cost, "also meets", "does not meet")
+    cost = ("$ / 1k req (pick)",) if priced else ()
+    header = (
+        "load",
+        "tasks",
+        "pick",
+        "SLO met (pick)",
+        "ranked by",
+        *cost,
+        "also meets",
+        "does not meet",
+    )
     pick_table = Table(
         "Tier pick",
         header,
@@ -292,14 +303,19 @@ def tier_tables(decision: TierDecision) -> tuple[Table, Table]:
         "verdict",
         *bars,
         "why not",
-        *(("$ / M out",) if priced else ()),
+        *(("$ / 1k req (95% CI)",) if priced else ()),
+        "goodput req/s" if decision.slo_set else "req/s",
+        "decode tok/s p50",
     )
     evidence_table = Table(
         "Tier evidence",
         header,
         tuple(evidence),
         note="Every model in every answer of the tier pick, with the requests it was judged on.",
-        numeric=tuple(h == "size" or h.endswith("(95% CI)") for h in header),
+        numeric=tuple(
+            h == "size" or h.endswith("(95% CI)") or h.endswith("/s") or "tok/s" in h
+            for h in header
+        ),
         wrap=tuple(h in ("tasks", "why not") for h in header),
     )
     return pick_table, evidence_table
@@ -314,10 +330,30 @@ def _bar_header(bar: str) -> str:
 
 
 def _cost_cell(c: Candidate) -> str:
-    if c.usd_per_m is None:
-        return "no price"
-    mark = "" if c.cost_source == "price" else " (GPU-h)"
-    return f"${c.usd_per_m:,.2f}{mark}"
+    return "no price" if c.cost is None else cost_cell(c.cost)
+
+
+def _size_cell(c: Candidate) -> str:
+    if c.size_b is None:
+        return DASH
+    return f"{c.size_b:g}B" + (" (from name)" if c.size_source == "name" else "")
+
+
+#: How a pick was ranked among the tiers that meet (tokrate.analysis.tier_pick.Rule).
+_RULE_WORDS: Final = {
+    "cheapest": "cost per 1,000 requests",
+    "smallest": "size (no price)",
+    "goodput": "goodput (no price or size)",
+    "none": DASH,
+}
+
+#: The note under a summary table with a cost column.
+COST_NOTE: Final = (
+    "$ / 1k req: what 1,000 of these requests cost at the target's token prices on their "
+    "own token mix (cached input at price_cached_in_per_m, reasoning billed as output), "
+    "or GPU-h: at gpu_hourly_usd × gpus over the measured throughput; in brackets the "
+    "Student-t 95% interval of the mean (docs/definitions.md, cost)."
+)
 
 
 def errors_table(errors: pl.DataFrame) -> Table:

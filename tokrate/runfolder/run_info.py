@@ -40,6 +40,8 @@ __all__ = [
     "ScenarioLag",
     "ScrapeInfo",
     "SloInfo",
+    "SpendInfo",
+    "StopInfo",
     "TargetInfo",
 ]
 
@@ -48,7 +50,8 @@ RUN_LAYOUT_VERSION: Final = 1
 RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
     " server_metrics, calibration, prompts, nodes,"
-    " targets[].size_source/bytes_source/served/prompt_cache, loop_lag.scenarios)"
+    " targets[].size_source/bytes_source/served/prompt_cache/price_cached_in_per_m,"
+    " loop_lag.scenarios, spend, stopped)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -69,6 +72,9 @@ class TargetInfo:
     active_params_b: float | None = None
     bytes_per_param: float | None = None
     price_in_per_m: float | None = None
+    #: USD per million input tokens served from the provider's prompt cache (None:
+    #: those are billed at ``price_in_per_m``).
+    price_cached_in_per_m: float | None = None
     price_out_per_m: float | None = None
     gpu_hourly_usd: float | None = None
     gpus: int | None = None
@@ -116,6 +122,7 @@ class TargetInfo:
             active_params_b=active if active is not None else params,
             bytes_per_param=r.opt_float("bytes_per_param"),
             price_in_per_m=r.opt_float("price_in_per_m"),
+            price_cached_in_per_m=r.opt_float("price_cached_in_per_m"),
             price_out_per_m=r.opt_float("price_out_per_m"),
             gpu_hourly_usd=r.opt_float("gpu_hourly_usd"),
             gpus=r.opt_int("gpus"),
@@ -421,6 +428,59 @@ class NodeInfo:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class StopInfo:
+    """A stopping rule that ended sending early (tokrate.load.stop_rules): ``rule``
+    ("max_cost", ...), ``scope`` ("scenario" or "run": no later scenario ran), the
+    ``scenario`` it stopped, and ``detail``, the reason in words with its numbers."""
+
+    rule: str
+    scope: str
+    scenario: str
+    detail: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> StopInfo:
+        r = JsonReader(data, where)
+        return cls(r.str_("rule"), r.str_("scope"), r.str_("scenario"), r.str_("detail"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SpendInfo:
+    """What the run spent at its targets' token prices (tokrate.load.spend), where
+    some target has them. ``max_usd``: ``--max-cost`` (None: no cap).
+    ``estimate_input_usd`` / ``estimate_output_max_usd``: the estimate made before
+    anything was sent (the prompts' estimated input tokens; output at their
+    ``max_tokens``, None where some request had no bound). ``requests_planned``: None
+    where a level is bounded by time, not a count. ``spent_usd``: the measured spend,
+    every sent request's tokens as recorded (warm-up, failed and retried ones too)."""
+
+    max_usd: float | None = None
+    requests_planned: int | None = None
+    estimate_input_usd: float | None = None
+    estimate_output_max_usd: float | None = None
+    spent_usd: float = 0.0
+    requests_priced: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> SpendInfo:
+        r = JsonReader(data, where)
+        return cls(
+            max_usd=r.opt_float("max_usd"),
+            requests_planned=r.opt_int("requests_planned"),
+            estimate_input_usd=r.opt_float("estimate_input_usd"),
+            estimate_output_max_usd=r.opt_float("estimate_output_max_usd"),
+            spent_usd=r.opt_float("spent_usd") or 0.0,
+            requests_priced=r.opt_int("requests_priced") or 0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 def _frozen_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -467,6 +527,11 @@ class RunInfo:
     calibration: Mapping[str, Any] | None = None
     #: Where the prompts came from, per source (empty in runs older than the key).
     prompts: tuple[PromptSourceInfo, ...] = ()
+    #: What the run spent at its token prices (None: no target has token prices).
+    spend: SpendInfo | None = None
+    #: Stopping rules that ended sending early (empty: the plan ran to its end, or a
+    #: signal stopped it: ``status`` says so).
+    stopped: tuple[StopInfo, ...] = ()
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -573,6 +638,8 @@ class RunInfo:
             "warnings": list(self.warnings),
             "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
             "counts": None if self.counts is None else self.counts.to_dict(),
+            "spend": None if self.spend is None else self.spend.to_dict(),
+            "stopped": [x.to_dict() for x in self.stopped],
         }
         if self.calibration is not None:
             out["calibration"] = dict(self.calibration)
@@ -601,6 +668,7 @@ class RunInfo:
         counts = r.opt_mapping("counts")
         slo = r.opt_mapping("slo")
         calibration = r.opt_mapping("calibration")
+        spend = r.opt_mapping("spend")
         info = cls(
             run_id=run_id,
             label=r.opt_str("label"),
@@ -635,6 +703,8 @@ class RunInfo:
             counts=None if counts is None else OutcomeCounts.from_dict(counts, f"{where}: counts"),
             layout_version=int(version),
             calibration=None if calibration is None else dict(calibration),
+            spend=None if spend is None else SpendInfo.from_dict(spend, f"{where}: spend"),
+            stopped=_each(r.items("stopped"), StopInfo.from_dict, f"{where}: stopped"),
         )
         return dataclasses.replace(info, extra=r.extra())
 

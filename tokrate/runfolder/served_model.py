@@ -30,6 +30,10 @@ class ServedModel:
     weight_bytes: int | None = None
     weight_type: str | None = None
     source: str = ""
+    #: The model is a tier of a tokrate simulator (its /models entry carries the
+    #: simulator's own ``tokrate`` object): a stand-in provider, which is told the
+    #: right answer of a checked prompt as the embedded one is (docs/quality.md).
+    simulator: bool = False
 
     @property
     def params_b(self) -> float | None:
@@ -72,4 +76,5 @@ class ServedModel:
             weight_bytes=r.opt_int("weight_bytes"),
             weight_type=r.opt_str("weight_type"),
             source=r.str_("source"),
+            simulator=bool(r.opt_bool("simulator")),
         )

@@ -52,6 +52,13 @@ readers keep loading every version listed):
        each request was due) and ``ttft_from_due_s`` (send_queue_s + ttft_s, the TTFT a
        user due an answer then sees), closed and open loop. Older files load with them
        empty (n 0).
+    12: ``cost`` (groups and, new, ``by_task`` entries) is what the requests cost on
+       their own token mix: ``usd_per_1k_requests`` with its sd and Student-t interval,
+       ``n``, the token means, ``source``; ``usd_per_m_output`` stays. Groups and tasks
+       carry ``slo`` (:class:`SloCounts`: met, judged, unjudged, short_answers): a
+       request too short for a TPOT or ITL limit set is not judged against it, and
+       ``slo_met_fraction`` is met / judged. Older files load with the per-request cost
+       None and ``slo`` None (their fraction counted such requests as met).
 """
 
 from __future__ import annotations
@@ -79,13 +86,14 @@ __all__ = [
     "GroupCounts",
     "ServerCounters",
     "ServerTimings",
+    "SloCounts",
     "StreamShape",
     "Summary",
     "TaskGroup",
     "TurnCache",
 ]
 
-SUMMARY_SCHEMA_VERSION: Final = 11
+SUMMARY_SCHEMA_VERSION: Final = 12
 SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "stream (buffered-stream verdict) and server (server timings) per group;"
@@ -100,6 +108,8 @@ SUMMARY_SCHEMA_HISTORY: Final[dict[int, str]] = {
     9: "stream.short_hold: buffered streams whose first read came within 50 ms of the send",
     10: "p90_es, p95_es, p99_es per distribution: early-stopping estimates at 99% confidence",
     11: "send_queue_s, ttft_from_due_s per group: the client's queueing before t0",
+    12: "cost per 1,000 requests on the run's token mix (groups and tasks); slo counts"
+    " (met, judged, unjudged short answers)",
 }
 
 #: The early-stopping estimates of the tail percentiles (tokrate.analysis.early_stopping).
@@ -229,14 +239,78 @@ class GroupCounts:
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """USD per million output tokens; ``source`` "price" (list price) or "gpu_hourly"
-    (GPU-hour price x GPUs / measured tokens per hour)."""
+    """What a group's (or one task's) requests cost (docs/definitions.md "cost";
+    tokrate.analysis.cost computes it).
 
-    usd_per_m_output: float
+    ``source``: "price" (the target's token prices on the requests' own token mix) or
+    "gpu_hourly" (GPU-hour price x GPUs: each request charged the GPU time it held at
+    the measured throughput). ``n``: the requests priced (measured final attempts
+    that ended ok). ``usd_per_1k_requests``: their mean cost x 1,000;
+    ``usd_per_1k_requests_sd``: the standard deviation of one request's cost x 1,000
+    (so parts can be pooled exactly); ``usd_per_1k_requests_ci``: the Student-t 95%
+    interval of that mean (None below 2 requests). Token means per priced request:
+    ``input_tokens_mean`` (cached ones included), ``cached_input_tokens_mean`` (None:
+    no request reported cached tokens), ``output_tokens_mean`` (reasoning included, as
+    providers bill them), ``reasoning_tokens_mean`` (None: not reported).
+    ``usd_per_m_output``: the output list price, or the GPU-hour rate per million
+    output tokens at the measured throughput. A file before schema 10 holds only
+    ``usd_per_m_output`` and ``source``: its per-request figures load as None, and such
+    a cost ranks nothing (tokrate report recomputes it from the records).
+    """
+
     source: str
+    usd_per_m_output: float | None = None
+    n: int = 0
+    usd_per_1k_requests: float | None = None
+    usd_per_1k_requests_sd: float | None = None
+    usd_per_1k_requests_ci: tuple[float, float] | None = None
+    input_tokens_mean: float | None = None
+    cached_input_tokens_mean: float | None = None
+    output_tokens_mean: float | None = None
+    reasoning_tokens_mean: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"usd_per_m_output": self.usd_per_m_output, "source": self.source}
+        ci = self.usd_per_1k_requests_ci
+        return {
+            "source": self.source,
+            "n": self.n,
+            "usd_per_1k_requests": self.usd_per_1k_requests,
+            "usd_per_1k_requests_sd": self.usd_per_1k_requests_sd,
+            "usd_per_1k_requests_ci": None if ci is None else list(ci),
+            "input_tokens_mean": self.input_tokens_mean,
+            "cached_input_tokens_mean": self.cached_input_tokens_mean,
+            "output_tokens_mean": self.output_tokens_mean,
+            "reasoning_tokens_mean": self.reasoning_tokens_mean,
+            "usd_per_m_output": self.usd_per_m_output,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Cost | None:
+        """None for a null cost; a version-9 cost (``usd_per_m_output`` and ``source``
+        only) loads with its per-request figures None."""
+        if data is None:
+            return None
+        if not isinstance(data, Mapping):
+            raise _bad(where, "not an object")
+        ci = data.get("usd_per_1k_requests_ci")
+        if ci is not None and (
+            not isinstance(ci, list)
+            or len(ci) != 2
+            or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in ci)
+        ):
+            raise _bad(where, "usd_per_1k_requests_ci must be a list of two numbers")
+        return cls(
+            source=str(data.get("source")),
+            usd_per_m_output=_num(data, "usd_per_m_output", where),
+            n=_int(data, "n", where),
+            usd_per_1k_requests=_num(data, "usd_per_1k_requests", where),
+            usd_per_1k_requests_sd=_num(data, "usd_per_1k_requests_sd", where),
+            usd_per_1k_requests_ci=None if ci is None else (float(ci[0]), float(ci[1])),
+            input_tokens_mean=_num(data, "input_tokens_mean", where),
+            cached_input_tokens_mean=_num(data, "cached_input_tokens_mean", where),
+            output_tokens_mean=_num(data, "output_tokens_mean", where),
+            reasoning_tokens_mean=_num(data, "reasoning_tokens_mean", where),
+        )
 
 
 def _dists(data: Mapping[str, Any], names: Sequence[str], where: str) -> dict[str, Distribution]:
@@ -525,6 +599,33 @@ class ServerCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class SloCounts:
+    """How the SLOs judged a group's (or a task's) requests (docs/definitions.md
+    "SLO met"): ``met`` of ``judged`` requests met every limit set (a failed request
+    is judged and misses; cancelled and unsent ones are not judged); ``unjudged``
+    requests could not be judged because a limit set needs more output tokens than
+    they had (a TPOT or ITL p99 limit on a one-token answer) and no other limit
+    failed them: they neither meet nor miss. ``short_answers``: ok requests judged
+    against a TPOT limit on 2-4 output tokens (a TPOT of 1-3 gaps)."""
+
+    met: int = 0
+    judged: int = 0
+    unjudged: int = 0
+    short_answers: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> SloCounts | None:
+        if data is None:
+            return None
+        if not isinstance(data, Mapping):
+            raise _bad(where, "not an object")
+        return cls(*(_int(data, f.name, where) for f in dataclasses.fields(cls)))
+
+
+@dataclass(frozen=True, slots=True)
 class TaskGroup:
     """One task's part of a group (same counting rules)."""
 
@@ -536,13 +637,18 @@ class TaskGroup:
     decode_tps: Distribution
     slo_met_fraction: float | None = None
     quality: Quality | None = None
+    #: What this task's requests cost (None: the target has no price).
+    cost: Cost | None = None
+    slo: SloCounts | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"task": self.task, "counts": self.counts.to_dict()}
         for m in TASK_METRICS:
             out[m] = getattr(self, m).to_dict()
         out["slo_met_fraction"] = self.slo_met_fraction
+        out["slo"] = None if self.slo is None else self.slo.to_dict()
         out["quality"] = None if self.quality is None else self.quality.to_dict()
+        out["cost"] = None if self.cost is None else self.cost.to_dict()
         return out
 
     @classmethod
@@ -553,6 +659,8 @@ class TaskGroup:
             **_dists(data, TASK_METRICS, where),
             slo_met_fraction=_num(data, "slo_met_fraction", where),
             quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
+            cost=Cost.from_dict(data.get("cost"), f"{where}: cost"),
+            slo=SloCounts.from_dict(data.get("slo"), f"{where}: slo"),
         )
 
 
@@ -590,6 +698,7 @@ class Group:
     server: ServerTimings | None = None
     quality: Quality | None = None
     cache: CacheUse | None = None
+    slo: SloCounts | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -634,6 +743,7 @@ class Group:
                 "requests_per_s": self.requests_per_s,
                 "goodput_rps": self.goodput_rps,
                 "slo_met_fraction": self.slo_met_fraction,
+                "slo": None if self.slo is None else self.slo.to_dict(),
                 "output_tokens_total": self.output_tokens_total,
                 "input_tokens_total": self.input_tokens_total,
                 "cost": None if self.cost is None else self.cost.to_dict(),
@@ -648,7 +758,6 @@ class Group:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> Group:
-        cost = _obj(data, "cost", where)
         errors = _obj(data, "errors_by_class", where)
         tasks = data.get("by_task") or []
         if not isinstance(tasks, list):
@@ -668,11 +777,10 @@ class Group:
             requests_per_s=_num(data, "requests_per_s", where),
             goodput_rps=_num(data, "goodput_rps", where),
             slo_met_fraction=_num(data, "slo_met_fraction", where),
+            slo=SloCounts.from_dict(data.get("slo"), f"{where}: slo"),
             output_tokens_total=_int(data, "output_tokens_total", where),
             input_tokens_total=_int(data, "input_tokens_total", where),
-            cost=Cost(float(cost["usd_per_m_output"]), str(cost.get("source")))
-            if cost.get("usd_per_m_output") is not None
-            else None,
+            cost=Cost.from_dict(data.get("cost"), f"{where}: cost"),
             by_task=tuple(
                 TaskGroup.from_dict(t, f"{where}: by_task[{i}]") for i, t in enumerate(tasks)
             ),

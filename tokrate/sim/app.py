@@ -383,7 +383,9 @@ class SimApp:
         return dataclasses.replace(plan, output_tokens=wanted, finish_reason=done), pieces, planned
 
     async def _send_whole(self, send: Send, req: SimRequest, fault: FaultRule | None) -> None:
-        body = req.wire.whole(req.finish_reason, req.usage())
+        # The answer the truth log records: a right answer's text where the tier answers
+        # right, as its stream would carry it.
+        body = req.wire.whole(req.finish_reason, req.usage(), req.answer_text())
         kind = fault.kind if fault else None
         if kind == "stall":
             assert fault is not None

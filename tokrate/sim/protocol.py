@@ -198,7 +198,7 @@ class ChunkBytes(StreamWire):
         )
         return b"data: " + body + b"\n\n"
 
-    def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
+    def whole(self, finish_reason: str, usage: TokenUsage, text: bytes) -> bytes:
         r = usage.reasoning_tokens
         call = None
         if self._call is not None:
@@ -210,7 +210,7 @@ class ChunkBytes(StreamWire):
             model=self._model,
             created=self._created,
             chat=self.chat,
-            content=None if call else token_bytes(r, usage.output_tokens).decode("ascii"),
+            content=None if call else text.decode("ascii"),
             reasoning=token_bytes(0, r).decode("ascii") if r else None,
             finish_reason=finish_reason,
             usage=_usage(usage),

@@ -289,6 +289,10 @@ class SimRequest:
         text = self._content(start, stop)
         return self.wire.tool_call(text) if self.calls_tool else self.wire.content(text)
 
+    def answer_text(self) -> bytes:
+        """The whole answer after any reasoning: what a non-streamed response carries."""
+        return self._content(self.reasoning_tokens, self.output_tokens)
+
     def _content(self, start: int, stop: int) -> bytes:
         """Answer bytes of output tokens ``start`` .. ``stop - 1``."""
         if self.answer is None:

@@ -85,5 +85,7 @@ class StreamWire(ABC):
         """The in-band error that ends a stream early (the ``stream_error`` fault)."""
 
     @abstractmethod
-    def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
-        """The non-streaming JSON body of the same response."""
+    def whole(self, finish_reason: str, usage: TokenUsage, text: bytes) -> bytes:
+        """The non-streaming JSON body of the same response; ``text`` is its answer
+        (the bytes its stream would have carried after the reasoning: a right answer's
+        text where the tier answers right, the filler words otherwise)."""

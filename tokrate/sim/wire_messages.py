@@ -199,7 +199,7 @@ class MessagesWire(StreamWire):
         error = {"type": "overloaded_error", "message": "Overloaded"}
         return _event({"type": "error", "error": error})
 
-    def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
+    def whole(self, finish_reason: str, usage: TokenUsage, text: bytes) -> bytes:
         r = usage.reasoning_tokens
         content: list[dict[str, Any]] = []
         if r:
@@ -215,6 +215,6 @@ class MessagesWire(StreamWire):
             block = {"type": "tool_use", "id": self._tool_use_id(), "name": self._call[0]}
             content.append({**block, "input": parsed if isinstance(parsed, dict) else {}})
         elif usage.output_tokens > r:
-            content.append({"type": "text", "text": token_bytes(r, usage.output_tokens).decode()})
+            content.append({"type": "text", "text": text.decode()})
         body = self._message(content, _STOP_REASONS[finish_reason], usage.output_tokens, usage)
         return orjson.dumps(body)

@@ -414,7 +414,7 @@ class ResponsesWire(StreamWire):
         )
         return error + self._next({"type": "response.failed", "response": failed})
 
-    def whole(self, finish_reason: str, usage: TokenUsage) -> bytes:
+    def whole(self, finish_reason: str, usage: TokenUsage, text: bytes) -> bytes:
         r = usage.reasoning_tokens
         if r:
             self._reasoning = [token_bytes(0, r)]
@@ -422,7 +422,7 @@ class ResponsesWire(StreamWire):
             self._call_text = [orjson.dumps(self._call[1])[1:-1]]
             self._call_index = 1 if r else 0
         elif usage.output_tokens > r:
-            self._text = [token_bytes(r, usage.output_tokens)]
+            self._text = [text]
             self._message_index = 1 if r else 0
         return orjson.dumps(self._final(finish_reason, usage))
 

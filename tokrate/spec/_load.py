@@ -143,6 +143,35 @@ def load_spec(
         **sections,  # type: ignore[arg-type]
     )
     _check_sections(spec, raw, ctx)
+    return _one_hardware(spec, raw, ctx)
+
+
+def _set_in(raw: dict[str, object], ctx: _Ctx, section: str, key: str) -> bool:
+    table = raw.get(section)
+    return f"{section}.{key}" in ctx.override_keys or (isinstance(table, dict) and key in table)
+
+
+def _one_hardware(spec: RunSpec, raw: dict[str, object], ctx: _Ctx) -> RunSpec:
+    """With the embedded simulator, the hardware the bound is drawn for is the one the
+    simulator runs on: ``--hardware`` / ``[output] hardware`` moves the simulator too
+    (and ``[simulator] hardware`` the bound), so the chart never compares points
+    measured on one GPU with the bound of another. Both set, to different profiles, is
+    refused (ConfigError, one line)."""
+    if not spec.uses_simulator:
+        return spec
+    out_set = _set_in(raw, ctx, "output", "hardware")
+    sim_set = _set_in(raw, ctx, "simulator", "hardware")
+    out, sim = spec.output.hardware, spec.simulator.hardware
+    if out_set and sim_set and out != sim:
+        raise ctx.error(
+            "output.hardware",
+            f"{out!r} would draw the bound for other hardware than the embedded simulator "
+            f"runs on ({sim!r}, simulator.hardware); with the simulator set one of them",
+        )
+    if out_set:
+        return _dc.replace(spec, simulator=_dc.replace(spec.simulator, hardware=out))
+    if sim_set:
+        return _dc.replace(spec, output=_dc.replace(spec.output, hardware=sim))
     return spec
 
 
@@ -287,8 +316,28 @@ def _models(raw: dict[str, object], endpoint_names: list[str], ctx: _Ctx) -> lis
                 f"{key}.active_params_b",
                 f"expected at most params_b ({model.params_b:g}), got {model.active_params_b:g}",
             )
+        _check_prices(model, key, ctx)
         out.append(model)
     return out
+
+
+def _check_prices(model: ModelSpec, key: str, ctx: _Ctx) -> None:
+    """A hosted tier is priced by its input and its output tokens: one price without
+    the other would rank it by half its bill (0 is a price: a free input says so)."""
+    pin, pout = model.price_in_per_m, model.price_out_per_m
+    if (pin is None) != (pout is None):
+        missing, given = ("price_in_per_m", "price_out_per_m")[:: 1 if pin is None else -1]
+        raise ctx.error(
+            f"{key}.{missing}",
+            f"required with {given} (a request's cost is its input and its output tokens; "
+            "set 0 where one is free)",
+        )
+    if model.price_cached_in_per_m is not None and pin is None:
+        raise ctx.error(
+            f"{key}.price_cached_in_per_m",
+            "needs price_in_per_m and price_out_per_m (the cached price only replaces the "
+            "input price of cached tokens)",
+        )
 
 
 def _infer_load(table: dict[str, object], ctx: _Ctx) -> dict[str, object]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tokrate.errors import OutputError
 from tokrate.fileio import write_atomic
+from tokrate.spec.command_line import EMBEDDED_DEFAULTS
 
 __all__ = ["DEFAULT_PATH", "example_config", "write_example"]
 
@@ -37,10 +38,13 @@ name = "meta-llama/Llama-3.1-8B-Instruct"  # size inferred from the name (8B) un
 # params_b = 8.0                         # total parameters, billions (wins over the name)
 # active_params_b = 8.0                  # parameters read per token (MoE: fewer than total)
 # bytes_per_param = 2.0                  # 2 = fp16/bf16, 1 = fp8/int8, 0.5 = int4
-# price_in_per_m = 0.10                  # USD per million input tokens (hosted APIs)
-# price_out_per_m = 0.20                 # USD per million output tokens
+# price_in_per_m = 0.10                  # hosted APIs: USD per million input tokens and
+# price_out_per_m = 0.40                 # per million output tokens (set both; the tier
+                                         # pick ranks by cost on your own token mix)
+# price_cached_in_per_m = 0.025          # cached input tokens (default: the input price)
 gpu_hourly_usd = 2.50                    # self-hosted: USD per GPU-hour ...
-gpus = 1                                 # ... times GPUs; cost/M tokens follows from throughput
+gpus = 1                                 # ... times GPUs: each request costs the GPU time
+                                         # it held at the measured throughput
 extra_body = { temperature = 0.0, seed = 7 }  # merged into every request body (wins over
                                          # the endpoint's; `tokrate run --body K=JSON` wins)
 # headers = { "X-Route" = "a" }          # headers for this model only
@@ -55,10 +59,17 @@ name = "mixtral-8x7b-instruct"           # MoE: inferred 46.7B total, 12.9B acti
 _TEMPLATE = """\
 # tokrate benchmark config. Run it with:   tokrate run -c {name}
 #
-# Every key is optional. Every active line below is the default, so this file as
-# written asks for nothing a run without it would not do; the commented lines are
-# examples to turn on. Any command-line flag overrides the file (e.g. --concurrency
-# 1,4,16 --requests 100). Reference of every key: docs/config.md.
+# Every key is optional, and every active line below is that key's default: as
+# written, this file runs the built-in simulator's tiers at one stream per target,
+# 32 requests per level, each prompt's own max_tokens and no SLOs. That is not the
+# demo `tokrate run` runs with no config at all:
+#   {demo}.
+# The commented lines are examples to turn on. Any command-line flag overrides the
+# file (e.g. --concurrency 1,4,16 --requests 100). Every key: docs/config.md.
+
+# Top-level keys come before the first table (below it, TOML would read them as keys
+# of that table):
+# baseline = "latest-good"               # compare against this run after the run; exit 1 on regression
 
 # --- targets ---------------------------------------------------------------------
 # With no [[endpoint]], tokrate starts its built-in simulator on 127.0.0.1 and
@@ -66,7 +77,6 @@ _TEMPLATE = """\
 # and edit this example:
 #
 {endpoint}
-# baseline = "latest-good"               # compare against this run after the run; exit 1 on regression
 
 [load]
 mode = "closed"             # "closed": N streams in flight; "open": arrivals at a rate (default
@@ -86,6 +96,8 @@ seed = 0                    # same seed: same prompt order and arrival times
 ignore_eos = false          # ask the server to generate exactly max_tokens (vLLM/SGLang)
 workers = "auto"            # local worker processes (each its own event loop); auto:
                             # one per 512 streams, at most one per CPU core
+# max_cost_usd = 5.0        # with token prices: refuse a plan that may cost more, and stop
+                            # sending when the measured spend reaches it (--max-cost)
 
 [prompts]
 # Where the prompts come from. With no paths, sets or generated prompts, a run sends
@@ -157,7 +169,7 @@ max_wait_s = 30.0
 
 [simulator]                 # the embedded simulator (used when no [[endpoint]] is set)
 # tiers_file = "tiers.toml"
-hardware = "a100-80g"
+# hardware = "a100-80g"     # default: [output] hardware, so the bound is the GPU it runs on
 efficiency = 0.8            # fraction of the hardware bound the simulated engine reaches
 time_scale = 1.0            # > 1 runs the clock faster than real time (tests); 1 = real
 seed = 0
@@ -175,13 +187,25 @@ confirm = true              # re-measure a regressed scenario once before report
 """
 
 
+def _demo() -> str:
+    """What ``tokrate run`` without a config sends, in words (from the one place it is
+    set: :data:`tokrate.spec.command_line.EMBEDDED_DEFAULTS`)."""
+    d = EMBEDDED_DEFAULTS
+    levels = ",".join(str(c) for c in d["load.concurrency"])  # type: ignore[attr-defined]
+    return (
+        f"concurrency {levels}; {d['load.requests']} requests per target and level; "
+        f"{d['prompts.max_tokens']} output tokens; SLOs TTFT <= {d['slo.ttft_s']} s, "
+        f"TPOT <= {d['slo.tpot_s']} s"
+    )
+
+
 def example_config(name: str = DEFAULT_PATH, *, with_endpoints: bool = False) -> str:
     """The example config text. ``with_endpoints`` writes the example [[endpoint]] and
     [[model]] blocks active instead of commented out."""
     block = _ENDPOINT_BLOCK.rstrip("\n")
     if not with_endpoints:
         block = "\n".join(f"# {line}" if line else "#" for line in block.split("\n"))
-    return _TEMPLATE.format(name=name, endpoint=block)
+    return _TEMPLATE.format(name=name, endpoint=block, demo=_demo())
 
 
 def write_example(path: str | Path = DEFAULT_PATH, *, force: bool = False) -> Path:

@@ -131,7 +131,9 @@ class EndpointSpec:
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """One model on one endpoint (a *target*). Sizes in billions of parameters; prices in
-    USD per million tokens; ``gpu_hourly_usd`` x ``gpus`` gives a self-hosted cost."""
+    USD per million tokens (input, cached input, output; a hosted tier's cost is the
+    requests' tokens at these, docs/definitions.md "cost"); ``gpu_hourly_usd`` x
+    ``gpus`` gives a self-hosted cost from the measured throughput instead."""
 
     endpoint: str
     name: str
@@ -139,6 +141,9 @@ class ModelSpec:
     active_params_b: float | None = None
     bytes_per_param: float | None = None
     price_in_per_m: float | None = None
+    #: Input tokens the provider served from its prompt cache (None: billed at
+    #: ``price_in_per_m`` like the others).
+    price_cached_in_per_m: float | None = None
     price_out_per_m: float | None = None
     gpu_hourly_usd: float | None = None
     gpus: int | None = None
@@ -373,6 +378,10 @@ class LoadSpec:
     ramp_up_s: float = 0.0
     #: A capacity search instead of the sweep (``tokrate run --capacity``).
     capacity: CapacitySpec | None = None
+    #: USD the run may spend at the targets' token prices (``--max-cost``): a plan
+    #: whose upper bound passes it is refused before anything is sent, and sending
+    #: stops when the measured spend reaches it (tokrate.load.spend).
+    max_cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from tokrate.report.terminal.stream_words import who_held
+from tokrate.report.terminal.tier_text import cost_cell, usd_text
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.summary import Group, Summary
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
@@ -36,7 +37,7 @@ _TERMINAL_COLUMNS: Final = (
     ("load", "load", False),
     ("slo_met", "SLO\nmet", True),
     ("goodput", "goodput\nreq/s", True),
-    ("cost", "$ / M\nout", True),
+    ("cost", "$ / 1k\nreq", True),
     ("ok", "ok", True),
     ("err", "err", True),
     ("ttft_p50", "TTFT\np50 ms", True),
@@ -54,6 +55,8 @@ _NAME_MIN_WIDTH: Final = 8
 
 #: Marks a TPOT / stream tok/s cell that leaves buffered requests out.
 BUFFERED_MARK: Final = "*"
+#: Marks a cost priced by GPU-hours (gpu_hourly_usd), not token prices.
+GPU_MARK: Final = "†"
 
 
 def _per_token(g: Group, text: str) -> str:
@@ -83,8 +86,41 @@ def _buffered_line(groups: Sequence[Group]) -> str | None:
         max(lags) if lags else None,
     )
     return (
-        f"{BUFFERED_MARK}/buf: {who}: ITL/TPOT not meaningful "
-        f"({where} requests came in a few reads; left out of TPOT and tok/s stream)"
+        f"{BUFFERED_MARK} after a TPOT or tok/s stream figure: it leaves out buffered "
+        "requests; buf: every request was buffered, so there is no such figure. "
+        f"{who}: ITL/TPOT not meaningful ({where} requests came in a few reads)."
+    )
+
+
+#: Cost intervals listed under the table before "and N more".
+_COST_LINES: Final = 6
+
+
+def _cost_line(groups: Sequence[Group]) -> str | None:
+    """The line under the table that says what the cost column is, with each
+    figure's 95% interval (the cells hold only the figure, to fit 80 columns)."""
+    priced = [g for g in groups if g.cost is not None and g.cost.usd_per_1k_requests is not None]
+    if not priced:
+        return None
+    many_levels = len({g.level for g in groups}) > 1
+    parts = []
+    for g in priced[:_COST_LINES]:
+        assert g.cost is not None
+        where = f"{g.model} {g.level}" if many_levels else g.model
+        ci = g.cost.usd_per_1k_requests_ci
+        span = DASH if ci is None else f"{usd_text(ci[0])}–{usd_text(ci[1])}"
+        parts.append(f"{where} {span}")
+    if len(priced) > _COST_LINES:
+        parts.append(f"{len(priced) - _COST_LINES} more in summary.json")
+    gpu = any(g.cost is not None and g.cost.source == "gpu_hourly" for g in priced)
+    rule = (
+        f"; {GPU_MARK} marks GPU-hour pricing (gpu_hourly_usd × gpus over the measured throughput)"
+        if gpu
+        else ""
+    )
+    return (
+        "$ / 1k req: what 1,000 of these requests cost at the model's token prices on "
+        f"their own token mix{rule}; 95% CI: {', '.join(parts)}."
     )
 
 
@@ -95,7 +131,7 @@ def _cells(g: Group) -> dict[str, str]:
         "load": g.level,
         "slo_met": fmt_pct(g.slo_met_fraction),
         "goodput": fmt_num(g.goodput_rps, 2),
-        "cost": DASH if g.cost is None else fmt_num(g.cost.usd_per_m_output, 2),
+        "cost": cost_cell(g.cost, interval=False).removeprefix("$").replace(" GPU-h", GPU_MARK),
         "ok": str(g.counts.ok),
         "err": str(g.counts.failed),
         "ttft_p50": fmt_ms(g.ttft_s.p50, unit=False),
@@ -113,7 +149,8 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
     vertical rules, and columns that say nothing are left out: the endpoint and the
     load level when every row has the same one, the error count when it is 0
     everywhere (each moves into the title), SLO met and goodput when no SLO is set,
-    the cost (USD per million output tokens) when no model has a price. The
+    the cost (USD per 1,000 requests on their own token mix; the intervals in a line
+    under the table) when no model has a price. The
     decision columns (SLO met, goodput, cost) come right after the names. When the
     names would have to fold, endpoint and model share one ``target`` column
     (endpoint/model).
@@ -174,9 +211,9 @@ def render_summary(summary: Summary, console: Console, *, title: str | None = No
         table.add_row(*(Text(r[key]) for key, _h, _r in shown))
     console.print(Text(heading))
     console.print(table)
-    line = _buffered_line(groups)
-    if line is not None:
-        console.print(Text(line))
+    for line in (_cost_line(groups), _buffered_line(groups)):
+        if line is not None:
+            console.print(Text(line))
 
 
 def _width(key: str, header: str, rows: Sequence[Mapping[str, str]], *, whole: bool = False) -> int:

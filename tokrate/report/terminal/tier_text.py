@@ -5,9 +5,14 @@ Renders a :class:`~tokrate.analysis.tier_pick.TierDecision`; decides nothing. Th
 verdict is one sentence per answer at the heaviest load level measured (the level a
 tier must hold), e.g.::
 
-    For classification pick sim-7b: meets TTFT ≤ 500 ms and TPOT ≤ 30 ms at c=8 in
-    47/48 requests (95% CI 89–100%), $0.12 per 1M output tokens, 6x cheaper than
-    sim-13b, the next tier that meets.
+    For support pick acme-pro: meets TTFT ≤ 2000 ms and TPOT ≤ 50 ms at c=4 in 24/24
+    requests (95% CI 86–100%), $0.469 per 1,000 requests (95% CI $0.463–$0.475; token
+    prices on its 2,644 input and 340 output tokens per request), 17x cheaper than
+    acme-mini ($8.11 per 1,000 requests, token prices), the next tier that meets.
+
+Every figure a ranking rests on is printed in the sentence (the cost per 1,000 requests
+with its interval and the rule that priced it, the sizes and where they came from, the
+goodputs), so a reader can check the pick against the tables under it.
 
 and, where no tier meets, which bar each one misses by how much. Where answers were
 checked the pick must also clear the pass-rate bar, and the sentence says so with the
@@ -25,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tokrate.analysis.tier_pick import (
+    GOODPUT_TIE,
     PASS_RATE,
     Candidate,
     Cell,
@@ -32,16 +38,21 @@ from tokrate.analysis.tier_pick import (
     Shortfall,
     TierDecision,
     min_requests,
+    rank_key,
 )
 from tokrate.runfolder.run_info import SloInfo
-from tokrate.textfmt import DASH, fmt_ms, fmt_pct_interval
+from tokrate.runfolder.summary import Cost
+from tokrate.textfmt import DASH, fmt_ms, fmt_pct_interval, fmt_tps
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
+    "PRICE_HINT",
     "candidate_text",
+    "cost_cell",
     "cost_text",
+    "usd_text",
     "interval_text",
     "judgement_text",
     "pass_rate_text",
@@ -51,6 +62,11 @@ __all__ = [
     "tasks_text",
     "verdict_lines",
 ]
+
+#: What to set to rank tiers by cost (said wherever a pick could not use a price).
+PRICE_HINT = (
+    "set price_in_per_m and price_out_per_m (or gpu_hourly_usd) in [[model]] to rank by cost"
+)
 
 #: The SLO limits in the order a sentence names them, with their names.
 _LIMITS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("itl_p99_s", "ITL p99"))
@@ -83,15 +99,37 @@ def interval_text(j: Judgement) -> str:
     return f"95% CI {fmt_pct_interval(lo, hi)}"
 
 
+def _unjudged_text(j: Judgement) -> str:
+    """ "; 2 one-token answers not judged: no TPOT": requests too short for a limit set
+    (a TPOT needs 2 output tokens), neither met nor missed."""
+    if not j.unjudged:
+        return ""
+    answers = "answer" if j.unjudged == 1 else "answers"
+    return f"; {j.unjudged} one-token {answers} not judged: no TPOT"
+
+
+def _short_text(j: Judgement) -> str:
+    """Where at least half the requests a TPOT limit judged had 2-4 output tokens:
+    "; its TPOT judgement rests on answers of 2-4 tokens (40 of 42: 1-3 gaps each)"."""
+    if not j.short or j.short * 2 < j.n:
+        return ""
+    return (
+        f"; its TPOT judgement rests on answers of 2-4 tokens ({j.short} of {j.n}: 1-3 gaps each)"
+    )
+
+
 def judgement_text(j: Judgement) -> str:
     """ "47/48 requests (95% CI 89–100%)"; "30/30 requests of all tasks (...)" where
-    judged pooled; "11/11 checked answers (...)" for the pass rate."""
+    judged pooled; "11/11 checked answers (...)" for the pass rate; requests too
+    short to judge, and a TPOT judgement resting on short answers, said after the
+    interval."""
     if not j.n:
         return "no checked answers" if j.bar == PASS_RATE else "no requests"
     if j.bar == PASS_RATE:
         return f"{j.met}/{j.n} checked answers ({interval_text(j)})"
     pooled = " of all tasks" if j.pooled else ""
-    return f"{j.met}/{j.n} requests{pooled} ({interval_text(j)})"
+    notes = _unjudged_text(j) + _short_text(j)
+    return f"{j.met}/{j.n} requests{pooled} ({interval_text(j)}{notes})"
 
 
 def pass_rate_text(j: Judgement, *, brief: bool = False) -> str:
@@ -104,16 +142,59 @@ def pass_rate_text(j: Judgement, *, brief: bool = False) -> str:
     return f"pass rate {j.met / j.n:.0%} ({interval_text(j)})"
 
 
-def _usd(value: float) -> str:
-    return f"${value:,.2f}" if value >= 0.1 else f"${value:.2g}"
+def usd_text(value: float) -> str:
+    """Dollars to three significant figures below $10 ("$0.00651", "$0.469",
+    "$8.11"), cents above ("$12.50", "$1,234.00")."""
+    if value >= 10 or value == 0:
+        return f"${value:,.2f}"
+    return f"${value:#.3g}" if value >= 0.001 else f"${value:#.2g}"
 
 
-def cost_text(c: Candidate) -> str:
-    """ "$0.12 per 1M output tokens" (with "GPU-hour price" where it came from one)."""
-    if c.usd_per_m is None:
+def _tokens(value: float | None) -> str:
+    return DASH if value is None else f"{value:,.0f}"
+
+
+def _rule_text(cost: Cost) -> str:
+    """Which rule priced a cost, with the figures it rests on."""
+    if cost.source == "gpu_hourly":
+        return "GPU-hour price × GPUs at the measured throughput"
+    if cost.input_tokens_mean is None or cost.output_tokens_mean is None:
+        return "token prices on its requests' own tokens"
+    mix = f"{_tokens(cost.input_tokens_mean)} input"
+    if cost.cached_input_tokens_mean:
+        mix += f" ({_tokens(cost.cached_input_tokens_mean)} cached)"
+    mix += f" and {_tokens(cost.output_tokens_mean)} output"
+    if cost.reasoning_tokens_mean:
+        mix += f" ({_tokens(cost.reasoning_tokens_mean)} reasoning)"
+    return f"token prices on its {mix} tokens per request"
+
+
+def cost_text(c: Candidate, *, brief: bool = False) -> str:
+    """ "$0.469 per 1,000 requests (95% CI $0.463–$0.475; token prices on its 2,644
+    input and 340 output tokens per request)"; ``brief``: "$8.11 per 1,000
+    requests, token prices"; "no price" when unpriced."""
+    cost = c.cost
+    if cost is None or cost.usd_per_1k_requests is None:
         return "no price"
-    how = " (GPU-hour price at the measured throughput)" if c.cost_source == "gpu_hourly" else ""
-    return f"{_usd(c.usd_per_m)} per 1M output tokens{how}"
+    value = f"{usd_text(cost.usd_per_1k_requests)} per 1,000 requests"
+    if brief:
+        rule = "GPU-hours" if cost.source == "gpu_hourly" else "token prices"
+        return f"{value}, {rule}"
+    ci = cost.usd_per_1k_requests_ci
+    interval = "" if ci is None else f"95% CI {usd_text(ci[0])}–{usd_text(ci[1])}; "
+    return f"{value} ({interval}{_rule_text(cost)})"
+
+
+def cost_cell(cost: Cost | None, *, interval: bool = True) -> str:
+    """A table cell: "$0.469 [0.463–0.475]" per 1,000 requests, "GPU-h" after a
+    GPU-hour cost; DASH when unpriced (or an old summary without the figure)."""
+    if cost is None or cost.usd_per_1k_requests is None:
+        return DASH
+    text = usd_text(cost.usd_per_1k_requests)
+    ci = cost.usd_per_1k_requests_ci
+    if interval and ci is not None:
+        text += f" [{usd_text(ci[0])[1:]}–{usd_text(ci[1])[1:]}]"
+    return text + (" GPU-h" if cost.source == "gpu_hourly" else "")
 
 
 def _times(ratio: float) -> str:
@@ -121,6 +202,16 @@ def _times(ratio: float) -> str:
     if ratio < 1.1:
         return f"{(ratio - 1) * 100:.0f}%"
     return f"{ratio:.2g}x" if ratio < 10 else f"{ratio:,.0f}x"
+
+
+def _overlap(a: Cost | None, b: Cost | None) -> bool:
+    """Whether two costs' intervals overlap (then cost does not separate them)."""
+    if a is None or b is None:
+        return False
+    ca, cb = a.usd_per_1k_requests_ci, b.usd_per_1k_requests_ci
+    if ca is None or cb is None:
+        return False
+    return ca[0] <= cb[1] and cb[0] <= ca[1]
 
 
 def tasks_text(cell: Cell, decision: TierDecision | None = None) -> str:
@@ -222,18 +313,18 @@ def _bars_text(decision: TierDecision, c: Candidate, level: str) -> str:
 
 
 def _excluded_text(cell: Cell, pick: Candidate) -> str:
-    """The tiers ranked before the pick that the pass-rate bar kept out, with their
-    pass rates ("" when none)."""
-    before = cell.candidates[: cell.candidates.index(pick)]
-    if cell.rule == "cheapest" and pick.usd_per_m is not None:
-        before = (
-            tuple(
-                c
-                for c in cell.candidates
-                if c.usd_per_m is not None and c.usd_per_m < pick.usd_per_m
-            )
-            or before
-        )
+    """The tiers the pass-rate bar kept out that the rule ranks before the pick (or
+    could not rank: unpriced ones under "cheapest"), with their pass rates ("" when
+    none)."""
+    if cell.rule == "none":
+        return ""
+    mine = rank_key(cell.rule, pick)
+    before = [
+        c
+        for c in cell.candidates
+        if c is not pick
+        and (rank_key(cell.rule, c) < mine or (cell.rule == "cheapest" and not c.priced))
+    ]
     failed = [(c, j) for c in before if (j := c.pass_rate) is not None and j.verdict == "misses"]
     if not failed:
         return ""
@@ -243,33 +334,97 @@ def _excluded_text(cell: Cell, pick: Candidate) -> str:
     return f"; {_and(parts)} {verb} the {bar:.0%} pass-rate bar"
 
 
-def _cost_clause(cell: Cell, pick: Candidate) -> str:
-    """The cost part of a pick: its price and how much cheaper than the next tier
-    that meets, the unpriced ones named; or why it was picked by size."""
-    if cell.rule != "cheapest":
-        return (
-            ", the smallest tier that meets (no price known: set price_out_per_m or "
-            "gpu_hourly_usd in [[model]] to rank by cost)"
-        )
-    text = f", {cost_text(pick)}"
-    runner = cell.runner_up
-    if runner is not None and runner.usd_per_m and pick.usd_per_m:
-        ratio = runner.usd_per_m / pick.usd_per_m
-        text += f", {_times(ratio)} cheaper than {runner.label}, the next tier that meets"
-    else:
-        text += ", the only priced tier that meets"
+def _unpriced_text(cell: Cell) -> str:
     free = cell.unpriced_meeting
     if len(free) == 1:
-        text += f"; {free[0].label} also meets but has no price, so is not ranked"
-    elif free:
+        return f"; {free[0].label} also meets but has no price, so is not ranked"
+    if free:
         names = _and([c.label for c in free])
-        text += f"; {names} also meet but have no price, so are not ranked"
-    return text
+        return f"; {names} also meet but have no price, so are not ranked"
+    return ""
+
+
+def _cheapest_clause(cell: Cell, pick: Candidate) -> str:
+    text = f", {cost_text(pick)}"
+    runner = cell.runner_up
+    if runner is None or runner.usd_per_1k is None or pick.usd_per_1k is None:
+        return text + ", the only priced tier that meets" + _unpriced_text(cell)
+    if _overlap(pick.cost, runner.cost):
+        text += (
+            f"; {runner.label}, the next tier that meets, costs {cost_text(runner, brief=True)}:"
+            " the intervals overlap, so cost does not separate them"
+        )
+    elif pick.usd_per_1k > 0:
+        ratio = runner.usd_per_1k / pick.usd_per_1k
+        text += (
+            f", {_times(ratio)} cheaper than {runner.label} ({cost_text(runner, brief=True)}),"
+            " the next tier that meets"
+        )
+    else:
+        text += f", free against {runner.label} ({cost_text(runner, brief=True)})"
+    return text + _unpriced_text(cell)
+
+
+def _size(c: Candidate) -> str:
+    size = f"{c.size_b:.3g}B" if c.size_b is not None else DASH
+    return f"{size}, inferred from its name" if c.size_source == "name" else size
+
+
+def _smallest_clause(cell: Cell, pick: Candidate) -> str:
+    inferred = [c.label for c in cell.candidates if c.size_source == "name"]
+    how = ""
+    if len(inferred) == 1:
+        how = f"; the size of {inferred[0]} inferred from its name"
+    elif inferred:
+        how = f"; sizes of {_and(inferred)} inferred from their names"
+    runner = cell.runner_up
+    than = "" if runner is None else f", against {runner.label}'s {_size(runner)}"
+    return (
+        f", the smallest tier that meets ({pick.size_b:.3g}B active parameters{than}{how};"
+        f" no price known: {PRICE_HINT})"
+    )
+
+
+def _rate(c: Candidate) -> str:
+    value = c.throughput
+    return DASH if value is None else f"{value:.3g} req/s"
+
+
+def _goodput_clause(decision: TierDecision, cell: Cell, pick: Candidate) -> str:
+    what = "goodput" if decision.slo_set else "answered requests/s (no SLOs set)"
+    runner = cell.runner_up
+    some_sized = any(c.size_b is not None for c in cell.candidates)
+    unknown = (
+        "no price, and not every size, is known" if some_sized else ("no price or size is known")
+    )
+    if runner is None:
+        return f", the only tier that meets ({what} {_rate(pick)}; {unknown}: {PRICE_HINT})"
+    if cell.goodput_tie:
+        return (
+            f", ranked by measured {what} ({unknown}): {_rate(pick)} against"
+            f" {_rate(runner)} for {runner.label}, within {GOODPUT_TIE:.0%}, so decode speed"
+            f" per stream decides: {fmt_tps(pick.decode_tps)} against"
+            f" {fmt_tps(runner.decode_tps)} tok/s (median); {PRICE_HINT}"
+        )
+    return (
+        f", the highest {what} among the tiers that meet: {_rate(pick)} against"
+        f" {_rate(runner)} for {runner.label} ({unknown}, so ranked by this measured"
+        f" figure; to rank by cost, {PRICE_HINT.removesuffix(' to rank by cost')})"
+    )
+
+
+def _cost_clause(decision: TierDecision, cell: Cell, pick: Candidate) -> str:
+    """Why this tier among those that meet, with the figures the rule ranked by."""
+    if cell.rule == "cheapest":
+        return _cheapest_clause(cell, pick)
+    if cell.rule == "smallest":
+        return _smallest_clause(cell, pick)
+    return _goodput_clause(decision, cell, pick)
 
 
 def _pick_sentence(decision: TierDecision, cell: Cell, pick: Candidate) -> str:
     meets = _bars_text(decision, pick, cell.level)
-    cost = _cost_clause(cell, pick)
+    cost = _cost_clause(decision, cell, pick)
     excluded = _excluded_text(cell, pick)
     return f"For {tasks_text(cell, decision)} pick {pick.label}: {meets}{cost}{excluded}."
 
@@ -333,7 +488,7 @@ def _no_slo_sentence(decision: TierDecision, cell: Cell) -> str:
     )
     if cell.pick is not None and cell.rule == "cheapest":
         text += f"; the cheapest is {cell.pick.label} ({cost_text(cell.pick)})"
-    return text + ". Set [slo] ttft_s / tpot_s to pick the smallest tier fast enough for you."
+    return text + ". Set [slo] ttft_s / tpot_s to pick a tier by the speed you need."
 
 
 def verdict_lines(decision: TierDecision) -> list[str]:
