@@ -176,3 +176,28 @@ def test_base_url_endpoint_is_named_by_its_host(url: str, name: str) -> None:
     spec = load_spec(None, {}, RunFlags(base_url=url, models=("m",)))
     assert [e.name for e in spec.endpoints] == [name]
     assert [(m.endpoint, m.name) for m in spec.models] == [(name, "m")]
+
+
+def test_base_url_keeps_the_configs_model_tables_of_the_named_models(tmp_path: Path) -> None:
+    """issue 38: one config prices a provider and a stand-in alike. `--base-url URL -m
+    NAME` on a config keeps the [[model]] table of NAME (its prices, sizes) on the URL's
+    endpoint; a name the config does not define gets defaults; the config's other
+    models and endpoints are dropped."""
+    config = tmp_path / "pick.toml"
+    config.write_text(
+        '[[endpoint]]\nname = "openai"\nbase_url = "https://api.openai.com/v1"\n'
+        '[[model]]\nname = "gpt-4.1-nano"\nprice_in_per_m = 0.1\nprice_out_per_m = 0.4\n'
+        '[[model]]\nname = "gpt-4.1-mini"\nprice_in_per_m = 0.4\nprice_out_per_m = 1.6\n'
+        "params_b = 8.0\n"
+    )
+    flags = RunFlags(base_url="http://127.0.0.1:8000/v1", models=("gpt-4.1-mini", "new"))
+    spec = load_spec(config, {}, flags)
+    assert [e.name for e in spec.endpoints] == ["127.0.0.1:8000"]
+    mini, new = spec.models
+    assert (mini.endpoint, mini.name, mini.price_in_per_m, mini.params_b) == (
+        "127.0.0.1:8000",
+        "gpt-4.1-mini",
+        0.4,
+        8.0,
+    )
+    assert (new.endpoint, new.name, new.price_in_per_m) == ("127.0.0.1:8000", "new", None)

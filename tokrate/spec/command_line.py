@@ -12,7 +12,9 @@ over as one :class:`RunFlags` and ``load_spec`` applies them in the same single 
 - ``--base-url URL -m NAME...``: one endpoint named by the URL's host (and port:
   :func:`endpoint_name`; its
   ``--api-key-env``, ``--model-check`` and ``--metrics-url``) serving the ``-m``
-  models; it replaces the config's endpoints and models;
+  models; it replaces the config's endpoints and models, except that a ``-m`` name
+  the config defines keeps its ``[[model]]`` table (prices, sizes, extra_body, ...)
+  on this endpoint, so one config prices a provider and its stand-in alike;
 - ``-m`` on a config (or on the simulator): a name the config defines keeps its whole
   ``[[model]]`` table (extra_body, headers, ignore_eos, prices, ... on every endpoint
   that has it); a new name goes to the first endpoint (or the simulator) with defaults;
@@ -119,7 +121,9 @@ class RunFlags:
                     metrics_url=self.metrics_url,
                 )
             ]
-            out["models"] = [ModelSpec(endpoint=name, name=m) for m in self.models]
+            if not has_config:
+                out["models"] = [ModelSpec(endpoint=name, name=m) for m in self.models]
+            # With a config, attach() keeps its [[model]] tables of these names.
         return out
 
     def attach(self, raw: dict[str, object]) -> set[str]:
@@ -127,6 +131,9 @@ class RunFlags:
         config ``raw`` (overrides applied) in place; returns the keys set, which error
         messages attribute to the command line."""
         keys: set[str] = set()
+        if self.base_url:
+            raw["model"] = self._models_on_url(raw.get("model"))
+            keys.add("model")
         if not self.base_url and (self.api_key_env or self.model_check):
             tables = raw.get("endpoint", [])
             if isinstance(tables, dict):  # a single [endpoint] table reads as one element
@@ -146,6 +153,19 @@ class RunFlags:
                 load["capacity"] = {}
                 keys.add("load.capacity")
         return keys
+
+    def _models_on_url(self, configured: object) -> list[object]:
+        """The ``-m`` models on the ``--base-url`` endpoint: a name the config's
+        ``[[model]]`` tables define keeps its table (its first, moved to this endpoint),
+        any other gets defaults."""
+        assert self.base_url is not None
+        endpoint = endpoint_name(self.base_url)
+        tables = configured if isinstance(configured, list) else [configured]
+        out: list[object] = []
+        for name in self.models:
+            table = next((t for t in tables if isinstance(t, dict) and t.get("name") == name), None)
+            out.append({**(table or {}), "name": name, "endpoint": endpoint})
+        return out
 
     def choose_models(
         self, configured: Sequence[ModelSpec], endpoints: Sequence[EndpointSpec]
