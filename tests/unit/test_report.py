@@ -448,3 +448,22 @@ def test_a_loop_lag_event_is_listed_once_with_one_threshold_story(
     lag_lines = [line for line in md.splitlines() if "event-loop lag" in line]
     assert len(lag_lines) == 1, lag_lines
     assert "p99 5.4 ms, max 53.4 ms (threshold p99 5 ms / max 50 ms)" in lag_lines[0]
+
+
+def test_a_report_of_two_runs_of_the_same_models_picks_no_run_over_another(
+    tmp_path: Path,
+) -> None:
+    """issue 38: `tokrate report A B` of the same models (before and after) compares the
+    runs; its opening says so and gives each run's own pick, never one run's model
+    picked over the other's."""
+    from tokrate.report.contents import build_model, load_inputs
+
+    slo = {"ttft_s": 5.0}
+    a = synthetic_run(tmp_path / "a", run_id="night-a", concurrency=(1,), slo=slo)
+    b = synthetic_run(tmp_path / "b", run_id="night-b", concurrency=(1,), slo=slo, seed=7)
+    model = build_model(load_inputs([a, b]))
+    opening = [line for line in model.verdict if "measured the same model" in line]
+    assert len(opening) == 1 and "does not pick one run's model over another's" in opening[0]
+    picks = [line for line in model.verdict if " pick " in line and line not in opening]
+    assert picks and all(line.startswith(("In night-a: ", "In night-b: ")) for line in picks)
+    assert model.tier == ()
