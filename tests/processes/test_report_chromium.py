@@ -608,3 +608,30 @@ def test_the_verdict_the_cost_column_and_the_quality_chart_agree(
     point = next(p for p in data.points if p.label == pick)
     assert (point.n, round(point.rate * point.n)) == (int(n), int(k))
     assert (round(point.lo * 100), round(point.hi * 100)) == (int(clo), int(chi))
+
+
+def test_routing_json_names_the_verdicts_pick_at_its_cost(hosted_run: Path) -> None:
+    """issue 38: routing.json, summary.json and the verdict agree: the route at the
+    verdict's level is the cheapest tier that meets, and each candidate's cost is its
+    task's cost in summary.json."""
+    import orjson
+
+    from tokrate.runfolder.loaded_run import load_run
+
+    routing = orjson.loads((hosted_run.parent / "routing.json").read_bytes())
+    run = load_run(hosted_run.parent)
+    assert run.summary is not None
+    heaviest = routing["levels"][-1]
+    (task,) = heaviest["tasks"]
+    assert task["rule"] == "cheapest" and task["route"] is not None
+    costs = {
+        g.model: next(t.cost for t in g.by_task if t.task == task["task"])
+        for g in run.summary.groups
+        if g.level == heaviest["level"]
+    }
+    meets = [c for c in task["candidates"] if c["verdict"] == "meets"]
+    for c in task["candidates"]:
+        cost = costs[c["model"]]
+        assert cost is not None and c["cost"]["usd_per_1k_requests"] == cost.usd_per_1k_requests
+    cheapest = min(meets, key=lambda c: c["cost"]["usd_per_1k_requests"])
+    assert task["route"]["model"] == cheapest["model"]
