@@ -493,7 +493,9 @@ def test_multi_run_and_history_reports_lead_with_their_verdict(
         slow = [v for v in verdict if v.startswith("sim-70b c=4 tpot_p50")]
         assert slow and "regressed" in slow[0]
         per_series = verdict[1:-1]
-        assert len(per_series) == 5 and not any("unchanged" in v for v in per_series)
+        # Four series of the last night lie outside their band against its reference
+        # (the median of the two nights before it, issue 40).
+        assert len(per_series) == 4 and not any("unchanged" in v for v in per_series)
         titles = page.eval_on_selector_all("figure h3", "hs => hs.map(h => h.textContent)")
         assert "TPOT p50 over time" in titles and "error rate over time" not in titles
         assert "error rate over time: left out" in page.inner_text("#left-out")

@@ -48,7 +48,8 @@ def test_thresholds_fitted_to_noise_read_back_per_series(tmp_path: Path) -> None
     for k in range(7):
         recs = make_records(f"night{k}", seed=10 + k, slow={"sim-7b": 1.0 + 0.06 * (k % 3)})
         write_run(history, f"night{k}", recs, started_at=f"2026-02-0{1 + k}T03:17:00Z")
-    thresholds, noise = fit_thresholds(history, history / "night6", ThresholdSet())
+    fit = fit_thresholds(history, history / "night6", ThresholdSet())
+    thresholds, noise = fit.thresholds, fit.source
     assert thresholds.per_series and noise.fitted == len(thresholds.per_series)
     c = compare_runs(history / "night5", history / "night6", thresholds, noise=noise)
     _assert_reads_back(c)

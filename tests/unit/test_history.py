@@ -1,4 +1,4 @@
-"""`tokrate history` over synthetic run folders: speed, segments, bands, marks, bad folders.
+"""`tokrate history` over synthetic run folders: speed, benchmarks, bands, marks, bad folders.
 
 The folders are seeded lognormal records (tests/helpers/runfolders.py), so every planted
 change, spread and configuration switch is known exactly.
@@ -63,7 +63,7 @@ def test_two_hundred_runs_build_fast_and_mark_the_change(two_hundred: Path) -> N
     hit = changes.filter((pl.col("run_id") == "run-150") & (pl.col("model") == "sim-70b"))
     verdicts = dict(zip(hit["metric"], hit["change"], strict=True))
     assert verdicts["tpot_p50"] == verdicts["decode_tps_p50"] == "regressed"
-    # 30 requests are too few for a p95 (it needs 200): outside the band, not a verdict.
+    # 30 requests are too few for a p95 (it needs 130): outside the band, not a verdict.
     assert verdicts["e2e_p95"] == "inconclusive"
     # The unchanged tier is not marked at the change, and noise is rarely marked at all.
     assert changes.filter(
@@ -71,7 +71,9 @@ def test_two_hundred_runs_build_fast_and_mark_the_change(two_hundred: Path) -> N
     ).is_empty()
     before = changes.filter((pl.col("run_id") < "run-150") & (pl.col("change") == "regressed"))
     assert before.height <= 2
-    for name in ("history.html", "history.md", "history.csv", "charts/tpot_p50.png"):
+    (bench,) = history.benchmarks
+    chart = f"charts/{bench.fingerprint}/tpot_p50.png"
+    for name in ("history.html", "history.md", "history.csv", chart):
         assert (out / name).stat().st_size > 0, name
     html = (out / "history.html").read_text()
     # Five metrics; the error rate is 0 in every run of every series: left out, said so.
@@ -114,10 +116,12 @@ def _config(prompts: str) -> dict[str, object]:
     return {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": [prompts]}}
 
 
-def test_runs_compare_would_not_compare_start_a_new_segment(tmp_path: Path) -> None:
+def test_each_benchmark_is_a_history_of_its_own(tmp_path: Path) -> None:
     """Six nights on the chat prompts, then six on the code prompts, then c=8 under the
-    same scenario name: three segments, each starting with its reason, none with a band
-    or a verdict against a run of another segment."""
+    same scenario name, and one unrelated run in between: four benchmarks by
+    fingerprint, each starting with how it differs, none judged against a run of
+    another; the unrelated run changes nothing for the nights around it, and is left
+    out of the pages (one run: no trend) with why."""
     for i in range(14):
         prompts = "chat" if i < 6 else "code"
         scenarios = {"c=4": 8} if i >= 12 else {"c=4": 4}
@@ -130,26 +134,44 @@ def test_runs_compare_would_not_compare_start_a_new_segment(tmp_path: Path) -> N
             config=_config(prompts),
             scenarios=scenarios,
         )
+    other = make_records("other", seed=99, models=("sim-1b",))
+    write_run(tmp_path, "other", other, started_at="2026-01-01T03:30:00Z")
     out, history = build_history(tmp_path)
     points = history.points.filter(pl.col("metric") == "tpot_p50")
     starts = points.filter(pl.col("segment_reason").is_not_null())
     assert {
         (r["run_id"], r["segment"], r["segment_reason"]) for r in starts.iter_rows(named=True)
     } == {
-        ("r06", 1, "different prompts (config.prompts)"),
-        ("r12", 2, "different load (scenario definition)"),
+        ("other", 1, "another benchmark: different targets"),
+        ("r06", 2, "another benchmark: different prompts"),
+        ("r12", 3, "another benchmark: different levels"),
     }
-    # The first run of a segment has no baseline, no band and no verdict; the others are
-    # judged against a run of their own segment.
-    firsts = points.filter(pl.col("run_id").is_in(["r00", "r06", "r12"]))
+    # The first run of a benchmark has no reference, no band and no verdict; the others
+    # are judged against runs of their own benchmark.
+    firsts = points.filter(pl.col("run_id").is_in(["r00", "r06", "r12", "other"]))
     assert firsts["band_low"].null_count() == firsts.height
     assert firsts["verdict"].null_count() == firsts.height
     for row in points.filter(pl.col("vs_run").is_not_null()).iter_rows(named=True):
         base = points.filter(pl.col("run_id") == row["vs_run"]).row(0, named=True)
         assert base["segment"] == row["segment"]
+    # r04 is judged against r00..r03 as if "other" had never run.
+    r04 = points.filter(pl.col("run_id") == "r04").row(0, named=True)
+    assert (r04["vs_run"], r04["reference_nights"]) == ("r03", 4)
+    assert [b.drawn for b in history.benchmarks] == [True, False, True, True]
+    assert history.left_out == (
+        (
+            "other",
+            f"the only run of its benchmark ({history.benchmarks[1].fingerprint}:"
+            " sim/sim-1b at c=4; prompts: set chat): no trend to draw",
+        ),
+    )
     md = (out / "history.md").read_text()
-    assert "## Segments" in md and "different prompts (config.prompts)" in md
-    assert "in 3 segments" in md
+    assert "## Runs left out" in md and "no trend to draw" in md
+    assert md.count("## benchmark ") == 3
+    html = (out / "history.html").read_text()
+    # error_rate is 0 in every run: no chart, a note per benchmark instead.
+    assert html.count("data:image/png;base64,") == 3 * 4
+    assert md.count("error rate over time: left out") == 3
 
 
 def test_bands_never_below_zero_and_marks_exactly_outside(tmp_path: Path) -> None:
@@ -185,15 +207,15 @@ def _nightly(root: Path, names: list[str], slow: dict[int, float]) -> None:
         factor = slow.get(i, 1.0)
         recs = make_records(name, seed=i, slow={"sim-70b": factor})
         run_dir = write_run(root, name, recs, started_at=_stamp(i))
-        thresholds, noise = fit_thresholds(root, run_dir, ThresholdSet())
-        check_baseline(run_dir, LATEST_GOOD, root, thresholds, noise=noise)
+        check_baseline(run_dir, LATEST_GOOD, root)
 
 
 def test_marks_agree_with_what_the_nightly_compare_said(tmp_path: Path) -> None:
-    """Twelve nights judged as the nightly recipe judges them (latest-good, thresholds
-    fitted to the history), two of them slowed: history judges every night against the
-    baseline its check recorded with the same fitted thresholds, so each row's verdict
-    is the one in that night's comparison.json, and `tokrate compare` on the same pair
+    """Twelve nights judged as the nightly recipe judges them (latest-good: the recent
+    good nights, thresholds fitted to the history), two of them slowed: history judges
+    every night against the same reference with the same fitted thresholds, so each
+    row's verdict is the one in that night's comparison.json, and `tokrate compare`
+    against the same reference's newest night, where that is the whole reference,
     says it again."""
     names = [f"n{i:02d}" for i in range(12)]
     _nightly(tmp_path, names, slow={7: 1.3, 8: 1.3})
@@ -202,27 +224,45 @@ def test_marks_agree_with_what_the_nightly_compare_said(tmp_path: Path) -> None:
     for name in names[1:]:
         doc = json.loads((tmp_path / name / "comparison.json").read_text())
         recorded = {(r["model"], r["metric"]): r["verdict"] for r in doc["results"]}
+        assert doc["reference"]["runs"][-1] == doc["baseline"]["run_id"]
         rows = history.points.filter(pl.col("run_id") == name)
         for row in rows.iter_rows(named=True):
-            assert row["vs_run"] == doc["baseline"]["run_id"]
+            assert row["vs_run"] in doc["reference"]["runs"]
             assert row["verdict"] == recorded[(row["model"], row["metric"])], (name, row)
             judged += 1
     assert judged == 11 * 10
     marked = history.changes.filter(pl.col("change") == "regressed")
     assert set(marked["run_id"]) == {"n07", "n08"} and set(marked["model"]) == {"sim-70b"}
-    # n08 was judged against n06 (n07 regressed, so latest-good stayed put).
-    assert history.points.filter(pl.col("run_id") == "n08")["vs_run"].unique().to_list() == ["n06"]
-    # tokrate compare on the same pair, with the history next to it, says the same.
-    thresholds, noise = fit_thresholds(tmp_path, tmp_path / "n08", ThresholdSet())
-    again = compare_runs(tmp_path / "n06", tmp_path / "n08", thresholds, noise=noise)
-    regressed = {(r.model, r.metric) for r in again.results if r.verdict == "regressed"}
-    assert regressed == {
-        (m, metric)
-        for m, metric in zip(
-            marked.filter(pl.col("run_id") == "n08")["model"],
-            marked.filter(pl.col("run_id") == "n08")["metric"],
-            strict=True,
-        )
+    # n08 was judged against the good nights before n07 (n07 regressed: no reference),
+    # and says the change has lasted since n07, with the command that accepts it.
+    n08 = history.points.filter((pl.col("run_id") == "n08") & (pl.col("model") == "sim-70b"))
+    assert n08["vs_run"].unique().to_list() == ["n06"]
+    assert n08["reference_nights"].unique().to_list() == [7]
+    doc = json.loads((tmp_path / "n08" / "comparison.json").read_text())
+    assert any(
+        w.startswith("regressed since n07") and w.endswith(f"tokrate accept {tmp_path / 'n07'}")
+        for w in doc["warnings"]
+    ), doc["warnings"]
+    # n09 is back to normal: judged against sim-70b's good nights (n07 and n08 left out)
+    # and sim-7b's (which include them: they flagged only sim-70b).
+    n09 = json.loads((tmp_path / "n09" / "comparison.json").read_text())
+    assert n09["verdict"] == "ok" and n09["reference"]["runs"][-2:] == ["n07", "n08"]
+    rows = history.points.filter(pl.col("run_id") == "n09")
+    assert set(rows.filter(pl.col("model") == "sim-70b")["vs_run"]) == {"n06"}
+    assert set(rows.filter(pl.col("model") == "sim-7b")["vs_run"]) == {"n08"}
+    # tokrate compare of one night against one other, with the history next to it,
+    # judges by the same fitted thresholds.
+    fit = fit_thresholds(tmp_path, tmp_path / "n01", ThresholdSet())
+    again = compare_runs(
+        tmp_path / "n00",
+        tmp_path / "n01",
+        fit.thresholds,
+        noise=fit.source,
+        series_noise=fit.series,
+    )
+    first = json.loads((tmp_path / "n01" / "comparison.json").read_text())
+    assert {(r.model, r.metric): r.verdict for r in again.results} == {
+        (r["model"], r["metric"]): r["verdict"] for r in first["results"]
     }
 
 
@@ -233,7 +273,8 @@ def test_history_md_is_plain_markdown(tmp_path: Path) -> None:
     md = (out / "history.md").read_text()
     for entity in ("&#", "&lt;", "&gt;", "&amp;", "&quot;"):
         assert entity not in md
-    assert "a\\<b\\>\\&'c c=4" in md
+    # One run: no trend, listed among the runs left out, its name escaped.
+    assert "sim/a\\<b\\>\\&'c at c=4" in md
 
 
 def test_broken_and_newer_folders_are_skipped_with_a_warning(
@@ -280,3 +321,32 @@ def test_bad_arguments() -> None:
         load_history("/nonexistent/tokrate-history")
     with pytest.raises(UsageError, match="window"):
         load_history(".", window=1)
+
+
+def test_a_lasting_change_stays_flagged_until_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A slowdown that lasts fails night after night (a regressed night is no
+    reference); `tokrate accept` of the night it started makes it the new normal, and
+    the next night of the same level passes against the accepted nights."""
+    codes = []
+    for i in range(10):
+        factor = 1.3 if i >= 7 else 1.0
+        recs = make_records(f"n{i:02d}", seed=i, slow={"sim-70b": factor})
+        # The nights after the acceptance start after it (accepted.json: now).
+        stamp = _stamp(i) if i < 9 else "2099-01-01T00:00:00Z"
+        run_dir = write_run(tmp_path, f"n{i:02d}", recs, started_at=stamp)
+        if i == 9:
+            assert main(["accept", str(tmp_path / "n07"), "--note", "new server build"]) == 0
+            assert "accepted n07 as the new normal" in capsys.readouterr().out
+            accepted = json.loads((tmp_path / "n07" / "accepted.json").read_text())
+            assert accepted["kind"] == "tokrate-acceptance"
+            assert accepted["note"] == "new server build"
+        codes.append(check_baseline(run_dir, LATEST_GOOD, tmp_path))
+    assert codes[7:] == [1, 1, 0], codes
+    doc = json.loads((tmp_path / "n09" / "comparison.json").read_text())
+    assert doc["reference"]["runs"] == ["n07", "n08"] and doc["reference"]["accepted"] == "n07"
+    # Only a complete run can be accepted.
+    partial = write_run(tmp_path, "cut", make_records("cut", seed=99), status="interrupted")
+    assert main(["accept", str(partial)]) == 2
+    assert "only a complete run can be accepted" in capsys.readouterr().err

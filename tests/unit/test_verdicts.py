@@ -27,7 +27,6 @@ from tokrate.analysis.compare import (
 from tokrate.analysis.health import (
     BASELINE_LAG_FACTOR,
     OVERLOAD_FACTOR,
-    OVERLOAD_PREFIX,
     Overload,
     overload_reason,
     unfit_baseline,
@@ -36,9 +35,11 @@ from tokrate.analysis.history import band
 from tokrate.analysis.noise import (
     MIN_NOISE_RUNS,
     NOISE_QUANTILE,
+    PAIR_LAG,
     fit_thresholds,
     noise_limit,
-    without_outliers,
+    noise_width,
+    robust_spread,
 )
 from tokrate.analysis.student_t import t_quantile
 from tokrate.finish.baseline import check_baseline, moves_pointer
@@ -236,22 +237,16 @@ def test_noise_limit_grows_with_the_spread_and_shrinks_with_runs(
 ) -> None:
     values = np.exp(np.random.default_rng(seed).normal(0.0, spread, runs)) * 0.05
     limit = noise_limit(values.tolist(), "ttft_p95")
-    if limit is None:  # a draw with outliers left fewer than MIN_NOISE_RUNS: the fallback
-        assert without_outliers(np.log(values)).size < MIN_NOISE_RUNS
-        return
-    assert limit > 0
-    wider = noise_limit((values**2 / 0.05).tolist(), "ttft_p95")  # twice the log spread
-    assert wider is not None and wider > limit
+    assert limit is not None and limit > 0
+    # Twice the log spread: exactly twice the log width (the spread is scale-equivariant).
+    wider = noise_limit((values**2 / 0.05).tolist(), "ttft_p95")
+    assert wider is not None and math.log1p(wider) == pytest.approx(2 * math.log1p(limit))
     tps = noise_limit((1.0 / values).tolist(), "decode_tps_p50")
     assert tps is not None and 0 < tps < 1
     assert noise_limit(values[: MIN_NOISE_RUNS - 1].tolist(), "ttft_p95") is None
-
-
-def _plain_width(values: list[float]) -> float:
-    """t x sqrt(2) x the plain standard deviation of the log values: the noise limit's
-    log width before stalls were left out."""
-    x = np.log(values)
-    return t_quantile(NOISE_QUANTILE, len(x) - 1) * math.sqrt(2.0) * float(np.std(x, ddof=1))
+    # A reference of several nights is steadier than one: a narrower limit.
+    five = noise_limit(values.tolist(), "ttft_p95", reference_nights=5)
+    assert five is not None and five < limit
 
 
 @settings(max_examples=300, deadline=None)
@@ -260,57 +255,87 @@ def _plain_width(values: list[float]) -> float:
     runs=st.integers(MIN_NOISE_RUNS, 19),
     seed=st.integers(0, 2**31),
     stall=st.floats(1.0, 1e4),
+    at=st.floats(0.0, 1.0),
 )
 def test_one_stalled_night_never_widens_the_limit_past_what_the_others_bound(
-    spread: float, runs: int, seed: int, stall: float
+    spread: float, runs: int, seed: int, stall: float, at: float
 ) -> None:
     """However large one night's stall (a p95 TTFT 1x-10,000x the slowest other night),
-    the limit fitted with it stays within 3x (log width) of what the other nights alone
-    give: a stalled value is left out, and a value it keeps lies within 3.5 robust
-    standard deviations of the median. With the plain standard deviation the same
-    stall widened the limit without bound (+783% seen on a loaded machine)."""
+    wherever it falls among the nights, the limit fitted with it stays within 3x (log
+    width) of what the other nights bound: the larger of their own fitted limit and the
+    width their plain standard deviation gives (k(m) x sqrt 2 x sd). The robust spread
+    of five nights is itself noisy (it may cut ordinary differences), hence the second
+    bound; a stall's differences to its neighbours are left out once they pass the
+    robust cut, so the bound does not grow with the stall. With the plain standard
+    deviation of all nights the same stall widened the limit without bound (+783% seen
+    on a loaded machine)."""
     clean = (np.exp(np.random.default_rng(seed).normal(0.0, spread, runs)) * 0.15).tolist()
-    limit = noise_limit([*clean, max(clean) * stall], "ttft_p95")
-    assert limit is None or math.log1p(limit) <= 3.0 * _plain_width(clean)
+    alone = noise_limit(clean, "ttft_p95")
+    where = round(at * runs)
+    limit = noise_limit([*clean[:where], max(clean) * stall, *clean[where:]], "ttft_p95")
+    assert alone is not None and limit is not None
+    plain = float(noise_width(float(np.std(np.log(clean), ddof=1)), runs + 1))
+    assert math.log1p(limit) <= 3.0 * max(math.log1p(alone), plain)
 
 
-def test_the_loaded_machines_stalls_no_longer_hide_a_doubled_ttft() -> None:
+def test_the_loaded_machines_stalls_no_longer_hide_a_doubled_ttft(tmp_path: Path) -> None:
     """sim-70b's p95 TTFT (ms) on the first twelve nights of the loaded false-alarm run
-    at 2a777c0 (two busy processes on 2 cores): three client stalls among them. The
-    plain standard deviation fitted +216% to them and a doubled TTFT passed; left out
-    as outliers, the stalls leave a limit that a doubling passes."""
+    at 2a777c0 (two busy processes on 2 cores): two client stalls among them (p99 lag
+    past 20 ms). The plain standard deviation fitted +216% to them and a doubled TTFT
+    passed. Now a stalled night is no fit night at all (its client was unhealthy), and
+    the robust spread of the others leaves a limit that a doubling passes; with the
+    stalls kept as plain values, too."""
     nights = [158.0, 258.2, 185.5, 157.9, 156.6, 157.1, 186.4, 159.5, 155.0, 152.5]
     nights += [168.1, 274.9]
-    assert math.expm1(_plain_width(nights)) > 2.0
-    limit = noise_limit(nights, "ttft_p95")
+    plain = t_quantile(NOISE_QUANTILE, 11) * math.sqrt(2.0) * float(np.std(np.log(nights), ddof=1))
+    assert math.expm1(plain) > 2.0
+    healthy = [v for v in nights if v not in (258.2, 274.9)]
+    limit = noise_limit(healthy, "ttft_p95")
     assert limit is not None and 0.10 < limit < 1.0
-    assert sorted(np.exp(without_outliers(np.log(nights))).round(1)) == sorted(
-        v for v in nights if v not in (258.2, 274.9)
+    for i, p95 in enumerate(nights):
+        stalled = {"c=4": 44.0} if p95 > 250 else None
+        recs = make_records(f"n{i:02d}", seed=i, slow={"sim-70b": p95 / 158.0})
+        write_run(
+            tmp_path,
+            f"n{i:02d}",
+            recs,
+            started_at=f"2026-02-{1 + i:02d}T03:17:00Z",
+            loop_lag=stalled,
+        )
+    tonight = write_run(
+        tmp_path, "n12", make_records("n12", seed=12), started_at="2026-02-20T03:17:00Z"
     )
+    fit = fit_thresholds(tmp_path, tonight, ThresholdSet())
+    assert fit.series[("sim", "sim-70b", "c=4", "ttft_p95")].nights == 10
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    spread=st.floats(0.001, 0.5), runs=st.integers(MIN_NOISE_RUNS, 30), seed=st.integers(0, 2**31)
-)
-def test_without_stalls_the_spread_is_the_standard_deviation(
-    spread: float, runs: int, seed: int
-) -> None:
-    """Values with no outlier (evenly spread quantiles of a normal law) keep every one:
-    the limit is the plain standard deviation's, and an error rate (mostly exactly 0,
-    no robust scale) always is."""
-    from statistics import NormalDist
+def test_the_spread_is_that_of_nearby_nights_and_a_rate_of_zeros_has_none() -> None:
+    """s is the root mean square of the differences between nights at most PAIR_LAG
+    apart, / sqrt 2 (none cut when none is far from the rest); an error rate that is 0 on
+    most nights has no spread: the nights that failed something are cut, the configured
+    threshold and the interval judge alone."""
+    x = [0.0, 0.1, -0.05, 0.02, 0.08, -0.03, 0.04]
+    pairs = [
+        x[j] - x[i] for i in range(len(x)) for j in range(i + 1, min(len(x), i + PAIR_LAG + 1))
+    ]
+    assert robust_spread(x) == pytest.approx(math.sqrt(np.mean(np.square(pairs)) / 2))
+    assert noise_limit([0.0] * 9 + [0.015], "error_rate") == 0.0
+    assert robust_spread([0.0, 0.0, 0.01, 0.0, 0.02, 0.01]) > 0
 
-    del seed
-    z = [NormalDist().inv_cdf((i + 0.5) / runs) for i in range(runs)]
-    values = np.exp(np.asarray(z) * spread) * 0.05
-    assert without_outliers(np.log(values)).size == runs
-    assert noise_limit(values.tolist(), "ttft_p95") == pytest.approx(
-        math.expm1(_plain_width(values.tolist())), rel=1e-9
-    )
-    rates = [0.0] * (runs - 1) + [0.2]
-    width = t_quantile(NOISE_QUANTILE, runs - 1) * math.sqrt(2.0) * float(np.std(rates, ddof=1))
-    assert noise_limit(rates, "error_rate") == pytest.approx(width, rel=1e-9)
+
+def test_a_lasting_shift_keeps_a_narrow_limit() -> None:
+    """Ten nights at one level, then ten at twice it (a regression nobody accepted yet):
+    the spread of nearby nights sees one step, not the shift, so the limit stays what
+    the steady nights give and every shifted night stays flagged against its reference.
+    The spread of all twenty values would have swallowed the shift."""
+    rng = np.random.default_rng(11)
+    steady = np.exp(rng.normal(0.0, 0.03, 20)) * 0.1
+    shifted = np.concatenate([steady[:10], steady[10:] * 2.0])
+    before = noise_limit(steady[:10].tolist(), "ttft_p95")
+    after = noise_limit(shifted.tolist(), "ttft_p95", reference_nights=10)
+    assert before is not None and after is not None
+    assert after < 0.5 < 1.0  # a doubling is still past it
+    assert math.expm1(t_quantile(NOISE_QUANTILE, 19) * float(np.std(np.log(shifted)))) > 1.0
 
 
 def _night(root: Path, i: int, factor: float, **kw: object) -> Path:
@@ -318,66 +343,40 @@ def _night(root: Path, i: int, factor: float, **kw: object) -> Path:
     return write_run(root, f"n{i:02d}", recs, started_at=f"2026-02-{1 + i:02d}T03:17:00Z", **kw)  # type: ignore[arg-type]
 
 
-def test_thresholds_widen_to_the_spread_of_earlier_comparable_runs(tmp_path: Path) -> None:
+def test_thresholds_widen_to_the_spread_of_the_benchmarks_healthy_nights(tmp_path: Path) -> None:
     """Ten earlier nights that scatter by about 8% from one to the next: a 10% change
-    tonight is noise, and the fitted threshold says so; a night of other prompts and a
-    night that regressed in its own check do not count."""
+    tonight is noise, and the fitted threshold says so. Which nights count never
+    depends on verdicts: a night its own check called regressed counts like the others
+    (the robust spread cuts its outlying differences); a night whose client lagged far
+    past the threshold does not; a run of another benchmark (other prompts, other
+    targets) changes nothing, and one of another benchmark has a history of its own."""
     rng = np.random.default_rng(3)
     for i in range(10):
         _night(tmp_path, i, float(np.exp(rng.normal(0, 0.08))))
-    odd = _night(tmp_path, 10, 3.0)  # regressed in its own check: not noise
-    (odd / "comparison.json").write_text(
+    regressed = _night(tmp_path, 10, 3.0)
+    (regressed / "comparison.json").write_text(
         json.dumps(
             {"kind": "tokrate-comparison", "verdict": "regressed", "baseline": {"run_id": "n09"}}
         )
     )
-    tonight = _night(tmp_path, 11, 1.10)
-    fitted, noise = fit_thresholds(tmp_path, tonight, ThresholdSet())
-    t = fitted.for_series("sim", "sim-7b", "c=4", "tpot_p50")
-    assert t.source == "noise" and t.limit > 0.10
-    assert (noise.runs_min, noise.runs_max) == (10, 10)
-    c = compare_runs(tmp_path / "n09", tonight, fitted, noise=noise)
-    assert not c.regressed
-    assert "earlier comparable runs" in render_markdown(c)
-    # Other prompts from night 12 on: a new segment, nothing to fit yet.
+    _night(tmp_path, 11, 5.0, loop_lag={"c=4": 300.0})  # unhealthy: left out
     cfg = {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["code"]}}
-    other = _night(tmp_path, 12, 1.0, config=cfg)
-    fitted, noise = fit_thresholds(tmp_path, other, ThresholdSet())
-    assert not fitted.per_series and noise.runs_max == 0
-
-
-def test_a_night_counts_in_the_spread_as_its_own_check_judged_it(tmp_path: Path) -> None:
-    """A stall the confirmation pass did not reproduce counts with its re-measured value,
-    and a series found inconclusive for the client's overload not at all: fitted into
-    the spread as first measured, one stalled night widened the threshold for the next
-    twenty runs (seen: +783% on a p95 TTFT, a doubled TTFT no longer flagged). Here
-    half the nights stalled, more than the robust spread can leave out as outliers."""
-    rng = np.random.default_rng(5)
-    stalled = []
-    for i in range(10):
-        if i % 2:
-            stalled.append(_night(tmp_path, i, 3.0))
-        else:
-            _night(tmp_path, i, float(np.exp(rng.normal(0, 0.03))))
-    tonight = _night(tmp_path, 10, 1.0)
-    key = ("sim", "sim-7b", "c=4", "tpot_p50")
-    as_measured = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
-
-    def judged(row: dict[str, object]) -> None:
-        doc = {"kind": "tokrate-comparison", "verdict": "ok", "baseline": {"run_id": "n00"}}
-        row = {"endpoint": key[0], "model": key[1], "scenario": key[2], "metric": key[3], **row}
-        for night in stalled:
-            (night / "comparison.json").write_text(json.dumps({**doc, "results": [row]}))
-
-    n02 = compare_runs(tmp_path / "n00", tmp_path / "n02", ThresholdSet())
-    typical = _row(n02, "sim-7b", "tpot_p50").current  # type: ignore[attr-defined]
-    judged({"verdict": "unchanged", "confirmation": {"current": typical}})
-    remeasured = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
-    judged({"verdict": "inconclusive", "reason": f"{OVERLOAD_PREFIX} (current run: ...)"})
-    left_out = fit_thresholds(tmp_path, tonight, ThresholdSet())[0].for_series(*key)
-    assert as_measured.source == "noise" and as_measured.limit > 1.0
-    assert remeasured.limit < as_measured.limit / 4
-    assert left_out.limit < as_measured.limit / 4
+    _night(tmp_path, 12, 1.0, config=cfg)  # another benchmark
+    tonight = _night(tmp_path, 13, 1.10)
+    fit = fit_thresholds(tmp_path, tonight, ThresholdSet())
+    t = fit.thresholds.for_series("sim", "sim-7b", "c=4", "tpot_p50")
+    assert t.source == "noise" and t.limit > 0.10
+    assert (fit.source.runs_min, fit.source.runs_max) == (11, 11)
+    assert fit.series[("sim", "sim-7b", "c=4", "tpot_p50")].nights == 11
+    c = compare_runs(
+        tmp_path / "n09", tonight, fit.thresholds, noise=fit.source, series_noise=fit.series
+    )
+    assert not c.regressed
+    assert "earlier healthy nights of the benchmark" in render_markdown(c)
+    # The other benchmark's next night: its own history, one night, nothing to fit yet.
+    other = _night(tmp_path, 14, 1.0, config=cfg)
+    fit = fit_thresholds(tmp_path, other, ThresholdSet())
+    assert not fit.thresholds.per_series and fit.source.runs_max == 1
 
 
 # --- what moves latest-good ------------------------------------------------------------
@@ -404,16 +403,15 @@ def test_latest_good_moves_only_on_a_clean_pass(tmp_path: Path) -> None:
     assert "its first measurement regressed (sim-70b c=" in note
     assert "only the re-measurement in confirm/ did not" in note
     assert md_escape(note) in (offnight / "comparison.md").read_text()
-    # Other prompts: nothing to compare with, the run starts a new baseline.
+    # Other prompts: another benchmark, whose first night this is: no baseline yet.
     cfg = {"load": {"mode": "closed", "burstiness": 1.0}, "prompts": {"sets": ["code"]}}
     new = write_run(root, "r4", make_records("r4", seed=5), config=cfg)
     assert check_baseline(new, LATEST_GOOD, root) == 0 and pointer.read_text() == "r4\n"
     md = (new / "comparison.md").read_text()
-    assert md.startswith(
-        "### ✅ tokrate compare: not comparable with latest-good (different prompts"
-    )
+    assert md.startswith("### ✅ tokrate compare: no baseline yet — r4 is the first night")
+    assert "3 run(s) of other benchmarks in the folder left out" in md
     doc = json.loads((new / "comparison.json").read_text())
-    assert doc["verdict"] == "no_baseline" and doc["reason"].startswith("different prompts")
+    assert doc["verdict"] == "no_baseline"
 
 
 def test_a_night_whose_client_stalled_passes_but_does_not_become_latest_good(

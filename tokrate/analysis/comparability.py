@@ -12,7 +12,17 @@ import polars as pl
 
 from tokrate.runfolder.run_info import RunInfo
 
-__all__ = ["group_problem", "prompt_problem", "run_problem"]
+__all__ = ["benchmark_difference", "group_problem", "prompt_problem", "run_problem"]
+
+#: How the parts of a benchmark's identity (BenchmarkInfo) are named when they differ.
+_IDENTITY_PARTS = {
+    "load": "load settings",
+    "scenarios": "levels",
+    "prompts": "prompts",
+    "targets": "targets",
+    "client": "client settings",
+    "simulator_time_scale": "simulator clock",
+}
 
 
 def run_problem(base: RunInfo, cur: RunInfo) -> str | None:
@@ -27,6 +37,19 @@ def run_problem(base: RunInfo, cur: RunInfo) -> str | None:
     if pb is not None and pc is not None and pb != pc:
         return "different prompts (config.prompts)"
     return None
+
+
+def benchmark_difference(base: RunInfo, cur: RunInfo) -> str | None:
+    """How ``cur``'s benchmark differs from ``base``'s ("another benchmark: different
+    prompts, levels"), or None when they are one benchmark (tokrate history starts a
+    new panel set there)."""
+    a, b = base.benchmark_info, cur.benchmark_info
+    if a.fingerprint == b.fingerprint:
+        return None
+    parts = [
+        name for key, name in _IDENTITY_PARTS.items() if a.identity.get(key) != b.identity.get(key)
+    ]
+    return "another benchmark: different " + (", ".join(parts) or "settings")
 
 
 def _task_mix(frame: pl.DataFrame) -> dict[str, float]:

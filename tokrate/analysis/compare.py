@@ -41,8 +41,8 @@ The result's types and its JSON document (schema history included) are
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,7 @@ from tokrate.analysis.early_stopping import CONFIDENCE as ES_CONFIDENCE
 from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank, min_samples
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed, server_error_expr
+from tokrate.analysis.noise import SeriesNoise
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
 from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
@@ -66,12 +67,14 @@ from tokrate.runfolder.comparison import (
     Confirmation,
     MetricResult,
     NoiseSource,
+    ReferenceInfo,
     Verdict,
 )
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
     RUN_METRICS,
+    SeriesKey,
     Threshold,
     ThresholdSet,
     metric_column,
@@ -79,6 +82,7 @@ from tokrate.spec.thresholds import (
 )
 
 __all__ = [
+    "Baseline",
     "compare_loaded",
     "compare_runs",
     "load_confirmation",
@@ -163,8 +167,15 @@ def _decode_gaps(group: pl.DataFrame) -> float | None:
     return float(tokens.median()) - 1.0 if tokens.len() else None  # type: ignore[arg-type]
 
 
+def _night_values(gb: pl.DataFrame, column: str) -> tuple[pl.DataFrame, np.ndarray]:
+    """A night's ok values of ``column`` in send order (wall clock at t0), so that the
+    bootstrap's blocks are neighbours in time."""
+    ok = gb.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
+    return ok, ok[column].to_numpy().astype(float)
+
+
 def compare_metric(
-    gb: pl.DataFrame,
+    nights: pl.DataFrame | Sequence[pl.DataFrame],
     gc: pl.DataFrame,
     t: Threshold,
     s: CompareSettings,
@@ -172,9 +183,14 @@ def compare_metric(
     key: str,
     overloads: tuple[Overload | None, Overload | None] = (None, None),
 ) -> MetricResult:
-    """One row from two groups of :func:`tokrate.analysis.metrics.analysed` records
-    (endpoint/model/scenario/label are filled in by the caller). ``overloads``: each
-    run's client overload in this scenario (:func:`tokrate.analysis.health.scenario_overload`)."""
+    """One row from groups of :func:`tokrate.analysis.metrics.analysed` records: the
+    baseline's (one run, or a reference's nights: their statistics' median, each night
+    with enough samples; a rate over their pooled requests) and the current run's
+    (endpoint/model/scenario/label are filled in by the caller). ``overloads``: the
+    baseline's (worst night's) and the current run's client overload in this scenario
+    (:func:`tokrate.analysis.health.scenario_overload`)."""
+    nights = [nights] if isinstance(nights, pl.DataFrame) else list(nights)
+    gb = nights[0] if len(nights) == 1 else pl.concat(nights)
     metric = t.metric
     empty = MetricResult(
         endpoint="",
@@ -186,6 +202,7 @@ def compare_metric(
         threshold=t,
         verdict="not_comparable",
         reason=problem or "",
+        baseline_runs=len(nights),
     )
     if metric == "error_rate":
         return _compare_error_rate(gb, gc, t, s, problem, empty)
@@ -194,25 +211,28 @@ def compare_metric(
     if metric == "cache_hit_rate":
         return compare_cache_hit_rate(gb, gc, t, s, problem, empty)
     column, q = metric_column(metric)
-    # Send order (wall clock at t0) so that the bootstrap's blocks are neighbours in time.
-    ob = gb.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
-    oc = gc.filter((pl.col("status") == "ok") & pl.col(column).is_not_null()).sort("started_at")
-    vb = ob[column].to_numpy().astype(float)
-    vc = oc[column].to_numpy().astype(float)
+    need = samples_needed(metric, s.min_samples, s.tail_confidence)
+    measured = [_night_values(g, column) for g in nights]
+    # A night with too few samples for the statistic says nothing about it; a single
+    # baseline run is judged (inconclusive) as it is.
+    used = [m for m in measured if m[1].size >= need] or [max(measured, key=lambda m: m[1].size)]
+    oc, vc = _night_values(gc, column)
+    sizes = [int(v.size) for _, v in used]
+    n_base = sum(sizes) if len(used) > 1 else sizes[0]
     out = replace(
         empty,
-        n_baseline=int(vb.size),
+        n_baseline=n_base,
         n_current=int(vc.size),
-        baseline=float(sample_stat(vb, q)) if vb.size else None,
+        baseline=_median_of(float(sample_stat(v, q)) for _, v in used if v.size),
         current=float(sample_stat(vc, q)) if vc.size else None,
-        baseline_es=_es(vb, q),
+        baseline_es=_median_of(x for _, v in used if (x := _es(v, q)) is not None),
         current_es=_es(vc, q),
+        baseline_runs=len(used),
     )
     if problem is not None:
         return out
-    need = samples_needed(metric, s.min_samples, s.tail_confidence)
-    if min(vb.size, vc.size) < need:
-        return replace(out, verdict="inconclusive", reason=_too_few(metric, vb.size, vc.size, need))
+    if min(max(sizes), vc.size) < need:
+        return replace(out, verdict="inconclusive", reason=_too_few(metric, n_base, vc.size, need))
     assert out.baseline is not None and out.current is not None
     if out.baseline <= 0:
         return replace(out, verdict="inconclusive", reason="baseline value is 0")
@@ -222,15 +242,14 @@ def compare_metric(
     if not (s.intervals or _passes(sign * change, abs_change, t)):
         verdict, reason = judge(sign * change, None, abs_change, t)
         return replace(out, change=change, verdict=verdict, reason=reason)
-    blocks = (
-        block_length(_in_flight(ob), int(vb.size)),
-        block_length(_in_flight(oc), int(vc.size)),
-    )
     lo, hi = relative_change_ci(
-        vb,
+        [v for _, v in used],
         vc,
         q,
-        blocks,
+        (
+            [block_length(_in_flight(ob), int(v.size)) for ob, v in used],
+            block_length(_in_flight(oc), int(vc.size)),
+        ),
         confidence=s.confidence,
         resamples=s.resamples,
         seed=s.seed,
@@ -247,6 +266,14 @@ def compare_metric(
         if overload is not None:
             verdict, reason = "inconclusive", overload
     return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+
+
+def _median_of(values: Iterable[float]) -> float | None:
+    """The median of ``values`` (one night: its value), None when there are none."""
+    kept = sorted(values)
+    if not kept:
+        return None
+    return float(np.median(kept))
 
 
 def _too_few(metric: str, n_base: int, n_cur: int, need: int) -> str:
@@ -308,36 +335,87 @@ def _groups(frame: pl.DataFrame) -> dict[tuple[str, str, str], pl.DataFrame]:
     return {(str(k[0]), str(k[1]), str(k[2])): v for k, v in parts.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """What a run is judged against: one run, or a nightly reference's nights
+    (tokrate.analysis.reference). ``runs`` oldest first; ``groups`` maps an (endpoint,
+    model, scenario) group to the indices of the runs its reference uses (None: every
+    run, for every group); ``window`` the reference window (None for one baseline
+    run); ``accepted`` the run id of the acceptance the window starts at; ``notes``
+    what the reference had to make do with (said in the comparison's warnings)."""
+
+    runs: tuple[LoadedRun, ...]
+    groups: Mapping[tuple[str, str, str], tuple[int, ...]] | None = None
+    window: int | None = None
+    accepted: str | None = None
+    notes: tuple[str, ...] = ()
+    #: The runs' :func:`~tokrate.analysis.metrics.analysed` records, when the caller
+    #: has them already (tokrate history judges many points against the same nights).
+    frames: tuple[pl.DataFrame, ...] | None = None
+
+    def analysed_frames(self) -> tuple[pl.DataFrame, ...]:
+        return (
+            self.frames
+            if self.frames is not None
+            else tuple(analysed(r.records) for r in self.runs)
+        )
+
+    @classmethod
+    def of(cls, base: LoadedRun | Baseline) -> Baseline:
+        return base if isinstance(base, Baseline) else cls((base,))
+
+    @property
+    def newest(self) -> LoadedRun:
+        return self.runs[-1]
+
+    def nights(self, group: tuple[str, str, str]) -> tuple[LoadedRun, ...]:
+        """The runs ``group`` is judged against (newest last)."""
+        if self.groups is None:
+            return self.runs
+        return tuple(self.runs[i] for i in self.groups.get(group, ()))
+
+
 def _judge_groups(
-    base: LoadedRun,
+    base: Baseline,
+    frames_b: Sequence[pl.DataFrame],
     cur: LoadedRun,
+    frame_c: pl.DataFrame,
     ths: ThresholdSet,
     s: CompareSettings,
     keys: Sequence[tuple[str, str, str]],
     problem_all: str | None,
     labels: Mapping[tuple[str, str, str], str],
 ) -> list[MetricResult]:
-    """Every metric row of ``keys`` (endpoint, model, scenario) groups, base vs cur."""
-    groups_b = _groups(analysed(base.records))
-    groups_c = _groups(analysed(cur.records))
-    targets_b = {(e, m) for e, m, _ in groups_b}
+    """Every metric row of ``keys`` (endpoint, model, scenario) groups, base vs cur
+    (``frames_b``, ``frame_c``: their analysed records)."""
+    groups_b = [_groups(frame) for frame in frames_b]
+    by_run = {id(run): i for i, run in enumerate(base.runs)}
+    groups_c = _groups(frame_c)
+    targets_b = {(e, m) for parts in groups_b for e, m, _ in parts}
     targets_c = {(e, m) for e, m, _ in groups_c}
-    empty = analysed(base.records).head(0)
+    empty = frame_c.head(0)
     results: list[MetricResult] = []
     for endpoint, model, scenario in keys:
-        gb = groups_b.get((endpoint, model, scenario), empty)
-        gc = groups_c.get((endpoint, model, scenario), empty)
+        key = (endpoint, model, scenario)
+        runs = base.nights(key) or (base.newest,)
+        nights = [(run, groups_b[by_run[id(run)]].get(key, empty)) for run in runs]
+        frames = [g for _, g in nights if g.height] or [empty]
+        pooled = frames[0] if len(frames) == 1 else pl.concat(frames)
+        gc = groups_c.get(key, empty)
         problem = problem_all or group_problem(
-            base.info, cur.info, (endpoint, model, scenario), gb, gc, targets_b, targets_c
+            runs[-1].info, cur.info, key, pooled, gc, targets_b, targets_c
         )
+        night_overloads = [
+            o for run, g in nights if (o := scenario_overload(run.info, scenario, g))
+        ]
         overloads = (
-            scenario_overload(base.info, scenario, gb),
+            max(night_overloads, key=lambda o: o.lateness_s, default=None),
             scenario_overload(cur.info, scenario, gc),
         )
-        label = labels[(endpoint, model, scenario)]
+        label = labels[key]
         for metric in (t.metric for t in ths.metrics if t.metric not in RUN_METRICS):
             t = ths.for_series(endpoint, model, scenario, metric)
-            row = compare_metric(gb, gc, t, s, problem, f"{endpoint}|{model}|{scenario}", overloads)
+            row = compare_metric(frames, gc, t, s, problem, "|".join(key), overloads)
             results.append(
                 replace(row, endpoint=endpoint, model=model, scenario=scenario, label=label)
             )
@@ -346,7 +424,8 @@ def _judge_groups(
 
 def _confirm(
     rows: list[MetricResult],
-    base: LoadedRun,
+    base: Baseline,
+    frames_b: Sequence[pl.DataFrame],
     confirm: LoadedRun,
     ths: ThresholdSet,
     s: CompareSettings,
@@ -357,19 +436,16 @@ def _confirm(
     or ``inconclusive`` (the re-measurement could not be judged). Returns the rows and
     the groups the re-measurement did not cover."""
     flagged = sorted({r.group for r in rows if r.verdict == "regressed"})
+    frame_c = analysed(confirm.records)
     measured = {
         (str(e), str(m), str(sc))
-        for e, m, sc in analysed(confirm.records)
-        .select("endpoint", "model", "scenario")
-        .unique()
-        .iter_rows()
+        for e, m, sc in frame_c.select("endpoint", "model", "scenario").unique().iter_rows()
     }
     covered = [g for g in flagged if g in measured]
+    problem = run_problem(base.newest.info, confirm.info)
     again = {
         r.key: r
-        for r in _judge_groups(
-            base, confirm, ths, s, covered, run_problem(base.info, confirm.info), labels
-        )
+        for r in _judge_groups(base, frames_b, confirm, frame_c, ths, s, covered, problem, labels)
     }
     out: list[MetricResult] = []
     for r in rows:
@@ -397,7 +473,7 @@ def _confirm(
 
 
 def compare_loaded(
-    base: LoadedRun,
+    base: LoadedRun | Baseline,
     cur: LoadedRun,
     thresholds: ThresholdSet | Sequence[Threshold] | Mapping[str, str] | None = None,
     *,
@@ -405,18 +481,26 @@ def compare_loaded(
     only: set[tuple[str, str, str]] | None = None,
     confirm: LoadedRun | None = None,
     noise: NoiseSource | None = None,
+    series_noise: Mapping[SeriesKey, SeriesNoise] | None = None,
+    current_frame: pl.DataFrame | None = None,
 ) -> Comparison:
-    """Compare two loaded runs (see the module doc); ``only`` limits the rows to those
-    (endpoint, model, scenario) groups; ``confirm`` is the current run's confirmation
-    measurement (its ``confirm/`` folder), ``noise`` where fitted thresholds came from.
+    """Compare a run against a baseline run or a reference's nights (:class:`Baseline`;
+    see the module doc); ``only`` limits the rows to those (endpoint, model, scenario)
+    groups; ``confirm`` is the current run's confirmation measurement (its
+    ``confirm/`` folder), ``noise`` where fitted thresholds came from and
+    ``series_noise`` each series' history (its nights and noise limit, on the row: the
+    smallest change it lets the gate detect); ``current_frame`` the current run's
+    analysed records when the caller has them already (as Baseline.frames).
     Never raises for a missing model, other prompts or other load: those rows are
     ``not_comparable``."""
+    b = Baseline.of(base)
+    newest = b.newest
     s = settings or CompareSettings()
     ths = ThresholdSet.of(thresholds)
-    if not (has_checks(base.records) or has_checks(cur.records)):
+    if not (any(has_checks(r.records) for r in b.runs) or has_checks(cur.records)):
         # No answer was checked on either side: no pass-rate row (docs/quality.md).
         ths = ThresholdSet(tuple(t for t in ths.metrics if t.metric != "pass_rate"), ths.per_series)
-    if not (has_cached_tokens(base.records) or has_cached_tokens(cur.records)):
+    if not (any(has_cached_tokens(r.records) for r in b.runs) or has_cached_tokens(cur.records)):
         # No server reported cached tokens on either side: no cache row
         # (tokrate.analysis.cache_compare).
         ths = ThresholdSet(
@@ -424,47 +508,74 @@ def compare_loaded(
         )
     warnings = [
         f"{side} run {run.path.name} is {run.info.status}"
-        for side, run in (("baseline", base), ("current", cur))
+        for side, run in (*(("baseline", r) for r in b.runs), ("current", cur))
         if run.info.interrupted
     ]
-    frame_b, frame_c = analysed(base.records), analysed(cur.records)
+    warnings += b.notes
+    frames_b = b.analysed_frames()
+    frame_c = analysed(cur.records) if current_frame is None else current_frame
+    if only is not None:
+        # Judge only those groups: the others' records are not needed (history asks
+        # for one group at a time).
+        wanted = pl.struct("endpoint", "model", "scenario").is_in(
+            [{"endpoint": e, "model": m, "scenario": sc} for e, m, sc in only]
+        )
+        frames_b = tuple(f.filter(wanted) for f in frames_b)
+        frame_c = frame_c.filter(wanted)
     all_keys = {
         (str(e), str(m), str(sc))
-        for frame in (frame_b, frame_c)
+        for frame in (*frames_b, frame_c)
         for e, m, sc in frame.select("endpoint", "model", "scenario").unique().iter_rows()
     }
     keys = sorted(all_keys)
     if only is not None:
         keys = [k for k in keys if k in only]
-    if base.summary and base.summary.capacity and cur.summary and cur.summary.capacity:
+    if newest.summary and newest.summary.capacity and cur.summary and cur.summary.capacity:
         keys = []  # two searches: the capacities are the result, not their probes
     endpoints_of: dict[str, set[str]] = {}
     for e, m, _ in all_keys:
         endpoints_of.setdefault(m, set()).add(e)
     ambiguous = {m for m, eps in endpoints_of.items() if len(eps) > 1}
     labels = {k: _row_label(*k, ambiguous) for k in all_keys}
-    results = _judge_groups(base, cur, ths, s, keys, run_problem(base.info, cur.info), labels)
+    problem = run_problem(newest.info, cur.info)
+    results = _judge_groups(b, frames_b, cur, frame_c, ths, s, keys, problem, labels)
     unconfirmed = {r.group for r in results if r.verdict == "regressed"}
     if confirm is not None:
-        results, unconfirmed = _confirm(results, base, confirm, ths, s, labels)
-    results += _capacity_rows(base, cur, ths)
+        results, unconfirmed = _confirm(results, b, frames_b, confirm, ths, s, labels)
+    if series_noise is not None:
+        results = [_with_noise(r, series_noise.get(r.key)) for r in results]
+    results += _capacity_rows(newest, cur, ths)
     return Comparison(
-        baseline_dir=str(base.path),
+        baseline_dir=str(newest.path),
         current_dir=str(cur.path),
-        baseline_run_id=base.info.run_id,
+        baseline_run_id=newest.info.run_id,
         current_run_id=cur.info.run_id,
         results=tuple(results),
         thresholds=ths,
         settings=s,
         warnings=tuple(warnings),
-        baseline_label=base.info.label,
+        baseline_label=newest.info.label,
         current_label=cur.info.label,
-        baseline_warnings=base.info.warnings,
+        baseline_warnings=newest.info.warnings,
         current_warnings=cur.info.warnings,
         unconfirmed=tuple(sorted(unconfirmed)),
         noise=noise,
         confirmed=confirm is not None,
+        reference=None
+        if b.window is None
+        else ReferenceInfo(
+            tuple(r.info.run_id for r in b.runs),
+            tuple(r.info.name for r in b.runs),
+            b.window,
+            b.accepted,
+        ),
     )
+
+
+def _with_noise(row: MetricResult, noise: SeriesNoise | None) -> MetricResult:
+    if noise is None:
+        return row
+    return replace(row, noise_nights=noise.nights, noise_limit=noise.limit)
 
 
 def load_confirmation(run_dir: Path | str) -> LoadedRun | None:
@@ -511,6 +622,7 @@ def compare_runs(
     *,
     settings: CompareSettings | None = None,
     noise: NoiseSource | None = None,
+    series_noise: Mapping[SeriesKey, SeriesNoise] | None = None,
 ) -> Comparison:
     """Compare ``current`` against ``baseline`` (two run folders; reads only), with the
     current run's confirmation measurement where it has one (``<current>/confirm``).
@@ -529,4 +641,5 @@ def compare_runs(
         settings=settings,
         confirm=load_confirmation(current),
         noise=noise,
+        series_noise=series_noise,
     )

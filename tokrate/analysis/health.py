@@ -49,6 +49,7 @@ __all__ = [
     "overload_reason",
     "scenario_overload",
     "unfit_baseline",
+    "unhealthy_scenario",
 ]
 
 #: How many times the client's lateness a change must exceed to be judged on a
@@ -142,20 +143,47 @@ def overload_reason(
     )
 
 
-def unfit_baseline(info: RunInfo) -> str | None:
-    """Why ``info``'s run must not become a baseline (module doc), or None when it may."""
+def _far_past(info: RunInfo, scenario: str | None) -> tuple[float, str, float] | None:
+    """The worst p99 lag far past the threshold (p99 ms, where, the threshold ms) in
+    ``scenario`` (None: any scenario), or None. A run older than per-scenario lags is
+    judged by its run-wide p99."""
     lag = info.loop_lag
     if lag is None:
         return None
-    limit = BASELINE_LAG_FACTOR * (lag.threshold_ms or _DEFAULT_LAG_THRESHOLD_MS)
-    worst = [(s.p99_ms, f"scenario {s.scenario}") for s in lag.scenarios]
-    if not worst and lag.p99_ms is not None:
+    threshold = lag.threshold_ms or _DEFAULT_LAG_THRESHOLD_MS
+    worst = [
+        (s.p99_ms, f"scenario {s.scenario}")
+        for s in lag.scenarios
+        if scenario is None or s.scenario == scenario
+    ]
+    if not lag.scenarios and lag.p99_ms is not None:
         worst = [(lag.p99_ms, "the run")]
-    past = [(p99, where) for p99, where in worst if p99 > limit]
+    past = [(p99, where) for p99, where in worst if p99 > BASELINE_LAG_FACTOR * threshold]
     if not past:
         return None
     p99, where = max(past)
+    return p99, where, threshold
+
+
+def _lag_words(found: tuple[float, str, float]) -> str:
+    p99, where, threshold = found
     return (
         f"its client's event loop lagged far past the threshold (p99 {p99:.1f} ms in"
-        f" {where}, above {BASELINE_LAG_FACTOR:g}x {limit / BASELINE_LAG_FACTOR:g} ms)"
+        f" {where}, above {BASELINE_LAG_FACTOR:g}x {threshold:g} ms)"
     )
+
+
+def unfit_baseline(info: RunInfo) -> str | None:
+    """Why ``info``'s run must not become a baseline (module doc), or None when it may."""
+    found = _far_past(info, None)
+    return None if found is None else _lag_words(found)
+
+
+def unhealthy_scenario(info: RunInfo, scenario: str) -> str | None:
+    """Why ``info``'s run measured ``scenario`` with an unhealthy client, or None: its
+    event loop lagged far past the threshold there (as :func:`unfit_baseline`, for one
+    scenario). Such a night's values of that scenario carry the client's stall, so they
+    feed neither the noise fit nor a nightly reference (tokrate.analysis.noise,
+    tokrate.analysis.reference)."""
+    found = _far_past(info, scenario)
+    return None if found is None else _lag_words(found)

@@ -1,32 +1,38 @@
-"""Run history: every stored run under a folder as trend points, split into segments of
-comparable runs, each point with the band compare judges it by and compare's verdict.
+"""Run history: every stored run under a folder as trend points, one history per
+benchmark, each point with the band the nightly gate judges it by and compare's
+verdict.
 
 Reading is :func:`tokrate.analysis.points.read_points` (run.json and summary.json per
 run folder; unreadable or incomplete runs are skipped with a one-line warning).
 
-Per series (endpoint, model, scenario, metric), in time order (run.json ``started_at``):
+**Benchmarks.** Runs are grouped by the fingerprint of their benchmark (run.json
+``benchmark``: load settings, scenario levels, prompts, targets, client settings;
+:class:`tokrate.runfolder.run_info.BenchmarkInfo`): each benchmark is a history of its
+own, numbered in the order of its first run (``segment``; ``segment_reason`` on the
+first point of each later one says how it differs from the one before), and the pages
+draw one panel set per benchmark. A benchmark with a single run has no trend: it is
+listed among the runs left out, with why, and not drawn. So a default ``tokrate run``
+into a nightly folder changes nothing for the nightly series.
 
-- **segment**: runs that compare would call not comparable never share a trend line.
-  A run starts a new segment when it is not comparable with the run before it
-  (:func:`tokrate.analysis.comparability.run_problem`: other load settings, prompts or
-  simulator clock) or its scenario of that name is defined otherwise (another
-  concurrency or rate); ``segment`` numbers them from 0 and ``segment_reason`` says
-  why on the first point of each new one.
-- **baseline**: the run compare judges this run against: the baseline its own check
-  recorded in comparison.json (``tokrate run --baseline``), when that is an earlier run
-  of the same segment; otherwise the latest earlier run of the segment this history
-  did not mark regressed and whose client was fit to measure a baseline
-  (:func:`tokrate.analysis.health.unfit_baseline`; what ``latest-good`` would have
-  been). The first run of a segment has none.
-- **threshold**: the one ``tokrate run --baseline`` judges by at that point: the
-  configured threshold, widened to the noise of the segment's earlier runs, each
-  value as its run's own check judged it (:mod:`tokrate.analysis.noise`, the same
-  functions).
-- **band**: the values compare would not call a change against that baseline with
+Per series (endpoint, model, scenario, metric), in time order (run.json ``started_at``),
+history computes what ``tokrate run --baseline latest-good`` decided, or would have
+decided, at every point:
+
+- **reference**: the benchmark's recent good nights before it
+  (:func:`tokrate.analysis.reference.select_reference`: since the last acceptance, the
+  newest 10 good nights with a healthy client). A night's own check says which groups
+  it flagged; for a night never checked, history's own verdicts of it do. ``vs_run``
+  names the newest reference night, ``baseline`` is the reference value: the median
+  of the reference nights' values (those with enough samples for the statistic), a
+  rate over their pooled requests. The benchmark's first run has none.
+- **threshold**: the configured threshold, widened to the noise of the benchmark's
+  earlier healthy nights (:mod:`tokrate.analysis.noise`, the same functions: the
+  newest ``window`` of them, against a reference of that many nights).
+- **band**: the values compare would not call a change against that reference with
   that threshold: ``[b / (1 + L), b x (1 + L)]`` for a latency (L the threshold),
-  ``[b x (1 - L), b / (1 - L)]`` for tokens/s, ``b ± L`` for an error rate, at least
-  the threshold's floor either side of b, never below 0.
-- **verdict**: compare's verdict of the row against that baseline
+  ``[b x (1 - L), b / (1 - L)]`` for tokens/s, ``b ± L`` for a rate, at least the
+  threshold's floor either side of b, never below 0.
+- **verdict**: compare's verdict of the row against that reference
   (:func:`tokrate.analysis.compare.compare_loaded`, with the run's confirmation
   re-measurement where it has one), computed for every point outside its band; a
   point inside its band is ``unchanged`` (compare: "within" its threshold) without
@@ -34,6 +40,10 @@ Per series (endpoint, model, scenario, metric), in time order (run.json ``starte
 - **outside** (``change`` holds its verdict): the points the pages mark, exactly those
   outside their band: ▼ regressed, ▲ improved, ◆ outside but not a verdict
   (not significant, inconclusive, or not confirmed by the re-measurement).
+
+The prompt-cache hit rate's band centre is the requests-weighted mean of the nights'
+shares (compare pools their tokens), so near the band's edge its mark may differ from
+compare's verdict; every other metric's band is compare's own reference value.
 
 Values are in the metric's unit: seconds for latencies, tok/s, rate (0..1).
 The pages (``tokrate.report.history_pages.build_history``) only render a History.
@@ -47,16 +57,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
 import polars as pl
 
-from tokrate.analysis.comparability import run_problem
-from tokrate.analysis.compare import better_limit, compare_loaded, load_confirmation, samples_needed
-from tokrate.analysis.health import unfit_baseline
-from tokrate.analysis.noise import NOISE_WINDOW, as_judged, noise_threshold, value_as_judged
+from tokrate.analysis.comparability import benchmark_difference
+from tokrate.analysis.compare import (
+    Baseline,
+    better_limit,
+    compare_loaded,
+    load_confirmation,
+    samples_needed,
+)
+from tokrate.analysis.health import unhealthy_scenario
+from tokrate.analysis.metrics import analysed
+from tokrate.analysis.noise import NOISE_WINDOW, noise_threshold, series_noise
 from tokrate.analysis.points import RunEntry, read_points
+from tokrate.analysis.reference import Reference, select_reference
 from tokrate.errors import UsageError
 from tokrate.fileio import path_is_dir
-from tokrate.runfolder.comparison import CompareSettings
+from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
@@ -67,16 +86,18 @@ from tokrate.spec.thresholds import (
     ThresholdSet,
 )
 
-__all__ = ["DEFAULT_HISTORY_METRICS", "History", "band", "load_history"]
+__all__ = ["DEFAULT_HISTORY_METRICS", "BenchmarkHistory", "History", "band", "load_history"]
 
 DEFAULT_HISTORY_METRICS: Final[tuple[str, ...]] = tuple(t.metric for t in DEFAULT_THRESHOLDS)
 
 _KEYS: Final = ["endpoint", "model", "scenario", "metric"]
 _EXTRA_SCHEMA: Final[dict[str, Any]] = {
+    "benchmark": pl.String,
     "segment": pl.Int64,
     "segment_reason": pl.String,
     "vs_run": pl.String,
     "baseline": pl.Float64,
+    "reference_nights": pl.Int64,
     "threshold": pl.Float64,
     "threshold_source": pl.String,
     "band_low": pl.Float64,
@@ -85,18 +106,36 @@ _EXTRA_SCHEMA: Final[dict[str, Any]] = {
     "outside": pl.Boolean,
 }
 
+Group = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkHistory:
+    """One benchmark of the folder: its number (``segment`` in the points), fingerprint,
+    a description of what it measures, its runs and whether the pages draw it (a
+    benchmark with one run has no trend)."""
+
+    number: int
+    fingerprint: str
+    description: str
+    runs: int
+    drawn: bool
+
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """Every point of every series, with its segment, band and verdict (module doc).
+    """Every point of every series, with its benchmark, band and verdict (module doc).
 
     ``points`` columns: run_id, run_name (label or id), folder, started_at (UTC
     datetime), endpoint, model, scenario, metric, value, n (samples behind the value),
-    segment, segment_reason, vs_run (the baseline's run id), baseline (its value),
-    threshold (the limit judged by) and threshold_source, band_low/band_high (null for
-    the first run of a segment), verdict (compare's, against vs_run), outside (the
-    value lies outside its band) and change (the verdict of an outside point, else
-    null).
+    benchmark (fingerprint), segment (the benchmark's number), segment_reason (on the
+    first point of a later benchmark), vs_run (the newest reference night's run id),
+    baseline (the reference value), reference_nights, threshold (the limit judged by)
+    and threshold_source, band_low/band_high (null for the benchmark's first run),
+    verdict (compare's, against the reference), outside (the value lies outside its
+    band) and change (the verdict of an outside point, else null). ``benchmarks``
+    lists the folder's benchmarks; ``left_out`` (run, why) the runs that are not a
+    trend point or not a reference (skipped folders are in ``warnings``).
     """
 
     root: str
@@ -105,6 +144,8 @@ class History:
     warnings: tuple[str, ...]
     window: int
     thresholds: tuple[Threshold, ...]
+    benchmarks: tuple[BenchmarkHistory, ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def changes(self) -> pl.DataFrame:
@@ -113,25 +154,8 @@ class History:
 
     @property
     def segment_starts(self) -> pl.DataFrame:
-        """The first point of every segment after a series' first, with its reason."""
+        """The first point of every benchmark after the first, with its reason."""
         return self.points.filter(pl.col("segment_reason").is_not_null())
-
-
-def _run_segments(entries: Sequence[RunEntry]) -> tuple[dict[str, int], dict[int, str]]:
-    """Run-level segments in time order: each run's number, and why each segment after
-    the first starts (compare's reason against the run before it)."""
-    number_of: dict[str, int] = {}
-    reasons: dict[int, str] = {}
-    previous: RunEntry | None = None
-    number = 0
-    for e in sorted(entries, key=lambda e: (e.started, e.key)):
-        reason = None if previous is None else run_problem(previous.info, e.info)
-        if reason is not None:
-            number += 1
-            reasons[number] = reason
-        number_of[e.key] = number
-        previous = e
-    return number_of, reasons
 
 
 def band(base: float, t: Threshold) -> tuple[float, float]:
@@ -148,71 +172,84 @@ def band(base: float, t: Threshold) -> tuple[float, float]:
     return max(0.0, min(low, base - t.floor)), max(high, base + t.floor)
 
 
-@dataclass(slots=True)
-class _Walk:
-    """One series' state while its points are walked in time order: its segment (the
-    run-level one and the scenario definition), the segment's runs so far with their
-    values, and the ones this walk marked regressed."""
-
-    number: int = -1
-    run_segment: int = -1
-    definition: Any = None
-    runs: list[tuple[RunEntry, float, int]] = field(default_factory=list)
-    regressed: set[str] = field(default_factory=set)
-
-
 class _Judge:
-    """compare_loaded for a (baseline, run, group) with the point's threshold; runs are
-    loaded lazily and a few kept (history reads records only for points outside their
-    band)."""
+    """compare_loaded for a (reference, run, group) with the point's threshold; runs
+    are loaded lazily and a few kept (history reads records only for points outside
+    their band)."""
 
     def __init__(self, settings: CompareSettings) -> None:
         self.settings = settings
-        self._runs: dict[str, LoadedRun] = {}
+        self._runs: dict[str, tuple[LoadedRun, pl.DataFrame]] = {}
         self._confirms: dict[str, LoadedRun | None] = {}
-        self._done: dict[tuple[str, str, tuple[str, str, str], Threshold], str] = {}
+        self._done: dict[tuple[tuple[str, ...], str, Group, Threshold], MetricResult | None] = {}
 
-    def _load(self, e: RunEntry) -> LoadedRun:
+    def _load(self, e: RunEntry) -> tuple[LoadedRun, pl.DataFrame]:
+        """The run and its analysed records (computed once: the same nights are the
+        reference of many points)."""
         if e.key not in self._runs:
-            if len(self._runs) > 6:
+            if len(self._runs) > 24:
                 self._runs.clear()
-            self._runs[e.key] = load_run(e.folder)
+            run = load_run(e.folder)
+            self._runs[e.key] = (run, analysed(run.records))
         return self._runs[e.key]
 
-    def verdict(
-        self, base: RunEntry, cur: RunEntry, group: tuple[str, str, str], t: Threshold
-    ) -> str:
-        key = (base.key, cur.key, group, t)
+    def row(
+        self, nights: Sequence[RunEntry], cur: RunEntry, group: Group, t: Threshold
+    ) -> MetricResult | None:
+        key = (tuple(e.key for e in nights), cur.key, group, t)
         if key not in self._done:
             if cur.key not in self._confirms:
                 self._confirms[cur.key] = load_confirmation(cur.folder)
+            loaded = [self._load(e) for e in nights]
+            base = Baseline(
+                tuple(run for run, _ in loaded),
+                window=len(nights),
+                frames=tuple(frame for _, frame in loaded),
+            )
+            run, frame = self._load(cur)
             comparison = compare_loaded(
-                self._load(base),
-                self._load(cur),
+                base,
+                run,
                 ThresholdSet((t,)),
                 settings=self.settings,
                 only={group},
                 confirm=self._confirms[cur.key],
+                current_frame=frame,
             )
-            row = comparison.result(*group, t.metric)
-            self._done[key] = row.verdict if row is not None else "not_comparable"
+            self._done[key] = comparison.result(*group, t.metric)
         return self._done[key]
 
 
-def _baseline(
-    runs: Sequence[tuple[RunEntry, float, int]], regressed: set[str], cur: RunEntry
-) -> tuple[RunEntry, float, int]:
-    """The run ``cur`` is judged against (module doc): its recorded baseline when that
-    is an earlier run of the segment, else the latest one not marked regressed and fit
-    to be a baseline (the first of the segment when none is)."""
-    if cur.checked_against is not None:
-        for found in reversed(runs):
-            if found[0].info.run_id == cur.checked_against:
-                return found
-    for found in reversed(runs):
-        if found[0].key not in regressed and unfit_baseline(found[0].info) is None:
-            return found
-    return runs[0]
+def _reference_value(
+    values: Mapping[str, tuple[float, int]], nights: Sequence[RunEntry], metric: str, need: int
+) -> float | None:
+    """compare's reference value (module doc) from the nights' points: (value, n) per
+    night key."""
+    got = [values[e.key] for e in nights if e.key in values]
+    if not got:
+        return None
+    if metric in ABSOLUTE_METRICS:
+        total = sum(n for _, n in got)
+        return sum(v * n for v, n in got) / total if total else None
+    enough = [v for v, n in got if n >= need] or [max(got, key=lambda vn: vn[1])[0]]
+    return float(np.median(enough))
+
+
+@dataclass(slots=True)
+class _Benchmark:
+    """One benchmark's state while its runs are walked in time order."""
+
+    number: int
+    reason: str | None
+    runs: list[RunEntry] = field(default_factory=list)
+    #: Per series, (night key -> (value, n)) of the runs so far.
+    values: dict[tuple[str, str, str, str], dict[str, tuple[float, int]]] = field(
+        default_factory=dict
+    )
+    #: Per series, the values of the healthy nights so far (time order): the noise fit.
+    healthy: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
+    #: Groups history itself found regressed, for nights their own check never judged.
+    flags: dict[str, set[Group]] = field(default_factory=dict)
 
 
 def _walk(
@@ -221,86 +258,130 @@ def _walk(
     ths: Mapping[str, Threshold],
     window: int,
     settings: CompareSettings,
-) -> pl.DataFrame:
-    """Segment, baseline, threshold, band and verdict of every point (module doc)."""
-    run_segment, segment_reasons = _run_segments(list(entries.values()))
+) -> tuple[pl.DataFrame, list[_Benchmark]]:
+    """Benchmark, reference, threshold, band and verdict of every point (module doc)."""
     judge = _Judge(settings)
-    judged_runs: dict[str, dict[tuple[str, str, str, str], float | None]] = {}
-
-    def judged(e: RunEntry) -> dict[tuple[str, str, str, str], float | None]:
-        if e.key not in judged_runs:
-            judged_runs[e.key] = as_judged(e.folder)
-        return judged_runs[e.key]
-
+    ordered = sorted(entries.values(), key=lambda e: (e.started, e.key))
+    benchmarks: dict[str, _Benchmark] = {}
+    last_entry: RunEntry | None = None
+    by_run = points.partition_by("folder", as_dict=True)
     extra: list[tuple[Any, ...]] = []
-    ordered = points.sort([*_KEYS, "started_at", "folder"])
-    state: dict[tuple[str, str, str, str], _Walk] = {}
-    for row in ordered.iter_rows(named=True):
-        key = (row["endpoint"], row["model"], row["scenario"], row["metric"])
-        ids = (row["folder"], *key)
-        e = entries[row["folder"]]
-        value, n = float(row["value"]), int(row["n"] or 0)
-        walk = state.setdefault(key, _Walk())
-        seg = run_segment[e.key]
-        scenario = e.info.scenario(row["scenario"])
-        definition = None if scenario is None else scenario.definition
-        if not walk.runs or seg != walk.run_segment or definition != walk.definition:
+    for e in ordered:
+        fp = e.info.fingerprint
+        if fp not in benchmarks:
             reason = None
-            if walk.runs:
-                last = walk.runs[-1][0]
-                reason = (
-                    run_problem(last.info, e.info)
-                    or (segment_reasons.get(seg) if seg != walk.run_segment else None)
-                    or "different load (scenario definition)"
-                )
-            walk.number += 1
-            walk.run_segment, walk.definition = seg, definition
-            walk.runs, walk.regressed = [(e, value, n)], set()
-            extra.append((*ids, walk.number, reason, *(None,) * 7, False))
-            continue
-        base_entry, base_value, base_n = _baseline(walk.runs, walk.regressed, e)
-        t = ths.get(row["metric"])
-        if t is None:
-            extra.append(
-                (*ids, walk.number, None, base_entry.info.run_id, base_value, *(None,) * 5, False)
-            )
-            walk.runs.append((e, value, n))
-            continue
-        counted = (
-            value_as_judged(judged(r), key, v) for r, v, _ in walk.runs if r.checked != "regressed"
-        )
-        earlier = [v for v in counted if v is not None][-window:]
-        fitted = noise_threshold(t, earlier)
-        low, high = band(base_value, fitted)
-        outside = not low <= value <= high
-        need = samples_needed(t.metric, settings.min_samples, settings.tail_confidence)
-        verdict = "unchanged" if min(n, base_n) >= need else "inconclusive"
-        if outside:
-            group = (row["endpoint"], row["model"], row["scenario"])
-            verdict = judge.verdict(base_entry, e, group, fitted)
-        if verdict == "regressed":
-            walk.regressed.add(e.key)
-        extra.append(
-            (
-                *ids,
-                walk.number,
-                None,
-                base_entry.info.run_id,
-                base_value,
-                fitted.limit,
-                fitted.source,
-                low,
-                high,
-                verdict,
-                outside,
-            )
-        )
-        walk.runs.append((e, value, n))
+            if last_entry is not None:
+                reason = benchmark_difference(last_entry.info, e.info)
+            benchmarks[fp] = _Benchmark(len(benchmarks), reason)
+        b = benchmarks[fp]
+        rows = by_run.get((e.key,))
+        if rows is not None:
+            extra += _judge_run(b, e, rows, ths, window, settings, judge)
+        b.runs.append(e)
+        last_entry = e
     schema = {"folder": pl.String, **{k: pl.String for k in _KEYS}, **_EXTRA_SCHEMA}
     frame = pl.DataFrame(extra, schema=schema, orient="row")
-    return ordered.join(frame, on=["folder", *_KEYS], how="left").with_columns(
+    joined = points.join(frame, on=["folder", *_KEYS], how="left").with_columns(
         pl.when(pl.col("outside")).then(pl.col("verdict")).alias("change")
     )
+    return joined, list(benchmarks.values())
+
+
+def _judge_run(
+    b: _Benchmark,
+    e: RunEntry,
+    rows: pl.DataFrame,
+    ths: Mapping[str, Threshold],
+    window: int,
+    settings: CompareSettings,
+    judge: _Judge,
+) -> list[tuple[Any, ...]]:
+    """The points of one run ``e`` of benchmark ``b`` (module doc), in the schema of
+    _EXTRA_SCHEMA after folder and the series keys; updates ``b`` with the run."""
+
+    def flagged(night: RunEntry) -> frozenset[Group]:
+        if night.checked is not None:
+            return night.flagged
+        return frozenset(b.flags.get(night.key, ()))
+
+    series_rows = list(rows.iter_rows(named=True))
+    groups = sorted({(r["endpoint"], r["model"], r["scenario"]) for r in series_rows})
+    reference: Reference | None = None
+    if b.runs:
+        reference = select_reference(b.runs, e.started, groups, flagged)
+    first = not b.runs
+    out: list[tuple[Any, ...]] = []
+    for row in series_rows:
+        key = (row["endpoint"], row["model"], row["scenario"], row["metric"])
+        group: Group = key[:3]
+        value, n = float(row["value"]), int(row["n"] or 0)
+        ids = (row["folder"], *key)
+        head = (e.info.fingerprint, b.number, b.reason if first else None)
+        ref = None if reference is None else reference.groups.get(group)
+        t = ths.get(row["metric"])
+        earlier = b.values.get(key, {})
+        if ref is None:
+            out.append((*ids, *head, *(None,) * 8, False))
+        else:
+            need = samples_needed(row["metric"], settings.min_samples, settings.tail_confidence)
+            centre = _reference_value(earlier, ref.nights, row["metric"], need)
+            vs = ref.nights[-1].info.run_id
+            if t is None or centre is None:
+                out.append((*ids, *head, vs, centre, len(ref.nights), *(None,) * 5, False))
+            else:
+                noise = series_noise(
+                    b.healthy.get(key, []), row["metric"], len(ref.nights), window=window
+                )
+                fitted = noise_threshold(t, noise)
+                low, high = band(centre, fitted)
+                outside = not low <= value <= high
+                verdict = "unchanged"
+                most = max((earlier[x.key][1] for x in ref.nights if x.key in earlier), default=0)
+                if outside and min(n, most) < need:
+                    verdict = "inconclusive"  # compare's own rule: too few samples
+                elif outside:
+                    found = judge.row(ref.nights, e, group, fitted)
+                    verdict = "not_comparable" if found is None else found.verdict
+                    if found is not None and (
+                        found.verdict == "regressed" or found.confirmation is not None
+                    ):
+                        b.flags.setdefault(e.key, set()).add(group)
+                elif n < need:
+                    verdict = "inconclusive"
+                judged = (vs, centre, len(ref.nights), fitted.limit, fitted.source)
+                out.append((*ids, *head, *judged, low, high, verdict, outside))
+        b.values.setdefault(key, {})[e.key] = (value, n)
+        if unhealthy_scenario(e.info, key[2]) is None:
+            b.healthy.setdefault(key, []).append(value)
+    return out
+
+
+def _left_out(benchmarks: Sequence[_Benchmark]) -> list[tuple[str, str]]:
+    """The runs that are no trend point (their benchmark has one run) or no reference
+    for some scenario (their client was unhealthy there), with why."""
+    out: list[tuple[str, str]] = []
+    for b in benchmarks:
+        if len(b.runs) == 1:
+            only = b.runs[0]
+            out.append(
+                (
+                    only.info.name,
+                    f"the only run of its benchmark ({only.info.fingerprint}:"
+                    f" {only.info.benchmark_info.describe()}): no trend to draw",
+                )
+            )
+            continue
+        for e in b.runs:
+            for s in e.info.scenarios:
+                why = unhealthy_scenario(e.info, s.name)
+                if why is not None:
+                    out.append(
+                        (
+                            e.info.name,
+                            f"{s.name}: no reference and no noise-fit night, since {why}",
+                        )
+                    )
+    return out
 
 
 def load_history(
@@ -312,10 +393,10 @@ def load_history(
     thresholds: Sequence[Threshold] = DEFAULT_THRESHOLDS,
     settings: CompareSettings | None = None,
 ) -> History:
-    """Read every run folder under ``root``: segments, bands and verdicts (module doc).
+    """Read every run folder under ``root``: benchmarks, bands and verdicts (module doc).
 
     ``models`` keeps only those model names (all when empty); ``metrics`` defaults to
-    DEFAULT_HISTORY_METRICS; ``window``: the earlier runs a noise fit uses (newest).
+    DEFAULT_HISTORY_METRICS; ``window``: the earlier nights a noise fit uses (newest).
     A metric without a threshold gets a line but no band and no verdict. Raises
     UsageError for a missing root, an unknown metric or ``window < 2``.
     """
@@ -332,12 +413,25 @@ def load_history(
     points, entries, warnings = read_points(root, metric_list, models)
     judged = {t.metric: t for t in thresholds if t.metric in metric_list}
     s = replace(settings or CompareSettings(), intervals=False)
-    points = _walk(points, entries, judged, window, s)
+    walked, benchmarks = _walk(points, entries, judged, window, s)
+    described = tuple(
+        BenchmarkHistory(
+            b.number,
+            b.runs[0].info.fingerprint,
+            b.runs[0].info.benchmark_info.describe(),
+            len(b.runs),
+            len(b.runs) > 1,
+        )
+        for b in benchmarks
+        if b.runs
+    )
     return History(
         root=str(root),
-        points=points.sort(["started_at", "folder", *_KEYS]),
+        points=walked.sort(["started_at", "folder", *_KEYS]),
         runs=len(entries),
         warnings=tuple(warnings),
         window=window,
         thresholds=tuple(thresholds),
+        benchmarks=described,
+        left_out=tuple(_left_out(benchmarks)),
     )

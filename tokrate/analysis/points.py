@@ -27,11 +27,11 @@ from tokrate.analysis.cache_compare import cache_share
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
-from tokrate.runfolder.comparison import COMPARISON_FILE
+from tokrate.runfolder.comparison import COMPARISON_FILE, Comparison
 from tokrate.runfolder.files import RunFileRefused, read_json
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.store import load_run_info, load_summary, run_folders
+from tokrate.runfolder.store import load_run_info, load_summary, read_acceptance, run_folders
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
 from tokrate.spec.thresholds import RUN_METRICS, SERIES, metric_column
 
@@ -54,15 +54,20 @@ POINT_SCHEMA: Final[dict[str, Any]] = {
 
 @dataclass(frozen=True, slots=True)
 class RunEntry:
-    """One readable, complete run: its folder, run.json, start time and what its own
+    """One readable, complete run: its folder, run.json, start time, what its own
     baseline check recorded (``checked``: comparison.json's verdict, None when it was
-    never checked; ``checked_against``: the run id of the baseline it names)."""
+    never checked; ``checked_against``: the run id of the baseline it names;
+    ``flagged``: the (endpoint, model, scenario) groups whose first measurement
+    regressed, confirmed or not) and ``accepted_at``: when the user accepted its level
+    as the benchmark's new normal (accepted.json; None: never)."""
 
     folder: Path
     info: RunInfo
     started: datetime
     checked: str | None = None
     checked_against: str | None = None
+    flagged: frozenset[tuple[str, str, str]] = frozenset()
+    accepted_at: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -137,21 +142,40 @@ def _reason(err: RunFolderError, folder: Path) -> str:
     return text[len(prefix) :] if text.startswith(prefix) else text
 
 
-def _checked(folder: Path) -> tuple[str | None, str | None]:
-    """What the run's own baseline check recorded: (verdict, baseline run id). A
-    missing or unreadable comparison.json is "never checked" (it is advice here, not
-    data: the run's numbers stand without it)."""
+def _checked(
+    folder: Path,
+) -> tuple[str | None, str | None, frozenset[tuple[str, str, str]]]:
+    """What the run's own baseline check recorded: (verdict, baseline run id, flagged
+    groups). A missing or unreadable comparison.json is "never checked" (it is advice
+    here, not data: the run's numbers stand without it)."""
     try:
         doc = read_json(folder / COMPARISON_FILE)
     except RunFolderError:
-        return None, None
+        return None, None, frozenset()
     if not isinstance(doc, dict) or doc.get("kind") != "tokrate-comparison":
-        return None, None
+        return None, None, frozenset()
     verdict = doc.get("verdict")
-    base = doc.get("baseline")
-    run_id = base.get("run_id") if isinstance(base, dict) else None
-    against = run_id if isinstance(run_id, str) and run_id else None
-    return (verdict if isinstance(verdict, str) else None), against
+    if verdict == "no_baseline":
+        return "no_baseline", None, frozenset()
+    try:
+        comparison = Comparison.from_dict(doc, str(folder / COMPARISON_FILE))
+    except RunFolderError:
+        return None, None, frozenset()
+    flagged = frozenset(
+        r.group
+        for r in comparison.results
+        if r.verdict == "regressed" or r.confirmation is not None
+    )
+    return comparison.verdict, comparison.baseline_run_id or None, flagged
+
+
+def _accepted(folder: Path, warnings: list[str]) -> datetime | None:
+    try:
+        acceptance = read_acceptance(folder)
+    except RunFolderError as err:
+        warnings.append(f"{err}; the run is not counted as accepted")
+        return None
+    return None if acceptance is None else acceptance.accepted_datetime
 
 
 def read_run(
@@ -173,7 +197,7 @@ def read_run(
     if started is None:
         warnings.append(f"skipping {folder}: run.json has no valid started_at")
         return None
-    entry = RunEntry(folder, info, started, *_checked(folder))
+    entry = RunEntry(folder, info, started, *_checked(folder), _accepted(folder, warnings))
     summary: Summary | None = None
     try:
         summary = load_summary(folder)

@@ -211,10 +211,10 @@ def block_length(in_flight: float | None, n: int) -> int:
 
 
 def relative_change_ci(
-    base: np.ndarray,
+    base: np.ndarray | Sequence[np.ndarray],
     cur: np.ndarray,
     q: float | None,
-    blocks: tuple[int, int],
+    blocks: tuple[int | Sequence[int], int],
     *,
     confidence: float,
     resamples: int,
@@ -225,11 +225,23 @@ def relative_change_ci(
 
     Both samples are resampled independently (they are independent runs), each in
     blocks of its own length; the seed mixes ``seed`` with a CRC of ``key`` (the row),
-    so each row is reproducible and rows are independent. (nan, nan) when no
-    replicate ratio is finite.
+    so each row is reproducible and rows are independent. ``base`` may be several
+    nights (a reference, tokrate.analysis.reference) with a block length each: then
+    the baseline's statistic is the median of the nights' own, in every replicate
+    too. (nan, nan) when no replicate ratio is finite.
     """
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    b = block_bootstrap(base, q, resamples, blocks[0], rng)
+    nights = [base] if isinstance(base, np.ndarray) else list(base)
+    night_blocks = [blocks[0]] * len(nights) if isinstance(blocks[0], int) else list(blocks[0])
+    b = np.median(
+        np.stack(
+            [
+                block_bootstrap(v, q, resamples, blk, rng)
+                for v, blk in zip(nights, night_blocks, strict=True)
+            ]
+        ),
+        axis=0,
+    )
     c = block_bootstrap(cur, q, resamples, blocks[1], rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = c / b - 1.0

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from tokrate._version import __version__
-from tokrate.cli._analysis import add_compare, add_history, add_init, add_report
+from tokrate.cli._analysis import add_accept, add_compare, add_history, add_init, add_report
 from tokrate.cli._calibrate import add_calibrate
 from tokrate.cli._common import Parser
 from tokrate.cli._run import add_run
@@ -27,7 +27,16 @@ def build_parser() -> Parser:
     parser = Parser(prog="tokrate", description="Client-side LLM speed benchmarks.")
     parser.add_argument("--version", action="version", version=f"tokrate {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
-    for add in (add_run, add_sim, add_report, add_compare, add_history, add_init, add_calibrate):
+    for add in (
+        add_run,
+        add_sim,
+        add_report,
+        add_compare,
+        add_history,
+        add_accept,
+        add_init,
+        add_calibrate,
+    ):
         add(sub)
     return parser
 

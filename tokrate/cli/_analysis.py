@@ -1,4 +1,4 @@
-"""``tokrate report|compare|history|init``: read stored runs (never measure), render.
+"""``tokrate report|compare|history|accept|init``: read stored runs (never measure), render.
 
 The argparse sections are here; the bodies of report, compare and history, which need
 the analysis stack, are in :mod:`tokrate.cli._analysis_commands`, loaded by name when
@@ -12,7 +12,7 @@ from typing import Final
 
 from tokrate.cli._common import Subparsers, command
 
-__all__ = ["add_compare", "add_history", "add_init", "add_report"]
+__all__ = ["add_accept", "add_compare", "add_history", "add_init", "add_report"]
 
 #: Where the bodies of report, compare and history live (module doc).
 _COMMANDS: Final = "tokrate.cli._analysis_commands"
@@ -104,3 +104,13 @@ def add_history(sub: Subparsers) -> None:
     )
     p.add_argument("-o", "--output", metavar="DIR", help="output folder (default DIR/history)")
     p.set_defaults(func=command(_COMMANDS, "cmd_history"))
+
+
+def add_accept(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "accept",
+        help="accept a run's level as its benchmark's new normal (ends a flagged regression)",
+    )
+    p.add_argument("run", metavar="RUN", help="run folder whose level is intended")
+    p.add_argument("--note", metavar="TEXT", help="why (kept in accepted.json)")
+    p.set_defaults(func=command(_COMMANDS, "cmd_accept"))

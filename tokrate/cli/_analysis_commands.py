@@ -12,6 +12,7 @@ import argparse
 import io
 import sys
 import webbrowser
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -24,12 +25,13 @@ from tokrate.fileio import path_is_dir, write_atomic
 from tokrate.report.build import build_report
 from tokrate.report.history_pages import build_history
 from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
+from tokrate.runfolder.acceptance import Acceptance
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.loaded_run import records_warning
-from tokrate.runfolder.store import LATEST_GOOD
+from tokrate.runfolder.store import LATEST_GOOD, load_run_info, write_acceptance
 from tokrate.spec.thresholds import ThresholdSet
 
-__all__ = ["cmd_compare", "cmd_history", "cmd_report"]
+__all__ = ["cmd_accept", "cmd_compare", "cmd_history", "cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -77,11 +79,15 @@ def _warn_records(folders: list[str]) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     thresholds: ThresholdSet = ThresholdSet(parse_thresholds(args.threshold))
     history = _history_folder(args.thresholds_from_history, Path(args.baseline))
-    noise = None
-    if history is not None:
-        thresholds, noise = fit_thresholds(history, Path(args.current), thresholds)
+    fit = None if history is None else fit_thresholds(history, Path(args.current), thresholds)
     _warn_records([args.baseline, args.current])
-    comparison = compare_runs(Path(args.baseline), Path(args.current), thresholds, noise=noise)
+    comparison = compare_runs(
+        Path(args.baseline),
+        Path(args.current),
+        thresholds if fit is None else fit.thresholds,
+        noise=None if fit is None else fit.source,
+        series_noise=None if fit is None else fit.series,
+    )
     if args.format == "md":
         text = render_markdown(comparison)
     elif args.format == "json":
@@ -145,5 +151,23 @@ def cmd_history(args: argparse.Namespace) -> int:
     print(
         f"history: {history.runs} runs, {history.changes.height} point(s) outside their band"
         f" -> {out / 'history.html'}"
+    )
+    return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Write accepted.json into the run (tokrate.runfolder.acceptance): from now on the
+    nightly reference of its benchmark starts at this run."""
+    folder = Path(args.run)
+    info = load_run_info(folder)
+    if not info.complete:
+        raise UsageError(
+            f"tokrate accept: {folder} is {info.status}; only a complete run can be accepted"
+        )
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    write_acceptance(folder, Acceptance(now, args.note))
+    print(
+        f"accepted {info.name} as the new normal of its benchmark (fingerprint"
+        f" {info.fingerprint}): later nights are judged against it and the nights after it"
     )
     return 0

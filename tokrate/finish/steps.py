@@ -62,15 +62,16 @@ def finish(request: FinishRequest, signals: ChildSignals | None = None) -> list[
         except Exception as err:  # any failure: the run is saved, the report is rebuilt later
             problems.append(_problem("report", err))
     if request.baseline is not None:
-        from tokrate.finish.baseline import baseline_thresholds, check_baseline
+        from tokrate.finish.baseline import check_baseline
+        from tokrate.spec.thresholds import merge_thresholds, parse_threshold
 
         try:
             with signals.abortable():
                 root = request.reports_root or run_dir.parent
-                thresholds, noise = baseline_thresholds(
-                    run_dir, root, request.thresholds, request.thresholds_from_history
+                thresholds = merge_thresholds(parse_threshold(t) for t in request.thresholds)
+                check_baseline(
+                    run_dir, request.baseline, root, thresholds, request.thresholds_from_history
                 )
-                check_baseline(run_dir, request.baseline, root, thresholds, noise=noise)
         except FinishStopped:
             problems.append(_stopped("baseline", signals))
         except TokrateError as err:

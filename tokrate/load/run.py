@@ -73,7 +73,7 @@ from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
-from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
+from tokrate.runfolder.run_info import BenchmarkInfo, LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import (
     RunStore,
     iso_now,
@@ -257,8 +257,10 @@ def _prepare(
         stack.callback(backend.close)
         shards = shard(plan, backend.workers) if backend.workers > 1 else (plan,)
         info = start_info(run_id, spec, targets, plan, backend)
-        config = redactor.value(info.config)
-        store.start(dataclasses.replace(info, config=config, prompts=loaded.sources))
+        info = dataclasses.replace(info, config=redactor.value(info.config), prompts=loaded.sources)
+        # The benchmark of the run as written (secrets already removed), so a reader
+        # deriving it from run.json gets the same fingerprint.
+        store.start(dataclasses.replace(info, benchmark=BenchmarkInfo.of(info)))
         write_checks(store.path, check_entries(prompts))
         # From here a signal stops the load instead (the run folder is complete).
         stopper.enter("measure")

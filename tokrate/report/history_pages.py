@@ -1,27 +1,33 @@
-"""``tokrate history``'s pages: history.html, history.md, history.csv and one chart per
-metric, from a :class:`tokrate.analysis.history.History` (renderers only; every segment,
-band and verdict was computed there).
+"""``tokrate history``'s pages: history.html, history.md, history.csv and, per
+benchmark, one chart per metric, from a :class:`tokrate.analysis.history.History`
+(renderers only; every benchmark, band and verdict was computed there).
 
 history.html goes through the run report's renderer (:mod:`tokrate.report.html`): one
-style, one escaping path, the same no-script CSP. Charts: a line per series over time,
-broken where a new segment starts (a dotted vertical line, numbered, its reason in
-the table below), the band compare judged each run by shaded around it, and a mark on
-every point outside its band, by compare's verdict: ▼ regressed, ▲ improved, ◆ outside
-but not a verdict (not significant, inconclusive, not confirmed). history.md is plain
-Markdown.
+style, one escaping path, the same no-script CSP. One panel set per benchmark with
+more than one run, labelled with what it measures and its fingerprint: per metric a
+line per series over time, the band the nightly gate judged each run by shaded around
+it, and a mark on every point outside its band, by compare's verdict: ▼ regressed,
+▲ improved, ◆ outside but not a verdict (not significant, inconclusive, not
+confirmed). The runs left out (a benchmark of one run, a night whose client was
+unhealthy) are listed with why. history.md is plain Markdown.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
 
-from tokrate.analysis.history import DEFAULT_HISTORY_METRICS, History, load_history
+from tokrate.analysis.history import (
+    DEFAULT_HISTORY_METRICS,
+    BenchmarkHistory,
+    History,
+    load_history,
+)
 from tokrate.analysis.noise import MIN_NOISE_RUNS, NOISE_WINDOW
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
@@ -95,14 +101,18 @@ def _fmt(value: float | None, metric: str) -> str:
 
 def _band_text(history: History) -> str:
     return (
-        "band: what compare would not call a change against the run each point was judged"
-        " against (its recorded baseline, else the latest earlier run of its segment that"
-        " did not regress), with the threshold it judged by (the configured one, widened"
-        f" to the run-to-run noise of the segment's earlier runs once there are"
-        f" {MIN_NOISE_RUNS}, newest {history.window}); marks on exactly the points outside"
-        " their band, by compare's verdict: ▼ regressed, ▲ improved, ◆ not a verdict"
-        " (not significant, inconclusive, not confirmed)"
+        "band: what compare would not call a change against the reference each point was"
+        " judged by (the median of its benchmark's newest good nights before it, since"
+        " the last acceptance), with the threshold it judged by (the configured one,"
+        " widened to the night-to-night noise of the benchmark's earlier healthy nights"
+        f" once there are {MIN_NOISE_RUNS}, newest {history.window}); marks on exactly"
+        " the points outside their band, by compare's verdict: ▼ regressed, ▲ improved,"
+        " ◆ not a verdict (not significant, inconclusive, not confirmed)"
     )
+
+
+def _benchmark_title(b: BenchmarkHistory) -> str:
+    return f"benchmark {b.number + 1} ({b.fingerprint}, {b.runs} runs): {b.description}"
 
 
 def _in_model_order(
@@ -125,11 +135,13 @@ def _series_label(endpoint: str, model: str, scenario: str, multi_ep: bool) -> s
     return f"{endpoint}/{model} {scenario}" if multi_ep else f"{model} {scenario}"
 
 
-def _chart(history: History, metric: str) -> bytes:
+def _chart(history: History, metric: str, fingerprint: str) -> bytes:
     from matplotlib.figure import Figure
 
     unit, factor = _unit(metric)
-    data = history.points.filter(pl.col("metric") == metric)
+    data = history.points.filter(
+        (pl.col("metric") == metric) & (pl.col("benchmark") == fingerprint)
+    )
     multi_ep = data["endpoint"].n_unique() > 1
     fig = Figure(figsize=(9, 4.6), dpi=100, layout="constrained")
     ax = fig.add_subplot()
@@ -143,45 +155,30 @@ def _chart(history: History, metric: str) -> bytes:
         color = colors[str(model)]
         level = levels.index(str(scenario))
         label = _series_label(str(endpoint), str(model), str(scenario), multi_ep)
-        # One line per segment: runs compare would not compare never share a line.
-        for _, seg in g.group_by("segment", maintain_order=True):
-            ax.plot(
-                seg["started_at"].to_list(),
-                (seg["value"] * factor).to_list(),
-                marker=_LEVEL_MARKERS[level % len(_LEVEL_MARKERS)],
-                markersize=4,
-                linestyle=_LEVEL_LINES[level % len(_LEVEL_LINES)],
-                linewidth=1.2,
+        ax.plot(
+            g["started_at"].to_list(),
+            (g["value"] * factor).to_list(),
+            marker=_LEVEL_MARKERS[level % len(_LEVEL_MARKERS)],
+            markersize=4,
+            linestyle=_LEVEL_LINES[level % len(_LEVEL_LINES)],
+            linewidth=1.2,
+            color=color,
+            label=label,
+        )
+        # A band with no upper end (tokens/s with a threshold of -100%) is drawn to
+        # four times the line's top, so it cannot flatten the chart.
+        band = g.filter(pl.col("band_low").is_not_null()).with_columns(
+            pl.min_horizontal("band_high", pl.col("value").max() * 4).alias("band_high")
+        )
+        if band.height:
+            ax.fill_between(
+                band["started_at"].to_list(),
+                (band["band_low"] * factor).to_list(),
+                (band["band_high"] * factor).to_list(),
                 color=color,
-                label=label,
-            )
-            label = "_nolegend_"
-            # A band with no upper end (tokens/s with a threshold of -100%) is drawn to
-            # four times the line's top, so it cannot flatten the chart.
-            band = seg.filter(pl.col("band_low").is_not_null()).with_columns(
-                pl.min_horizontal("band_high", pl.col("value").max() * 4).alias("band_high")
-            )
-            if band.height:
-                ax.fill_between(
-                    band["started_at"].to_list(),
-                    (band["band_low"] * factor).to_list(),
-                    (band["band_high"] * factor).to_list(),
-                    color=color,
-                    alpha=0.15,
-                    linewidth=0,
-                    step="mid",
-                )
-        for start in g.filter(pl.col("segment_reason").is_not_null()).iter_rows(named=True):
-            ax.axvline(start["started_at"], color=color, linestyle=":", linewidth=1)
-            ax.annotate(
-                f"segment {start['segment']}",
-                (start["started_at"], 1.0),
-                xycoords=("data", "axes fraction"),
-                fontsize=7,
-                rotation=90,
-                va="top",
-                ha="right",
-                color=color,
+                alpha=0.15,
+                linewidth=0,
+                step="mid",
             )
         outside = g.filter(pl.col("outside"))
         for row in outside.iter_rows(named=True):
@@ -223,19 +220,23 @@ def _chart_title(metric: str) -> str:
     return f"{metric_words(metric)} over time"
 
 
-def _flat(history: History, metric: str) -> bool:
-    """Whether ``metric`` has one value in every run of every series (an error rate
-    of 0 every night): a chart of it shows nothing, the note says so instead."""
-    values = history.points.filter(pl.col("metric") == metric)["value"].drop_nulls()
+def _flat(history: History, metric: str, fingerprint: str) -> bool:
+    """Whether ``metric`` has one value in every run of every series of a benchmark
+    (an error rate of 0 every night): a chart of it shows nothing, a note says so."""
+    values = history.points.filter(
+        (pl.col("metric") == metric) & (pl.col("benchmark") == fingerprint)
+    )["value"].drop_nulls()
     return bool(values.len()) and values.n_unique() == 1
 
 
-def _table_rows(history: History) -> list[dict[str, str]]:
-    """One row per series: runs, the latest value and band, its verdict, the marks."""
+def _table_rows(history: History, fingerprint: str) -> list[dict[str, str]]:
+    """One row per series of a benchmark: runs, the latest value and band, its verdict,
+    the marks."""
     rows: list[dict[str, str]] = []
     keys = ["endpoint", "model", "scenario", "metric"]
-    multi_ep = history.points["endpoint"].n_unique() > 1
-    for key, g in _in_model_order(history.points.group_by(keys, maintain_order=True)):
+    points = history.points.filter(pl.col("benchmark") == fingerprint)
+    multi_ep = points["endpoint"].n_unique() > 1
+    for key, g in _in_model_order(points.group_by(keys, maintain_order=True)):
         endpoint, model, scenario, metric = (str(k) for k in key)
         g = g.sort("started_at")
         last = g.row(-1, named=True)
@@ -246,15 +247,14 @@ def _table_rows(history: History) -> list[dict[str, str]]:
             f"{_mark(str(r['verdict']))[2]} {r['run_name']} ({r['verdict']})"
             for r in g.filter(pl.col("outside")).iter_rows(named=True)
         ]
-        segments = int(last["segment"]) + 1
         rows.append(
             {
                 "target": _series_label(endpoint, model, scenario, multi_ep),
                 "metric": metric,
-                "runs": str(g.height) + (f" in {segments} segments" if segments > 1 else ""),
+                "runs": str(g.height),
                 "latest": _fmt(last["value"], metric),
                 "band": band,
-                "latest vs its baseline": _latest_words(last),
+                "latest vs its reference": _latest_words(last),
                 "outside the band": ", ".join(marked) or DASH,
             }
         )
@@ -268,10 +268,12 @@ def _latest_words(last: dict[str, Any]) -> str:
     verdict = last["verdict"]
     if not verdict:
         return DASH
+    nights = last.get("reference_nights")
+    against = f"vs {nights} night(s) to {last['vs_run']}" if nights else f"vs {last['vs_run']}"
     if last["outside"] and verdict not in ("regressed", "improved"):
         shown = "not significant" if verdict == "unchanged" else str(verdict).replace("_", " ")
-        return f"outside its band, {shown} (vs {last['vs_run']})"
-    return f"{verdict} (vs {last['vs_run']})"
+        return f"outside its band, {shown} ({against})"
+    return f"{verdict} ({against})"
 
 
 def _verdict_lines(history: History) -> list[str]:
@@ -323,25 +325,27 @@ def _verdict_lines(history: History) -> list[str]:
 _TOLD: Final = ("regressed", "improved", "unchanged", "inconclusive", "not_comparable")
 
 
-def _segment_rows(history: History) -> list[dict[str, str]]:
-    """Where each new segment starts, and why."""
-    starts = history.segment_starts.unique(
-        ["folder", "endpoint", "model", "scenario", "segment"], maintain_order=True
-    )
-    multi_ep = history.points["endpoint"].n_unique() > 1
-    seen: dict[tuple[str, int, str], list[str]] = {}
-    for r in starts.iter_rows(named=True):
-        target = _series_label(r["endpoint"], r["model"], r["scenario"], multi_ep)
-        seen.setdefault((r["run_name"], int(r["segment"]), r["segment_reason"]), []).append(target)
+def _benchmark_rows(history: History) -> list[dict[str, str]]:
+    """The folder's benchmarks: what each measures, its runs, how it differs."""
+    reasons = {
+        int(r["segment"]): str(r["segment_reason"])
+        for r in history.segment_starts.iter_rows(named=True)
+    }
     return [
         {
-            "from run": run,
-            "segment": str(number),
-            "why": reason,
-            "series": ", ".join(sorted(set(targets))),
+            "benchmark": str(b.number + 1),
+            "fingerprint": b.fingerprint,
+            "measures": b.description,
+            "runs": str(b.runs),
+            "drawn": "yes" if b.drawn else "no (one run)",
+            "differs from the one before": reasons.get(b.number, DASH),
         }
-        for (run, number, reason), targets in seen.items()
+        for b in history.benchmarks
     ]
+
+
+def _left_out_rows(history: History) -> list[dict[str, str]]:
+    return [{"run": run, "why": why} for run, why in history.left_out]
 
 
 def _md_table(rows: Sequence[dict[str, str]]) -> list[str]:
@@ -360,13 +364,17 @@ def _where(history: History, out: Path) -> str:
 
 
 def _title(history: History) -> str:
-    return f"tokrate history: {history.runs} runs under {Path(history.root).resolve().name}/"
+    return (
+        f"tokrate history: {history.runs} runs of {len(history.benchmarks)} benchmark(s)"
+        f" under {Path(history.root).resolve().name}/"
+    )
 
 
 def _markdown(
     history: History,
-    rows: list[dict[str, str]],
-    segments: list[dict[str, str]],
+    rows: Mapping[str, list[dict[str, str]]],
+    benchmarks: list[dict[str, str]],
+    left_out: list[dict[str, str]],
     notes: Sequence[str] = (),
 ) -> str:
     """Plain Markdown: our own words as written, names and paths escaped."""
@@ -376,13 +384,16 @@ def _markdown(
         *(f"**{md_escape(line)}**\n" for line in _verdict_lines(history)),
         f"{history.changes.height} point(s) outside their band. {_band_text(history)}.",
         "",
-        *_md_table(rows),
+        *_md_table(benchmarks),
     ]
+    for b in history.benchmarks:
+        if not b.drawn:
+            continue
+        out += ["", f"## {md_escape(_benchmark_title(b))}", "", *_md_table(rows[b.fingerprint])]
     if notes:
         out += ["", *(f"- left out: {md_escape(n)}" for n in notes)]
-    if segments:
-        out += ["", "## Segments", "", "Runs compare would not compare never share a line:", ""]
-        out += _md_table(segments)
+    if left_out:
+        out += ["", "## Runs left out", "", *_md_table(left_out)]
     if history.warnings:
         out += ["", *(f"- warning: {md_escape(w)}" for w in history.warnings)]
     return "\n".join(out) + "\n"
@@ -390,43 +401,76 @@ def _markdown(
 
 def _html(
     history: History,
-    rows: list[dict[str, str]],
-    segments: list[dict[str, str]],
-    charts: dict[str, bytes],
+    rows: Mapping[str, list[dict[str, str]]],
+    benchmarks: list[dict[str, str]],
+    left_out: list[dict[str, str]],
+    charts: Mapping[str, Mapping[str, bytes]],
     *,
     where: str,
     notes: Sequence[str] = (),
 ) -> str:
     band = _band_text(history)
-    lead = [
-        Table(
-            title="Series",
-            header=tuple(rows[0]) if rows else (),
-            rows=tuple(tuple(r.values()) for r in rows),
-            note=f"{history.changes.height} point(s) outside their band; {band}.",
-            numeric=tuple(h in ("latest", "band") for h in (rows[0] if rows else ())),
-        )
-    ]
-    tables = []
-    if segments:
-        tables.append(
+    # The page opens with the latest run's verdicts (i44): the table they quote, the
+    # series of that run's benchmark, comes first as "Series"; the other benchmarks'
+    # tables and the Benchmarks table follow.
+    latest = (
+        history.points.sort("started_at").row(-1, named=True)["benchmark"]
+        if history.points.height
+        else None
+    )
+    lead: list[Table] = []
+    tables: list[Table] = []
+    images: list[ChartImage] = []
+    several = sum(1 for b in history.benchmarks if b.drawn) > 1
+    for b in history.benchmarks:
+        if not b.drawn:
+            continue
+        table_rows = rows[b.fingerprint]
+        first = b.fingerprint == latest and not lead
+        (lead if first else tables).append(
             Table(
-                title="Segments",
-                header=tuple(segments[0]),
-                rows=tuple(tuple(r.values()) for r in segments),
-                note="Runs compare would not compare never share a line: each segment is"
-                " drawn apart, with its own band.",
+                title="Series" if first else _benchmark_title(b),
+                header=tuple(table_rows[0]) if table_rows else (),
+                rows=tuple(tuple(r.values()) for r in table_rows),
+                note=(f"{_benchmark_title(b)}. " if first else "") + f"{band}.",
+                numeric=tuple(
+                    h in ("latest", "band") for h in (table_rows[0] if table_rows else ())
+                ),
             )
         )
-    images = [
-        ChartImage(name=m, title=_chart_title(m), caption=band, png=png)
-        for m, png in charts.items()
-    ]
+        images += [
+            ChartImage(
+                name=f"{b.fingerprint}-{m}",
+                title=(f"benchmark {b.number + 1}: " if several else "") + _chart_title(m),
+                caption=band,
+                png=png,
+            )
+            for m, png in charts[b.fingerprint].items()
+        ]
+    tables.append(
+        Table(
+            title="Benchmarks",
+            header=tuple(benchmarks[0]) if benchmarks else (),
+            rows=tuple(tuple(r.values()) for r in benchmarks),
+            note="Runs of one fingerprint (load settings, levels, prompts, targets, client"
+            " settings) are one benchmark's history; each is drawn apart.",
+        )
+    )
+    if left_out:
+        tables.append(
+            Table(
+                title="Runs left out",
+                header=tuple(left_out[0]),
+                rows=tuple(tuple(r.values()) for r in left_out),
+                note="Not a trend point, or not a reference and no noise-fit night for a level.",
+            )
+        )
     meta: list[tuple[str, Any]] = [
         ("folder", where),
         ("runs", str(history.runs)),
+        ("benchmarks", str(len(history.benchmarks))),
         ("points outside their band", str(history.changes.height)),
-        ("noise window", f"newest {history.window} earlier runs of a segment"),
+        ("noise window", f"newest {history.window} earlier healthy nights of a benchmark"),
         ("thresholds", ", ".join(f"{t.metric} {t.describe()}" for t in history.thresholds)),
     ]
     return render_html(
@@ -444,27 +488,42 @@ def _html(
 
 
 def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
-    """Write history.html, history.md, history.csv and charts/<metric>.png into
-    ``out``. Raises OutputError (one line)."""
+    """Write history.html, history.md, history.csv and
+    charts/<fingerprint>/<metric>.png (one folder per drawn benchmark) into ``out``.
+    Raises OutputError (one line)."""
     try:
         make_folder(out / "charts", inside=out)
-        rows = _table_rows(history)
-        segments = _segment_rows(history)
-        charts: dict[str, bytes] = {}
+        rows = {b.fingerprint: _table_rows(history, b.fingerprint) for b in history.benchmarks}
+        benchmarks = _benchmark_rows(history)
+        left_out = _left_out_rows(history)
+        charts: dict[str, dict[str, bytes]] = {}
         notes: list[str] = []
-        for metric in metrics:
-            if _flat(history, metric):
-                value = history.points.filter(pl.col("metric") == metric)["value"].drop_nulls()
-                notes.append(
-                    f"{_chart_title(metric)}: left out, {_fmt(float(value[0]), metric)} in "
-                    "every run of every series (nothing changed to draw)"
-                )
+        for b in history.benchmarks:
+            if not b.drawn:
                 continue
-            charts[metric] = _chart(history, metric)
-            write_atomic(out / "charts" / f"{metric}.png", charts[metric])
-        text = _markdown(history, rows, segments, notes)
-        write_atomic(out / "history.md", text.encode("utf-8"))
-        page = _html(history, rows, segments, charts, where=_where(history, out), notes=notes)
+            folder = out / "charts" / b.fingerprint
+            make_folder(folder, inside=out)
+            charts[b.fingerprint] = {}
+            for metric in metrics:
+                if _flat(history, metric, b.fingerprint):
+                    data = history.points.filter(
+                        (pl.col("metric") == metric) & (pl.col("benchmark") == b.fingerprint)
+                    )
+                    value = float(data["value"].drop_nulls()[0])
+                    notes.append(
+                        f"benchmark {b.number + 1}: {_chart_title(metric)}: left out,"
+                        f" {_fmt(value, metric)} in every run of every series (nothing"
+                        " changed to draw)"
+                    )
+                    continue
+                png = _chart(history, metric, b.fingerprint)
+                charts[b.fingerprint][metric] = png
+                write_atomic(folder / f"{metric}.png", png)
+        md = _markdown(history, rows, benchmarks, left_out, notes)
+        write_atomic(out / "history.md", md.encode("utf-8"))
+        page = _html(
+            history, rows, benchmarks, left_out, charts, where=_where(history, out), notes=notes
+        )
         write_atomic(out / "history.html", page.encode("utf-8"))
         csv = io.BytesIO()
         history.points.with_columns(pl.col("started_at").dt.to_string("iso")).write_csv(csv)

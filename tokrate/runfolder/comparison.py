@@ -23,7 +23,12 @@ Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
     3: a percentile needs MLPerf LoadGen's early-stopping minimum at 99% confidence
        (settings "tail_confidence" replaces "min_tail_samples"); rows carry
        "baseline_es" and "current_es" (the early-stopping estimates of a p90, p95 or
-       p99, null otherwise or below the samples they need).
+       p99, null otherwise or below the samples they need), "noise_nights" and
+       "noise_limit" (the series' earlier healthy nights of the benchmark and the
+       noise limit they give, null with fewer than 5 or without a fit),
+       "baseline_runs" (the nights whose median the baseline value is); a document
+       "reference" (a nightly check's reference nights: run ids, names, window,
+       accepted run; null for a single baseline run).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ __all__ = [
     "Confirmation",
     "MetricResult",
     "NoiseSource",
+    "ReferenceInfo",
     "Verdict",
     "combined_exit",
     "read_comparison",
@@ -67,7 +73,7 @@ COMPARISON_SCHEMA_VERSION: Final = 3
 COMPARISON_SCHEMA_HISTORY: Final[dict[int, str]] = {
     1: "first version",
     2: "inconclusive verdicts, both runs' warnings, confirmation, unconfirmed, noise",
-    3: "early-stopping sample minimum (tail_confidence) and estimates per row",
+    3: "early-stopping sample minimum and estimates, noise per row, reference nights",
 }
 
 Verdict = Literal["improved", "unchanged", "regressed", "inconclusive", "not_comparable"]
@@ -191,6 +197,33 @@ class NoiseSource:
 
 
 @dataclass(frozen=True, slots=True)
+class ReferenceInfo:
+    """The nights a nightly check judged against (tokrate.analysis.reference): their
+    run ids and names, oldest first, the window (the most nights a group's reference
+    is the median of) and the run id of the acceptance it starts at (None: none)."""
+
+    run_ids: tuple[str, ...]
+    names: tuple[str, ...]
+    window: int
+    accepted: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": list(self.run_ids),
+            "names": list(self.names),
+            "window": self.window,
+            "accepted": self.accepted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> ReferenceInfo:
+        r = JsonReader(data, where)
+        runs = r.strings("runs")
+        names = r.strings("names") or runs
+        return cls(runs, names, r.opt_int("window") or len(runs), r.opt_str("accepted"))
+
+
+@dataclass(frozen=True, slots=True)
 class MetricResult:
     """One (target, scenario, metric) verdict.
 
@@ -222,6 +255,12 @@ class MetricResult:
     #: None for other statistics or below the samples they need.
     baseline_es: float | None = None
     current_es: float | None = None
+    #: The series' history (tokrate.analysis.noise): its earlier healthy nights of the
+    #: benchmark and the noise limit they give (None with too few, or without a fit).
+    noise_nights: int = 0
+    noise_limit: float | None = None
+    #: How many nights the baseline value is the median of (1: one baseline run).
+    baseline_runs: int = 1
 
     @property
     def key(self) -> SeriesKey:
@@ -254,6 +293,9 @@ class MetricResult:
             "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
             "baseline_es": self.baseline_es,
             "current_es": self.current_es,
+            "noise_nights": self.noise_nights,
+            "noise_limit": self.noise_limit,
+            "baseline_runs": self.baseline_runs,
         }
 
     @classmethod
@@ -292,6 +334,9 @@ class MetricResult:
             else Confirmation.from_dict(again, f"{where}: confirmation"),
             baseline_es=r.opt_float("baseline_es"),
             current_es=r.opt_float("current_es"),
+            noise_nights=r.opt_int("noise_nights") or 0,
+            noise_limit=r.opt_float("noise_limit"),
+            baseline_runs=r.opt_int("baseline_runs") or 1,
         )
 
 
@@ -349,9 +394,16 @@ class Comparison:
     noise: NoiseSource | None = None
     #: Whether a confirmation measurement (``<current>/confirm``) was read.
     confirmed: bool = False
+    #: A nightly check's reference nights; None when judged against one baseline run.
+    reference: ReferenceInfo | None = None
 
     @property
     def baseline_name(self) -> str:
+        """The baseline run's name, or the reference's nights ("the 10 latest good
+        nights, n03 … n12")."""
+        ref = self.reference
+        if ref is not None and len(ref.names) > 1:
+            return f"the {len(ref.names)} latest good nights ({ref.names[0]} … {ref.names[-1]})"
         return self.baseline_label or self.baseline_run_id
 
     @property
@@ -446,6 +498,7 @@ class Comparison:
                 {"endpoint": e, "model": m, "scenario": sc} for e, m, sc in self.unconfirmed
             ],
             "noise": None if self.noise is None else self.noise.to_dict(),
+            "reference": None if self.reference is None else self.reference.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -486,6 +539,7 @@ class Comparison:
             tail_confidence=st.opt_float("tail_confidence") or defaults.tail_confidence,
         )
         noise = r.opt_mapping("noise")
+        reference = r.opt_mapping("reference")
         results = tuple(
             MetricResult.from_dict(row, f"{where}: results[{i}]", metrics)
             for i, row in enumerate(r.items("results"))
@@ -521,6 +575,9 @@ class Comparison:
             ),
             noise=None if noise is None else NoiseSource.from_dict(noise, f"{where}: noise"),
             confirmed=bool(r.opt_bool("confirmed")),
+            reference=None
+            if reference is None
+            else ReferenceInfo.from_dict(reference, f"{where}: reference"),
         )
 
 

@@ -15,6 +15,7 @@ billions of parameters; prices USD.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ __all__ = [
     "RUN_KIND",
     "RUN_LAYOUT_HISTORY",
     "RUN_LAYOUT_VERSION",
+    "BenchmarkInfo",
     "ConnectionSetup",
     "LoopLagInfo",
     "NodeInfo",
@@ -51,13 +53,36 @@ RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
     " server_metrics, calibration, prompts, nodes,"
     " targets[].size_source/bytes_source/served/prompt_cache/price_cached_in_per_m,"
-    " loop_lag.scenarios, spend, stopped)"
+    " loop_lag.scenarios, spend, stopped, benchmark)"
 }
 RUN_KIND: Final = "tokrate-run"
 
 #: Load settings outside the scenario list that change what a latency means; two runs
 #: whose values differ are not comparable.
 _LOAD_IDENTITY_KEYS: Final = ("mode", "burstiness", "ignore_eos", "targets", "arrival")
+#: The load settings of a benchmark's identity (BenchmarkInfo): the comparability keys
+#: and the warm-up, which decides how warm the server is when the window opens. Not
+#: the request count, duration or seed: a run that sends more requests of the same
+#: load and prompts measures the same thing, more precisely.
+_BENCHMARK_LOAD_KEYS: Final = (
+    *_LOAD_IDENTITY_KEYS,
+    "warmup_requests",
+    "warmup_s",
+    "ramp_up_s",
+    "capacity",
+)
+#: Prompt generators a benchmark may use (config ``prompts`` tables).
+_GENERATORS: Final = ("synthetic", "sessions", "grid", "shared_prefix")
+#: The client settings of a benchmark's identity: what the requests ask for and how
+#: they are streamed, not timeouts, retries or connection handling.
+_BENCHMARK_CLIENT_KEYS: Final = (
+    "kind",
+    "api",
+    "include_usage",
+    "unique_prompts",
+    "extra_body",
+    "body_overrides",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +190,11 @@ class ScenarioInfo:
     def definition(self) -> tuple[int | None, float | None, str | None]:
         """What must match for two runs' scenarios of this name to be comparable."""
         return (self.concurrency, self.rate_rps, self.arrival)
+
+    @property
+    def definition_named(self) -> tuple[str, int | None, float | None, str | None]:
+        """The scenario's name and definition (a benchmark's identity lists them)."""
+        return (self.name, *self.definition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,6 +515,81 @@ def _frozen_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def _without_defaults(value: Any) -> Any:
+    """``value`` without the entries that say nothing (None, false, 0, empty): a key a
+    later tokrate adds with such a default leaves an older run's identity unchanged."""
+    if isinstance(value, Mapping):
+        kept = {str(k): _without_defaults(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, False, 0, 0.0, "", [], {})}
+    if isinstance(value, list | tuple):
+        return [_without_defaults(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkInfo:
+    """Which benchmark a run measured: its ``identity`` (the load settings, the
+    scenario levels, the prompts, the targets and the client settings that decide what
+    the numbers mean; nothing about the machine, the request count or the outcome) and
+    ``fingerprint``, 16 hex digits of its BLAKE2b hash. Runs with one fingerprint are one
+    benchmark's history: the nightly gate's noise fit and reference, ``latest-good``
+    and ``tokrate history`` are keyed by it, so runs of other benchmarks in the same
+    folder change nothing for it. Derived from run.json's own fields
+    (:meth:`of`), so a run older than the key gets the same fingerprint its
+    benchmark's newer runs store."""
+
+    fingerprint: str
+    identity: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, info: RunInfo) -> BenchmarkInfo:
+        config = info.config
+        load = config.get("load")
+        client = config.get("client")
+        identity: dict[str, Any] = {
+            "load": {k: load.get(k) for k in _BENCHMARK_LOAD_KEYS}
+            if isinstance(load, Mapping)
+            else {},
+            "scenarios": [list(s.definition_named) for s in info.scenarios],
+            "prompts": config.get("prompts"),
+            "targets": sorted([t.endpoint, t.model] for t in info.targets),
+            "client": {k: client.get(k) for k in _BENCHMARK_CLIENT_KEYS}
+            if isinstance(client, Mapping)
+            else {},
+            "simulator_time_scale": info.time_scale,
+        }
+        canonical = _without_defaults(identity)
+        digest = hashlib.blake2b(_frozen_json(canonical).encode(), digest_size=8).hexdigest()
+        return cls(digest, canonical)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> BenchmarkInfo:
+        r = JsonReader(data, where)
+        fingerprint = r.str_("fingerprint")
+        if not fingerprint:
+            raise RunFolderError(f"{where}: fingerprint is missing")
+        return cls(fingerprint, dict(r.mapping("identity")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fingerprint": self.fingerprint, "identity": dict(self.identity)}
+
+    def describe(self) -> str:
+        """What the benchmark measures, in a line: "sim/sim-7b, sim/sim-70b at c=8;
+        prompts: synthetic" (names as run.json has them)."""
+        targets = ", ".join("/".join(map(str, t)) for t in self.identity.get("targets", ()))
+        levels = ", ".join(str(s[0]) for s in self.identity.get("scenarios", ()))
+        prompts = self.identity.get("prompts")
+        sources: list[str] = []
+        if isinstance(prompts, Mapping):
+            sources += [f"file {p}" for p in prompts.get("paths", ())]
+            sources += [f"set {p}" for p in prompts.get("sets", ())]
+            sources += [k for k in _GENERATORS if k in prompts]
+        return (
+            f"{targets or 'no targets'} at {levels or 'no levels'};"
+            f" prompts: {', '.join(sources) or 'the default set'}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """run.json. Frozen; derive a changed copy with :func:`dataclasses.replace`.
@@ -532,6 +637,9 @@ class RunInfo:
     #: Stopping rules that ended sending early (empty: the plan ran to its end, or a
     #: signal stopped it: ``status`` says so).
     stopped: tuple[StopInfo, ...] = ()
+    #: Which benchmark this run measured, as written when it started (None in runs
+    #: older than the key: :attr:`benchmark_info` derives it).
+    benchmark: BenchmarkInfo | None = None
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -601,6 +709,16 @@ class RunInfo:
         return out
 
     @property
+    def benchmark_info(self) -> BenchmarkInfo:
+        """The run's benchmark: as run.json records it, else derived (BenchmarkInfo.of)."""
+        return self.benchmark if self.benchmark is not None else BenchmarkInfo.of(self)
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of the benchmark this run measured (BenchmarkInfo)."""
+        return self.benchmark_info.fingerprint
+
+    @property
     def prompts_identity(self) -> str | None:
         """The prompts configuration as canonical JSON (None when not recorded)."""
         prompts = self.config.get("prompts")
@@ -643,6 +761,8 @@ class RunInfo:
         }
         if self.calibration is not None:
             out["calibration"] = dict(self.calibration)
+        if self.benchmark is not None:
+            out["benchmark"] = self.benchmark.to_dict()
         out.update(self.extra)
         return out
 
@@ -669,6 +789,7 @@ class RunInfo:
         slo = r.opt_mapping("slo")
         calibration = r.opt_mapping("calibration")
         spend = r.opt_mapping("spend")
+        benchmark = r.opt_mapping("benchmark")
         info = cls(
             run_id=run_id,
             label=r.opt_str("label"),
@@ -705,6 +826,9 @@ class RunInfo:
             calibration=None if calibration is None else dict(calibration),
             spend=None if spend is None else SpendInfo.from_dict(spend, f"{where}: spend"),
             stopped=_each(r.items("stopped"), StopInfo.from_dict, f"{where}: stopped"),
+            benchmark=None
+            if benchmark is None
+            else BenchmarkInfo.from_dict(benchmark, f"{where}: benchmark"),
         )
         return dataclasses.replace(info, extra=r.extra())
 

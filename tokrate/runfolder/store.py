@@ -11,6 +11,8 @@ Layout version 1 (docs/run-folder.md):
                       capacity search (before summary.json, which carries it too)
     comparison.json   :class:`tokrate.runfolder.comparison.Comparison` of a baseline
     comparison.md     check, and its markdown
+    accepted.json     :class:`tokrate.runfolder.acceptance.Acceptance`: the user accepted
+                      this run's level as its benchmark's new normal (``tokrate accept``)
     server_metrics.parquet  the endpoints' /metrics samples (tokrate.runfolder.server_metrics),
                       only when a metrics_url was scraped (tokrate.load.scrape);
                       written before run.json
@@ -24,7 +26,7 @@ half-written.
 Writers: :class:`RunStore` while the run measures (run.json, records.jsonl); after the
 load, the finishing process (tokrate.finish) writes the rest with the functions here,
 one per file: :func:`write_run_info`, :func:`write_summary`, :func:`write_capacity`,
-:func:`write_comparison`, and records.parquet with
+:func:`write_comparison`, :func:`write_acceptance`, and records.parquet with
 :func:`tokrate.runfolder.loaded_run.write_records_parquet`; server_metrics.parquet is
 :func:`tokrate.runfolder.server_metrics.write_server_metrics`'s and the report writes its
 own files (report.html, summary.md, charts/). Nothing else writes a run folder's files.
@@ -54,6 +56,7 @@ import orjson
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import FileRefused, create_new, cut_after_last_line, write_atomic
 from tokrate.redact import strip_control
+from tokrate.runfolder.acceptance import ACCEPTANCE_FILE, Acceptance
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
@@ -74,10 +77,12 @@ __all__ = [
     "load_summary",
     "new_run_id",
     "point_latest_good",
+    "read_acceptance",
     "read_capacity",
     "read_routing",
     "resolve_latest_good",
     "run_folders",
+    "write_acceptance",
     "write_capacity",
     "write_comparison",
     "write_run_info",
@@ -307,6 +312,20 @@ def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
     folder = Path(run_dir)
     _write(folder / COMPARISON_FILE, document.encode("utf-8"))
     _write(folder / _COMPARISON_MD, markdown.encode("utf-8"))
+
+
+def write_acceptance(run_dir: Path | str, acceptance: Acceptance) -> None:
+    """accepted.json (tokrate.runfolder.acceptance), replacing an earlier one: accepting
+    a run again moves the moment of acceptance. Raises OutputError."""
+    _write(Path(run_dir) / ACCEPTANCE_FILE, _dump(acceptance.to_dict()))
+
+
+def read_acceptance(run_dir: Path | str) -> Acceptance | None:
+    """accepted.json of a run folder, None when the run was never accepted. Raises
+    RunFolderError (one line naming the file) for an unreadable one."""
+    file = Path(run_dir) / ACCEPTANCE_FILE
+    data = read_json(file)
+    return None if data is None else Acceptance.from_dict(data, str(file))
 
 
 #: The routing table's file (tokrate.analysis.routing; docs/quality.md).
