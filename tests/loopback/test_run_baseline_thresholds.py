@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,27 @@ def test_run_with_baseline_prints_the_verdicts_and_a_one_line_result(
     assert result.startswith("baseline first: ")
     assert ("REGRESSION" in result) == (code == 1)
     assert "regressed" in result and "unchanged" in result
+    # --quiet: the verdict line, one line per regressed or inconclusive metric and where
+    # comparison.md is; --junit and --metrics-file for CI.
+    junit, prom = tmp_path / "gate.xml", tmp_path / "tokrate.prom"
+    code = run(
+        "third",
+        "--baseline",
+        "latest-good",
+        "--quiet",
+        "--junit",
+        str(junit),
+        "--metrics-file",
+        str(prom),
+    )
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[-1] == f"comparison: {tmp_path / 'third' / 'comparison.md'}"
+    # 12 requests: the p95 rows are too few to judge, and each says so on its line.
+    inconclusive = [ln for ln in lines if ln.startswith("inconclusive: ")]
+    assert any("ttft_p95" in ln and "too few" in ln for ln in inconclusive), lines
+    assert code == 3 or any(ln.startswith("regressed: ") for ln in lines)
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and int(suite.get("skipped", "0")) == len(inconclusive)
+    assert "tokrate_ttft_seconds{" in prom.read_text()

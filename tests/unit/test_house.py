@@ -59,7 +59,8 @@ _WRITERS = {
     "tokrate/report/build.py": "report.html, summary.md, charts/",
     "tokrate/report/history_pages.py": "tokrate history's pages (not a run folder)",
     "tokrate/spec/init_template.py": "tokrate init's config file",
-    "tokrate/cli/_analysis_commands.py": "tokrate compare --output FILE",
+    "tokrate/cli/_analysis_commands.py": "tokrate compare --output FILE, --junit FILE",
+    "tokrate/cli/_run.py": "tokrate run --junit FILE, --metrics-file FILE",
 }
 _WRITE_CALLS = (
     "write_atomic",

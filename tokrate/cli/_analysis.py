@@ -86,6 +86,12 @@ def add_compare(sub: Subparsers) -> None:
         "--format", choices=("md", "json", "table"), default="table", help="default: table"
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write there instead of stdout")
+    p.add_argument(
+        "--junit",
+        metavar="PATH",
+        help="also write the verdicts as JUnit XML (a testcase per target, level and"
+        " metric; a failure per regression) for CI test reports",
+    )
     p.set_defaults(func=command(_COMMANDS, "cmd_compare"))
 
 

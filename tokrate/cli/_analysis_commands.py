@@ -25,6 +25,7 @@ from tokrate.fileio import path_is_dir, write_atomic
 from tokrate.report.build import build_report
 from tokrate.report.history_pages import build_history
 from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
+from tokrate.report.terminal.junit import junit_xml
 from tokrate.runfolder.acceptance import Acceptance
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.loaded_run import records_warning
@@ -88,6 +89,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         noise=None if fit is None else fit.source,
         series_noise=None if fit is None else fit.series,
     )
+    if args.junit:
+        try:
+            write_atomic(Path(args.junit), junit_xml(comparison))
+        except OSError as err:
+            raise OutputError(f"{args.junit}: cannot write the JUnit file ({err})") from None
     if args.format == "md":
         text = render_markdown(comparison)
     elif args.format == "json":

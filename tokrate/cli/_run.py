@@ -136,7 +136,24 @@ def add_run(sub: Subparsers) -> None:
         help="search each target's highest load meeting every [slo] instead of a sweep"
         " (settings: [load] capacity; see docs/running.md)",
     )
-    a("--quiet", action="store_true", help="no live progress and no summary table")
+    a(
+        "--junit",
+        metavar="PATH",
+        help="with --baseline: write the verdicts as JUnit XML (one testcase per target,"
+        " level and metric; a failure per regression) for CI test reports",
+    )
+    a(
+        "--metrics-file",
+        metavar="PATH",
+        help="write the run's headline figures per target and level as a Prometheus text"
+        " file (node_exporter's textfile collector; docs/regressions.md)",
+    )
+    a(
+        "--quiet",
+        action="store_true",
+        help="no live progress and no summary table; with --baseline one line per"
+        " regressed or inconclusive metric and the path of comparison.md",
+    )
     a("--json", action="store_true", help="print summary.json to stdout")
     a("--no-report", action="store_true", help="skip charts and HTML")
     a("--time-scale", type=float, metavar="X", help="simulator only: speed factor of its clock")
@@ -321,6 +338,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tokrate.load.run import run_benchmark
 
     spec = _spec_from_args(args)
+    if args.junit and not spec.baseline:
+        raise UsageError("tokrate run: --junit needs --baseline (it writes the verdicts)")
     err = Console(stderr=True)
     result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
     if args.json:
@@ -345,7 +364,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if result.baseline_result is not None:
         err.print(result.baseline_result, markup=False, highlight=False, soft_wrap=True)
+    _gate_outputs(args, result, err)
     return result.exit_code
+
+
+def _gate_outputs(args: argparse.Namespace, result: RunResult, err: Console) -> None:
+    """What the nightly gate says to CI besides the exit code: the ``--metrics-file``;
+    with ``--quiet`` one line per regressed or inconclusive metric, the detectable
+    changes and the path of comparison.md; the ``--junit`` file."""
+    from pathlib import Path
+
+    from tokrate.errors import OutputError
+    from tokrate.fileio import write_atomic
+    from tokrate.report.terminal.comparison_text import attention_lines, detectable_lines
+    from tokrate.report.terminal.junit import junit_xml
+
+    if args.metrics_file and result.summary is not None:
+        from tokrate.report.terminal.metrics_file import metrics_text
+        from tokrate.runfolder.store import load_run_info
+
+        text = metrics_text(result.summary, load_run_info(result.run_dir))
+        try:
+            write_atomic(Path(args.metrics_file), text.encode("utf-8"))
+        except OSError as e:
+            raise OutputError(f"{args.metrics_file}: cannot write the metrics file ({e})") from None
+    comparison = result.comparison
+    if comparison is None:
+        return
+    if args.quiet:
+        for line in [*attention_lines(comparison), *detectable_lines(comparison)]:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        err.print(
+            f"comparison: {result.run_dir / 'comparison.md'}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if args.junit:
+        try:
+            write_atomic(Path(args.junit), junit_xml(comparison))
+        except OSError as e:
+            raise OutputError(f"{args.junit}: cannot write the JUnit file ({e})") from None
 
 
 def _print_tables(result: RunResult, out: Console) -> None:

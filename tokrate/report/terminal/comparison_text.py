@@ -26,7 +26,9 @@ from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 __all__ = [
     "baseline_verdict_line",
     "confirmation_text",
+    "attention_lines",
     "describe_change",
+    "detectable_lines",
     "es_values",
     "footnote",
     "format_value",
@@ -151,6 +153,66 @@ def noise_line(c: Comparison) -> str | None:
     )
 
 
+def _limit_text(metric: str, limit: float) -> str:
+    """A noise limit as the change it stands for: ``±38%`` (a ratio), ``±1.2pp`` (a rate)."""
+    if metric in ABSOLUTE_METRICS:
+        return f"±{limit * 100:.1f}pp"
+    return f"±{limit:.0%}"
+
+
+def detectable_lines(c: Comparison, *, per_series: bool = False) -> list[str]:
+    """The smallest change the benchmark's history lets the gate detect, per metric
+    (``per_series``: per row): the noise limit of its series (tokrate.analysis.noise),
+    "on these 12 nights ttft_p95 moves ±38% (sim-70b c=8; ±12-38% over 4 series):
+    smaller changes cannot be told from noise". Empty without fitted rows."""
+    rows = [r for r in _ordered(c) if r.noise_limit is not None and math.isfinite(r.noise_limit)]
+    if per_series:
+        return [
+            f"{r.label} {r.metric}: on these {r.noise_nights} nights it moves"
+            f" {_limit_text(r.metric, r.noise_limit or 0.0)}: smaller changes cannot be told"
+            " from noise"
+            for r in rows
+        ]
+    by_metric: dict[str, list[MetricResult]] = {}
+    for r in rows:
+        by_metric.setdefault(r.metric, []).append(r)
+    out = []
+    for metric, group in by_metric.items():
+        widest = max(group, key=lambda r: r.noise_limit or 0.0)
+        nights = sorted({r.noise_nights for r in group})
+        span = f"{nights[0]}" if len(nights) == 1 else f"{nights[0]}-{nights[-1]}"
+        limit = _limit_text(metric, widest.noise_limit or 0.0)
+        spread = ""
+        if len(group) > 1:
+            low = _limit_text(metric, min(r.noise_limit or 0.0 for r in group))
+            spread = f"; {low} to {limit[1:]} over {len(group)} series"
+        out.append(
+            f"on these {span} nights {metric} moves {limit} ({widest.label}{spread}):"
+            " smaller changes cannot be told from noise"
+        )
+    return out
+
+
+def attention_lines(c: Comparison) -> list[str]:
+    """One line per regressed or inconclusive row, regressions first: target and
+    level, metric, change with its interval, verdict and why (``--quiet``)."""
+    order = {"regressed": 0, "inconclusive": 1}
+    rows = sorted((r for r in _ordered(c) if r.verdict in order), key=lambda r: order[r.verdict])
+    out = []
+    for r in rows:
+        line = f"{r.verdict}: {r.label} {r.metric} {describe_change(r)}"
+        if r.verdict == "regressed":
+            th = r.threshold.describe() if r.threshold is not None else DASH
+            line += f" (threshold {th})"
+            again = confirmation_text(r)
+            if again is not None:
+                line += f"; {again}"
+        else:
+            line += f" ({r.reason})"
+        out.append(line)
+    return out
+
+
 def headline(c: Comparison) -> str:
     """The verdict line: what was decided, the counts, which runs."""
     return (
@@ -259,6 +321,10 @@ def render_markdown(c: Comparison) -> str:
     noise = noise_line(c)
     if noise is not None:
         out += ["", md_escape(noise)]
+    detectable = detectable_lines(c, per_series=True)
+    if detectable:
+        out += ["", "Smallest change this history lets the gate detect (its noise limit):", ""]
+        out += [f"- {md_escape(line)}" for line in detectable]
     return "\n".join(out) + "\n"
 
 
