@@ -25,7 +25,7 @@ def test_sample_nightly_toml_loads(tmp_path: Path) -> None:
     """The sample is examples/nightly.toml verbatim (the config the false-alarm benchmark
     measures), and it is a nightly: two tiers at a concurrency where batching matters,
     enough requests for a judged p95, fixed prompts."""
-    from tokrate.analysis.compare import samples_needed
+    from tokrate.analysis.early_stopping import samples_needed
 
     sample = _block("toml", "### Sample `nightly.toml`")
     assert sample == (ROOT / "examples" / "nightly.toml").read_text(encoding="utf-8")

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from tokrate.analysis.compare import (
     compare_runs,
     judge,
-    samples_needed,
 )
+from tokrate.analysis.early_stopping import samples_needed
 from tokrate.analysis.health import (
     BASELINE_LAG_FACTOR,
     OVERLOAD_FACTOR,

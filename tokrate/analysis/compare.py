@@ -14,7 +14,7 @@ threshold a row reports the baseline value, the current value, the change, a see
 - ``unchanged``: anything else ("not significant" is an answer);
 - ``inconclusive``: the row cannot be judged: too few samples for its statistic (a
   percentile needs MLPerf LoadGen's early-stopping minimum at 99% confidence:
-  :func:`samples_needed`, 130 for a p95), or a change past its threshold that an
+  :func:`tokrate.analysis.early_stopping.samples_needed`, 130 for a p95), or a change past its threshold that an
   overloaded client could have made (:mod:`tokrate.analysis.health`);
 - ``not_comparable``: the target or scenario is missing on one side, or the prompts or
   the load differ.
@@ -52,8 +52,7 @@ from tokrate.analysis.cache_compare import compare_cache_hit_rate, has_cached_to
 from tokrate.analysis.capacity_compare import compare_capacities
 from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
-from tokrate.analysis.early_stopping import CONFIDENCE as ES_CONFIDENCE
-from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank, min_samples
+from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank, samples_needed
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.noise import SeriesNoise
@@ -86,23 +85,7 @@ __all__ = [
     "compare_loaded",
     "compare_runs",
     "load_confirmation",
-    "samples_needed",
 ]
-
-
-def samples_needed(metric: str, least: int, confidence: float = ES_CONFIDENCE) -> int:
-    """Values each side needs for ``metric`` to be judged: a percentile q MLPerf
-    LoadGen's early-stopping minimum at ``confidence`` (the fewest samples on which q
-    can be certified: 11 for a p50, 64 for a p90, 130 for a p95, 662 for a p99 at 99%;
-    tokrate.analysis.early_stopping), at least ``least`` (CompareSettings.min_samples);
-    a mean or a rate ``least``. Below that a percentile rests on its top one or two
-    requests, and one slow request moves it."""
-    if metric in (*ABSOLUTE_METRICS, "capacity"):
-        return least
-    _, q = metric_column(metric)
-    if q is None:
-        return least
-    return max(least, min_samples(q, confidence))
 
 
 def _es(values: np.ndarray, q: float | None) -> float | None:

@@ -35,10 +35,13 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Final
 
+from tokrate.spec.thresholds import ABSOLUTE_METRICS, metric_column
+
 __all__ = [
     "CONFIDENCE",
     "ES_QUANTILES",
     "binomial_cdf",
+    "samples_needed",
     "certified_rank",
     "estimate",
     "min_samples",
@@ -122,3 +125,18 @@ def estimate(values: Iterable[float], q: float, confidence: float = CONFIDENCE) 
     if rank is None:
         return None
     return ordered[len(ordered) - rank]
+
+
+def samples_needed(metric: str, least: int, confidence: float = CONFIDENCE) -> int:
+    """Values each side needs for ``metric`` to be judged: a percentile q MLPerf
+    LoadGen's early-stopping minimum at ``confidence`` (the fewest samples on which q
+    can be certified: 11 for a p50, 64 for a p90, 130 for a p95, 662 for a p99 at 99%;
+    tokrate.analysis.early_stopping), at least ``least`` (CompareSettings.min_samples);
+    a mean or a rate ``least``. Below that a percentile rests on its top one or two
+    requests, and one slow request moves it."""
+    if metric in (*ABSOLUTE_METRICS, "capacity"):
+        return least
+    _, q = metric_column(metric)
+    if q is None:
+        return least
+    return max(least, min_samples(q, confidence))

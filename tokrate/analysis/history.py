@@ -66,8 +66,8 @@ from tokrate.analysis.compare import (
     better_limit,
     compare_loaded,
     load_confirmation,
-    samples_needed,
 )
+from tokrate.analysis.early_stopping import samples_needed
 from tokrate.analysis.health import unhealthy_scenario
 from tokrate.analysis.metrics import analysed
 from tokrate.analysis.noise import NOISE_WINDOW, noise_threshold, series_noise

@@ -18,6 +18,16 @@ if TYPE_CHECKING:
 __all__ = ["add_run"]
 
 
+def _requests(text: str) -> int | str:
+    """``--requests``: a count, or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number or auto") from None
+
+
 def _workers(text: str) -> int | str:
     """``--workers``: a count, or "auto"."""
     if text == "auto":
@@ -51,7 +61,13 @@ def add_run(sub: Subparsers) -> None:
     a("--concurrency", metavar="N[,N...]", help="closed-loop sweep, e.g. 1,4,16")
     a("--rate", metavar="RPS[,RPS...]", help="open-loop sweep in requests/s, e.g. 1,2,5")
     a("--arrival", choices=("constant", "poisson", "gamma"), help="open-loop arrivals")
-    a("--requests", type=int, metavar="N", help="requests per scenario")
+    a(
+        "--requests",
+        type=_requests,
+        metavar="N|auto",
+        help="measured requests per target and level; auto: until every judged statistic"
+        " has its samples, at most load.max_requests (1000)",
+    )
     a("--duration", metavar="SECONDS", help="time limit per scenario (e.g. 30, 30s, 2m)")
     a("--warmup", metavar="N|Ns", help="warm-up: a request count (5) or seconds (10s)")
     a("--targets-mode", choices=("interleaved", "sequential", "parallel"))

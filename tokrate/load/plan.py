@@ -429,7 +429,9 @@ def build_plan(
                     targets_mode=load.targets,
                     target_indices=targets,
                     n_prompts=n_prompts,
-                    requests_per_target=load.requests,
+                    requests_per_target=(
+                        load.max_requests if load.requests == "auto" else load.requests
+                    ),
                     warmup_requests=load.warmup_requests,
                     warmup_s=ramp_s + load.warmup_s,
                     duration_s=duration,

@@ -55,6 +55,7 @@ from tokrate.inputs.prompt_base import Prompt, check_entries
 from tokrate.inputs.prompts import LoadedPrompts
 from tokrate.inputs.targets import Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
+from tokrate.load.auto_sample import AutoSample, judged_need
 from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
 from tokrate.load.notices import finishing_line, print_notice, said_if_slow
@@ -67,13 +68,13 @@ from tokrate.load.signals import SignalStopper, stop_on_signals
 from tokrate.load.spend import PlanCost, SpendMeter, check_cap, estimate_line, estimate_plan
 from tokrate.load.stop_rules import StopRules
 from tokrate.load.worker.engine import STOP_GRACE_S, WorkerTask
-from tokrate.load.worker.events import WorkerWarning
+from tokrate.load.worker.events import Event, WorkerWarning
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, merge
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.redact import Redactor
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
-from tokrate.runfolder.run_info import BenchmarkInfo, LoopLagInfo, ScenarioLag
+from tokrate.runfolder.run_info import BenchmarkInfo, LoopLagInfo, SamplingStop, ScenarioLag
 from tokrate.runfolder.store import (
     RunStore,
     iso_now,
@@ -379,10 +380,22 @@ def _tasks(spec: RunSpec, p: _Prepared, parts: Sequence[ScenarioPlan]) -> list[W
     ]
 
 
-def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, rules: StopRules) -> bool:
+def _measure(
+    spec: RunSpec,
+    p: _Prepared,
+    sink: Collector,
+    stop: Stop,
+    rules: StopRules,
+    sampling: list[SamplingStop],
+) -> bool:
     """Run every scenario, each under its own Stop (a child of the run's, which a
     stopping rule may set: tokrate.load.stop_rules); True when a signal ended the run
-    early. A rule that ended the run (``rules.halted``) starts no further scenario."""
+    early. A rule that ended the run (``rules.halted``) starts no further scenario.
+    With ``requests = "auto"`` the scenario's Stop is also set once every judged
+    statistic has its samples (tokrate.load.auto_sample); why each target's level
+    stopped goes into ``sampling``."""
+    auto = spec.load.requests == "auto"
+    need = judged_need(spec.compare.thresholds)[0] if auto else 0
     for k, scenario in enumerate(p.plan.scenarios):
         if stop.is_set():
             return True
@@ -392,7 +405,18 @@ def _measure(spec: RunSpec, p: _Prepared, sink: Collector, stop: Stop, rules: St
             sink.progress.start_scenario(k)
         own = Stop(stop)
         rules.begin(scenario.name, own)
-        p.backend.run_scenario(_tasks(spec, p, [s.scenarios[k] for s in p.shards]), sink, own)
+        tasks = _tasks(spec, p, [s.scenarios[k] for s in p.shards])
+        if not auto:
+            p.backend.run_scenario(tasks, sink, own)
+        else:
+            watch = AutoSample(scenario.name, len(scenario.target_indices), need, own, stop)
+
+            def on_event(event: Event, watch: AutoSample = watch) -> None:
+                sink(event)
+                watch.on_event(event)
+
+            p.backend.run_scenario(tasks, on_event, own)
+            sampling += watch.outcome(spec.load.max_requests, spec.load.duration_s is not None)
         _end_scenario(p, sink)
     return stop.is_set()
 
@@ -559,11 +583,12 @@ def _load(
     sink: Collector,
     stop: Stop,
     rules: StopRules,
+    sampling: list[SamplingStop],
     console: Console | None,
 ) -> CapacityRun | None:
     """The measure step: the sweep's scenarios, or the capacity search (its result)."""
     if spec.load.capacity is None:
-        _measure(spec, p, sink, stop, rules)
+        _measure(spec, p, sink, stop, rules, sampling)
         return None
     # The search's own Stop: a stopping rule ends the search, a signal the run.
     search = Stop(stop)
@@ -628,10 +653,11 @@ def _run(
         sink = Collector(p.store, progress, p.targets, p.redactor, watch, stop.abort, rules)
         _preflight_warnings(p, sink)
         capacity = None
+        sampling: list[SamplingStop] = []
         sampler = MetricsSampler.for_endpoints(t.endpoint for t in p.targets)
         sampler.start()
         try:
-            capacity = _load(spec, p, sink, stop, rules, None if quiet else console)
+            capacity = _load(spec, p, sink, stop, rules, sampling, None if quiet else console)
             interrupted = stop.is_set()
         finally:
             # From here nothing is cut short: a signal is passed to the finishing child.
@@ -659,6 +685,8 @@ def _run(
         for line in failed:
             sink.warn(line, "no_ok_requests")
         changes: dict[str, Any] = {}
+        if sampling:
+            changes["sampling"] = tuple(sampling)
         if capacity is not None:  # the probes it ran, and capacity.json before the summary
             changes["scenarios"] = capacity.scenarios
             write_capacity(p.store.path, capacity.result)

@@ -33,6 +33,7 @@ __all__ = [
     "RUN_LAYOUT_HISTORY",
     "RUN_LAYOUT_VERSION",
     "BenchmarkInfo",
+    "SamplingStop",
     "ConnectionSetup",
     "LoopLagInfo",
     "NodeInfo",
@@ -53,7 +54,7 @@ RUN_LAYOUT_HISTORY: Final[dict[int, str]] = {
     1: "first version (later optional keys: label, preconnect, connections, backend, workers,"
     " server_metrics, calibration, prompts, nodes,"
     " targets[].size_source/bytes_source/served/prompt_cache/price_cached_in_per_m,"
-    " loop_lag.scenarios, spend, stopped, benchmark)"
+    " loop_lag.scenarios, spend, stopped, benchmark, sampling)"
 }
 RUN_KIND: Final = "tokrate-run"
 
@@ -270,6 +271,38 @@ class ScenarioLag:
             p99_ms=r.opt_float("p99_ms") or 0.0,
             samples=r.opt_int("samples") or 0,
             exceeded=bool(r.opt_bool("exceeded")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingStop:
+    """Why a target's level stopped sending under ``requests = "auto"``
+    (tokrate.load.auto_sample): ``reason`` "judged" (every judged statistic had its
+    ``needed`` ok requests), "max_requests", "duration" or "stopped"; ``sent`` measured
+    requests, ``ok`` of them ok."""
+
+    scenario: str
+    endpoint: str
+    model: str
+    sent: int
+    ok: int
+    needed: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> SamplingStop:
+        r = JsonReader(data, where)
+        return cls(
+            scenario=r.str_("scenario"),
+            endpoint=r.str_("endpoint"),
+            model=r.str_("model"),
+            sent=r.opt_int("sent") or 0,
+            ok=r.opt_int("ok") or 0,
+            needed=r.opt_int("needed") or 0,
+            reason=r.str_("reason"),
         )
 
 
@@ -640,6 +673,8 @@ class RunInfo:
     #: Which benchmark this run measured, as written when it started (None in runs
     #: older than the key: :attr:`benchmark_info` derives it).
     benchmark: BenchmarkInfo | None = None
+    #: ``requests = "auto"``: why each target's level stopped (empty otherwise).
+    sampling: tuple[SamplingStop, ...] = ()
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -763,6 +798,8 @@ class RunInfo:
             out["calibration"] = dict(self.calibration)
         if self.benchmark is not None:
             out["benchmark"] = self.benchmark.to_dict()
+        if self.sampling:
+            out["sampling"] = [x.to_dict() for x in self.sampling]
         out.update(self.extra)
         return out
 
@@ -814,6 +851,7 @@ class RunInfo:
                 r.items("connections"), ConnectionSetup.from_dict, f"{where}: connections"
             ),
             nodes=_each(r.items("nodes"), NodeInfo.from_dict, f"{where}: nodes"),
+            sampling=_each(r.items("sampling"), SamplingStop.from_dict, f"{where}: sampling"),
             server_metrics=_each(
                 r.items("server_metrics"), ScrapeInfo.from_dict, f"{where}: server_metrics"
             ),

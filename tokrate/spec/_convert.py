@@ -55,6 +55,7 @@ _CONSTRAINTS: dict[str, str] = {
     "load.rates": "pos",
     "load.burstiness": "pos",
     "load.requests": "pos",
+    "load.max_requests": "pos",
     "load.duration_s": "pos",
     "load.warmup_requests": "nonneg",
     "load.warmup_s": "nonneg",

@@ -360,7 +360,11 @@ class LoadSpec:
     rates: tuple[float, ...] = ()
     arrival: ArrivalKind = "poisson"
     burstiness: float = 1.0
-    requests: int | None = 32
+    #: Measured requests per target and level; "auto": until every statistic the run
+    #: judges has its samples (tokrate.load.auto_sample), at most ``max_requests``.
+    requests: int | Literal["auto"] | None = 32
+    #: With ``requests = "auto"``: the most measured requests per target and level.
+    max_requests: int = 1000
     duration_s: float | None = None
     warmup_requests: int = 0
     warmup_s: float = 0.0
