@@ -21,7 +21,11 @@ The sequence, after night 0 (no baseline yet: it becomes latest-good):
   (``tokrate sim --efficiency TIER=0.64``: 0.8 x 0.8, so its tokens/s drop by 20%) and
   one with that tier's TTFT doubled (``--faults TIER:slow_first_byte=1:seconds=X``:
   every request of that tier waits X before the engine sees it, X = the tier's median
-  TTFT in night 0, so its median TTFT doubles). A detection is a slowed night that exits 1
+  TTFT in night 0, so its median TTFT doubles), and one with that TTFT doubled *and*
+  1% of that tier's requests failing with HTTP 500 (``--faults
+  TIER:http_500=0.01,TIER:slow_first_byte=0.99:seconds=X``: a slower night that also
+  fails must still be caught, its percentiles judged on the ok requests). A detection is
+  a slowed night that exits 1
   with a regressed row of the slowed tier; "other tier" counts slowed nights that also
   flagged a tier that was not slowed. A slowed night is judged and then moved out of
   the reports folder, and latest-good is put back where it was: in a real history a
@@ -63,6 +67,8 @@ TOKRATE = [sys.executable, "-m", "tokrate"]
 #: Efficiency of the slowed tier: 0.8 (the simulator's default) x 0.8.
 SLOW_EFFICIENCY = 0.64
 LATEST_GOOD = "latest-good"
+#: The kinds of slowed nights, in table order.
+SLOWED = ("decode", "ttft", "ttft_err")
 
 
 @dataclass
@@ -183,7 +189,7 @@ def judge(
         seconds,
         confirmations(run_dir),
     )
-    if kind in ("decode", "ttft"):
+    if kind in SLOWED:
         shutil.move(str(run_dir), str(aside / run_id))
         if before is not None:
             pointer.write_text(before)
@@ -222,8 +228,8 @@ def uptime() -> str:
 
 def print_table(tally: Tally, pairs: int, decode_tier: str, ttft_tier: str, busy: int) -> None:
     same = tally.of("identical")
-    slow = {"decode": tally.of("decode"), "ttft": tally.of("ttft")}
-    tier = {"decode": decode_tier, "ttft": ttft_tier}
+    slow = {kind: tally.of(kind) for kind in SLOWED}
+    tier = {"decode": decode_tier, "ttft": ttft_tier, "ttft_err": ttft_tier}
 
     def detected(n: Night, t: str) -> bool:
         return n.code == 1 and any(m == t for m, _ in n.regressed)
@@ -232,7 +238,7 @@ def print_table(tally: Tally, pairs: int, decode_tier: str, ttft_tier: str, busy
         return any(m != t for m, _ in n.regressed)
 
     alarms = sum(n.code == 1 for n in same)
-    print(f"\n### {busy} busy processes: {pairs} identical nights, {pairs} + {pairs} slowed\n")
+    print(f"\n### {busy} busy processes: {pairs} identical nights, {pairs} of each slowed kind\n")
     print(
         "| nights | exit 1 | exit 3 (inconclusive only) | slowed tier flagged | other tier flagged | confirmation passes |"
     )
@@ -242,7 +248,11 @@ def print_table(tally: Tally, pairs: int, decode_tier: str, ttft_tier: str, busy
         f"{sum(n.code == 3 for n in same)}/{len(same)} | – | – | "
         f"{sum(n.confirmed for n in same)} |"
     )
-    names = {"decode": f"{decode_tier} decode -20%", "ttft": f"{ttft_tier} TTFT x2"}
+    names = {
+        "decode": f"{decode_tier} decode -20%",
+        "ttft": f"{ttft_tier} TTFT x2",
+        "ttft_err": f"{ttft_tier} TTFT x2 + 1% HTTP 500",
+    }
     for kind, nights in slow.items():
         t = tier[kind]
         print(
@@ -317,6 +327,10 @@ def main() -> None:
         slowdowns = {
             "decode": ["--efficiency", f"{decode_tier}={SLOW_EFFICIENCY}"],
             "ttft": ["--faults", f"{ttft_tier}:slow_first_byte=1:seconds={delay:.4f}"],
+            "ttft_err": [
+                "--faults",
+                f"{ttft_tier}:http_500=0.01,{ttft_tier}:slow_first_byte=0.99:seconds={delay:.4f}",
+            ],
         }
         print(f"TTFT x2: {ttft_tier} requests wait {delay * 1000:.1f} ms before the engine")
         for i in range(1, args.pairs + 1):
