@@ -200,7 +200,8 @@ def attention_lines(c: Comparison) -> list[str]:
     rows = sorted((r for r in _ordered(c) if r.verdict in order), key=lambda r: order[r.verdict])
     out = []
     for r in rows:
-        line = f"{r.verdict}: {r.label} {r.metric} {describe_change(r)}"
+        change = describe_change(r)
+        line = f"{r.verdict}: {r.label} {r.metric}" + ("" if change == DASH else f" {change}")
         if r.verdict == "regressed":
             th = r.threshold.describe() if r.threshold is not None else DASH
             line += f" (threshold {th})"
@@ -208,7 +209,7 @@ def attention_lines(c: Comparison) -> list[str]:
             if again is not None:
                 line += f"; {again}"
         else:
-            line += f" ({r.reason})"
+            line += f": {r.reason}"
         out.append(line)
     return out
 
