@@ -637,3 +637,59 @@ def test_routing_json_names_the_verdicts_pick_at_its_cost(hosted_run: Path) -> N
         assert cost is not None and c["cost"]["usd_per_1k_requests"] == cost.usd_per_1k_requests
     cheapest = min(meets, key=lambda c: c["cost"]["usd_per_1k_requests"])
     assert task["route"]["model"] == cheapest["model"]
+
+
+def test_the_quality_chart_is_drawn_for_all_and_none_passed(browser: Any, tmp_path: Path) -> None:
+    """A model that passed all 19 of its checked answers and one that passed none of
+    5: the quality table says 19/19 and 0/5, and the page shows the quality chart,
+    decoded, with no "failed to draw" note (the Wilson ends 0.9999999999999999 and
+    2.8e-17 gave a negative error bar and lost the chart, issue 44)."""
+    import polars as pl
+
+    from tokrate.report.model import not_drawn
+
+    tiers = [SyntheticTier("m-1b", 1.0, 1.0), SyntheticTier("m-7b", 7.0, 7.0)]
+    run = synthetic_run(
+        tmp_path / "r",
+        run_id="checked",
+        tiers=tiers,
+        requests_per_level=19,
+        tasks=("classification",),
+    )
+    # m-7b passed each of its 19 answers; m-1b had 5 checked (the rest had no expect)
+    # and failed them all.
+    frame = pl.read_parquet(run / "records.parquet")
+    assert frame.filter(pl.col("status") != "ok").height == 0
+    nth = pl.int_range(pl.len()).over("model")
+    frame = frame.with_columns(
+        pl.when(pl.col("model") == "m-7b")
+        .then(pl.lit(True))
+        .when(nth < 5)
+        .then(pl.lit(False))
+        .otherwise(None)
+        .alias("check_passed")
+    )
+    frame.write_parquet(run / "records.parquet")
+    report = build_report([run], formats=("png",)) / "report.html"
+    page, problems, _ = _open(browser, report, 1400, 900)
+    try:
+        assert problems == []
+        section = page.locator("section", has=page.locator("h2", has_text="Answer quality"))
+        rows = {
+            tuple(row.locator("td").all_inner_texts()[:4])
+            for row in section.first.locator("tbody tr").all()
+        }
+        assert rows == {
+            ("m-1b", "classification", "5", "0"),
+            ("m-7b", "classification", "19", "19"),
+        }
+        figure = page.locator("#chart-quality_vs_size")
+        assert figure.count() == 1
+        title = figure.locator("h3").inner_text()
+        assert title.startswith("Answer quality vs size"), title
+        chart = figure.locator("img")
+        assert chart.evaluate("i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0")
+        body = page.text_content("body") or ""
+        assert not_drawn(title) not in body and "failed to draw" not in body
+    finally:
+        page.close()
