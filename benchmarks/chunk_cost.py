@@ -5,7 +5,7 @@ network, no event loop, so it measures the parsing and bookkeeping every chunk c
 
 Each kind is fed ``--chunks`` reads, ``--repeats`` times; the table gives the median and
 the best of the repeats in ns per chunk. Compare two commits by running it with each on
-``PYTHONPATH`` on a quiet machine (``/work/bin/cpuslot --quiet``):
+``PYTHONPATH`` on a quiet machine (no other heavy job running):
 
     python benchmarks/chunk_cost.py [--chunks 20000] [--repeats 7]
 """
