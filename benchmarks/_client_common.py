@@ -1,6 +1,6 @@
 """Shared pieces of the client benchmarks (run by hand; not tests).
 
-The simulator always runs in a SEPARATE process (``tokrate.sim.spawn_simulator``) so client
+The simulator always runs in a SEPARATE process (``tokrate.sim.server.spawn_simulator``) so client
 and server never share an event loop; its truth log gives the server's write time of
 every content chunk on the same CLOCK_MONOTONIC the client stamps with.
 """
@@ -21,18 +21,19 @@ from typing import Any
 import anyio
 import orjson
 
-from tokrate.client import open_client
+from tokrate.client.factory import open_client
 from tokrate.client.result import StreamResult
 from tokrate.load.calibrate import sim_request
-from tokrate.sim import SimConfig, Tier, spawn_simulator
-from tokrate.spec import TimeoutsSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, spawn_simulator
+from tokrate.spec.types import TimeoutsSpec
 
 KINDS = ("fast", "httpx", "openai", "naive")
 
 
 class Sim:
     """``tokrate sim`` with one fixed-timing tier, in its own process (the library's
-    :func:`tokrate.sim.spawn_simulator`), with a truth log."""
+    :func:`tokrate.sim.server.spawn_simulator`), with a truth log."""
 
     def __init__(self, *, ttft_ms: float, itl_ms: float, tokens: int) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="tokrate-bench-"))

@@ -34,7 +34,7 @@ from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.capacity_answer import closed_loop_capacity
 from tokrate.sim.server import SimConfig, build_state
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 MAX_LEVEL = 512
 

@@ -46,7 +46,8 @@ import numpy as np
 from _tree_runs import ROOT, describe_tree, load1, run_tree, tree_for
 
 from tokrate.analysis.stats import relative_change_ci
-from tokrate.sim import SimConfig, Tier, spawn_simulator
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 
 @dataclass(frozen=True)

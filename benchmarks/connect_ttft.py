@@ -33,8 +33,9 @@ def measure(streams: int, rounds: int, warmup_s: float, preconnect: bool) -> dic
 
     from tokrate.load.run import run_benchmark
     from tokrate.runfolder.loaded_run import load_run
-    from tokrate.sim import SimConfig, Tier, simulator_process
-    from tokrate.spec import (
+    from tokrate.sim.model import Tier
+    from tokrate.sim.server import SimConfig, simulator_process
+    from tokrate.spec.types import (
         ClientSpec,
         EndpointSpec,
         LoadSpec,

@@ -16,7 +16,8 @@ import threading
 import time
 from typing import Any
 
-from tokrate.sim import SimConfig, Tier, simulator_process
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
 
 
 def _rss_kib() -> int:
@@ -34,7 +35,7 @@ def _run(url: str, streams: int) -> dict[str, Any]:
     from tokrate.load.worker.engine import WorkerTask, run_worker
     from tokrate.load.worker.events import LoopLag, RequestFinished
     from tokrate.load.worker.settings import WorkerSettings
-    from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+    from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 
     spec = RunSpec(
         load=LoadSpec(concurrency=(streams,), requests=streams),

@@ -40,7 +40,7 @@ from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.sim.model import Tier
 from tokrate.sim.server import SimConfig, simulator_process
-from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+from tokrate.spec.types import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 
 
 def cpu_s() -> float:

@@ -37,9 +37,9 @@ import anyio
 import uvloop
 from _client_common import Sim, lags_ms, request, stats
 
-from tokrate.client import open_client
+from tokrate.client.factory import open_client
 from tokrate.load.worker.looplag import LagMonitor
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 TIMEOUTS = TimeoutsSpec(connect_s=30, first_byte_s=120, idle_s=60, total_s=600)
 

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 
-from tokrate.sim import SimConfig, Tier, spawn_simulator
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 _PROBE = """
 import resource, sys

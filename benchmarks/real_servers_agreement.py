@@ -36,7 +36,7 @@ from real_servers.servers import (  # noqa: E402
     transformers_server,
 )
 
-from tokrate.spec import ModelSpec  # noqa: E402
+from tokrate.spec.types import ModelSpec  # noqa: E402
 
 KEY_ENV = "TOKRATE_BENCH_LITELLM_KEY"
 

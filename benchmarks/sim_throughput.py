@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tokrate.sim import SimConfig, spawn_simulator
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 TIERS = """
 [[tier]]

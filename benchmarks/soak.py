@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokrate.sim import SimConfig, simulator_process
+from tokrate.sim.server import SimConfig, simulator_process
 
 INTERVAL_S = 30.0
 

@@ -51,7 +51,8 @@ from _tree_runs import (
     truth_by_request_id,
 )
 
-from tokrate.sim import SimConfig, Tier, spawn_simulator
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 
 def _ms(xs: Sequence[float]) -> str:

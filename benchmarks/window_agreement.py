@@ -42,8 +42,8 @@ def measure(
 
     from tokrate.load.run import run_benchmark
     from tokrate.runfolder.loaded_run import load_run
-    from tokrate.sim import SimConfig, simulator_process
-    from tokrate.spec import (
+    from tokrate.sim.server import SimConfig, simulator_process
+    from tokrate.spec.types import (
         ClientSpec,
         EndpointSpec,
         LoadSpec,

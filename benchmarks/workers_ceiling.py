@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tokrate.sim import SimConfig, spawn_simulator
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 TIERS = """
 [[tier]]
@@ -52,7 +52,7 @@ def _own_cpu_s() -> float:
 
 
 def _spec(url: str, out: Path, workers: int, concurrency: int, seconds: float) -> Any:
-    from tokrate.spec import (
+    from tokrate.spec.types import (
         EndpointSpec,
         LoadSpec,
         ModelSpec,

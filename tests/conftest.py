@@ -35,7 +35,7 @@ import httpx
 import pytest
 from helpers.sim_wire import start_thinker
 
-from tokrate.sim import SimConfig, running_simulator, simulator_process
+from tokrate.sim.server import SimConfig, running_simulator, simulator_process
 
 #: Time scale of the shared simulator: all modelled durations are divided by this.
 SIM_TIME_SCALE = 20.0

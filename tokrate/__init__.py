@@ -29,7 +29,9 @@ from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Group, Summary
-from tokrate.spec import (
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
+from tokrate.spec.types import (
     CapacitySpec,
     ClientSpec,
     CompareSpec,
@@ -48,9 +50,7 @@ from tokrate.spec import (
     SloSpec,
     SyntheticSpec,
     TimeoutsSpec,
-    load_spec,
 )
-from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, ThresholdSet, parse_threshold
 
 if TYPE_CHECKING:
     from tokrate.analysis.compare import compare_runs
@@ -64,14 +64,14 @@ if TYPE_CHECKING:
     from tokrate.report.history_pages import build_history
     from tokrate.runfolder.comparison import Comparison
     from tokrate.runfolder.loaded_run import LoadedRun, load_run
-    from tokrate.sim import SimConfig, running_simulator, simulator_process
+    from tokrate.sim.server import SimConfig, running_simulator, simulator_process
 
 #: name -> module of the entry points imported on first attribute access.
 _LAZY: dict[str, str] = {
     "Comparison": "tokrate.runfolder.comparison",
     "History": "tokrate.analysis.history",
     "LoadedRun": "tokrate.runfolder.loaded_run",
-    "SimConfig": "tokrate.sim",
+    "SimConfig": "tokrate.sim.server",
     "build_history": "tokrate.report.history_pages",
     "build_plan": "tokrate.load.plan",
     "build_report": "tokrate.report.build",
@@ -81,8 +81,8 @@ _LAZY: dict[str, str] = {
     "load_history": "tokrate.analysis.history",
     "load_prompts": "tokrate.inputs.prompts",
     "load_run": "tokrate.runfolder.loaded_run",
-    "running_simulator": "tokrate.sim",
-    "simulator_process": "tokrate.sim",
+    "running_simulator": "tokrate.sim.server",
+    "simulator_process": "tokrate.sim.server",
     "summarize": "tokrate.analysis.metrics",
 }
 

@@ -6,18 +6,13 @@ from typing import Any
 
 import uvloop
 
-from tokrate.client import (
-    PreparedRequest,
-    RecordContext,
-    RequestSettings,
-    build_request,
-    open_client,
-)
-from tokrate.client.result import StreamResult, build_record
+from tokrate.client.factory import open_client
+from tokrate.client.request import PreparedRequest, RequestSettings, build_request
+from tokrate.client.result import RecordContext, StreamResult, build_record
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.runfolder.records import RequestRecord
-from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec, TimeoutsSpec
 
 
 def prompt(

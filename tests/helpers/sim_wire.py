@@ -8,8 +8,7 @@ from typing import Any
 
 import orjson
 
-from tokrate.sim import Tier
-from tokrate.sim.model import token_text
+from tokrate.sim.model import Tier, token_text
 
 __all__ = ["STRADDLER", "THINKER", "start_thinker", "truth_rows", "words"]
 

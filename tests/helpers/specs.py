@@ -2,7 +2,7 @@
 
 Most end-to-end tests run a small benchmark against a simulator (or the hostile
 server) on 127.0.0.1 and differ only in a few settings: the models, the load, the
-prompt shape, the client. :func:`sim_spec` builds that :class:`~tokrate.spec.RunSpec`
+prompt shape, the client. :func:`sim_spec` builds that :class:`~tokrate.spec.types.RunSpec`
 with defaults small enough for a loaded 2-core machine, so each test states only what
 it is about.
 """
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tokrate.spec import (
-    SIM_ENDPOINT,
+from tokrate.spec.command_line import SIM_ENDPOINT
+from tokrate.spec.types import (
     ClientSpec,
     CompareSpec,
     DistributedSpec,
@@ -70,7 +70,7 @@ def sim_spec(
     settings), written to ``out/run_id``. ``models`` defaults to sim-1b on a server, every tier on the
     embedded simulator.
 
-    ``load`` are :class:`~tokrate.spec.LoadSpec` fields (default: closed loop, 2
+    ``load`` are :class:`~tokrate.spec.types.LoadSpec` fields (default: closed loop, 2
     streams, 4 requests per target); ``prompts`` defaults to
     :func:`synthetic_prompts` (8 prompts, 16 tokens out). No report unless ``report``
     (then in ``formats``). A model given as a name gets default settings; give a

@@ -17,7 +17,7 @@ from tokrate.load.worker.engine import WorkerTask
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
-from tokrate.spec import DistributedSpec, EndpointSpec, ModelSpec, RunSpec
+from tokrate.spec.types import DistributedSpec, EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
     "FIXED",

@@ -16,7 +16,7 @@ import pytest
 from tokrate.cli import main
 from tokrate.load.plan import build_plan
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 #: A fast simulator run: one request, the clock 100x, no report.
 FAST = ["--requests", "1", "--concurrency", "1", "--time-scale", "100", "--no-report", "--quiet"]

@@ -33,7 +33,7 @@ from tokrate.report.terminal.run_tables import render_summary
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.summary import Group
 from tokrate.sim.model import Tier
-from tokrate.spec import ClientSpec
+from tokrate.spec.types import ClientSpec
 
 #: 96 tokens, one chunk every 6 ms (~0.6 s of decode); 3 tokens per chunk on "packed"
 #: (32 chunks, 200 ms: a client stall must swallow 8 of them to make one read hold a
@@ -71,7 +71,7 @@ def _group(run: LoadedRun) -> Group:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from tokrate.sim import SimConfig, simulator_process
+    from tokrate.sim.server import SimConfig, simulator_process
 
     with simulator_process(SimConfig(time_scale=1.0, tiers=TIERS)) as url:
         yield url  # type: ignore[misc]

@@ -20,8 +20,8 @@ from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.history import load_history
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.comparison import MetricResult
-from tokrate.spec import PromptsSpec, SharedPrefixSpec, SimulatorSpec
 from tokrate.spec.thresholds import DEFAULT_COMPARE_THRESHOLDS
+from tokrate.spec.types import PromptsSpec, SharedPrefixSpec, SimulatorSpec
 
 #: 8 shared-prefix prompts and 8 unique-prefix controls, each sent once.
 PROMPTS = PromptsSpec(

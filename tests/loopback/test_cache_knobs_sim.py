@@ -14,7 +14,7 @@ from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
+from tokrate.spec.types import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 from tokrate.textfmt import md_escape
 
 PROMPTS = PromptsSpec(

@@ -23,7 +23,7 @@ from tokrate.runfolder.calibration import (
     save_calibration,
 )
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import PromptsSpec, RunSpec
+from tokrate.spec.types import PromptsSpec, RunSpec
 
 #: What this machine's fast client stamps with (kernel on Linux).
 STAMPS = "kernel" if kernel_stamps_supported() is None else "user"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 
 def test_open_loop_capacity_search_probes_rates_with_a_ramp(tmp_path: Path) -> None:

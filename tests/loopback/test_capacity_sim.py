@@ -39,7 +39,8 @@ from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.sim.capacity_answer import closed_loop_capacity
 from tokrate.sim.server import SimConfig, build_state
-from tokrate.spec import CapacitySpec, load_spec
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import CapacitySpec
 
 pytestmark = pytest.mark.slow
 

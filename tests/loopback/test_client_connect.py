@@ -14,10 +14,10 @@ import uvloop
 from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, record, req_for
 
-from tokrate.client import open_client
 from tokrate.client.connect_trace import ConnectTrace
+from tokrate.client.factory import open_client
 from tokrate.client.result import StreamResult
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, record, req_for, stream_one
 
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 FAST = TimeoutsSpec(connect_s=2.0, first_byte_s=0.4, idle_s=0.3, total_s=0.8)
 

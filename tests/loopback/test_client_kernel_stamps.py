@@ -17,12 +17,13 @@ import pytest
 import uvloop
 from helpers.requests import record, request
 
-from tokrate.client import open_client
 from tokrate.client.connection import Connection
+from tokrate.client.factory import open_client
 from tokrate.client.kernel_stamps import STEP_BOUND_NS, ClockBridge, kernel_stamps_supported
 from tokrate.client.result import StreamResult
-from tokrate.sim import SimConfig, Tier, simulator_process
-from tokrate.spec import TimeoutsSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
+from tokrate.spec.types import TimeoutsSpec
 
 pytestmark = pytest.mark.skipif(
     kernel_stamps_supported() is not None, reason=str(kernel_stamps_supported())

@@ -22,13 +22,13 @@ from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, record, req_for
 
 from tokrate.analysis.metrics import summarize
-from tokrate.client import open_client
 from tokrate.client.base import STALE_NOTE
+from tokrate.client.factory import open_client
 from tokrate.client.result import StreamResult
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.run_info import RunInfo
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 REQUESTS = 8
 FIRST_BYTE_S = 0.3

@@ -13,7 +13,7 @@ from helpers.forward_proxy import ForwardProxy, forward_proxy
 from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, record, req_for, stream_one
 
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import pytest
 import uvloop
 from helpers.requests import record, request
 
-from tokrate.client import open_client
 from tokrate.client.accumulate import parse_retry_after
-from tokrate.sim import SimConfig, running_simulator
-from tokrate.spec import TimeoutsSpec
+from tokrate.client.factory import open_client
+from tokrate.sim.server import SimConfig, running_simulator
+from tokrate.spec.types import TimeoutsSpec
 
 
 @pytest.mark.parametrize("kind", ["fast", "httpx", "openai"])

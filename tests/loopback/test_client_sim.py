@@ -11,10 +11,11 @@ from helpers.cpu_waits import CpuWaits
 from helpers.requests import record, request
 from helpers.stamps_vs_truth import first_write, net_of_waits, stands_for, write_lags
 
-from tokrate.client import open_client
+from tokrate.client.factory import open_client
 from tokrate.client.result import StreamResult
-from tokrate.sim import SimConfig, Tier, simulator_process
-from tokrate.spec import TimeoutsSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
+from tokrate.spec.types import TimeoutsSpec
 
 #: TTFT 500 ms: the httpx and SDK paths build their request after t0 (what an
 #: application sees), which costs a few ms on a busy 2-core machine; 2% of 500 ms leaves

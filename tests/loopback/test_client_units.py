@@ -17,28 +17,20 @@ import uvloop
 from helpers.hostile_server import HostileServer
 from helpers.requests import prompt, record, req_for, stream_one
 
-import tokrate.client as client_api
-from tokrate.client import (
+from tokrate.client.chunks import ChunkError, classify_chunk
+from tokrate.client.factory import open_client
+from tokrate.client.failures import snippet, status_class
+from tokrate.client.request import (
     RequestSettings,
-    StreamResult,
     build_request,
-    classify_chunk,
-    open_client,
+    new_unique_prefix,
     without_stream_options,
 )
-from tokrate.client.chunks import ChunkError
-from tokrate.client.failures import snippet, status_class
+from tokrate.client.result import StreamResult
 from tokrate.errors import ConfigError, PromptError
 from tokrate.inputs.targets import Target
 from tokrate.redact import redact_text as redact
-from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
-
-
-def test_public_names_sorted_and_resolve() -> None:
-    assert list(client_api.__all__) == sorted(client_api.__all__)
-    for name in client_api.__all__:
-        assert hasattr(client_api, name)
-
+from tokrate.spec.types import EndpointSpec, ModelSpec, TimeoutsSpec
 
 # --- request -------------------------------------------------------------------------
 
@@ -87,7 +79,7 @@ def test_request_prompt_max_tokens_extra_body_and_completions() -> None:
 
 
 def test_unique_prefix_is_short_and_unique() -> None:
-    a, b = client_api.new_unique_prefix(), client_api.new_unique_prefix()
+    a, b = new_unique_prefix(), new_unique_prefix()
     assert a != b and len(a) < 24
 
 

@@ -37,10 +37,10 @@ import pytest
 from helpers.specs import sim_spec
 
 import tokrate.load.run as run_mod
-import tokrate.sim as sim
+import tokrate.sim.server as sim
 from tokrate.analysis.health import OVERLOAD_PREFIX
 from tokrate.runfolder.store import LATEST_GOOD
-from tokrate.spec import PromptsSpec, SyntheticSpec
+from tokrate.spec.types import PromptsSpec, SyntheticSpec
 
 #: The simulator's clock runs this many times faster than model time.
 TIME_SCALE = 5.0

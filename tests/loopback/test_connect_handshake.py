@@ -23,9 +23,9 @@ from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, record, req_for, stream_one
 
 import tokrate.client.handshake as handshake
-from tokrate.client import open_client
+from tokrate.client.factory import open_client
 from tokrate.client.handshake import tcp_handshake_rtt_ns
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 #: How long the loop is blocked while the connects are in flight (s).
 BLOCK_S = 0.2

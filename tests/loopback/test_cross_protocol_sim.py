@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from tokrate.cli import main
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cross-protocol.toml"
 
@@ -109,7 +109,8 @@ def test_documented_three_provider_config_holds_on_the_simulator(
     """The documented config, its URLs pointed at a simulator whose tiers carry the
     documented model names (two of them reasoning): every request ok (the Anthropic
     thinking budget fits max_tokens), each in its protocol, its knobs on the wire."""
-    from tokrate.sim import SimConfig, Tier, simulator_process
+    from tokrate.sim.model import Tier
+    from tokrate.sim.server import SimConfig, simulator_process
 
     def tier(name: str, reasoning: int, itl_ms: float = 5.0) -> Tier:
         return Tier(

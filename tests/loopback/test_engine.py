@@ -29,7 +29,7 @@ from tokrate.load.worker.events import (
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
-from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, RetrySpec, RunSpec
+from tokrate.spec.types import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, RetrySpec, RunSpec
 
 
 def _prompt(i: int) -> Prompt:

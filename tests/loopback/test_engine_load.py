@@ -16,7 +16,7 @@ from tokrate.load.worker.events import LoopLag, RequestFinished, WorkerWarning
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.sim.model import Tier
-from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+from tokrate.spec.types import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 
 STREAMS = 1000
 

@@ -24,7 +24,7 @@ from tokrate.load.worker.settings import WorkerSettings
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
-from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
+from tokrate.spec.types import ClientSpec, EndpointSpec, LoadSpec, ModelSpec, PromptsSpec, RunSpec
 
 PROMPTS = tuple(
     Prompt(

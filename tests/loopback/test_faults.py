@@ -20,7 +20,7 @@ from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import ClientSpec, PromptsSpec, RetrySpec, SyntheticSpec, TimeoutsSpec
+from tokrate.spec.types import ClientSpec, PromptsSpec, RetrySpec, SyntheticSpec, TimeoutsSpec
 
 FAULTS = (
     "http_500=0.08,http_429=0.08:retry_after=1,http_503=0.08,html_200=0.08,"

@@ -17,13 +17,12 @@ import pytest
 from helpers.protocol_server import ANSWER, CACHED_TOKENS, INPUT_TOKENS, REASONING, ProtocolServer
 from helpers.requests import prompt, record, stream_one
 
-from tokrate.client import RequestSettings, build_request
 from tokrate.client.events_anthropic import classify_anthropic_event
 from tokrate.client.events_responses import classify_responses_event
 from tokrate.client.fallbacks import MAX_COMPLETION_NOTE
-from tokrate.client.request import PreparedRequest
+from tokrate.client.request import PreparedRequest, RequestSettings, build_request
 from tokrate.inputs.targets import Target
-from tokrate.spec import EndpointSpec, ModelSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec
 
 KEY = "sk-test-protocol-key-1234"
 

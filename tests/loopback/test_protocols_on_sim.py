@@ -20,12 +20,11 @@ pytest.importorskip("tokrate.client.events_responses")
 from helpers.requests import record, stream_one
 from helpers.sim_wire import truth_rows
 
-from tokrate.client import RequestSettings, build_request
-from tokrate.client.request import PreparedRequest
+from tokrate.client.request import PreparedRequest, RequestSettings, build_request
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
-from tokrate.sim import Tier
-from tokrate.spec import EndpointSpec, ModelSpec
+from tokrate.sim.model import Tier
+from tokrate.spec.types import EndpointSpec, ModelSpec
 
 #: 6 reasoning tokens, then 10 answer tokens; TTFT 300 ms so it dominates any noise.
 TIER = Tier(

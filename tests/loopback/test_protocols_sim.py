@@ -26,11 +26,13 @@ from helpers.cpu_waits import CpuWaits
 from helpers.requests import prompt, record
 from helpers.stamps_vs_truth import net_of_waits, stands_for, write_lags
 
-from tokrate.client import PreparedRequest, RequestSettings, build_request, open_client
+from tokrate.client.factory import open_client
+from tokrate.client.request import PreparedRequest, RequestSettings, build_request
 from tokrate.client.result import StreamResult
 from tokrate.inputs.targets import Target
-from tokrate.sim import SimConfig, Tier, simulator_process
-from tokrate.spec import EndpointSpec, ModelSpec, TimeoutsSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
+from tokrate.spec.types import EndpointSpec, ModelSpec, TimeoutsSpec
 
 KEY = "sk-sim-protocols-key-0001"
 #: TTFT 500 ms (room for the httpx/SDK request building inside 2%, as in

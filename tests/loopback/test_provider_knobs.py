@@ -21,7 +21,8 @@ import pytest
 from helpers.protocol_server import ProtocolServer
 
 from tokrate.cli import main
-from tokrate.sim import SimConfig, Tier, simulator_process
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
 
 SECRET = "tok-very-secret-header-value"
 

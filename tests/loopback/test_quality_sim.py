@@ -22,7 +22,7 @@ from tokrate.runfolder.checks_file import read_checks
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import default_tiers
-from tokrate.spec import PromptsSpec, SimulatorSpec, SloSpec
+from tokrate.spec.types import PromptsSpec, SimulatorSpec, SloSpec
 
 SCHEMA = {"type": "object", "required": ["vendor"], "properties": {"vendor": {"type": "string"}}}
 

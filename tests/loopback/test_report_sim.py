@@ -34,7 +34,7 @@ from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import default_tiers
 from tokrate.sim.server import SimConfig, simulator_process
-from tokrate.spec import ModelSpec, PromptsSpec, SyntheticSpec
+from tokrate.spec.types import ModelSpec, PromptsSpec, SyntheticSpec
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,8 @@ from helpers.sim_wire import truth_rows
 from tokrate.cli import main
 from tokrate.client.translate import translate_fields
 from tokrate.inputs.prompts import parse_jsonl
-from tokrate.sim import SimConfig
 from tokrate.sim.capture import field_digest
-from tokrate.sim.server import build_state
+from tokrate.sim.server import SimConfig, build_state
 
 TOOLS = [
     {

@@ -15,13 +15,14 @@ import uvloop
 from helpers.hostile_server import HostileServer
 from helpers.requests import KINDS, prompt, record, req_for, stream_one, target
 
-from tokrate.client import PreparedRequest, build_request, open_client
 from tokrate.client.accumulate import MAX_RESPONSE_BYTES, MAX_RESPONSE_CHUNKS
+from tokrate.client.factory import open_client
+from tokrate.client.request import PreparedRequest, build_request
 from tokrate.errors import ConfigError
 from tokrate.load.worker.settings import WorkerSettings
 from tokrate.runfolder.records import RequestRecord
-from tokrate.spec import ClientSpec, TimeoutsSpec, load_spec
-from tokrate.spec.types import ERROR_CLASSES
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import ERROR_CLASSES, ClientSpec, TimeoutsSpec
 
 #: Generous for every bound a test sets: a cut that never happens shows as a timeout.
 SLOW = TimeoutsSpec(connect_s=5.0, first_byte_s=10.0, idle_s=10.0, total_s=20.0)

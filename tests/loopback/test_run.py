@@ -16,7 +16,7 @@ from tokrate.errors import EndpointUnreachable, OutputError
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
-from tokrate.spec import PromptsSpec, RunSpec
+from tokrate.spec.types import PromptsSpec, RunSpec
 
 CANARY = "sk-canary-7f3e9b1d2c4a6e8f0a1b"
 

@@ -43,9 +43,10 @@ from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.sim import SimConfig, Tier, build_state
 from tokrate.sim.app import SimApp
-from tokrate.spec import ClientSpec, ModelSpec, RunSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, build_state
+from tokrate.spec.types import ClientSpec, ModelSpec, RunSpec
 
 #: TTFT 100 ms, ITL 20 ms, 8-24 tokens per answer (real time).
 FIXED = Tier(

@@ -13,7 +13,7 @@ import pytest
 from helpers.cpu_waits import CpuWaits
 
 import tokrate.load.worker.engine
-import tokrate.sim
+import tokrate.sim.server
 from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
@@ -26,7 +26,7 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[Any] = []
-    real = tokrate.sim.simulator_process
+    real = tokrate.sim.server.simulator_process
 
     @contextlib.contextmanager
     def spy(config: Any = None, /, **kw: Any) -> Iterator[str]:
@@ -44,7 +44,7 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
             if (woke_ns - due_ns) / 1e6 > MAX_THRESHOLD_MS:
                 stalls.append((due_ns, woke_ns))
 
-    monkeypatch.setattr(tokrate.sim, "simulator_process", spy)
+    monkeypatch.setattr(tokrate.sim.server, "simulator_process", spy)
     monkeypatch.setattr(tokrate.load.worker.engine, "LagMonitor", StallsKept)
     with CpuWaits() as waits:
         rc = main(["run", "--output-dir", str(tmp_path)])

@@ -189,7 +189,7 @@ def _checked_within(
     ``warnings``: collect the probe's warning lines in ``outcome["warnings"]``."""
     from tokrate.client.preflight import check_targets
     from tokrate.inputs.targets import Target
-    from tokrate.spec import EndpointSpec, ModelSpec
+    from tokrate.spec.types import EndpointSpec, ModelSpec
 
     target = Target(EndpointSpec("e", url), ModelSpec("e", "m"))
     outcome: dict[str, object] = {}

@@ -19,8 +19,8 @@ from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.sim import Tier
-from tokrate.spec import ModelSpec
+from tokrate.sim.model import Tier
+from tokrate.spec.types import ModelSpec
 
 ZERO = Tier(
     "zero",

@@ -34,8 +34,9 @@ from helpers.stamps_vs_truth import net_of_waits
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import read_records_jsonl
 from tokrate.runfolder.records import RequestRecord
-from tokrate.sim import SimConfig, Tier, simulator_process
-from tokrate.spec import ClientSpec, ModelSpec
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
+from tokrate.spec.types import ClientSpec, ModelSpec
 
 FIXED = Tier(
     "fixed",

@@ -21,7 +21,7 @@ from tokrate.cli import main
 from tokrate.inputs.served_sizes import with_served_sizes
 from tokrate.inputs.targets import Target
 from tokrate.runfolder.served_model import ServedModel
-from tokrate.spec import EndpointSpec, ModelSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec
 
 
 @pytest.fixture(scope="module")

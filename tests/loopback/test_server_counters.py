@@ -23,7 +23,7 @@ from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import server_metrics_schema
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
 from tokrate.sim.model import Tier
-from tokrate.spec import EndpointSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 from tokrate.textfmt import md_escape
 
 PLAIN = Tier(

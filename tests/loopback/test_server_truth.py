@@ -21,7 +21,7 @@ from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
-from tokrate.spec import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
+from tokrate.spec.types import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 
 
 def _truth(log: Path) -> list[dict[str, Any]]:

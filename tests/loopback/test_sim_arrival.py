@@ -18,7 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokrate.sim import SimConfig, Tier, spawn_simulator
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, spawn_simulator
 
 FIXED = Tier(
     "fixed",

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from tokrate.errors import ConfigError, SimulatorError
-from tokrate.sim import SimConfig, Tier, build_state, running_simulator
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, build_state, running_simulator
 
 MSG = [{"role": "user", "content": "hi"}]
 

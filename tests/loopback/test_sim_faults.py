@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tokrate.errors import ConfigError
-from tokrate.sim import SimConfig, build_state, parse_faults
-from tokrate.sim.faults import FaultPlan
+from tokrate.sim.faults import FaultPlan, parse_faults
+from tokrate.sim.server import SimConfig, build_state
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -12,8 +12,7 @@ import openai
 import pytest
 
 from tokrate.physics import count_chat_tokens, count_text_tokens
-from tokrate.sim import Tier
-from tokrate.sim.model import token_text
+from tokrate.sim.model import Tier, token_text
 
 MESSAGES: Any = [
     {"role": "system", "content": "Be brief."},

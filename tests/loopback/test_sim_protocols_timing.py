@@ -26,7 +26,7 @@ from helpers.cpu_waits import CpuWaits
 from helpers.sse_stamps import SseEvent, StampedStream, is_token_event, stream_stamped
 from helpers.stamps_vs_truth import net_of_waits
 
-from tokrate.sim import Tier
+from tokrate.sim.model import Tier
 
 #: 6 of the 16 output tokens are reasoning (where the protocol has a field for it).
 FIXED = Tier(

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tokrate.hardware import TENSOR_PARALLEL_EFFICIENCY, get_hardware
-from tokrate.sim import SimConfig, Tier, TierTiming, default_tiers, simulator_process
+from tokrate.sim.model import Tier, TierTiming, default_tiers
+from tokrate.sim.server import SimConfig, simulator_process
 
 SHORT = [{"role": "user", "content": "hi"}]
 

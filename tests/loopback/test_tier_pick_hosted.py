@@ -23,7 +23,7 @@ from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import Tier, default_tiers
-from tokrate.spec import ModelSpec, PromptsSpec, SloSpec
+from tokrate.spec.types import ModelSpec, PromptsSpec, SloSpec
 
 #: Two hosted-like tiers with no size in their names. acme-pro is the small, fast
 #: one, so a pick that followed the names ("mini" before "pro") would pick wrong.

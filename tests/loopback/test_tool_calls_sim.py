@@ -23,7 +23,7 @@ from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import default_tiers
-from tokrate.spec import ClientSpec, PromptsSpec, SimulatorSpec, SloSpec
+from tokrate.spec.types import ClientSpec, PromptsSpec, SimulatorSpec, SloSpec
 
 TIERS = {t.name: t for t in default_tiers()}
 PROMPTS = {p.id: p for p in load_prompts(PromptsSpec(sets=("tools", "structured")))}

@@ -18,7 +18,7 @@ from tokrate.load.run import run_benchmark
 from tokrate.physics import count_chat_tokens
 from tokrate.report.workload_section import prefix_notes, turn_table
 from tokrate.sim.model import token_bytes
-from tokrate.spec import (
+from tokrate.spec.types import (
     ClientSpec,
     GridSpec,
     PromptsSpec,

@@ -19,7 +19,7 @@ from tokrate.hardware import (
     get_hardware,
 )
 from tokrate.report.build import build_report
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 NEW = (
     "h100-pcie",
@@ -272,8 +272,7 @@ def test_cli_report_bad_hardware_exits_2_with_one_line(run_dir: Path, tmp_path: 
 
 
 def test_simulator_places_tiers_on_a_custom_profile() -> None:
-    from tokrate.sim import SimConfig
-    from tokrate.sim.server import build_state
+    from tokrate.sim.server import SimConfig, build_state
 
     state = build_state(SimConfig(hardware="bandwidth=1TB/s,flops=200TFLOPS,memory=400GB"))
     hw = {t.hardware.name.split("x", 1)[-1] for t in state.timings.values()}

@@ -16,7 +16,8 @@ from pathlib import Path
 import orjson
 
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.sim import SimConfig, Tier, simulator_process
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
 
 _PROBE = """
 import sys

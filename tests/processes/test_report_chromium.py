@@ -522,7 +522,7 @@ task_accuracy = "classification=0.99"
 def hosted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run of the README's Job 1 shape against a stand-in provider: priced
     tiers without sizes, the bundled checked classification prompts, lenient SLOs."""
-    from tokrate.sim import SimConfig, simulator_process
+    from tokrate.sim.server import SimConfig, simulator_process
 
     tmp = tmp_path_factory.mktemp("hosted")
     tiers = tmp / "tiers.toml"

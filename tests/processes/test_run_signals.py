@@ -243,7 +243,7 @@ def _alive(pid: int) -> bool:
 def test_workers_stop_at_once_when_the_parent_dies(tmp_path: Path) -> None:
     """A SIGKILLed driver's workers abort (no grace period) and send nothing more: every
     request the server receives arrived before the kill."""
-    from tokrate.sim import SimConfig, simulator_process
+    from tokrate.sim.server import SimConfig, simulator_process
 
     truth = tmp_path / "truth.jsonl"
     cfg = tmp_path / "long.toml"

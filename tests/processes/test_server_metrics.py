@@ -30,9 +30,10 @@ from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import SERVER_METRICS_FILE, server_metrics_schema
 from tokrate.runfolder.server_samples import SERVER_SAMPLES_FILE
-from tokrate.sim import running_simulator
 from tokrate.sim.model import default_tiers
-from tokrate.spec import EndpointSpec, RunSpec, load_spec
+from tokrate.sim.server import running_simulator
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import EndpointSpec, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -174,7 +175,7 @@ def _spec(endpoint: EndpointSpec, out: Path, model: str, **load: Any) -> RunSpec
 
 @pytest.fixture(scope="module")
 def scraped_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    from tokrate.sim import SimConfig, simulator_process
+    from tokrate.sim.server import SimConfig, simulator_process
 
     out = tmp_path_factory.mktemp("runs")
     with simulator_process(SimConfig(time_scale=4.0)) as url:

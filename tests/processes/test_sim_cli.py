@@ -115,7 +115,7 @@ def test_tiers_file(tmp_path: Path) -> None:
     assert tf.tiers[0].active_params_b == 3.0 and tf.tiers[0].bytes_per_param == 0.5
     assert tf.hardware is not None and tf.hardware.bandwidth_bytes_per_s == 4e12
     assert tf.faults == "http_500=0.01"
-    from tokrate.sim import SimConfig, build_state
+    from tokrate.sim.server import SimConfig, build_state
 
     state = build_state(SimConfig(tiers_file=str(path)))
     assert state.timings["sim-3b-int4"].efficiency == 0.6
@@ -143,7 +143,8 @@ def test_tiers_file(tmp_path: Path) -> None:
 
 def test_simulator_process_carries_the_whole_config(tmp_path: Path) -> None:
     from tokrate.errors import SimulatorError
-    from tokrate.sim import SimConfig, Tier, simulator_process
+    from tokrate.sim.model import Tier
+    from tokrate.sim.server import SimConfig, simulator_process
 
     log = tmp_path / "truth.jsonl"
     tier = Tier("sim-fixed", 7.0, 7.0, fixed_ttft_ms=0.0, fixed_itl_ms=0.0, faults="http_500=0")

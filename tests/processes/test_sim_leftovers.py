@@ -12,7 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokrate.sim import SimConfig, Tier, simulator_process
+from tokrate.sim.model import Tier
+from tokrate.sim.server import SimConfig, simulator_process
 
 TIER = Tier(name="t", params_b=1.0, active_params_b=1.0, fixed_ttft_ms=5.0, fixed_itl_ms=5.0)
 

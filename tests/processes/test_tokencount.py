@@ -91,7 +91,7 @@ def test_a_run_without_usage_counts_the_answer_with_the_models_tokenizer(tmp_pat
     from tokrate.load.run import run_benchmark
     from tokrate.runfolder.loaded_run import load_run
     from tokrate.sim.model import token_bytes
-    from tokrate.spec import load_spec
+    from tokrate.spec.config_file import load_spec
 
     train_tokenizer(tmp_path / "tokenizer.json")
     config = tmp_path / "bench.toml"

@@ -15,7 +15,7 @@ import pytest
 from tokrate.errors import PromptError
 from tokrate.inputs import prompts as prompt_files
 from tokrate.inputs.prompts import load_prompts
-from tokrate.spec import PromptsSpec
+from tokrate.spec.types import PromptsSpec
 
 
 def _tokrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -42,7 +42,7 @@ def test_built_wheel_contains_and_loads_the_bundled_sets(tmp_path: Path) -> None
         "import json, tokrate\n"
         "from tokrate.inputs.prompts import load_prompts\n"
         "from tokrate.spec.bundled import bundled_sets\n"
-        "from tokrate.spec import PromptsSpec\n"
+        "from tokrate.spec.types import PromptsSpec\n"
         "prompts = load_prompts(PromptsSpec())\n"
         "print(json.dumps({'file': tokrate.__file__, 'sets': bundled_sets(),"
         " 'tasks': sorted({p.task for p in prompts}), 'n': len(prompts)}))\n"

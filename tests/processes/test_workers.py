@@ -34,7 +34,7 @@ from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerDo
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
-from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec
+from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec
 
 
 @pytest.fixture(scope="module")

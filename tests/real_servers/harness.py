@@ -23,7 +23,7 @@ import polars as pl
 
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
-from tokrate.spec import (
+from tokrate.spec.types import (
     ClientSpec,
     EndpointSpec,
     LoadSpec,

@@ -10,7 +10,7 @@ from typing import Any
 from real_servers import harness
 from real_servers.models import GGUF_MAX_TOKENS, GGUF_SHAPES
 from real_servers.servers import Server
-from tokrate.spec import ModelSpec
+from tokrate.spec.types import ModelSpec
 
 __all__ = [
     "DECODE_AGREEMENT",

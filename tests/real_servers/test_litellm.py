@@ -17,7 +17,7 @@ from real_servers import harness
 from real_servers.llama import assert_decode_agrees, measured_pairs
 from real_servers.models import GGUF_MAX_TOKENS, GGUF_SHAPES, HF_SHAPES
 from real_servers.servers import LITELLM_MASTER_KEY, Server
-from tokrate.spec import ModelSpec
+from tokrate.spec.types import ModelSpec
 
 pytestmark = pytest.mark.real_server
 

@@ -29,7 +29,7 @@ from real_servers.llama import (
 from real_servers.models import GGUF_MAX_TOKENS, GGUF_SHAPES
 from real_servers.paths import ServerMissing, missing
 from real_servers.servers import Server, llama_server
-from tokrate.spec import ModelSpec
+from tokrate.spec.types import ModelSpec
 
 pytestmark = pytest.mark.real_server
 

@@ -24,7 +24,7 @@ from tokrate.analysis.server_roles import role_series
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import (
+from tokrate.spec.types import (
     ClientSpec,
     EndpointSpec,
     LoadSpec,

@@ -27,7 +27,7 @@ from real_servers import harness
 from real_servers import models as model_files
 from real_servers.paths import ServerMissing, cache_dir, missing
 from real_servers.servers import Server, llama_server
-from tokrate.spec import ModelSpec
+from tokrate.spec.types import ModelSpec
 
 pytestmark = pytest.mark.real_server
 

@@ -36,7 +36,7 @@ from tokrate.report.build import build_report
 from tokrate.report.data import combine_runs, size_speed_points, targets_frame
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.summary import Summary
-from tokrate.spec import ModelSpec
+from tokrate.spec.types import ModelSpec
 
 #: Four servers started, then 20 streams of up to 2.5 s each on a shared 2-core box.
 pytestmark = [pytest.mark.real_server, pytest.mark.timeout(900)]
@@ -70,7 +70,14 @@ def _sweep(servers: dict[str, Server], out: Path, run_id: str) -> LoadedRun:
     """One run over every size, each record's server timings filled from the log when
     the client did not keep them."""
     from tokrate.load.run import run_benchmark
-    from tokrate.spec import ClientSpec, EndpointSpec, LoadSpec, OutputSpec, PromptsSpec, RunSpec
+    from tokrate.spec.types import (
+        ClientSpec,
+        EndpointSpec,
+        LoadSpec,
+        OutputSpec,
+        PromptsSpec,
+        RunSpec,
+    )
 
     prompts = harness.distinct_length_prompts(out / f"{run_id}.jsonl", REQUESTS + 1)
     cursors = {name: harness.LogCursor(servers[name].log) for name in SIZES}

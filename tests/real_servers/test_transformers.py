@@ -21,7 +21,7 @@ from real_servers.models import HF_SHAPES
 from real_servers.servers import Server
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.spec import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
+from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec, OutputSpec, PromptsSpec, RunSpec
 
 pytestmark = pytest.mark.real_server
 
@@ -188,7 +188,7 @@ def test_size_chart_falls_with_size_under_the_cpu_bound(hf_server: Server, tmp_p
     from tokrate.hardware import get_hardware
     from tokrate.report.build import build_report
     from tokrate.report.data import combine_runs, size_speed_points, targets_frame
-    from tokrate.spec import ClientSpec
+    from tokrate.spec.types import ClientSpec
 
     hardware_name = "cpu-ddr5-2ch"
     prompts = harness.distinct_length_prompts(tmp_path / "prompts.jsonl", 4)

@@ -13,7 +13,7 @@ from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.physics import count_chat_tokens
 from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache, breakpoint_tokens, chat_block_keys
-from tokrate.spec import EndpointSpec, ModelSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec
 
 MARK = {"type": "ephemeral"}
 SHARED = [

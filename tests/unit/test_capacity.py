@@ -25,8 +25,9 @@ from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.summary import Summary
 from tokrate.sim.capacity_answer import closed_loop_capacity, replay_closed_loop
 from tokrate.sim.server import SimConfig, build_state
-from tokrate.spec import CapacitySpec, LoadSpec, RunSpec, load_spec
+from tokrate.spec.config_file import load_spec
 from tokrate.spec.thresholds import parse_threshold
+from tokrate.spec.types import CapacitySpec, LoadSpec, RunSpec
 
 
 def _oracle(limit: float, verdicts: dict[float, str] | None = None) -> tuple[ProbeFn, list[float]]:

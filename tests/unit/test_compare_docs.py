@@ -20,7 +20,7 @@ def _block(lang: str, after: str) -> str:
 
 
 def test_sample_nightly_toml_loads(tmp_path: Path) -> None:
-    from tokrate.spec import load_spec
+    from tokrate.spec.config_file import load_spec
 
     """The sample is examples/nightly.toml verbatim (the config the false-alarm benchmark
     measures), and it is a nightly: two tiers at a concurrency where batching matters,

@@ -125,7 +125,7 @@ def test_expect_on_an_openai_batch_line() -> None:
 
 def test_a_cap_does_not_cut_a_checked_prompts_own_limit(tmp_path: Path) -> None:
     from tokrate.inputs.prompts import load_prompts
-    from tokrate.spec import PromptsSpec
+    from tokrate.spec.types import PromptsSpec
 
     path = tmp_path / "p.jsonl"
     path.write_text(

@@ -44,6 +44,36 @@ def test_the_root_of_tokrate_holds_only_leaves() -> None:
     ]
 
 
+def test_no_package_below_tokrate_re_exports_a_name() -> None:
+    """Each name has one home: a package's __init__ lists in ``__all__`` only what it
+    defines itself, never a name it imports (only ``tokrate`` itself, the public API,
+    gathers names). The stage packages that once did (client, sim, spec) bind nothing."""
+    offenders = []
+    for init in sorted((ROOT / "tokrate").rglob("__init__.py")):
+        if init.parent == ROOT / "tokrate":
+            continue
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        imported = {
+            (alias.asname or alias.name)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tokrate")
+            for alias in node.names
+        }
+        listed: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+            ):
+                listed |= {
+                    elt.value for elt in ast.walk(node.value) if isinstance(elt, ast.Constant)
+                }
+        offenders += [f"{init.relative_to(ROOT)}: {name}" for name in sorted(imported & listed)]
+    assert offenders == []
+    for package in ("client", "sim", "spec"):
+        body = ast.parse((ROOT / "tokrate" / package / "__init__.py").read_text()).body
+        assert [type(node) for node in body] == [ast.Expr], package  # the docstring alone
+
+
 #: The modules of tokrate/ that write files, and what they write. A run folder's files
 #: have one writer each: the store (run.json, records.jsonl, summary.json,
 #: capacity.json, comparison.json/.md, the latest-good pointer), the loaded run

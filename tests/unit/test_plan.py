@@ -11,7 +11,8 @@ import pytest
 
 from tokrate.errors import ConfigError
 from tokrate.load.plan import PlannedRequest, ScenarioPlan, build_plan, shard, split_evenly
-from tokrate.spec import RunSpec, load_spec
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import RunSpec
 
 
 def spec(**load: object) -> RunSpec:

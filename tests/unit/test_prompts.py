@@ -12,8 +12,8 @@ from tokrate.errors import PromptError
 from tokrate.inputs.prompt_base import Prompt, estimate_input_tokens, estimate_tokens, prompt_text
 from tokrate.inputs.prompts import load_prompts, synthetic_prompts
 from tokrate.physics import count_chat_tokens, count_text_tokens
-from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_sets
+from tokrate.spec.types import PromptsSpec, SyntheticSpec
 
 
 def load(tmp_path: Path, *paths: str, **kw: object) -> tuple[Prompt, ...]:

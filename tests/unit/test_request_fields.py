@@ -32,7 +32,8 @@ from tokrate.physics import (
     media_part_tokens,
     wav_seconds,
 )
-from tokrate.spec import EndpointSpec, ModelSpec, PromptsSpec, load_spec
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import EndpointSpec, ModelSpec, PromptsSpec
 
 TOOLS = [
     {

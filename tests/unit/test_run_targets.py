@@ -4,8 +4,8 @@ then model size, then name (issue 11)."""
 from __future__ import annotations
 
 from tokrate.inputs.targets import resolve_targets
-from tokrate.sim import default_tiers
-from tokrate.spec import load_spec
+from tokrate.sim.model import default_tiers
+from tokrate.spec.config_file import load_spec
 
 
 def test_targets_by_endpoint_then_size_then_name() -> None:

@@ -14,7 +14,7 @@ from tokrate.load.collector import Collector, collapse_warnings
 from tokrate.load.progress import RunProgress
 from tokrate.load.worker.events import WorkerWarning
 from tokrate.runfolder.store import RunStore
-from tokrate.spec import EndpointSpec, ModelSpec
+from tokrate.spec.types import EndpointSpec, ModelSpec
 
 
 def test_collapse_keeps_the_first_of_each_kind_with_a_count() -> None:

@@ -10,16 +10,9 @@ import pytest
 from tokrate.errors import ConfigError
 from tokrate.inputs.sizes import infer_bytes_per_param, infer_size
 from tokrate.inputs.targets import resolve_targets
-from tokrate.spec import (
-    EndpointSpec,
-    LoadSpec,
-    ModelSpec,
-    RunSpec,
-    load_spec,
-    prompts_base_dir,
-    spec_to_dict,
-)
+from tokrate.spec.config_file import load_spec, prompts_base_dir, spec_to_dict
 from tokrate.spec.init_template import example_config
+from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec, RunSpec
 
 FULL = """
 baseline = "latest-good"
@@ -362,7 +355,7 @@ def test_the_example_config_says_truthfully_what_it_runs(tmp_path: Path) -> None
     runs), and its comment names the demo a config-less `tokrate run` runs instead."""
     from dataclasses import replace
 
-    from tokrate.spec import EMBEDDED_DEFAULTS, RunFlags
+    from tokrate.spec.command_line import EMBEDDED_DEFAULTS, RunFlags
 
     template = load_spec(write(tmp_path, example_config()), {}, RunFlags())
     empty = tmp_path / "empty.toml"
@@ -442,7 +435,7 @@ def test_command_line_rates_replace_a_file_concurrency_sweep(tmp_path: Path) -> 
 
 
 def test_typed_section_overrides() -> None:
-    from tokrate.spec import ClientSpec, SyntheticSpec, TimeoutsSpec
+    from tokrate.spec.types import ClientSpec, SyntheticSpec, TimeoutsSpec
 
     client = ClientSpec(kind="httpx", timeouts=TimeoutsSpec(idle_s=3.0))
     spec = load_spec(None, {"client": client, "prompts.synthetic": SyntheticSpec(count=2)})
@@ -452,7 +445,7 @@ def test_typed_section_overrides() -> None:
 
 def test_compare_thresholds_load_and_bad_ones_name_their_index(tmp_path: Path) -> None:
     from tokrate.errors import ConfigError
-    from tokrate.spec import load_spec
+    from tokrate.spec.config_file import load_spec
 
     path = tmp_path / "bench.toml"
     path.write_text('[compare]\nthresholds = ["ttft_p95=+20%", "e2e_p95=off"]\n', encoding="utf-8")
@@ -542,7 +535,7 @@ def test_protocol_and_knob_errors_are_one_line(tmp_path: Path, text: str, words:
 
 
 def test_simulator_models_keep_their_knobs(tmp_path: Path) -> None:
-    from tokrate.sim import default_tiers
+    from tokrate.sim.model import default_tiers
 
     spec = _spec_from(
         tmp_path,

@@ -11,17 +11,12 @@ from typing import Any
 import pytest
 
 import tokrate.load.run
-import tokrate.spec
+import tokrate.spec.config_file
 from tokrate.cli import main
 from tokrate.errors import ConfigError
-from tokrate.spec import (
-    EMBEDDED_DEFAULTS,
-    CapacitySpec,
-    ModelSpec,
-    RunFlags,
-    RunSpec,
-    load_spec,
-)
+from tokrate.spec.command_line import EMBEDDED_DEFAULTS, RunFlags
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import CapacitySpec, ModelSpec, RunSpec
 
 CONFIG = """
 [[endpoint]]
@@ -67,7 +62,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         seen["spec"] = spec
         raise _Stop
 
-    monkeypatch.setattr(tokrate.spec, "load_spec", counting)
+    monkeypatch.setattr(tokrate.spec.config_file, "load_spec", counting)
     monkeypatch.setattr(tokrate.load.run, "run_benchmark", capture)
     yield seen
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tokrate.cli import main
-from tokrate.spec import load_spec
+from tokrate.spec.config_file import load_spec
 
 
 def test_init_writes_a_loadable_example_and_refuses_to_overwrite(

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokrate.errors import ConfigError
-from tokrate.spec import (
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import (
     ClientSpec,
     DistributedSpec,
     EndpointSpec,
@@ -27,7 +28,6 @@ from tokrate.spec import (
     RunSpec,
     SimulatorSpec,
     SloSpec,
-    load_spec,
 )
 
 SECTIONS = {

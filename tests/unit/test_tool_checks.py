@@ -24,8 +24,8 @@ from tokrate.sim.answer_shape import AnswerShape, ToolDef
 from tokrate.sim.answers import ANSWER_FIELD, Reference, reference
 from tokrate.sim.schema_instance import instance
 from tokrate.sim.structured import plan_answer
-from tokrate.spec import PromptsSpec
 from tokrate.spec.expect import judge, parse_expect
+from tokrate.spec.types import PromptsSpec
 
 WEATHER = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 

@@ -47,8 +47,8 @@ from tokrate.load.confirm import confirm_spec
 from tokrate.report.terminal.comparison_text import render_markdown
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import LATEST_GOOD, load_run_info, run_folders
-from tokrate.spec import LoadSpec, ModelSpec, RunSpec
 from tokrate.spec.thresholds import Threshold, ThresholdSet
+from tokrate.spec.types import LoadSpec, ModelSpec, RunSpec
 from tokrate.textfmt import md_escape
 
 

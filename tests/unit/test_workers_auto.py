@@ -15,7 +15,8 @@ from tokrate.load.backends.selection import (
     workers_for_streams,
 )
 from tokrate.load.plan import build_plan
-from tokrate.spec import RunSpec, load_spec
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import RunSpec
 
 
 def spec(**load: object) -> RunSpec:

@@ -28,14 +28,14 @@ from tokrate.inputs.traces import parse_sharegpt
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS, grid_prompts, session_prompts
 from tokrate.physics import count_chat_tokens, count_text_tokens
 from tokrate.sim.prefix_cache import BLOCK_TOKENS, PrefixCache, chat_block_keys, text_block_keys
-from tokrate.spec import (
+from tokrate.spec.config_file import load_spec
+from tokrate.spec.types import (
     EndpointSpec,
     GridSpec,
     ModelSpec,
     PromptsSpec,
     SessionsSpec,
     SharedPrefixSpec,
-    load_spec,
 )
 
 TARGET = Target(EndpointSpec("e", "http://127.0.0.1:1/v1"), ModelSpec("e", "m"))

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tokrate.load.run import RunResult
-    from tokrate.spec import RunFlags, RunSpec
+    from tokrate.spec.command_line import RunFlags
+    from tokrate.spec.types import RunSpec
 
 __all__ = ["add_run"]
 
@@ -214,8 +215,8 @@ def _body_pairs(items: list[str]) -> dict[str, object]:
     JSON is refused, naming it (``--body top_k=40``, ``--body stop='["\\n"]'``)."""
     from tokrate.errors import PromptError
     from tokrate.inputs.prompt_base import parse_json_text
-    from tokrate.spec import RESERVED_BODY_KEYS
     from tokrate.spec.request_fields import unstreamable
+    from tokrate.spec.types import RESERVED_BODY_KEYS
 
     out: dict[str, object] = {}
     for item in items:
@@ -325,7 +326,7 @@ def _run_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def _run_flags(args: argparse.Namespace) -> RunFlags:
     """The target and mode flags, attached to the config by load_spec's rules."""
-    from tokrate.spec import RunFlags
+    from tokrate.spec.command_line import RunFlags
 
     return RunFlags(
         base_url=args.base_url,
@@ -340,7 +341,7 @@ def _run_flags(args: argparse.Namespace) -> RunFlags:
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
     """The run's spec: the config file (or the embedded default) with every flag on
     top, loaded once."""
-    from tokrate.spec import load_spec
+    from tokrate.spec.config_file import load_spec
 
     if args.time_scale is not None and args.base_url is not None:
         raise UsageError("tokrate run: --time-scale applies to the simulator only")

@@ -86,7 +86,7 @@ def _sim_efficiency(values: Sequence[str]) -> tuple[float, dict[str, float]]:
 def _cmd_sim(args: argparse.Namespace) -> int:
     import os
 
-    from tokrate.sim import SimConfig, serve
+    from tokrate.sim.server import SimConfig, serve
 
     api_key = None
     if args.api_key:

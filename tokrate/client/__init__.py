@@ -10,38 +10,3 @@
 
 Needs a running asyncio event loop (uvloop recommended); anyio on asyncio works.
 """
-
-from __future__ import annotations
-
-from tokrate.client.base import CLIENT_KINDS, StreamClient
-from tokrate.client.chunks import ChunkError, ChunkFacts, classify_chunk
-from tokrate.client.factory import open_client
-from tokrate.client.request import (
-    PreparedRequest,
-    RequestSettings,
-    build_request,
-    new_unique_prefix,
-    without_stream_options,
-)
-from tokrate.client.result import RecordContext, StreamResult, build_record
-from tokrate.client.sse import SSEDecoder, SSEEvent, SSEProtocolError
-
-__all__ = [
-    "CLIENT_KINDS",
-    "ChunkError",
-    "ChunkFacts",
-    "PreparedRequest",
-    "RecordContext",
-    "RequestSettings",
-    "SSEDecoder",
-    "SSEEvent",
-    "SSEProtocolError",
-    "StreamClient",
-    "StreamResult",
-    "build_record",
-    "build_request",
-    "classify_chunk",
-    "new_unique_prefix",
-    "open_client",
-    "without_stream_options",
-]

@@ -24,7 +24,7 @@ from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.failures import classify_httpx_exception
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 __all__ = ["Attempt", "timeout_message"]
 

@@ -28,7 +28,7 @@ from tokrate.client.accumulate import ERROR_BODY_LIMIT, StreamState, needs_error
 from tokrate.client.failures import classify_exception
 from tokrate.client.kernel_stamps import KernelTransport
 from tokrate.client.result import NS_PER_S
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 __all__ = [
     "Connection",

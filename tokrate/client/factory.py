@@ -8,7 +8,7 @@ from typing import Literal
 from tokrate.client.base import CLIENT_KINDS, StreamClient
 from tokrate.client.tls import verify_context
 from tokrate.errors import ConfigError
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 __all__ = ["open_client"]
 

@@ -36,7 +36,7 @@ from tokrate.client.base import DRAIN_WAIT_S, STALE_NOTE, with_usage_fallback
 from tokrate.client.connect_trace import ConnectTrace
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 __all__ = ["HTTP2_AVAILABLE", "SHARD_CONNECTIONS", "HttpxClient", "PoolShards", "preconnect_http"]
 

@@ -32,8 +32,8 @@ from tokrate.errors import ConfigError, PromptError
 from tokrate.inputs.prompt_base import Prompt
 from tokrate.inputs.targets import Target
 from tokrate.redact import Redactor
-from tokrate.spec import RESERVED_BODY_KEYS
 from tokrate.spec.expect import Expect
+from tokrate.spec.types import RESERVED_BODY_KEYS
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",

@@ -39,7 +39,7 @@ from tokrate.client.httpx_client import HTTP2_AVAILABLE, preconnect_http
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
 from tokrate.client.sse import DEFAULT_MAX_LINE_BYTES, SSEProtocolError
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 try:  # openai >= 3 is built on the httpx2 fork; older releases on httpx itself
     import httpx2 as httpx

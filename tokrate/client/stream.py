@@ -49,7 +49,7 @@ from tokrate.client.handshake import connect_ns
 from tokrate.client.kernel_stamps import clock_bridge, open_kernel_connection
 from tokrate.client.request import PreparedRequest
 from tokrate.client.result import StreamResult
-from tokrate.spec import TimeoutsSpec
+from tokrate.spec.types import TimeoutsSpec
 
 __all__ = ["FastClient"]
 

@@ -1,6 +1,6 @@
 """Prompts: user files, bundled sets, synthetic lengths.
 
-:func:`load_prompts` resolves a :class:`~tokrate.spec.PromptsSpec` into a tuple of
+:func:`load_prompts` resolves a :class:`~tokrate.spec.types.PromptsSpec` into a tuple of
 frozen :class:`Prompt`. Sources, in this order:
 
 - ``paths``: JSONL files (``.jsonl``/``.json``; one object per line with ``messages``
@@ -62,8 +62,8 @@ from tokrate.inputs.traces import (
 )
 from tokrate.inputs.workloads import grid_prompts, session_prompts, shared_prefix_prompts
 from tokrate.runfolder.prompt_sources import PromptSourceInfo, SourceKind
-from tokrate.spec import PromptsSpec, SyntheticSpec
 from tokrate.spec.bundled import SHIPPED_SETS, bundled_set_bytes, bundled_sets
+from tokrate.spec.types import PromptsSpec, SyntheticSpec
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -381,7 +381,7 @@ def load_prompt_sources(
     """Resolve ``spec`` into prompts, with their sources (see the module docstring for
     sources and order).
 
-    ``base_dir``: where relative paths are read from (``tokrate.spec.prompts_base_dir``
+    ``base_dir``: where relative paths are read from (``tokrate.spec.config_file.prompts_base_dir``
     gives the config file's folder). ``reserve_tokens``: tokens the request adds in
     front of the first message (the cache-busting tag,
     :data:`tokrate.inputs.workloads.UNIQUE_TAG_TOKENS`); length grids leave room for them so

@@ -22,8 +22,9 @@ from tokrate.inputs.sizes import fill_sizes
 from tokrate.redact import Redactor, is_secret_name, split_url_credentials
 from tokrate.runfolder.run_info import TargetInfo
 from tokrate.runfolder.served_model import ServedModel
-from tokrate.spec import SIM_ENDPOINT, EndpointSpec, ModelSpec, RunSpec
+from tokrate.spec.command_line import SIM_ENDPOINT
 from tokrate.spec.header_values import header_value_problem
+from tokrate.spec.types import EndpointSpec, ModelSpec, RunSpec
 
 __all__ = [
     "SizedTier",
@@ -36,7 +37,7 @@ __all__ = [
 
 
 class SizedTier(Protocol):
-    """What target resolution reads from a simulator tier (``tokrate.sim.Tier`` fits)."""
+    """What target resolution reads from a simulator tier (``tokrate.sim.model.Tier`` fits)."""
 
     @property
     def name(self) -> str: ...

@@ -26,7 +26,7 @@ from tokrate.inputs.prompt_base import (
     text_of_tokens,
 )
 from tokrate.physics import CHAT_MESSAGE_OVERHEAD_TOKENS
-from tokrate.spec import GridSpec, SessionsSpec, SharedPrefixSpec
+from tokrate.spec.types import GridSpec, SessionsSpec, SharedPrefixSpec
 
 __all__ = [
     "SHARED_TASK",

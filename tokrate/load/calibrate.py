@@ -70,7 +70,8 @@ def calibrate(
     """Measure the floor at each concurrency (module docstring); ``workers`` processes
     per level ("auto": what a default run picks for that many streams, at most one per
     stream). Raises SimulatorError when the simulator cannot start."""
-    from tokrate.sim import SimConfig, Tier, spawn_simulator
+    from tokrate.sim.model import Tier
+    from tokrate.sim.server import SimConfig, spawn_simulator
 
     tier = Tier(
         "calibration",
@@ -239,10 +240,10 @@ async def _load(
     other processes, is passed) so the CPU and lag figures are the streaming alone's."""
     import anyio
 
-    from tokrate.client import open_client
+    from tokrate.client.factory import open_client
     from tokrate.load.worker.looplag import LagMonitor
     from tokrate.load.worker.pacing import Pacer
-    from tokrate.spec import TimeoutsSpec
+    from tokrate.spec.types import TimeoutsSpec
 
     req = sim_request(base_url, load.tokens)
     timeouts = TimeoutsSpec(connect_s=30, first_byte_s=120, idle_s=60, total_s=600)
@@ -279,10 +280,10 @@ async def _load(
 def sim_request(base_url: str, tokens: int, model: str = "calibration") -> Any:
     """A chat request for ``tokens`` tokens (ignore_eos) to the simulator at
     ``base_url``, as the calibration (and the client benchmarks) send it."""
-    from tokrate.client import RequestSettings, build_request
+    from tokrate.client.request import RequestSettings, build_request
     from tokrate.inputs.prompt_base import Prompt
     from tokrate.inputs.targets import Target
-    from tokrate.spec import EndpointSpec, ModelSpec
+    from tokrate.spec.types import EndpointSpec, ModelSpec
 
     target = Target(
         EndpointSpec(name="sim", base_url=base_url), ModelSpec(endpoint="sim", name=model)

@@ -38,7 +38,7 @@ from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.capacity_result import CapacityProbe, ProbePhase
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.records import RequestRecord
-from tokrate.spec import CapacitySpec
+from tokrate.spec.types import CapacitySpec
 
 __all__ = [
     "CLIENT_BUSY_FRACTION",

@@ -50,7 +50,7 @@ from tokrate.runfolder.capacity_result import (
 )
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import ScenarioInfo
-from tokrate.spec import CapacitySpec, LoadMode, RunSpec
+from tokrate.spec.types import CapacitySpec, LoadMode, RunSpec
 from tokrate.textfmt import fmt_pct_interval
 
 if TYPE_CHECKING:

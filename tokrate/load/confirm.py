@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokrate.runfolder.store import load_run_info
-from tokrate.spec import ModelSpec, RunSpec
+from tokrate.spec.types import ModelSpec, RunSpec
 
 __all__ = ["CONFIRM_RUN_ID", "confirm_spec", "confirm_line"]
 

@@ -23,7 +23,7 @@ from typing import Final
 from tokrate.errors import ConfigError
 from tokrate.load.backends.selection import auto_workers
 from tokrate.load.plan import Plan
-from tokrate.spec import RunSpec
+from tokrate.spec.types import RunSpec
 
 __all__ = ["BASE_FDS", "ensure_open_files", "planned_streams"]
 

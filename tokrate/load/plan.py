@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from tokrate.errors import ConfigError
-from tokrate.spec import ArrivalKind, LoadMode, RunSpec, TargetsMode
+from tokrate.spec.types import ArrivalKind, LoadMode, RunSpec, TargetsMode
 
 __all__ = [
     "Plan",

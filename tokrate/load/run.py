@@ -84,7 +84,8 @@ from tokrate.runfolder.store import (
     write_checks,
 )
 from tokrate.runfolder.summary import Summary
-from tokrate.spec import RunSpec, prompts_base_dir
+from tokrate.spec.config_file import prompts_base_dir
+from tokrate.spec.types import RunSpec
 from tokrate.textfmt import nice_bin_width
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def _simulator(spec: RunSpec) -> Iterator[tuple[str, Sequence[Any]] | None]:
     if not spec.uses_simulator:
         yield None
         return
-    from tokrate.sim import SimConfig, configured_tiers, simulator_process
+    from tokrate.sim.server import SimConfig, configured_tiers, simulator_process
 
     s = spec.simulator
     config = SimConfig(

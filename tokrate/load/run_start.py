@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Final
 from tokrate.inputs.targets import Target
 from tokrate.load.plan import Plan, ScenarioPlan
 from tokrate.runfolder.run_info import RunInfo, ScenarioInfo, SloInfo
-from tokrate.spec import RunSpec, spec_to_dict
+from tokrate.spec.config_file import spec_to_dict
+from tokrate.spec.types import RunSpec
 
 if TYPE_CHECKING:
     from tokrate.load.backends import Backend

@@ -48,7 +48,7 @@ from tokrate.runfolder.server_samples import (
     scrape_line,
     write_server_samples,
 )
-from tokrate.spec import EndpointSpec
+from tokrate.spec.types import EndpointSpec
 
 if TYPE_CHECKING:
     import anyio

@@ -36,8 +36,8 @@ from tokrate.load.plan import Plan
 from tokrate.load.stop_rules import StopReason
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import SpendInfo
-from tokrate.spec import RunSpec
 from tokrate.spec.pricing import TokenPrices
+from tokrate.spec.types import RunSpec
 
 __all__ = ["PlanCost", "SpendMeter", "check_cap", "estimate_plan", "estimate_line"]
 

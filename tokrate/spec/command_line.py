@@ -3,7 +3,7 @@
 Most flags are plain dotted overrides (``--requests 8`` is ``load.requests = 8``); the
 CLI translates those. The flags here are more than a value: they name targets or
 switch a mode, and where they land depends on what the config file already says, which
-only :func:`tokrate.spec.load_spec` knows while it reads the file. So the CLI hands them
+only :func:`tokrate.spec.config_file.load_spec` knows while it reads the file. So the CLI hands them
 over as one :class:`RunFlags` and ``load_spec`` applies them in the same single pass:
 
 - no config file and no ``--base-url``: the embedded simulator with

@@ -1,4 +1,4 @@
-"""Frozen run specifications: the dataclasses (loading lives in tokrate.spec._load).
+"""Frozen run specifications: the dataclasses (loading lives in tokrate.spec.config_file).
 
 A :class:`RunSpec` is everything a benchmark run needs, resolved and validated: it is
 built from a TOML file (``load_spec``) with command-line overrides applied on top, or

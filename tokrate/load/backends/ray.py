@@ -47,7 +47,7 @@ from tokrate.load.backends.clocks import measure_clock
 from tokrate.load.worker.events import Emit, RequestFinished, RequestStarted
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.run_info import NodeInfo
-from tokrate.spec import DistributedSpec
+from tokrate.spec.types import DistributedSpec
 
 if TYPE_CHECKING:
     from tokrate.load.worker.engine import WorkerTask

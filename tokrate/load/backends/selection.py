@@ -12,7 +12,7 @@ from typing import Final
 from tokrate.errors import ConfigError
 from tokrate.load.backends import Backend
 from tokrate.load.plan import Plan
-from tokrate.spec import RunSpec
+from tokrate.spec.types import RunSpec
 
 __all__ = ["AUTO_STREAMS_PER_WORKER", "auto_workers", "open_backend", "workers_for_streams"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from tokrate.client.request import RequestSettings
 from tokrate.redact import Redactor
-from tokrate.spec import RetrySpec, RunSpec, TimeoutsSpec
+from tokrate.spec.types import RetrySpec, RunSpec, TimeoutsSpec
 
 __all__ = ["WorkerSettings"]
 
