@@ -53,6 +53,7 @@ from tokrate.analysis.ordering import level_key, model_key
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.run_info import RunInfo, SloInfo
 from tokrate.runfolder.summary import Cost, Distribution, Group, SloCounts, Summary, TaskGroup
+from tokrate.spec.metric_table import metric_label
 
 __all__ = [
     "ATTAINMENT",
@@ -309,10 +310,9 @@ def judge_fraction(
 
 #: The SLO limits and the statistic that says by how much each was overrun: above
 #: the p95, more than 5% of requests missed that limit alone.
-_SLO_STATS: Final = (
-    ("ttft_s", "TTFT p95", "ttft_s", "p95"),
-    ("tpot_s", "TPOT p95", "tpot_s", "p95"),
-    ("e2e_s", "E2E p95", "e2e_s", "p95"),
+_SLO_STATS: Final = tuple(
+    (column, f"{metric_label(column)} p95", column, "p95")
+    for column in ("ttft_s", "tpot_s", "e2e_s")
 )
 
 

@@ -35,7 +35,8 @@ from tokrate.fileio import FileRefused, make_folder, write_atomic
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.styles import model_colors
 from tokrate.report.tables import Table
-from tokrate.spec.thresholds import ABSOLUTE_METRICS, DEFAULT_THRESHOLDS, Threshold
+from tokrate.spec.metric_table import metric_label
+from tokrate.spec.thresholds import DEFAULT_THRESHOLDS, Threshold, metric_unit
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
 __all__ = ["build_history", "write_history"]
@@ -60,41 +61,21 @@ def _mark(verdict: str) -> tuple[str, str, str]:
 
 def _unit(metric: str) -> tuple[str, float]:
     """Axis unit and the factor from stored values to it."""
-    if metric in ABSOLUTE_METRICS:
+    unit = metric_unit(metric)
+    if unit == "rate":
         return "%", 100.0
-    if metric.startswith("decode_tps"):
+    if unit == "tok/s":
         return "tok/s", 1.0
     return "ms", 1000.0
-
-
-#: The first word(s) of a metric id in the words of the report's tables.
-_METRIC_WORDS: Final = {
-    "ttft": "TTFT",
-    "tpot": "TPOT",
-    "itl": "ITL",
-    "e2e": "E2E",
-    "decode_tps": "decode tok/s",
-    "error_rate": "error rate",
-    "pass_rate": "pass rate",
-}
-
-
-def metric_words(metric: str) -> str:
-    """``tpot_p50`` as the tables write it, "TPOT p50"; an unknown id as it is."""
-    for prefix, words in sorted(_METRIC_WORDS.items(), key=lambda kv: -len(kv[0])):
-        if metric == prefix:
-            return words
-        if metric.startswith(prefix + "_"):
-            return f"{words} {metric[len(prefix) + 1 :]}"
-    return metric
 
 
 def _fmt(value: float | None, metric: str) -> str:
     if value is None:
         return DASH
-    if metric in ABSOLUTE_METRICS:
+    unit = metric_unit(metric)
+    if unit == "rate":
         return f"{value * 100:.2f}%"
-    if metric.startswith("decode_tps"):
+    if unit == "tok/s":
         return fmt_tps(value, " tok/s")
     return fmt_ms(value)
 
@@ -203,7 +184,7 @@ def _chart(history: History, metric: str, fingerprint: str) -> bytes:
         # look like a cliff.
         ax.set_ylim(bottom=0)
     ax.set_title(_chart_title(metric), fontsize=10)
-    ax.set_ylabel(f"{metric_words(metric)} ({unit})")
+    ax.set_ylabel(f"{metric_label(metric)} ({unit})")
     ax.grid(True, alpha=0.3)
     if data.height:
         # Outside the data: a trend legend over the lines hides the newest nights.
@@ -217,7 +198,7 @@ def _chart(history: History, metric: str, fingerprint: str) -> bytes:
 
 
 def _chart_title(metric: str) -> str:
-    return f"{metric_words(metric)} over time"
+    return f"{metric_label(metric)} over time"
 
 
 def _flat(history: History, metric: str, fingerprint: str) -> bool:

@@ -19,6 +19,7 @@ from tokrate.report.terminal.stream_words import who_held
 from tokrate.report.terminal.tier_text import candidate_text, cost_cell, slo_text, tasks_text
 from tokrate.runfolder.comparison import Comparison
 from tokrate.runfolder.summary import Group, Summary
+from tokrate.spec.metric_table import metric_label
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_pct_interval, fmt_tps
 
 __all__ = [
@@ -61,15 +62,15 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
         "$ / 1k req (95% CI)",
         "ok",
         "errors",
-        "TTFT p50",
-        "TTFT p95",
-        "TTFT from due p95",
-        "TPOT p50",
+        metric_label("ttft_p50"),
+        metric_label("ttft_p95"),
+        metric_label("ttft_from_due_p95"),
+        metric_label("tpot_p50"),
         # The tier pick's sentences quote a missed TPOT limit as the p95: it is here.
-        "TPOT p95",
-        "ITL p99",
-        "E2E p95",
-        "decode tok/s p50",
+        metric_label("tpot_p95"),
+        metric_label("itl_p99"),
+        metric_label("e2e_p95"),
+        metric_label("decode_tps_p50"),
         "aggregate tok/s",
         "req/s",
     )
@@ -135,7 +136,7 @@ def summary_table(run_key: str, summary: Summary, *, title: str | None = None) -
 
 
 #: The metrics the side-by-side table shows, with their headers.
-SIDE_BY_SIDE = (("decode_tps_p50", "decode tok/s p50"), ("ttft_p95", "TTFT p95"))
+SIDE_BY_SIDE = tuple((m, metric_label(m)) for m in ("decode_tps_p50", "ttft_p95"))
 
 
 def comparison_table(

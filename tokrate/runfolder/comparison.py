@@ -41,9 +41,9 @@ from typing import Any, Final, Literal
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.files import read_json
 from tokrate.runfolder.jsonread import JsonReader
+from tokrate.spec.metric_table import Direction
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
-    Direction,
     SeriesKey,
     Threshold,
     ThresholdSet,

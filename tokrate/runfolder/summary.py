@@ -71,6 +71,7 @@ from typing import Any, Final
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.quality import Quality
+from tokrate.spec.metric_table import summarised
 from tokrate.textfmt import level_label
 
 __all__ = [
@@ -117,21 +118,11 @@ ES_KEYS: Final = ("p90_es", "p95_es", "p99_es")
 #: Keys of every distribution, in the order summary.json writes them.
 DIST_KEYS: Final = ("n", "mean", "p50", "p90", "p95", "p99", "min", "max", *ES_KEYS)
 
-#: Per-request metrics summarised as distributions, in summary.json order.
-DIST_METRICS: Final = (
-    "ttft_s",
-    "tpot_s",
-    "itl_s",
-    "e2e_s",
-    "decode_tps",
-    "first_answer_s",
-    "ttft_from_scheduled_s",
-    "send_delay_s",
-    "ttft_from_due_s",
-    "send_queue_s",
-)
+#: Per-request metrics summarised as distributions, in summary.json order (the
+#: metric table's, tokrate.spec.metric_table).
+DIST_METRICS: Final = summarised("group")
 #: The distributions kept per task.
-TASK_METRICS: Final = ("ttft_s", "tpot_s", "e2e_s", "decode_tps")
+TASK_METRICS: Final = summarised("task")
 
 
 def _bad(where: str, what: str) -> RunFolderError:

@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 from tokrate.errors import UsageError
+from tokrate.spec.metric_table import METRIC_TABLE, STATS, Direction, Metric, Unit, metric_of
 
 __all__ = [
     "ABSOLUTE_METRICS",
@@ -35,8 +36,6 @@ __all__ = [
     "METRICS",
     "RUN_METRICS",
     "SERIES",
-    "STATS",
-    "Direction",
     "SeriesKey",
     "Threshold",
     "ThresholdError",
@@ -48,41 +47,29 @@ __all__ = [
     "parse_threshold",
 ]
 
-Direction = Literal["lower_is_better", "higher_is_better"]
 #: (endpoint, model, scenario, metric): one line of a comparison or a history.
 SeriesKey = tuple[str, str, str, str]
 
 #: Per-request series a metric can be built on: name -> (record-derived column, unit,
-#: direction). ``decode_tps`` is 1 / tpot_s per request (docs/definitions.md).
+#: direction), the compared series of :data:`~tokrate.spec.metric_table.METRIC_TABLE`.
+#: ``decode_tps`` is 1 / tpot_s per request (docs/definitions.md).
 SERIES: Final[dict[str, tuple[str, str, Direction]]] = {
-    "ttft": ("ttft_s", "s", "lower_is_better"),
-    "first_answer": ("first_answer_s", "s", "lower_is_better"),
-    "tpot": ("tpot_s", "s", "lower_is_better"),
-    "e2e": ("e2e_s", "s", "lower_is_better"),
-    "decode_tps": ("decode_tps", "tok/s", "higher_is_better"),
-}
-#: Statistic name -> quantile (None: the mean).
-STATS: Final[dict[str, float | None]] = {
-    "p50": 0.50,
-    "p90": 0.90,
-    "p95": 0.95,
-    "p99": 0.99,
-    "mean": None,
+    m.name: (m.column, m.unit, m.direction)
+    for m in METRIC_TABLE
+    if m.compared and m.column is not None
 }
 
-#: Every metric name a comparison understands: ``<series>_<stat>``, ``error_rate``
-#: and ``capacity`` (a capacity search's result per target, tokrate.analysis.capacity_compare).
+#: Every metric name a comparison understands: ``<series>_<stat>``, the shares
+#: (``error_rate``, ``pass_rate``, ``cache_hit_rate``) and ``capacity`` (a capacity
+#: search's result per target, tokrate.analysis.capacity_compare).
 METRICS: Final[tuple[str, ...]] = (
     *(f"{s}_{t}" for s in SERIES for t in STATS),
-    "error_rate",
-    "pass_rate",
-    "cache_hit_rate",
-    "capacity",
+    *(m.name for m in METRIC_TABLE if m.compared and m.column is None),
 )
 #: Metrics of a whole run's search rather than of one group's requests.
-RUN_METRICS: Final = ("capacity",)
+RUN_METRICS: Final = tuple(m.name for m in METRIC_TABLE if m.unit == "level")
 #: Rates whose change (and threshold) is an absolute difference in percentage points.
-ABSOLUTE_METRICS: Final = ("error_rate", "pass_rate", "cache_hit_rate")
+ABSOLUTE_METRICS: Final = tuple(m.name for m in METRIC_TABLE if m.is_share)
 
 _THRESHOLD_RE: Final = re.compile(
     r"^\s*([a-z0-9_]+)\s*=\s*([+-]?)\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*$"
@@ -100,21 +87,13 @@ class ThresholdError(UsageError):
 
 def metric_direction(metric: str) -> Direction:
     """Which way is better for a metric name from METRICS."""
-    if metric == "error_rate":
-        return "lower_is_better"
-    if metric in ("capacity", "pass_rate", "cache_hit_rate"):
-        return "higher_is_better"
-    return SERIES[metric.rsplit("_", 1)[0]][2]
+    return metric_of(metric).direction
 
 
-def metric_unit(metric: str) -> str:
+def metric_unit(metric: str) -> Unit:
     """ "s", "tok/s", "rate" (error_rate, pass_rate, cache_hit_rate) or "level"
     (capacity)."""
-    if metric in ABSOLUTE_METRICS:
-        return "rate"
-    if metric == "capacity":
-        return "level"
-    return SERIES[metric.rsplit("_", 1)[0]][1]
+    return metric_of(metric).unit
 
 
 def metric_column(metric: str) -> tuple[str, float | None]:
@@ -147,36 +126,38 @@ class Threshold:
 
     def describe(self) -> str:
         """``+10%`` / ``-5%`` / ``+1pp``: the sign shows which way is worse."""
-        if self.metric == "error_rate":
-            return f"+{self.limit * 100:.3g}pp"
-        if self.metric in ("pass_rate", "cache_hit_rate"):
-            return f"-{self.limit * 100:.3g}pp"
         sign = "-" if self.direction == "higher_is_better" else "+"
-        return f"{sign}{self.limit * 100:.3g}%"
+        unit = "pp" if self.metric in ABSOLUTE_METRICS else "%"
+        return f"{sign}{self.limit * 100:.3g}{unit}"
 
 
-#: Defaults: loose enough that two identical runs on a busy machine agree, tight enough
-#: to catch a provider getting a tenth slower. Floors: 1 ms on latencies, 0.1 ms on TPOT.
-DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = (
-    Threshold("ttft_p95", 0.10, 0.001),
-    Threshold("tpot_p50", 0.05, 0.0001),
-    Threshold("e2e_p95", 0.10, 0.001),
-    Threshold("decode_tps_p50", 0.05),
-    Threshold("error_rate", 0.01),
+def _default(metric: Metric) -> Threshold:
+    assert metric.default is not None
+    stat = metric.default.stat
+    name = metric.name if stat is None else f"{metric.name}_{stat}"
+    return Threshold(name, metric.default.limit, metric.default.floor)
+
+
+#: The per-request metrics and the error rate every comparison judges unless turned
+#: off, from the table's defaults (floors: 1 ms on latencies, 0.1 ms on TPOT).
+DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = tuple(
+    _default(m)
+    for m in METRIC_TABLE
+    if m.default is not None and (m.column is not None or m.name == "error_rate")
 )
 
 
 #: The capacity threshold when none is given: compared whenever both runs searched.
-CAPACITY_DEFAULT: Final = Threshold("capacity", 0.10)
+CAPACITY_DEFAULT: Final = _default(metric_of("capacity"))
 #: The pass-rate threshold when none is given: a drop of 5 percentage points (judged
 #: only where some answer was checked; a regression also needs Newcombe's interval of
 #: the difference to exclude 0).
-PASS_RATE_DEFAULT: Final = Threshold("pass_rate", 0.05)
+PASS_RATE_DEFAULT: Final = _default(metric_of("pass_rate"))
 #: The prompt-cache threshold when none is given: a drop of 10 percentage points in
 #: the share of prompt tokens served from the cache (judged only where a server
 #: reported cached tokens; a regression also needs Newcombe's interval of the
 #: difference to exclude 0, tokrate.analysis.cache_compare).
-CACHE_HIT_RATE_DEFAULT: Final = Threshold("cache_hit_rate", 0.10)
+CACHE_HIT_RATE_DEFAULT: Final = _default(metric_of("cache_hit_rate"))
 #: What a comparison judges by default: the per-request metrics, the pass rate of
 #: checked answers, the prompt-cache hit rate and capacity (a run without a capacity
 #: search has no capacity row, one without checks no pass-rate row, one whose server

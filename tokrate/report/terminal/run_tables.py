@@ -22,6 +22,7 @@ from tokrate.report.terminal.stream_words import who_held
 from tokrate.report.terminal.tier_text import cost_cell, usd_text
 from tokrate.runfolder.capacity_result import CapacityResult
 from tokrate.runfolder.summary import Group, Summary
+from tokrate.spec.metric_table import metric_label
 from tokrate.textfmt import DASH, fmt_ms, fmt_num, fmt_pct, fmt_tps
 
 __all__ = ["BUFFERED_MARK", "capacity_level", "render_capacity", "render_summary"]
@@ -40,9 +41,9 @@ _TERMINAL_COLUMNS: Final = (
     ("cost", "$ / 1k\nreq", True),
     ("ok", "ok", True),
     ("err", "err", True),
-    ("ttft_p50", "TTFT\np50 ms", True),
-    ("ttft_p95", "TTFT\np95 ms", True),
-    ("tpot_p50", "TPOT\np50 ms", True),
+    ("ttft_p50", f"{metric_label('ttft')}\np50 ms", True),
+    ("ttft_p95", f"{metric_label('ttft')}\np95 ms", True),
+    ("tpot_p50", f"{metric_label('tpot')}\np50 ms", True),
     ("decode", "tok/s\nstream", True),
     ("agg", "tok/s\ntotal", True),
 )

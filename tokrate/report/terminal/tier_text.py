@@ -42,6 +42,7 @@ from tokrate.analysis.tier_pick import (
 )
 from tokrate.runfolder.run_info import SloInfo
 from tokrate.runfolder.summary import Cost
+from tokrate.spec.metric_table import metric_label
 from tokrate.textfmt import DASH, fmt_ms, fmt_pct_interval, fmt_tps
 
 if TYPE_CHECKING:
@@ -69,7 +70,10 @@ PRICE_HINT = (
 )
 
 #: The SLO limits in the order a sentence names them, with their names.
-_LIMITS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("itl_p99_s", "ITL p99"))
+_LIMITS = (
+    *((key, metric_label(key)) for key in ("ttft_s", "tpot_s", "e2e_s")),
+    ("itl_p99_s", metric_label("itl_p99")),
+)
 
 
 def _and(items: Sequence[str]) -> str:
