@@ -25,12 +25,11 @@ reporting is not proof that its cache stopped working.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import polars as pl
 
-from tokrate.analysis.quality_compare import judge_share_change
-from tokrate.analysis.stats import newcombe_interval
+from tokrate.analysis.share_compare import ShareCount, compare_shares
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.spec.thresholds import Threshold
 
@@ -50,6 +49,12 @@ class CacheShare:
     n: int
     rate: float | None
     n_eff: float
+
+    @property
+    def count(self) -> ShareCount:
+        """The share as Newcombe's interval weighs it: ``rate * n_eff`` of ``n_eff``."""
+        hits = 0.0 if self.rate is None else self.rate * self.n_eff
+        return ShareCount(self.n, self.rate, hits, self.n_eff)
 
 
 def cache_share(group: pl.DataFrame) -> CacheShare:
@@ -76,26 +81,16 @@ def compare_cache_hit_rate(
 ) -> MetricResult:
     """One ``cache_hit_rate`` row from two groups of analysed records (module doc)."""
     b, c = cache_share(gb), cache_share(gc)
-    out = replace(empty, n_baseline=b.n, n_current=c.n, baseline=b.rate, current=c.rate)
-    if problem is not None:
-        return out
-    if b.rate is None or c.rate is None:
-        if b.rate is None and c.rate is None:
-            reason = "no request of this group reported cached tokens"
-        elif c.rate is None:
-            reason = f"the current run reports no cached tokens (the baseline's {b.n} requests did)"
-        else:
-            reason = f"the baseline reports no cached tokens (the current run's {c.n} requests do)"
-        return replace(out, verdict="inconclusive", reason=reason)
-    if min(b.n, c.n) < s.min_samples:
-        return replace(
-            out,
-            verdict="inconclusive",
-            reason=f"too few requests that reported cached tokens (baseline {b.n},"
-            f" current {c.n}; need {s.min_samples})",
+    unjudged = None
+    if b.rate is None and c.rate is None:
+        unjudged = "no request of this group reported cached tokens"
+    elif c.rate is None:
+        unjudged = f"the current run reports no cached tokens (the baseline's {b.n} requests did)"
+    elif b.rate is None:
+        unjudged = f"the baseline reports no cached tokens (the current run's {c.n} requests do)"
+    elif min(b.n, c.n) < s.min_samples:
+        unjudged = (
+            f"too few requests that reported cached tokens (baseline {b.n},"
+            f" current {c.n}; need {s.min_samples})"
         )
-    assert b.rate is not None and c.rate is not None
-    change = c.rate - b.rate
-    lo, hi = newcombe_interval(b.rate * b.n_eff, b.n_eff, c.rate * c.n_eff, c.n_eff, s.confidence)
-    verdict, reason = judge_share_change(-change, (lo, hi), t)
-    return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+    return compare_shares(b.count, c.count, t, s, problem, empty, unjudged)

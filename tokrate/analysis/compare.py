@@ -57,7 +57,8 @@ from tokrate.analysis.health import Overload, overload_reason, scenario_overload
 from tokrate.analysis.metrics import analysed, server_error_expr
 from tokrate.analysis.noise import SeriesNoise
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
-from tokrate.analysis.stats import block_length, newcombe_interval, relative_change_ci, sample_stat
+from tokrate.analysis.share_compare import ShareCount, compare_shares
+from tokrate.analysis.stats import block_length, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
     CONFIRM_FOLDER,
@@ -275,32 +276,18 @@ def _compare_error_rate(
 ) -> MetricResult:
     """Error rate = error / (ok + error); cancelled requests are the user's and unsent
     ones the client's (:func:`~tokrate.analysis.metrics.server_error_expr`), not the
-    endpoint's, and are left out. Interval: Newcombe hybrid score."""
+    endpoint's, and are left out. Judged as a share
+    (:func:`tokrate.analysis.share_compare.compare_shares`)."""
 
-    def counts(g: pl.DataFrame) -> tuple[int, int]:
+    def counts(g: pl.DataFrame) -> ShareCount:
         err = int(g.select(server_error_expr().sum()).item())
-        return err, err + int((g["status"] == "ok").sum())
+        return ShareCount.of_counts(err, err + int((g["status"] == "ok").sum()))
 
-    kb, nb = counts(gb)
-    kc, nc = counts(gc)
-    out = replace(
-        empty,
-        n_baseline=nb,
-        n_current=nc,
-        baseline=kb / nb if nb else None,
-        current=kc / nc if nc else None,
-    )
-    if problem is not None:
-        return out
-    if min(nb, nc) < s.min_samples:
-        return replace(
-            out, verdict="inconclusive", reason=_too_few("error_rate", nb, nc, s.min_samples)
-        )
-    assert out.baseline is not None and out.current is not None
-    change = out.current - out.baseline
-    lo, hi = newcombe_interval(kb, nb, kc, nc, s.confidence)
-    verdict, reason = judge(change, (lo, hi), abs(change), t)
-    return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+    b, c = counts(gb), counts(gc)
+    unjudged = None
+    if min(b.n, c.n) < s.min_samples:
+        unjudged = _too_few("error_rate", b.n, c.n, s.min_samples)
+    return compare_shares(b, c, t, s, problem, empty, unjudged)
 
 
 # --- the comparison -----------------------------------------------------------------
