@@ -85,7 +85,7 @@ CONFIDENCE: Final = 0.95
 #: The pass rate a task must reach when the config sets none (the routing table's).
 DEFAULT_PASS_BAR: Final = 0.9
 #: The pass-rate bar's name (a column of the evidence table, a part of the verdict).
-PASS_RATE: Final = "pass rate"
+PASS_RATE: Final = metric_label("pass_rate")
 #: The SLO bar's name.
 SLOS: Final = "SLOs"
 

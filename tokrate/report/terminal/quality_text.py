@@ -19,11 +19,12 @@ from rich.text import Text
 
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.summary import Summary
+from tokrate.spec.metric_table import metric_label
 from tokrate.textfmt import fmt_pct_interval
 
 __all__ = ["quality_rows", "render_quality"]
 
-HEADER = ("model", "task", "n", "passed", "pass rate", "95% CI", "check errors")
+HEADER = ("model", "task", "n", "passed", metric_label("pass_rate"), "95% CI", "check errors")
 
 
 def quality_rows(summary: Summary) -> list[tuple[str, ...]]:
