@@ -34,8 +34,8 @@ together (:func:`tokrate.analysis.stats.block_bootstrap`); error rates and the p
 of checked answers (:mod:`tokrate.analysis.quality_compare`) use Newcombe's interval,
 and so does the prompt-cache hit rate (:mod:`tokrate.analysis.cache_compare`).
 
-The result's types and its JSON document (schema history included) are
-:mod:`tokrate.runfolder.comparison`'s, re-exported here.
+The result's types and its JSON document (schema history included) live in
+:mod:`tokrate.runfolder.comparison` (their one home).
 """
 
 from __future__ import annotations

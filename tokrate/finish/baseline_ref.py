@@ -1,6 +1,6 @@
 """The check of a ``--baseline`` reference before a run, in a module of its own: the
 measuring process runs it before the load and must not import the comparison (and
-polars with it) to do so (tokrate.finish.baseline re-exports it). It reads run.json
+polars with it) to do so. It reads run.json
 and the ``latest-good`` pointer only."""
 
 from __future__ import annotations
