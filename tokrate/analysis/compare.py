@@ -54,10 +54,10 @@ from tokrate.analysis.checks import with_verdicts
 from tokrate.analysis.comparability import group_problem, run_problem
 from tokrate.analysis.early_stopping import ES_QUANTILES, certified_rank, samples_needed
 from tokrate.analysis.health import Overload, overload_reason, scenario_overload
-from tokrate.analysis.metrics import analysed, server_error_expr
+from tokrate.analysis.metrics import analysed
 from tokrate.analysis.noise import SeriesNoise
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
-from tokrate.analysis.share_compare import ShareCount, compare_shares
+from tokrate.analysis.share_compare import compare_shares, error_share
 from tokrate.analysis.stats import block_length, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
@@ -278,12 +278,7 @@ def _compare_error_rate(
     ones the client's (:func:`~tokrate.analysis.metrics.server_error_expr`), not the
     endpoint's, and are left out. Judged as a share
     (:func:`tokrate.analysis.share_compare.compare_shares`)."""
-
-    def counts(g: pl.DataFrame) -> ShareCount:
-        err = int(g.select(server_error_expr().sum()).item())
-        return ShareCount.of_counts(err, err + int((g["status"] == "ok").sum()))
-
-    b, c = counts(gb), counts(gc)
+    b, c = error_share(gb), error_share(gc)
     unjudged = None
     if min(b.n, c.n) < s.min_samples:
         unjudged = _too_few("error_rate", b.n, c.n, s.min_samples)

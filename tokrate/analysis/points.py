@@ -15,7 +15,7 @@ from noise, and judge it against the run it was judged against then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +24,9 @@ from typing import Any, Final
 import polars as pl
 
 from tokrate.analysis.cache_compare import cache_share
-from tokrate.analysis.metrics import analysed, server_error_expr
+from tokrate.analysis.metrics import analysed
+from tokrate.analysis.quality_compare import pass_share
+from tokrate.analysis.share_compare import ShareCount, error_share
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.comparison import COMPARISON_FILE, Comparison
@@ -33,7 +35,7 @@ from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.store import load_run_info, load_summary, read_acceptance, run_folders
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
-from tokrate.spec.thresholds import RUN_METRICS, SERIES, metric_column
+from tokrate.spec.thresholds import ABSOLUTE_METRICS, RUN_METRICS, SERIES, metric_column
 
 __all__ = ["POINT_SCHEMA", "RunEntry", "read_points"]
 
@@ -102,6 +104,14 @@ def _from_summary(summary: Summary, metrics: Sequence[str]) -> list[tuple[Any, .
     return rows
 
 
+#: How each share of a group is counted: the same functions compare judges by.
+_SHARES: Final[dict[str, Callable[[pl.DataFrame], ShareCount]]] = {
+    "error_rate": error_share,
+    "pass_rate": pass_share,
+    "cache_hit_rate": lambda g: cache_share(g).count,
+}
+
+
 def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...]]:
     """The same values from the records, computed as compare computes them."""
     rows: list[tuple[Any, ...]] = []
@@ -113,18 +123,8 @@ def _from_records(run: LoadedRun, metrics: Sequence[str]) -> list[tuple[Any, ...
         for metric in metrics:
             if metric in RUN_METRICS:
                 continue  # a capacity search is no series of requests
-            if metric == "error_rate":
-                ok = int((g["status"] == "ok").sum())
-                err = int(g.select(server_error_expr().sum()).item())
-                rows.append((endpoint, model, scenario, metric, _error_rate(ok, err), ok + err))
-                continue
-            if metric == "pass_rate":
-                judged = g["check_passed"].drop_nulls()
-                rate = float(judged.mean()) if judged.len() else None  # type: ignore[arg-type]
-                rows.append((endpoint, model, scenario, metric, rate, judged.len()))
-                continue
-            if metric == "cache_hit_rate":
-                share = cache_share(g)
+            if metric in ABSOLUTE_METRICS:
+                share = _SHARES[metric](g)
                 rows.append((endpoint, model, scenario, metric, share.rate, share.n))
                 continue
             column, q = metric_column(metric)

@@ -17,7 +17,7 @@ from tokrate.analysis.share_compare import ShareCount, compare_shares
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.spec.thresholds import Threshold
 
-__all__ = ["compare_pass_rate", "has_checks"]
+__all__ = ["compare_pass_rate", "has_checks", "pass_share"]
 
 
 def has_checks(records: pl.DataFrame) -> bool:
@@ -25,7 +25,8 @@ def has_checks(records: pl.DataFrame) -> bool:
     return "check_passed" in records.columns and records["check_passed"].is_not_null().any()
 
 
-def _counts(group: pl.DataFrame) -> ShareCount:
+def pass_share(group: pl.DataFrame) -> ShareCount:
+    """The pass rate of a group's checked answers (``check_passed`` not null)."""
     judged = group["check_passed"].drop_nulls()
     return ShareCount.of_counts(int(judged.sum()), judged.len())
 
@@ -39,7 +40,7 @@ def compare_pass_rate(
     empty: MetricResult,
 ) -> MetricResult:
     """One pass-rate row from two groups of analysed records (module docstring)."""
-    b, c = _counts(gb), _counts(gc)
+    b, c = pass_share(gb), pass_share(gc)
     unjudged = None
     if min(b.n, c.n) < s.min_samples:
         unjudged = f"too few checked answers (baseline {b.n}, current {c.n}; need {s.min_samples})"

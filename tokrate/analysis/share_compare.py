@@ -8,8 +8,9 @@ Newcombe's hybrid-score interval of the difference excludes 0, the better way
 ``improved`` likewise; anything else is ``unchanged`` ("not significant" is an
 answer). Which way is worse comes from the metric table (an error rate rising, a
 pass or hit rate dropping), and so do the words of the reason. What a share counts
-is its caller's (:func:`tokrate.analysis.compare.compare_metric` for errors,
-:mod:`~tokrate.analysis.quality_compare`, :mod:`~tokrate.analysis.cache_compare`).
+is counted once, where history's points count it too: :func:`error_share` here,
+:func:`~tokrate.analysis.quality_compare.pass_share`,
+:func:`~tokrate.analysis.cache_compare.cache_share`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
+import polars as pl
+
+from tokrate.analysis.metrics import server_error_expr
 from tokrate.analysis.stats import newcombe_interval
 from tokrate.runfolder.comparison import CompareSettings, MetricResult, Verdict
 from tokrate.spec.metric_table import Direction
 from tokrate.spec.thresholds import Threshold
 
-__all__ = ["ShareCount", "compare_shares", "judge_share"]
+__all__ = ["ShareCount", "compare_shares", "error_share", "judge_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,15 @@ class ShareCount:
     def of_counts(cls, hits: int, n: int) -> ShareCount:
         """``hits`` of ``n`` plain counts."""
         return cls(n, hits / n if n else None, hits, n)
+
+
+def error_share(group: pl.DataFrame) -> ShareCount:
+    """The error rate of a group of :func:`tokrate.analysis.metrics.analysed` records:
+    errors the server is answerable for over those and the ok requests (cancelled
+    requests are the user's and unsent ones the client's,
+    :func:`~tokrate.analysis.metrics.server_error_expr`)."""
+    err = int(group.select(server_error_expr().sum()).item())
+    return ShareCount.of_counts(err, err + int((group["status"] == "ok").sum()))
 
 
 #: The words of a reason per direction: (past the threshold the worse way, the better way).
