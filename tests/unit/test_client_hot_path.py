@@ -197,3 +197,76 @@ def test_a_stream_at_the_chunk_cap_holds_a_few_megabytes() -> None:
     assert state.error_class == "response_limit", state.error_message
     assert len(state.chunk_ns) == MAX_RESPONSE_CHUNKS
     assert held < 3 * 2**20, f"{held / 2**20:.1f} MiB held at the cap"
+
+
+#: Bytes around an answer's text: the simulator's chunk, duplicate keys (the last one
+#: is the answer), a chunk that is not a plain answer, a changing ``created``.
+_SHAPES = [
+    (
+        b'{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+        b'"choices":[{"index":0,"delta":{"content":"',
+        b'"},"logprobs":null,"finish_reason":null}]}',
+    ),
+    (b'{"id":"c1","model":"m","choices":[{"delta":{"content":"Q","content":"', b'"}}]}'),
+    (b'{"id":"c1","model":"m","choices":[{"delta":{"content":"', b'","content":"z"}}]}'),
+    (b'{"id":"c1","model":"m","choices":[{"delta":{"content":"', b'"},"finish_reason":"s"}]}'),
+    (b'{"id":"c1","created":2,"model":"m","choices":[{"delta":{"content":"', b'"}}]}'),
+]
+_MIDDLES = st.one_of(
+    st.sampled_from([b"x", b"Q", b"R", b"ab", b'"', b"\\", b"\\n", b"\xc3\xa9", b"\x00", b""]),
+    st.text(max_size=5).map(lambda t: orjson.dumps(t)[1:-1]),
+    st.binary(max_size=5),
+)
+
+
+def _feed_reads(reads: list[bytes], *, learn: bool, keep_text: bool) -> object:
+    state = StreamState(keep_text=keep_text, max_chunks=12)
+    if not learn:
+        state.template_tries = 10**6
+    for i, read in enumerate(reads):
+        if state.feed(read, 1000 + i):
+            break
+    state.finish(9999)
+    result = state.result(
+        client="fast", api="chat", endpoint="e", model="m", t0_ns=0, started_at=0.0
+    )
+    return result, state.chunks_seen
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    events=st.lists(st.tuples(st.integers(0, len(_SHAPES) - 1), _MIDDLES), max_size=14),
+    cuts=st.lists(st.integers(1, 4), max_size=14),
+    keep_text=st.booleans(),
+)
+def test_learnt_chunk_shape_records_what_parsing_does(
+    events: list[tuple[int, bytes]], cuts: list[int], keep_text: bool
+) -> None:
+    """Plain answer chunks recognised by the bytes around their text (no JSON parse)
+    give the record, chunk count, cap and errors that parsing each chunk gives, for any
+    text between those bytes (quotes, escapes, non-ASCII, control bytes, nothing), read
+    one or several events at a time."""
+    head = b'{"id":"c1","model":"m","choices":[{"delta":{"role":"assistant"}}]}'
+    payloads = [head] + [_SHAPES[k][0] + middle + _SHAPES[k][1] for k, middle in events]
+    sse = [b"data: " + p + b"\n\n" for p in payloads]
+    reads, at = [], 0
+    for n in [*cuts, len(sse)]:
+        if at < len(sse):
+            reads.append(b"".join(sse[at : at + n]))
+            at += n
+    learnt = _feed_reads(reads, learn=True, keep_text=keep_text)
+    assert learnt == _feed_reads(reads, learn=False, keep_text=keep_text)
+
+
+def test_a_plain_stream_is_recognised_by_its_shape() -> None:
+    """The simulator's stream learns its shape from its first plain answer chunk: the
+    rest are recognised without a parse (what makes the test above meaningful)."""
+    state = StreamState(keep_text=True)
+    head = b'data: {"id":"c1","model":"m","choices":[{"delta":{"role":"assistant"}}]}\n\n'
+    prefix, suffix = _SHAPES[0]
+    body = b"".join(b"data: " + prefix + t + suffix + b"\n\n" for t in (b"a", b"b c", b"d"))
+    assert not state.feed(head + body, 1)
+    assert state.plain_template is not None and state.plain_template[:2] == _SHAPES[0]
+    assert not state.feed(b"data: " + prefix + b"e" + suffix + b"\n\n", 2)
+    assert state.answer_chunks == 4 and list(state.chunk_ns) == [1, 1, 1, 2]
+    assert "".join(state.answer_parts or ()) == "ab cde"

@@ -11,6 +11,7 @@ object) are recorded, never raised: feed() returns True when the stream is finis
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from collections.abc import Callable
 from typing import Any, Final
@@ -54,6 +55,12 @@ __all__ = [
 ]
 
 _DONE = b"[DONE]"
+#: Answer text whose JSON is itself between two quotes: printable ASCII but for the
+#: quote and the backslash (the per-token path recognises chunks by it).
+_PLAIN_TEXT: Final = re.compile(rb"[ !#-\[\]-~]+")
+#: Chunks a stream may try to learn its plain answer shape from (a server whose
+#: chunks all differ around the text, a changing ``created``, learns none).
+_TEMPLATE_TRIES: Final = 3
 #: Note on a result whose server rejected ``max_tokens`` (triggers the one resend with
 #: ``max_completion_tokens``).
 MAX_TOKENS_NOTE: Final = "server rejected max_tokens"
@@ -170,6 +177,9 @@ class StreamState:
         "tool_calls",
         "first_tool_ns",
         "tool_calls_cut",
+        # The learnt shape of a plain answer chunk (see _learn_plain), and tries left.
+        "plain_template",
+        "template_tries",
     )
 
     def __init__(
@@ -235,6 +245,10 @@ class StreamState:
         #: MAX_TOOL_CALLS, or arguments past MAX_TOOL_ARGUMENT_CHARS (a check must not
         #: judge what was cut off).
         self.tool_calls_cut = False
+        #: ``(prefix, suffix, len(prefix), len(suffix))`` of this stream's plain answer
+        #: chunks once learnt (:meth:`_learn_plain`); None until then.
+        self.plain_template: tuple[bytes, bytes, int, int] | None = None
+        self.template_tries = 0
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -331,47 +345,124 @@ class StreamState:
             return True
         if 10 in data or 13 in data:  # one memchr each
             self.last_line_ns = now_ns
+        payloads = self.decoder.data_payloads(data)
+        if payloads is not None:
+            return self._feed_payloads(payloads, now_ns)
         try:
             events = self.decoder.decode(data)
         except SSEProtocolError as exc:
             self.fail("protocol", str(exc), now_ns)
             return True
-        # Once per token: what the loop reads is looked up once per read.
-        loads = orjson.loads
-        fast = self.fast_chat and self.response_model is not None and bool(self.response_id)
-        parts = self.answer_parts
         for payload, name in events:
-            if payload == _DONE:
-                self.done = True
-                self.end_ns = now_ns
-                self.finished = True
-                return True
-            try:
-                obj = loads(payload)
-            except orjson.JSONDecodeError:
-                # NaN, Infinity: parsed as the openai SDK parses them, so every
-                # client judges them by the one usage rule (tokrate.client.chunks).
-                obj = lenient_json(payload)
-                if obj is None:
-                    self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
+            if name is None:
+                if self._feed_payloads([payload], now_ns):
                     return True
-            if fast and self.chunks_seen < self.max_chunks:
-                content = plain_answer(obj)
-                if content is not None:
-                    # What feed_chunk does with such a chunk once the response's id and
-                    # model are known (the first chunks take the full path).
-                    self.chunks_seen += 1
-                    self.chunk_ns.append(now_ns)
-                    if parts is not None:
-                        parts.append(content if isinstance(content, str) else "")
-                    if self.first_answer_ns is None:
-                        self.first_answer_ns = now_ns
-                    self.answer_chunks += 1
-                    continue
-            if self.feed_chunk(obj, now_ns, name):
+            elif self._feed_payload(payload, now_ns, name):
                 return True
-            fast = self.fast_chat and self.response_model is not None and bool(self.response_id)
         return False
+
+    def _feed_payloads(self, payloads: list[bytes], now_ns: int) -> bool:
+        """The ``data`` of unnamed events read together at ``now_ns`` (the per-token
+        path); True once the stream is finished."""
+        template = self.plain_template
+        if template is None:
+            for i, payload in enumerate(payloads):
+                if self._feed_payload(payload, now_ns, None):
+                    return True
+                if self.plain_template is not None:
+                    return self._feed_payloads(payloads[i + 1 :], now_ns)
+            return False
+        # A plain answer chunk of the shape learnt (see _learn_plain): no JSON parse.
+        prefix, suffix, start, after = template
+        plain = _PLAIN_TEXT.fullmatch
+        stamps = self.chunk_ns
+        parts = self.answer_parts
+        for payload in payloads:
+            end = len(payload) - after
+            if (
+                self.chunks_seen < self.max_chunks
+                and payload.startswith(prefix)
+                and payload.endswith(suffix)
+                and plain(payload, start, end) is not None
+            ):
+                self.chunks_seen += 1
+                stamps.append(now_ns)
+                if parts is not None:
+                    parts.append(payload[start:end].decode("ascii"))
+                self.answer_chunks += 1
+                continue
+            if self._feed_payload(payload, now_ns, None):
+                return True
+        return False
+
+    def _feed_payload(self, payload: bytes, now_ns: int, name: str | None) -> bool:
+        """One event's ``data`` (``name``: its SSE ``event:``) read at ``now_ns``; True
+        once the stream is finished."""
+        if payload == _DONE:
+            self.done = True
+            self.end_ns = now_ns
+            self.finished = True
+            return True
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            # NaN, Infinity: parsed as the openai SDK parses them, so every
+            # client judges them by the one usage rule (tokrate.client.chunks).
+            obj = lenient_json(payload)
+            if obj is None:
+                self.fail("protocol", f"data is not JSON: {snippet(payload, 80)}", now_ns)
+                return True
+        if (
+            self.fast_chat
+            and self.chunks_seen < self.max_chunks
+            and self.response_model is not None
+            and self.response_id
+        ):
+            content = plain_answer(obj)
+            if content is not None:
+                # What feed_chunk does with such a chunk once the response's id and
+                # model are known (the first chunks take the full path).
+                self.chunks_seen += 1
+                self.chunk_ns.append(now_ns)
+                if self.answer_parts is not None:
+                    self.answer_parts.append(content if isinstance(content, str) else "")
+                if self.first_answer_ns is None:
+                    self.first_answer_ns = now_ns
+                self.answer_chunks += 1
+                if self.plain_template is None and self.template_tries < _TEMPLATE_TRIES:
+                    self._learn_plain(payload, content)
+                return False
+        return self.feed_chunk(obj, now_ns, name)
+
+    def _learn_plain(self, payload: bytes, content: object) -> None:
+        """Learn the bytes around a plain answer chunk's text, so the next chunks of the
+        same shape are recognised without parsing them.
+
+        Sound by construction: the text is plain printable ASCII (no quote, backslash
+        or control character: its JSON is the text between two quotes, one way only)
+        and found exactly once in the payload; a probe with another text in its place
+        must parse to a plain answer chunk of that text (so the place is the answer's,
+        the last of any duplicate keys). Then for every such text put in its place the
+        bytes are valid JSON that plain_answer finds to be a plain answer of exactly
+        that text, which is all the per-token path records."""
+        self.template_tries += 1
+        if not isinstance(content, str) or not content.isascii():
+            return
+        text = content.encode("ascii")
+        if _PLAIN_TEXT.fullmatch(text) is None:
+            return
+        quoted = b'"' + text + b'"'
+        at = payload.find(quoted)
+        if at < 0 or payload.find(quoted, at + 1) >= 0:
+            return
+        prefix, suffix = payload[: at + 1], payload[at + 1 + len(text) :]
+        probe = "Q" if content != "Q" else "R"
+        try:
+            if plain_answer(orjson.loads(prefix + probe.encode() + suffix)) != probe:
+                return
+        except orjson.JSONDecodeError:
+            return
+        self.plain_template = (prefix, suffix, len(prefix), len(suffix))
 
     def feed_chunk(self, obj: object, now_ns: int, event_name: str | None = None) -> bool:
         """Consume one parsed chunk (``event_name``: its SSE ``event:``) that arrived at

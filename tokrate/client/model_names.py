@@ -10,6 +10,7 @@ asked for. Pure functions over strings.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["comparable_name", "context_size", "same_model"]
@@ -31,6 +32,8 @@ def comparable_name(name: str) -> str:
     return key.lower()
 
 
+# Asked once per record (the run's record warnings) with the same few names: cached.
+@functools.lru_cache(maxsize=256)
 def same_model(requested: str, answered: str) -> bool:
     """Whether ``answered`` (a response's ``model``) names the ``requested`` model: equal
     after :func:`comparable_name`, or ``requested`` plus a dated snapshot suffix

@@ -18,6 +18,7 @@ response_format, sampling settings, ...) reach another protocol through
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -161,7 +162,17 @@ def request_id_value(run_id: str, scenario: str, request_index: int, attempt: in
     """The id a request is sent with: ``{run_id}.{scenario}.{request_index}``, plus
     ``.a{attempt}`` on a retry; characters a header value or a log search would trip
     on (anything but letters, digits and ``._:=-``) become ``_``."""
-    raw = f"{run_id}.{scenario}.{request_index}" + (f".a{attempt}" if attempt > 1 else "")
+    # The index and the attempt are digits: only the run's part needs cleaning, once.
+    return (
+        _request_id_prefix(run_id, scenario)
+        + str(request_index)
+        + (f".a{attempt}" if attempt > 1 else "")
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _request_id_prefix(run_id: str, scenario: str) -> str:
+    raw = f"{run_id}.{scenario}."
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._:=-") else "_" for ch in raw)
 
 

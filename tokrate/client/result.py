@@ -245,7 +245,8 @@ def build_record(result: StreamResult, context: RecordContext) -> RequestRecord:
         status = "cancelled"
     else:
         status = "error"
-    offsets = tuple((ns - t0) / NS_PER_S for ns in result.chunk_ns)
+    # A list comprehension, not a generator: half the cost per token.
+    offsets = tuple([(ns - t0) / NS_PER_S for ns in result.chunk_ns])
     ttft = offsets[0] if offsets else None
     # The client's own queueing before the request left, and TTFT as the user who was
     # due an answer then sees it (coordinated omission stays visible beside TTFT).

@@ -100,38 +100,9 @@ class SSEDecoder:
             # An empty read carries nothing, and must not clear a CR held from the read
             # before (a CRLF split as b"...\r", b"", b"\n" is still one line end).
             return []
-        # Byte membership as ints (13: CR, 10: LF) is one memchr; ``b"\r" in chunk`` is
-        # a general substring search, several times slower on the per-token path.
-        if (
-            chunk[:6] == b"data: "
-            and self._event is None
-            and not (self._parts or self._pending_cr or self._data)
-            and chunk[-2:] == b"\n\n"
-            and 13 not in chunk
-            and chunk.find(10) == len(chunk) - 2
-            and len(chunk) - 2 <= self._max_line
-            and len(chunk) - 7 <= self._max_event
-        ):
-            # The common read: exactly one whole one-line event, nothing held. What the
-            # general path below gives for it (the limits checked the same way).
-            return [_new_event(SSEEvent, (chunk[6:-2], None))]
-        if (
-            chunk[:6] == b"data: "
-            and self._event is None
-            and not (self._parts or self._pending_cr or self._data)
-            and chunk[-2:] == b"\n\n"
-            and len(chunk) <= self._max_line
-            and len(chunk) <= self._max_event
-            and 13 not in chunk
-        ):
-            # Many whole one-line events in one read (a fast stream read late), nothing
-            # held: split at once. Exactly that shape when every line end is one of
-            # theirs (two per event: no other line, comment or field); each line and
-            # event is shorter than the read, so within the limits the general path
-            # checks. Anything else takes the general path.
-            payloads = chunk[6:-2].split(b"\n\ndata: ")
-            if chunk.count(10) == 2 * len(payloads):
-                return [_new_event(SSEEvent, (payload, None)) for payload in payloads]
+        payloads = self.data_payloads(chunk)
+        if payloads is not None:
+            return [_new_event(SSEEvent, (payload, None)) for payload in payloads]
         if self._pending_cr:
             self._pending_cr = False
             if chunk[:1] == b"\n":
@@ -161,6 +132,37 @@ class SSEDecoder:
             self._parts.append(tail)
             self._parts_len = len(tail)
         return self._lines(lines)
+
+    def data_payloads(self, chunk: bytes) -> list[bytes] | None:
+        """The data of each event in ``chunk`` when it is exactly whole one-line
+        ``data:`` events with nothing held from earlier reads: what :meth:`decode`
+        gives for it (every event name None), without building an event per token.
+        None for any other read (and on a spent decoder): give it to :meth:`decode`.
+
+        The common read of a stream: one token's event, or many read late together.
+        """
+        # Byte membership as ints (13: CR, 10: LF) is one memchr; ``b"\r" in chunk`` is
+        # a general substring search, several times slower on the per-token path.
+        if (
+            chunk[:6] != b"data: "
+            or chunk[-2:] != b"\n\n"
+            or self._event is not None
+            or self._parts
+            or self._pending_cr
+            or self._data
+            or self._failed is not None
+            or len(chunk) > self._max_line
+            or len(chunk) > self._max_event
+            or 13 in chunk
+        ):
+            return None
+        # Exactly that shape when every line end is one of theirs (two per event: no
+        # other line, comment or field); each line and event is shorter than the read,
+        # so within the limits the general path checks.
+        payloads = chunk[6:-2].split(b"\n\ndata: ")
+        if chunk.count(10) != 2 * len(payloads):
+            return None
+        return payloads
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: an unterminated line or event is dropped (per the SSE rules);
