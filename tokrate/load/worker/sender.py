@@ -312,10 +312,11 @@ class Sender:
                 # string a server sent.
                 text = result.answer_text[:MAX_ANSWER_CHARS]
                 answer = self.settings.redactor.text(strip_control(text))
-                record = dataclasses.replace(record, answer=answer)
                 if len(result.answer_text) > MAX_ANSWER_CHARS:
                     extra = {**record.extra, ANSWER_CUT: len(result.answer_text)}
-                    record = dataclasses.replace(record, extra=extra)
+                    record = dataclasses.replace(record, answer=answer, extra=extra)
+                else:
+                    record = dataclasses.replace(record, answer=answer)
             wait_s = self._retry_wait_s(record, call)
             # Said with the record, so the progress counts requests, not attempts.
             self.emit(RequestFinished(record=record, retry_in_s=wait_s))
