@@ -373,27 +373,39 @@ class StreamState:
                     return self._feed_payloads(payloads[i + 1 :], now_ns)
             return False
         # A plain answer chunk of the shape learnt (see _learn_plain): no JSON parse.
+        # Counted locally and added before any other chunk is fed (its stamp is the
+        # same: every event of a read shares it), so the chunk cap is checked as ever.
         prefix, suffix, start, after = template
         plain = _PLAIN_TEXT.fullmatch
-        stamps = self.chunk_ns
         parts = self.answer_parts
+        room = self.max_chunks - self.chunks_seen
+        counted = 0
         for payload in payloads:
-            end = len(payload) - after
             if (
-                self.chunks_seen < self.max_chunks
+                counted < room
                 and payload.startswith(prefix)
                 and payload.endswith(suffix)
-                and plain(payload, start, end) is not None
+                and plain(payload, start, len(payload) - after) is not None
             ):
-                self.chunks_seen += 1
-                stamps.append(now_ns)
+                counted += 1
                 if parts is not None:
-                    parts.append(payload[start:end].decode("ascii"))
-                self.answer_chunks += 1
+                    parts.append(payload[start : len(payload) - after].decode("ascii"))
                 continue
+            self._count_plain(counted, now_ns)
+            counted = 0
             if self._feed_payload(payload, now_ns, None):
                 return True
+            room = self.max_chunks - self.chunks_seen
+        self._count_plain(counted, now_ns)
         return False
+
+    def _count_plain(self, count: int, now_ns: int) -> None:
+        """``count`` plain answer chunks read at ``now_ns`` (what _feed_payload records
+        for each, the first answer's stamp being set already)."""
+        if count:
+            self.chunks_seen += count
+            self.answer_chunks += count
+            self.chunk_ns.fromlist([now_ns] * count)
 
     def _feed_payload(self, payload: bytes, now_ns: int, name: str | None) -> bool:
         """One event's ``data`` (``name``: its SSE ``event:``) read at ``now_ns``; True
