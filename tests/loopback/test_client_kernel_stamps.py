@@ -5,6 +5,7 @@ chunk on the same CLOCK_MONOTONIC the client stamps with)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,12 @@ from helpers.requests import record, request
 
 from tokrate.client.connection import Connection
 from tokrate.client.factory import open_client
-from tokrate.client.kernel_stamps import STEP_BOUND_NS, ClockBridge, kernel_stamps_supported
+from tokrate.client.kernel_stamps import (
+    STEP_BOUND_NS,
+    ClockBridge,
+    kernel_stamps_supported,
+    open_kernel_connection,
+)
 from tokrate.client.result import StreamResult
 from tokrate.sim.model import Tier
 from tokrate.sim.server import SimConfig, simulator_process
@@ -279,6 +285,69 @@ def test_a_backward_step_never_puts_a_stamp_before_its_request() -> None:
     stamp = bridge.to_perf_ns(time_ns(), read, written)
     assert written <= stamp <= read
     assert len(notices) == 1 and "stepped by +50" in notices[0], notices
+
+
+class _SendStamps:
+    """A StampedProtocol that keeps each send stamp it is given."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, bool]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        pass
+
+    def stamped_read(self, data: bytes, now_ns: int, kernel: bool) -> None:
+        pass
+
+    def stamped_send(self, sent_ns: int, kernel: bool) -> None:
+        self.sent.append((sent_ns, kernel))
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass
+
+
+def test_a_backward_step_never_puts_a_send_stamp_before_its_write() -> None:
+    """CLOCK_REALTIME stepped back by 162.6 ms since the last sample, just before a
+    request is written: its kernel transmit stamp converts to 162.6 ms before the
+    write, and no later read bounds a send. Bounded by the write it is re-based, so
+    t0 stays between the write and the stamp's reading (issue 42: five requests of one
+    wave were once 162.6 ms over the kernel paths' bound, all alike)."""
+
+    async def main() -> tuple[int, int, list[tuple[int, bool]], list[str]]:
+        # A listening socket the kernel completes the handshake for (its backlog): no
+        # server code, nothing on the loop but the connection under test.
+        server = socket.create_server(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        notices: list[str] = []
+        bridge = ClockBridge(notices)
+        protocol = _SendStamps()
+        transport, _ = await open_kernel_connection(
+            lambda: protocol, "127.0.0.1", port, bridge=bridge
+        )
+        try:
+            bridge.offset_ns -= 162_600_000
+            written = perf_counter_ns()
+            transport.write(b"POST / HTTP/1.1\r\n\r\n")
+            for _ in range(1000):  # loopback queues the stamp within the write itself
+                if any(kernel for _ns, kernel in protocol.sent):
+                    break
+                transport.poll_sent()
+                await asyncio.sleep(0)
+            return written, perf_counter_ns(), protocol.sent, notices
+        finally:
+            transport.abort()
+            await asyncio.sleep(0)  # the transport's close runs in a loop callback
+            server.close()
+
+    written, after, sent, notices = uvloop.run(main())
+    kernel = [ns for ns, kernel in sent if kernel]
+    if not kernel:
+        pytest.skip("this kernel gave no software transmit stamp")
+    assert written <= kernel[-1] <= after, (written - kernel[-1], after - kernel[-1])
+    assert len(notices) == 1 and "stepped by +162" in notices[0], notices
 
 
 @pytest.mark.parametrize("skew_s", [0.5, -0.5])

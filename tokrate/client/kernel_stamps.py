@@ -241,6 +241,7 @@ class KernelTransport(asyncio.Transport):
         "_sock",
         "_tls",
         "_tx_bytes",
+        "_tx_floor_ns",
         "_tx_stamps",
         "_tx_want",
     )
@@ -261,6 +262,8 @@ class KernelTransport(asyncio.Transport):
         self._tx_stamps = tx_bytes is not None
         self._tx_bytes = tx_bytes or 0
         self._tx_want = -1
+        #: perf_counter_ns when the latest write began: its transmit stamp's floor.
+        self._tx_floor_ns = 0
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
@@ -342,8 +345,10 @@ class KernelTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
-        # No answer arrives before its request is written: the floor of the next stamps.
-        self._last_ns = max(self._last_ns, perf_counter_ns())
+        # No answer arrives before its request is written: the floor of the next stamps,
+        # and of this write's transmit stamp (it cannot leave before it was written).
+        self._tx_floor_ns = perf_counter_ns()
+        self._last_ns = max(self._last_ns, self._tx_floor_ns)
         if self._tls is not None:
             self._tls.obj.write(bytes(data))
             data = self._tls.outgoing.read()
@@ -388,7 +393,11 @@ class KernelTransport(asyncio.Transport):
             if stamp_ns and key is not None and want >= 0 and key == want & 0xFFFFFFFF:
                 self._tx_want = -1
                 now = perf_counter_ns()
-                self._protocol.stamped_send(self._bridge.to_perf_ns(stamp_ns, now), True)
+                # Bounded below by the write: a clock that stepped back since the bridge's
+                # last sample would otherwise put the stamp (and t0) before the request
+                # was written, by the step, and nothing after it would notice.
+                stamp = self._bridge.to_perf_ns(stamp_ns, now, self._tx_floor_ns)
+                self._protocol.stamped_send(stamp, True)
 
     def _flush_tls(self) -> None:
         assert self._tls is not None
