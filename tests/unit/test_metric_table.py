@@ -19,6 +19,7 @@ from tokrate.spec.metric_table import METRIC_TABLE, STATS, metric_label, metric_
 from tokrate.spec.thresholds import (
     ABSOLUTE_METRICS,
     DEFAULT_COMPARE_THRESHOLDS,
+    DEFAULT_THRESHOLDS,
     METRICS,
     SERIES,
     metric_direction,
@@ -79,6 +80,15 @@ def test_every_metric_a_comparison_judges_resolves_to_its_row() -> None:
         "cache_hit_rate": (0.10, 0.0),
         "capacity": (0.10, 0.0),
     }
+    # Judged in every run: the metrics every run has (a pass rate needs checked
+    # answers, a cache hit rate cached tokens, a capacity a search).
+    assert [t.metric for t in DEFAULT_THRESHOLDS] == [
+        "ttft_p95",
+        "tpot_p50",
+        "e2e_p95",
+        "decode_tps_p50",
+        "error_rate",
+    ]
     with pytest.raises(KeyError):
         metric_of("itl_s")  # a column, not a metric name
     with pytest.raises(KeyError):

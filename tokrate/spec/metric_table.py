@@ -54,11 +54,13 @@ class DefaultThreshold:
     nothing else is configured (tokrate.spec.thresholds): ``stat`` the statistic a
     series is judged by (None for a share or capacity), ``limit`` relative to the
     baseline (0.10 = 10%; a share: absolute, 0.01 = 1 percentage point), ``floor`` the
-    absolute change below which nothing is news (in the metric's unit)."""
+    absolute change below which nothing is news (in the metric's unit), ``only_with``
+    what a run must have for the row to exist (None: every run has it)."""
 
     stat: str | None
     limit: float
     floor: float = 0.0
+    only_with: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +113,9 @@ METRIC_TABLE: Final[tuple[Metric, ...]] = (
     Metric("ttft_from_due",        "ttft_from_due_s",       "s",     "lower_is_better",  "TTFT from due",        _GROUP),
     Metric("send_queue",           "send_queue_s",          "s",     "lower_is_better",  "send queue",           _GROUP),
     Metric("error_rate",           None,                    "rate",  "lower_is_better",  "error rate",           (),      True,     DefaultThreshold(None, 0.01)),
-    Metric("pass_rate",            None,                    "rate",  "higher_is_better", "pass rate",            (),      True,     DefaultThreshold(None, 0.05)),
-    Metric("cache_hit_rate",       None,                    "rate",  "higher_is_better", "cache hit rate",       (),      True,     DefaultThreshold(None, 0.10)),
-    Metric("capacity",             None,                    "level", "higher_is_better", "capacity",             (),      True,     DefaultThreshold(None, 0.10)),
+    Metric("pass_rate",            None,                    "rate",  "higher_is_better", "pass rate",            (),      True,     DefaultThreshold(None, 0.05, only_with="checked answers")),
+    Metric("cache_hit_rate",       None,                    "rate",  "higher_is_better", "cache hit rate",       (),      True,     DefaultThreshold(None, 0.10, only_with="cached tokens")),
+    Metric("capacity",             None,                    "level", "higher_is_better", "capacity",             (),      True,     DefaultThreshold(None, 0.10, only_with="a capacity search")),
 )
 # fmt: on
 

@@ -138,12 +138,11 @@ def _default(metric: Metric) -> Threshold:
     return Threshold(name, metric.default.limit, metric.default.floor)
 
 
-#: The per-request metrics and the error rate every comparison judges unless turned
-#: off, from the table's defaults (floors: 1 ms on latencies, 0.1 ms on TPOT).
+#: What every comparison judges in every run unless turned off: the per-request
+#: metrics and the error rate, from the table's defaults (floors: 1 ms on latencies,
+#: 0.1 ms on TPOT).
 DEFAULT_THRESHOLDS: Final[tuple[Threshold, ...]] = tuple(
-    _default(m)
-    for m in METRIC_TABLE
-    if m.default is not None and (m.column is not None or m.name == "error_rate")
+    _default(m) for m in METRIC_TABLE if m.default is not None and m.default.only_with is None
 )
 
 
