@@ -55,7 +55,7 @@ from tokrate.inputs.prompt_base import Prompt, check_entries
 from tokrate.inputs.prompts import LoadedPrompts
 from tokrate.inputs.targets import Target, api_keys, resolve_targets, run_redactor
 from tokrate.inputs.workloads import UNIQUE_TAG_TOKENS
-from tokrate.load.auto_sample import AutoSample, judged_need
+from tokrate.load.auto_sample import AutoSample, SampleNeeds
 from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
 from tokrate.load.notices import finishing_line, print_notice, said_if_slow
@@ -395,8 +395,7 @@ def _measure(
     With ``requests = "auto"`` the scenario's Stop is also set once every judged
     statistic has its samples (tokrate.load.auto_sample); why each target's level
     stopped goes into ``sampling``."""
-    auto = spec.load.requests == "auto"
-    need = judged_need(spec.compare.thresholds)[0] if auto else 0
+    needs = SampleNeeds.of(spec, p.prompts) if spec.load.requests == "auto" else None
     for k, scenario in enumerate(p.plan.scenarios):
         if stop.is_set():
             return True
@@ -407,10 +406,10 @@ def _measure(
         own = Stop(stop)
         rules.begin(scenario.name, own)
         tasks = _tasks(spec, p, [s.scenarios[k] for s in p.shards])
-        if not auto:
+        if needs is None:
             p.backend.run_scenario(tasks, sink, own)
         else:
-            watch = AutoSample(scenario.name, len(scenario.target_indices), need, own, stop)
+            watch = AutoSample(scenario.name, len(scenario.target_indices), needs, own, stop)
 
             def on_event(event: Event, watch: AutoSample = watch) -> None:
                 sink(event)

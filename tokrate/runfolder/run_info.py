@@ -278,8 +278,11 @@ class ScenarioLag:
 class SamplingStop:
     """Why a target's level stopped sending under ``requests = "auto"``
     (tokrate.load.auto_sample): ``reason`` "judged" (every judged statistic had its
-    ``needed`` ok requests), "max_requests", "duration" or "stopped"; ``sent`` measured
-    requests, ``ok`` of them ok."""
+    samples: ``needed`` ok requests for the thresholds' statistics, and the tier
+    pick's shares theirs), "max_requests", "duration" or "stopped"; ``sent`` measured
+    requests, ``ok`` of them ok. ``limiting``: when judged, the statistic whose samples
+    came last ("ttft_p95", "pass rate of task math (90% bar)"); ``unmet``: each
+    statistic still short when it stopped, "what: have of the need"."""
 
     scenario: str
     endpoint: str
@@ -288,6 +291,8 @@ class SamplingStop:
     ok: int
     needed: int
     reason: str
+    limiting: str = ""
+    unmet: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -303,6 +308,8 @@ class SamplingStop:
             ok=r.opt_int("ok") or 0,
             needed=r.opt_int("needed") or 0,
             reason=r.str_("reason"),
+            limiting=r.str_("limiting"),
+            unmet=r.strings("unmet"),
         )
 
 
