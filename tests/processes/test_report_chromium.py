@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -693,3 +694,92 @@ def test_the_quality_chart_is_drawn_for_all_and_none_passed(browser: Any, tmp_pa
         assert not_drawn(title) not in body and "failed to draw" not in body
     finally:
         page.close()
+
+
+def _ran(report: Path) -> list[str]:
+    """The models the runs behind ``report`` measured, in the report's order (by active
+    size; the simulator's tiers): every run folder beside the report's own folder."""
+    from tokrate.physics import DEFAULT_TIER_SIZES
+    from tokrate.runfolder.loaded_run import load_run
+
+    runs = [p.parent for p in sorted(report.parent.parent.glob("*/run.json"))]
+    assert runs
+    models = {str(m) for run in runs for m in load_run(run).records.get_column("model")}
+    size = {t.name: t.active_params_b for t in DEFAULT_TIER_SIZES}
+    return sorted(models, key=size.__getitem__)
+
+
+def _pixels_in(png: bytes, color: str) -> int:
+    """How many pixels of ``png`` are ``color`` (within 2 of 255 per channel: the
+    drawn colour itself, not a blend of it with the background)."""
+    import io
+
+    import matplotlib.colors
+    import matplotlib.image
+    import numpy as np
+
+    rgb = np.asarray(matplotlib.image.imread(io.BytesIO(png), format="png"))[..., :3]
+    want = np.asarray(matplotlib.colors.to_rgb(color))
+    return int((np.abs(rgb - want) <= 2 / 255).all(axis=-1).sum())
+
+
+def test_one_colour_per_model_across_every_chart(browser: Any, kind: tuple[str, Path]) -> None:
+    """Each report kind's colour key is the report model's assignment: every model the
+    runs measured, nothing else, in size order, one colour each. Every chart carries
+    what its drawn figure shows per model (read back from the figure the PNG was saved
+    from): each model in the key's colour and no other; the PNG the page shows holds
+    pixels of exactly that colour; every model is in some chart; and a legend names
+    only models that were run, in the key's order (issue 44)."""
+    import base64
+
+    from tokrate.physics import DEFAULT_TIER_SIZES
+
+    name, report = kind
+    ran = _ran(report)
+    page, problems, _ = _open(browser, report, 1400, 900)
+    try:
+        assert problems == []
+        key = page.eval_on_selector_all(
+            "#colour-key li", "lis => lis.map(li => [li.dataset.model, li.dataset.color])"
+        )
+        figures = page.eval_on_selector_all(
+            "#charts figure",
+            """fs => fs.map(f => [f.id, JSON.parse(f.dataset.colors),
+                JSON.parse(f.dataset.legend), f.querySelector('img').src])""",
+        )
+        swatches = page.eval_on_selector_all(
+            "#colour-key .swatch", "ss => ss.map(s => getComputedStyle(s).color)"
+        )
+    finally:
+        page.close()
+    assert [m for m, _c in key] == ran, name
+    colors = dict(key)
+    assert len(set(colors.values())) == len(colors), key
+    # The key shows each model in its colour (rgb() as the browser computes it).
+    import matplotlib.colors
+
+    assert swatches == [
+        "rgb({}, {}, {})".format(*(round(v * 255) for v in matplotlib.colors.to_rgb(c)))
+        for _m, c in key
+    ]
+    universe = {t.name for t in DEFAULT_TIER_SIZES} | set(ran)
+    shown: set[str] = set()
+    for fig_id, drawn, legend, src in figures:
+        for model, used in drawn.items():
+            assert used == [colors[model]], (name, fig_id, model, used, colors[model])
+            png = base64.b64decode(src.split(",", 1)[1])
+            assert _pixels_in(png, colors[model]) > 0, (name, fig_id, model)
+        shown |= set(drawn)
+        named = [_named_model(entry, universe) for entry in legend]
+        in_legend = [m for m in dict.fromkeys(named) if m is not None]
+        assert set(in_legend) <= set(ran), (name, fig_id, legend)
+        assert in_legend == [m for m in ran if m in in_legend], (name, fig_id, legend)
+    assert figures and shown == set(ran), (name, sorted(shown))
+
+
+def _named_model(text: str, models: set[str]) -> str | None:
+    """The model ``text`` names as a whole word (the longest that fits), else None."""
+    for model in sorted(models, key=len, reverse=True):
+        if re.search(rf"(?<![\w.\-]){re.escape(model)}(?![\w.\-])", text):
+            return model
+    return None

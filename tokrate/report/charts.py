@@ -289,13 +289,22 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, names: bool) -
                 "fliers": [],
             }
         )
-    ax.bxp(
+    drawn = ax.bxp(
         boxes,
         showfliers=False,
         showmeans=True,
         orientation="horizontal",
         meanprops={"marker": "D", "markersize": 4, "markerfacecolor": "white"},
     )
+    # Each box, its median and its name in its model's colour, as in every chart.
+    colors = series_colors([str(m) for m in stats.get_column("model")])
+    for i, model in enumerate(str(m) for m in stats.get_column("model")):
+        color = colors[model]
+        for part, per_box in (("boxes", 1), ("medians", 1), ("whiskers", 2), ("caps", 2)):
+            for artist in drawn[part][i * per_box : (i + 1) * per_box]:
+                artist.set_color(color)
+        drawn["medians"][i].set_linewidth(2.4)  # thicker: the median reads apart from the box
+        drawn["means"][i].set_markeredgecolor(color)
     values = [b[k] for b in boxes for k in ("whislo", "q1", "med", "q3", "whishi", "mean")]
     positive = [v for v in values if v > 0]
     hi = max(values)
@@ -315,6 +324,9 @@ def _bxp(ax: Axes, stats: pl.DataFrame, scale: float, title: str, names: bool) -
         plain_log_axes(ax, y=False)
     if not names:
         ax.set_yticklabels([])
+    else:
+        for tick, model in zip(ax.get_yticklabels(), stats.get_column("model"), strict=True):
+            tick.set_color(colors[str(model)])
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.invert_yaxis()

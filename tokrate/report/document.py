@@ -32,6 +32,7 @@ def report_html(model: ReportModel, drawn: DrawnCharts) -> str:
             meta_title="Run",
             tables=model.tables,
             charts=drawn.images,
+            colors=model.colors,
             notes=_left_out(model, drawn),
             errors=model.errors,
             configs=model.configs,

@@ -16,6 +16,7 @@ from typing import Any, Final
 import matplotlib
 from matplotlib.figure import Figure
 
+from tokrate.report.drawn_colors import read_drawn
 from tokrate.report.figures import HOUSE_RC
 from tokrate.report.html import ChartImage
 from tokrate.report.model import Chart, not_drawn
@@ -76,7 +77,10 @@ def draw_charts(
     errors: list[tuple[str, str]] = []
     for chart in charts:
         try:
-            files = chart_files(chart.figure(), formats)
+            fig = chart.figure()
+            files = chart_files(fig, formats)
+            # Read from the figure the files were saved from: what a reader sees.
+            drawn = read_drawn(fig, chart.colors)
             # Written only once every format was drawn: a chart is there whole or not at all.
             for fmt, data in files.items():
                 if fmt in formats:
@@ -85,5 +89,9 @@ def draw_charts(
             failures.append(not_drawn(chart.title))
             errors.append((chart.name, f"{type(exc).__name__}: {exc}"))
             continue
-        images.append(ChartImage(chart.name, chart.title, chart.caption, files["png"]))
+        images.append(
+            ChartImage(
+                chart.name, chart.title, chart.caption, files["png"], drawn.colors, drawn.legend
+            )
+        )
     return DrawnCharts(tuple(images), tuple(failures), tuple(errors))

@@ -32,6 +32,7 @@ from tokrate.analysis.noise import MIN_NOISE_RUNS, NOISE_WINDOW
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.errors import OutputError
 from tokrate.fileio import FileRefused, make_folder, write_atomic
+from tokrate.report.drawn_colors import DrawnKey, read_drawn
 from tokrate.report.html import ChartImage, Page, render_html
 from tokrate.report.styles import model_colors
 from tokrate.report.tables import Table
@@ -116,7 +117,17 @@ def _series_label(endpoint: str, model: str, scenario: str, multi_ep: bool) -> s
     return f"{endpoint}/{model} {scenario}" if multi_ep else f"{model} {scenario}"
 
 
-def _chart(history: History, metric: str, fingerprint: str) -> bytes:
+def _colors(history: History) -> dict[str, str]:
+    """One colour per model of the whole page, models in the tables' order: a model
+    has the same colour in every chart of every benchmark."""
+    models = sorted({str(m) for m in history.points.get_column("model")}, key=model_key)
+    return model_colors(models)
+
+
+def _chart(
+    history: History, metric: str, fingerprint: str, colors: Mapping[str, str]
+) -> tuple[bytes, DrawnKey]:
+    """The chart's PNG and what it shows per model, read back from the figure."""
     from matplotlib.figure import Figure
 
     unit, factor = _unit(metric)
@@ -127,9 +138,8 @@ def _chart(history: History, metric: str, fingerprint: str) -> bytes:
     fig = Figure(figsize=(9, 4.6), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     groups = _in_model_order(data.group_by(["endpoint", "model", "scenario"], maintain_order=True))
-    # One colour per model (by the tables' order), one marker and line style per
-    # level: sim-1b c=1 and sim-70b c=1 never share a colour, however many series.
-    colors = model_colors([str(k[1]) for k, _ in groups])
+    # One colour per model (the page's, by the tables' order), one marker and line
+    # style per level: sim-1b c=1 and sim-70b c=1 never share a colour.
     levels = list(dict.fromkeys(str(k[2]) for k, _ in groups))
     for (endpoint, model, scenario), g in groups:
         g = g.sort("started_at")
@@ -194,7 +204,7 @@ def _chart(history: History, metric: str, fingerprint: str) -> bytes:
         tick.set_horizontalalignment("right")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return buf.getvalue(), read_drawn(fig, colors)
 
 
 def _chart_title(metric: str) -> str:
@@ -385,7 +395,7 @@ def _html(
     rows: Mapping[str, list[dict[str, str]]],
     benchmarks: list[dict[str, str]],
     left_out: list[dict[str, str]],
-    charts: Mapping[str, Mapping[str, bytes]],
+    charts: Mapping[str, Mapping[str, tuple[bytes, DrawnKey]]],
     *,
     where: str,
     notes: Sequence[str] = (),
@@ -425,8 +435,10 @@ def _html(
                 title=(f"benchmark {b.number + 1}: " if several else "") + _chart_title(m),
                 caption=band,
                 png=png,
+                colors=drawn.colors,
+                legend=drawn.legend,
             )
-            for m, png in charts[b.fingerprint].items()
+            for m, (png, drawn) in charts[b.fingerprint].items()
         ]
     tables.append(
         Table(
@@ -464,6 +476,7 @@ def _html(
             tables=tables,
             notes=notes,
             charts=images,
+            colors=_colors(history),
         )
     )
 
@@ -477,7 +490,8 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
         rows = {b.fingerprint: _table_rows(history, b.fingerprint) for b in history.benchmarks}
         benchmarks = _benchmark_rows(history)
         left_out = _left_out_rows(history)
-        charts: dict[str, dict[str, bytes]] = {}
+        charts: dict[str, dict[str, tuple[bytes, DrawnKey]]] = {}
+        colors = _colors(history)
         notes: list[str] = []
         for b in history.benchmarks:
             if not b.drawn:
@@ -497,8 +511,8 @@ def write_history(history: History, out: Path, metrics: Sequence[str]) -> None:
                         " changed to draw)"
                     )
                     continue
-                png = _chart(history, metric, b.fingerprint)
-                charts[b.fingerprint][metric] = png
+                png, drawn = _chart(history, metric, b.fingerprint, colors)
+                charts[b.fingerprint][metric] = (png, drawn)
                 write_atomic(folder / f"{metric}.png", png)
         md = _markdown(history, rows, benchmarks, left_out, notes)
         write_atomic(out / "history.md", md.encode("utf-8"))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -50,12 +50,19 @@ _SHOWN_WARNINGS: Final = 5
 
 @dataclass(frozen=True, slots=True)
 class ChartImage:
-    """One embedded chart: file stem, heading, caption, and PNG bytes."""
+    """One embedded chart: file stem, heading, caption, and PNG bytes. ``colors`` is
+    what the drawn figure shows per model (model -> the colours it carries in it, read
+    back from the figure the PNG was saved from: tokrate.report.drawn_colors) and
+    ``legend`` its legends' entries; the page carries both on the chart's <figure>
+    (``data-colors``, ``data-legend``) so they can be checked against the page's
+    colour key."""
 
     name: str
     title: str
     caption: str
     png: bytes
+    colors: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    legend: Sequence[str] = ()
 
 
 def _e(text: object) -> str:
@@ -92,6 +99,8 @@ figcaption, .note { color: var(--muted); font-size: 13px; }
 pre { background: var(--bg2); padding: 10px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 dl.defs dt { font-weight: 600; } dl.defs dd { margin: 0 0 6px 1.2em; }
 ul.notes li { color: var(--muted); }
+ul.colour-key { list-style: none; padding: 0; margin: 4px 0 8px; display: flex; flex-wrap: wrap; gap: 2px 16px; font-size: 13px; }
+ul.colour-key .swatch { font-size: 1.2em; }
 @media (max-width: 640px) { body { padding: 10px; font-size: 14px; } .meta { gap: 2px 8px; font-size: 13px; } }
 @media screen and (max-width: 820px) {
   table, thead, tbody, tr, th, td { display: block; }
@@ -199,9 +208,26 @@ class Page:
     meta_title: str = "Details"
     tables: Sequence[Table] = ()
     charts: Sequence[ChartImage] = ()
+    #: The page's one colour per model (the report model's assignment), in its order:
+    #: shown as the charts' colour key.
+    colors: Mapping[str, str] = field(default_factory=dict)
     notes: Sequence[str] = ()
     errors: Table | None = None
     configs: Sequence[tuple[str, Any]] = ()
+
+
+def _colour_key(colors: Mapping[str, str]) -> str:
+    """The charts' colour key: each model in its colour, in the report's order (by
+    size where sizes are known); every chart draws a model in this colour. Each entry
+    carries its model and colour (``data-model``, ``data-color``) for checking."""
+    if not colors:
+        return ""
+    items = "".join(
+        f'<li data-model="{_e(m)}" data-color="{_e(c)}">'
+        f'<span class="swatch" style="color:{_e(c)}">■</span> {_e(m)}</li>'
+        for m, c in colors.items()
+    )
+    return f'<ul id="colour-key" class="colour-key" aria-label="colour per model">{items}</ul>'
 
 
 def render_html(page: Page) -> str:
@@ -248,10 +274,14 @@ def render_html(page: Page) -> str:
         parts.append(_table_html(table, html_id=f"summary-{i}"))
     if page.charts:
         parts.append('<section id="charts"><h2>Charts</h2>')
+        parts.append(_colour_key(page.colors))
         for chart in page.charts:
             data = base64.b64encode(chart.png).decode("ascii")
+            drawn = orjson.dumps({m: list(c) for m, c in chart.colors.items()}).decode()
+            legend = orjson.dumps(list(chart.legend)).decode()
             parts.append(
-                f'<figure id="chart-{_e(chart.name)}"><h3>{_e(chart.title)}</h3>'
+                f'<figure id="chart-{_e(chart.name)}" data-colors="{_e(drawn)}" '
+                f'data-legend="{_e(legend)}"><h3>{_e(chart.title)}</h3>'
                 f'<div class="chart"><img alt="{_e(chart.title)}" '
                 f'src="data:image/png;base64,{data}"></div>'
                 f"<figcaption>{_e(chart.caption)}</figcaption></figure>"

@@ -9,11 +9,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tokrate.analysis.routing import Route, RoutingTable, routing_table
 from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.labels import Label, label_panels
 from tokrate.report.model import Chart, LeftOut, ReportInputs
+from tokrate.report.styles import report_order, series_colors
 from tokrate.report.tables import Table
 from tokrate.report.terminal.quality_text import HEADER, quality_rows
 from tokrate.report.terminal.tier_text import cost_cell
@@ -143,7 +146,9 @@ Axis = Literal["size", "cost", "speed"]
 
 @dataclass(frozen=True, slots=True)
 class _Point:
+    #: The point's name: its model, with the run's key in a multi-run report.
     label: str
+    model: str
     task: str
     bar: float
     n: int
@@ -184,6 +189,7 @@ def _points(inputs: ReportInputs) -> tuple[str | None, list[_Point]]:
                 points.append(
                     _Point(
                         label,
+                        c.model,
                         route.task,
                         route.bar,
                         c.quality.n,
@@ -245,8 +251,9 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
         name[axis],
         f"Answer quality vs {axis} at {level}",
         f"Pass rate of checked answers per task at {level}, the level of the Routing "
-        "table, with the same n and Wilson 95% interval that table shows; the dashed line "
-        f"is each task's pass-rate bar and every point names its model.{why}"
+        "table, with the same n and Wilson 95% interval that table shows, in its model's "
+        "colour, one marker per task (a grey line joins a task's points); the dashed "
+        f"line is each task's pass-rate bar and every point names its model.{why}"
         + (
             f" Right: per-stream decode speed (median) at {level}, the Routing table's"
             " level, against the same axis."
@@ -258,70 +265,114 @@ def quality_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:
     )
 
 
+#: One marker and line style per task (the colour is the model's, as in every chart).
+_TASK_MARKERS: Final = ("o", "s", "^", "D", "v", "P", "X", "*")
+_TASK_LINES: Final = ("-", "--", ":", "-.")
+#: The colour of what belongs to a task, not to a model: the line joining a task's
+#: points, its pass-rate bar and the bar's words.
+_TASK_INK: Final = "0.45"
+
+
 @house_style
 def _draw(data: _QualityData) -> Figure:
+    """Left: pass rate per (model, task) with its Wilson interval, each point in its
+    model's colour (the report's), each task a marker joined by a grey line of its own
+    style (a task's points nudged sideways so two tasks of one model do not cover each
+    other), each bar dashed; right: decode speed per model, in its colour. Point
+    labels never overlap (tokrate.report.labels); the legend is outside the panels."""
     axis = data.axis
     two = axis != "speed"
-    fig, axes = new_figure(10 if two else 6, 4.5, ncols=2 if two else 1)
+    fig, axes = new_figure(11.5 if two else 7.5, 4.8, ncols=2 if two else 1)
     left = axes[0]
     tasks = sorted({p.task for p in data.points})
-    colours = {t: f"C{i % 10}" for i, t in enumerate(tasks)}
-    for task in tasks:
+    models = report_order([p.model for p in data.points])
+    colors = series_colors(models)
+    names: list[Label] = []
+    for t, task in enumerate(tasks):
+        marker = _TASK_MARKERS[t % len(_TASK_MARKERS)]
+        nudge = 1.0 + 0.04 * (t - (len(tasks) - 1) / 2)
         mine = sorted((p for p in data.points if p.task == task), key=lambda p: p.x(axis) or 0)
-        xs = [p.x(axis) or 0.0 for p in mine]
+        xs = [(p.x(axis) or 0.0) * nudge for p in mine]
         ys = [p.rate * 100 for p in mine]
-        # Clipped at 0: a Wilson end at 100% may sit a rounding error below the rate.
-        err = [
-            [max(0.0, p.rate - p.lo) * 100 for p in mine],
-            [max(0.0, p.hi - p.rate) * 100 for p in mine],
-        ]
-        colour = colours[task]
-        left.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=task)
-        for bar in sorted({p.bar for p in mine}):
-            left.axhline(bar * 100, color=colour, linestyle="--", linewidth=1)
-            left.annotate(
-                f"{task} bar {bar:.0%}",
-                (1.0, bar * 100),
-                xycoords=("axes fraction", "data"),
-                xytext=(-4, 2),
-                textcoords="offset points",
-                ha="right",
-                fontsize="x-small",
-                color=colour,
-            )
+        left.plot(
+            xs,
+            ys,
+            color=_TASK_INK,
+            linestyle=_TASK_LINES[t // len(_TASK_MARKERS) % len(_TASK_LINES)],
+            marker=marker,
+            markerfacecolor="none",
+            linewidth=1,
+            label=f"task: {task}",
+            zorder=1,
+        )
         for p, x, y in zip(mine, xs, ys, strict=True):
-            left.annotate(
-                f"{p.label} (n={p.n})",
-                (x, y),
-                textcoords="offset points",
-                xytext=(4, -10),
-                fontsize="x-small",
+            # Clipped at 0: a Wilson end at 100% may sit a rounding error below the rate.
+            err = [[max(0.0, p.rate - p.lo) * 100], [max(0.0, p.hi - p.rate) * 100]]
+            left.errorbar(
+                [x], [y], yerr=err, marker=marker, capsize=3, color=colors[p.model], zorder=2
             )
+            names.append(Label(x, y, f"{p.label} (n={p.n})", colors[p.model]))
+    # One line per bar value: tasks sharing a bar share its line and its words.
+    bars: dict[float, list[str]] = {}
+    for p in data.points:
+        if p.task not in bars.setdefault(p.bar, []):
+            bars[p.bar].append(p.task)
+    for bar, of in sorted(bars.items()):
+        left.axhline(bar * 100, color=_TASK_INK, linestyle="--", linewidth=1)
+        left.annotate(
+            f"bar {bar:.0%}: {', '.join(sorted(of))}",
+            (0.0, bar * 100),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 2),
+            textcoords="offset points",
+            fontsize="x-small",
+            color=_TASK_INK,
+        )
+    # The legend names each model once, in its colour, then each task's marker.
+    for model in models:
+        left.plot([], [], "o", color=colors[model], label=model)
+    handles, labels = left.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("task: "))
     left.set_xscale("log")
     plain_log_axes(left, y=False)
-    left.set_ylim(0, 105)
+    left.set_ylim(0, 109)
     left.set_xlabel(_AXIS_WORDS[axis])
     left.set_ylabel("pass rate (%)")
     left.set_title(f"Answer quality vs {axis} at {data.level}")
-    left.legend(loc="lower left", fontsize="small")
+    fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="outside right upper",
+        frameon=False,
+    )
+    panels: list[tuple[Axes, Sequence[Label], float]] = [(left, names, 7.0)]
     if two:
         right = axes[1]
-        by_model: dict[str, tuple[float, float]] = {}
+        by_label: dict[str, tuple[float, float, str]] = {}
         for p in data.points:
             at = p.x(axis)
             if p.decode_tps is not None and at is not None:
-                by_model[p.label] = (at, p.decode_tps)
-        if by_model:
-            ordered = sorted(by_model.items(), key=lambda kv: kv[1][0])
-            right.plot([v[0] for _m, v in ordered], [v[1] for _m, v in ordered], "o-")
-            for label, (x, y) in ordered:
-                right.annotate(
-                    label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small"
-                )
+                by_label[p.label] = (at, p.decode_tps, p.model)
+        speeds: list[Label] = []
+        if by_label:
+            ordered = sorted(by_label.items(), key=lambda kv: kv[1][0])
+            right.plot(
+                [v[0] for _m, v in ordered],
+                [v[1] for _m, v in ordered],
+                "-",
+                color=_TASK_INK,
+                linewidth=1,
+                zorder=1,
+            )
+            for label, (x, y, model) in ordered:
+                right.plot([x], [y], "o", color=colors[model], zorder=2)
+                speeds.append(Label(x, y, label, colors[model]))
             right.set_xscale("log")
             right.set_yscale("log")
             plain_log_axes(right)
         right.set_xlabel(_AXIS_WORDS[axis])
         right.set_ylabel("decode speed, median (tokens/s)")
         right.set_title(f"Speed vs {axis}")
+        panels.append((right, speeds, 8.0))
+    label_panels(fig, panels)
     return fig

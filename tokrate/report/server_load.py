@@ -20,9 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from tokrate.analysis.ordering import natural_key
 from tokrate.report.figures import house_style, new_figure
 from tokrate.report.model import Chart, LeftOut, ReportInputs
-from tokrate.report.styles import Style, legend_outside, series_styles
+from tokrate.report.styles import Style, legend_outside, report_order, series_styles
 from tokrate.report.timeline_data import server_points, ttft_points
 from tokrate.runfolder.run_info import RunInfo
 
@@ -49,6 +50,17 @@ def _broken(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.insert(t, gap, np.nan), np.insert(y, gap, np.nan)
 
 
+def _in_order(frame: pl.DataFrame) -> list[tuple[tuple[str, str], pl.DataFrame]]:
+    """``frame``'s (series, model) groups with the models in the report's order (every
+    legend's), each model's series (runs) in natural order."""
+    groups = [
+        ((str(s), str(m)), part)
+        for (s, m), part in frame.group_by(["series", "model"], maintain_order=True)
+    ]
+    rank = {m: i for i, m in enumerate(report_order([m for (_s, m), _ in groups]))}
+    return sorted(groups, key=lambda g: (rank[g[0][1]], natural_key(g[0][0])))
+
+
 def _label(series: str, model: str, one_series: bool) -> str:
     return model if one_series else f"{model} · {series}"
 
@@ -63,8 +75,8 @@ def server_load(ttft: pl.DataFrame, server: pl.DataFrame) -> Figure:
     styles: dict[tuple[str, str], Style] = series_styles(keys)
     one_series = keys.get_column("series").n_unique() == 1
     top = axes[0]
-    for (series, model), part in ttft.group_by(["series", "model"], maintain_order=True):
-        style = styles[(str(series), str(model))]
+    for (series, model), part in _in_order(ttft):
+        style = styles[(series, model)]
         top.plot(
             part["t_send_s"].to_numpy(),
             part["ttft_s"].to_numpy(),
@@ -72,7 +84,7 @@ def server_load(ttft: pl.DataFrame, server: pl.DataFrame) -> Figure:
             ms=3,
             alpha=0.7,
             color=style.color,
-            label=_label(str(series), str(model), one_series),
+            label=_label(series, model, one_series),
         )
     top.set_ylabel("TTFT (s)")
     top.set_ylim(bottom=0)
@@ -90,8 +102,8 @@ def _role_panel(
     ax: Axes, part: pl.DataFrame, role: str, styles: dict[tuple[str, str], Style], one: bool
 ) -> None:
     scale = 100.0 if role == "kv_cache" else 1.0
-    for (series, model), line in part.group_by(["series", "model"], maintain_order=True):
-        style = styles[(str(series), str(model))]
+    for (series, model), line in _in_order(part):
+        style = styles[(series, model)]
         t, y = _broken(line["t_s"].to_numpy(), line["value"].to_numpy() * scale)
         ax.plot(
             t,
@@ -100,7 +112,7 @@ def _role_panel(
             ls=style.linestyle,
             lw=1.4,
             color=style.color,
-            label=_label(str(series), str(model), one),
+            label=_label(series, model, one),
         )
     if role == "kv_cache":
         ax.set_ylim(0, 105)

@@ -29,6 +29,7 @@ __all__ = [
     "distinct_colors",
     "legend_outside",
     "model_colors",
+    "report_order",
     "series_colors",
     "series_styles",
 ]
@@ -83,6 +84,19 @@ def series_colors(names: Sequence[str]) -> dict[str, str]:
     ordered = sorted(set(names), key=natural_key)
     colors = distinct_colors(len(ordered))
     return {n: colors[i] for i, n in enumerate(ordered)}
+
+
+def report_order(names: Sequence[str]) -> list[str]:
+    """``names`` without repeats in the report's model order (its colours' order: by
+    size where sizes are known) when every name is one of its models
+    (:func:`colors_in_use`), else in natural order: the order every legend lists
+    models in."""
+    assigned = _ASSIGNED.get()
+    unique = list(dict.fromkeys(names))
+    if assigned and all(n in assigned for n in unique):
+        rank = {m: i for i, m in enumerate(assigned)}
+        return sorted(unique, key=rank.__getitem__)
+    return sorted(unique, key=natural_key)
 
 
 def distinct_colors(n: int) -> list[str]:
