@@ -20,6 +20,7 @@ from helpers.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_
 
 from tokrate.cli import main
 from tokrate.report.build import build_report
+from tokrate.textfmt import DASH
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -783,3 +784,149 @@ def _named_model(text: str, models: set[str]) -> str | None:
         if re.search(rf"(?<![\w.\-]){re.escape(model)}(?![\w.\-])", text):
             return model
     return None
+
+
+#: Every table of the page: (section id, title, header, rows of (cell text, prose),
+#: notes). A prose cell (a column of _PROSE) restates the verdict in words: it cannot
+#: vouch for a measured figure, only for a rule's.
+_TABLES = """PROSE => [...document.querySelectorAll('section')].filter(s => s.querySelector(
+    ':scope > .scroll > table')).map(s => [s.id, s.querySelector('h2').textContent,
+    [...s.querySelectorAll('thead th')].map(th => th.textContent),
+    [...s.querySelectorAll('tbody tr')].map(tr => [...tr.querySelectorAll('td')].map(
+        td => [td.innerText.split(/\\s+/).join(' ').trim(), PROSE.includes(td.dataset.label)])),
+    [...s.querySelectorAll('.note')].map(n => n.textContent)])"""
+_PROSE = ("does not meet", "why not", "evidence", "why", "example message")
+#: A figure in a sentence: a number, with its thousands commas and decimals as written,
+#: a fraction ("27/29") or a range ("78–98%"), a leading "$" and a trailing "%", "x"
+#: (a ratio) or "B" (billions of parameters) kept.
+_FIGURE = re.compile(
+    r"(?<![\w.\-/=])\$?\d[\d,]*(?:\.\d+)?(?:[–/]\$?\d[\d,]*(?:\.\d+)?)?[%xB]?(?![\w\-])"
+)
+_VERDICTS = "regressed|improved|unchanged|inconclusive|not comparable"
+#: A count of the lead table's rows by their verdict: "24 inconclusive", "Inconclusive
+#: (24):", and a list's rest: "and 18 more".
+_COUNTED = re.compile(rf"\b(\d+) ({_VERDICTS})\b")
+_HEADED = re.compile(rf"\b({_VERDICTS}) \((\d+)\): (.*?); and (\d+) more\b", re.IGNORECASE)
+#: A rule's or a setting's figure: an SLO limit or a bar ("≤ 500 ms", "< 90%", "a 95%
+#: bar"), a minimum sample ("needs at least 20", "fewer than the 20", "a p95 needs
+#: 130"): stated in a table's note or cells (prose included), not measured.
+_RULE = re.compile(
+    r"(?:[≤<≥>]|needs(?: at least)?|fewer than the|at least) (\$?\d[\d,.]*%?)"
+    r"|\b(\d+%) (?:pass-rate )?bar\b"
+)
+#: A ratio to its limit, written beside both figures: "59.6 ms vs ≤ 30 ms (2x the
+#: limit)"; the ratio is checked against them (two significant digits).
+_TO_LIMIT = re.compile(r"([\d.,]+) (ms|s) vs ≤ ([\d.,]+) \2 \(([\d.]+)x the limit\)")
+#: Advice, not a figure: "send about 150 requests per model and level (--requests 150)".
+_ADVICE = re.compile(r"send about \d+ requests per model and level \(--requests \d+\)")
+#: What a figure measured per level is written with.
+_MEASURED = re.compile(r"\d (?:ms|s|tok/s|req/s)\b|\d(?:\.\d+)?x\b|\$\d|\d+/\d+ |pass rate")
+_LEVEL = re.compile(r"\bc=?\d+\b|\b[\d.]+ ?req/s\b|\b[\d.]+/s\b")
+
+
+def _scrubbed(sentence: str, names: set[str]) -> str:
+    """``sentence`` without what only looks like a figure: model and run names
+    (sim-8x7b, night-1), level names (c=8), metric names (p95, ttft_p95) and the
+    interval's confidence ("95% CI")."""
+    for name in sorted(names, key=len, reverse=True):
+        sentence = re.sub(rf"(?<![\w.\-]){re.escape(name)}(?![\w.\-])", " ", sentence)
+    sentence = re.sub(r"\b\d+% CI\b", " ", sentence)
+    sentence = re.sub(r"\bc=?\d+\b", " ", sentence)
+    return re.sub(r"\b\w*p\d+\b", " ", sentence)
+
+
+def _verdict_of(cell: str) -> str:
+    """A verdict cell's verdict: "outside its band, inconclusive (vs ...)" is
+    inconclusive, "not_comparable" not comparable."""
+    words = cell.split(" (")[0].replace("_", " ")
+    return words.split(", ")[-1]
+
+
+def _items(listed: str) -> int:
+    """How many items a "; "-separated list holds (a ";" inside brackets is not one)."""
+    depth, count = 0, 1
+    for char in listed:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        count += char == ";" and depth == 0
+    return count
+
+
+def _in(figure: str, texts: list[str]) -> bool:
+    """Whether ``figure`` is written, whole, in one of ``texts``."""
+    token = re.compile(rf"(?<![\w.,$]){re.escape(figure)}(?![\w]|[.,]\d)")
+    return any(token.search(t) for t in texts)
+
+
+def test_every_number_in_a_sentence_is_in_a_table(browser: Any, kind: tuple[str, Path]) -> None:
+    """Each report kind's verdict sentences quote only figures a reader finds in a
+    value cell of a table of the same page, as written ("59.6 ms" is the cell "59.6
+    ms", "27/29" and "78–98%" as the cells show them). The documented equivalences: a
+    count of verdicts ("24 inconclusive", "of 60 ... rows", "10 series", "4 outside
+    their band", "and 18 more") is the count of the lead table's rows with that
+    verdict; a rule's figure (a limit, a bar, a minimum sample) is stated in a table's
+    note; a ratio to a limit is the two figures beside it divided. Every sentence that
+    quotes a measured figure names its load level (issue 44)."""
+    name, report = kind
+    page, problems, _ = _open(browser, report, 1400, 900)
+    try:
+        assert problems == []
+        sentences = [" ".join(s.split()) for s in page.locator("#verdict p").all_inner_texts()]
+        tables = page.evaluate(_TABLES, list(_PROSE))
+    finally:
+        page.close()
+    assert sentences and tables, name
+    every = [(text, prose) for *_h, rows, _n in tables for row in rows for text, prose in row]
+    cells = [text for text, prose in every if not prose]
+    prose = [text for text, prose in every if prose]
+    notes = [" ".join(n.split()) for *_head, _rows, ns in tables for n in ns]
+    tables = [
+        (i, t, h, [[text for text, _p in row] for row in rows], n) for i, t, h, rows, n in tables
+    ]
+    names = set(_ran(report)) | {p.parent.name for p in report.parent.parent.glob("*/run.json")}
+    lead_id, _title, header, rows, _notes = tables[0]
+    column = next(
+        (i for i, h in enumerate(header) if h in ("verdict", "latest vs its reference")), None
+    )
+    verdicts = [_verdict_of(r[column]) for r in rows] if column is not None else []
+    outside = header.index("outside the band") if "outside the band" in header else None
+    checked = 0
+    for sentence in sentences:
+        text = _ADVICE.sub(" ", _scrubbed(sentence, names))
+        for n in re.findall(r"\bof (\d+) target, level and metric rows\b", text) + re.findall(
+            r"\b(\d+) series\b", text
+        ):
+            assert int(n) == len(rows), (name, sentence)
+        for n in re.findall(r"\b(\d+) judged against\b", text):
+            assert int(n) == sum(v != "not judged" for v in verdicts), (name, sentence)
+        for n in re.findall(r"\b(\d+) (?:outside their band|point\(s\) lie outside)\b", text):
+            assert outside is not None, (name, sentence)
+            marked = [m for r in rows if r[outside] != DASH for m in r[outside].split("; ")]
+            assert int(n) == len(marked), (name, sentence, marked)
+        for verdict, n, listed, more in _HEADED.findall(text):
+            assert int(n) == verdicts.count(verdict.lower()), (name, sentence)
+            assert _items(listed) + int(more) == int(n), (name, sentence)
+        for n, verdict in _COUNTED.findall(text):
+            assert int(n) == verdicts.count(verdict), (name, lead_id, verdict, sentence)
+        for value, _unit, limit, ratio in _TO_LIMIT.findall(text):
+            measured = float(value.replace(",", "")) / float(limit.replace(",", ""))
+            assert float(ratio) == float(f"{measured:.2g}"), (name, value, limit, ratio)
+            assert _in(value, cells), (name, value, sentence)
+        for figure in (a or b for a, b in _RULE.findall(text)):
+            assert _in(figure, notes + cells + prose), (name, figure, sentence)
+        # A list's counts are checked; its items' own figures are checked below.
+        text = _HEADED.sub(lambda m: f" {m.group(3)} ", text)
+        for pattern in (
+            _COUNTED,
+            _TO_LIMIT,
+            _RULE,
+            re.compile(r"\bof \d+ target, level and metric rows\b"),
+            re.compile(r"\b\d+ (?:series|judged against|outside their band)\b"),
+            re.compile(r"\b\d+ point\(s\) lie outside\b"),
+        ):
+            text = pattern.sub(" ", text)
+        for figure in _FIGURE.findall(text):
+            assert _in(figure, cells), (name, figure, sentence)
+            checked += 1
+        if _MEASURED.search(sentence):
+            assert _LEVEL.search(sentence), (name, sentence)
+    assert checked, (name, sentences)

@@ -466,4 +466,10 @@ def test_a_report_of_two_runs_of_the_same_models_picks_no_run_over_another(
     assert len(opening) == 1 and "does not pick one run's model over another's" in opening[0]
     picks = [line for line in model.verdict if " pick " in line and line not in opening]
     assert picks and all(line.startswith(("In night-a: ", "In night-b: ")) for line in picks)
-    assert model.tier == ()
+    # The tables those sentences quote are each run's own, named for it (issue 44).
+    assert [t.title for t in model.tier] == [
+        "Tier pick: night-a",
+        "Tier evidence: night-a",
+        "Tier pick: night-b",
+        "Tier evidence: night-b",
+    ]

@@ -252,7 +252,7 @@ def test_too_few_requests_per_task_are_pooled_and_said_so() -> None:
         " at c=8 in 30/30 requests (95% CI 89–100%)"
     )
     picks, _ = tier_tables(decision)
-    assert picks.rows[0][1] == "code, extraction and summarization (pooled)"
+    assert picks.rows[0][1] == "code, extraction and summarization (pooled: as few as 4 per task)"
 
 
 def test_a_level_with_too_few_requests_overall_is_undecided() -> None:

@@ -403,7 +403,8 @@ def _verdict(
     """The sentences the report opens with and the tier tables. Runs that measured
     the same model are measurements to compare, not tiers to pick from: such a
     report says so and opens with each run's own pick among its own models (where a
-    run has several), never with a pick of one run over another."""
+    run has several), with that run's tier tables, never with a pick of one run over
+    another."""
     shared = _shared_models(inputs)
     if not inputs.multi or not shared:
         return tuple(verdict_lines(decision)), tier_tables(decision)
@@ -413,12 +414,16 @@ def _verdict(
         "(Runs side by side, and tokrate compare for verdicts with intervals); it does not "
         "pick one run's model over another's."
     ]
+    tables: list[Table] = []
     for run in runs:
         if len(run.info.targets) < 2:
             continue
         own = decide_tiers([run])
         lines += [f"In {run.key}: {line}" for line in verdict_lines(own)]
-    return tuple(lines), ()
+        # The tables those sentences quote, each named for its run (every number in
+        # a sentence is in a table of the page).
+        tables += [replace(t, title=f"{t.title}: {run.key}") for t in tier_tables(own)]
+    return tuple(lines), tuple(tables)
 
 
 def _declared_name(declare: ChartDeclaration) -> str:

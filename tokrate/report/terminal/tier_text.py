@@ -220,14 +220,17 @@ def _overlap(a: Cost | None, b: Cost | None) -> bool:
 
 def tasks_text(cell: Cell, decision: TierDecision | None = None) -> str:
     """Which tasks a cell answers for: their names (up to four), saying when they
-    were pooled; with ``decision``, why ("as few as 15 requests per task ...")."""
+    were pooled and the fewest requests a task had ("(pooled: as few as 15 per
+    task)", a table's cell); with ``decision``, why in words ("as few as 15 requests
+    per task, fewer than the 20 a decision needs")."""
     if cell.tasks == ("all",):
         return "all requests"
     names = _and(list(cell.tasks)) if len(cell.tasks) <= 4 else f"all {len(cell.tasks)} tasks"
     if not cell.pooled:
         return names
     if decision is None:
-        return f"{names} (pooled)"
+        # A table's cell: the fewest a task had, the figure the verdict quotes.
+        return f"{names} (pooled: as few as {cell.fewest} per task)"
     if decision.checked:
         # Said once for the level (pooled_line); the SLO part names its pooled n.
         return names
