@@ -408,7 +408,9 @@ def _verdict(
     shared = _shared_models(inputs)
     if not inputs.multi or not shared:
         return tuple(verdict_lines(decision)), tier_tables(decision)
-    names = ", ".join(sorted(dict.fromkeys(shared)))
+    # In the report's order (by size where sizes are known), as every table lists them.
+    rank = {m: i for i, m in enumerate(inputs.colors)}
+    names = ", ".join(sorted(set(shared), key=lambda m: (rank.get(m, len(rank)), m)))
     lines = [
         f"These runs measured the same model ({names}): this report compares the runs "
         "(Runs side by side, and tokrate compare for verdicts with intervals); it does not "
