@@ -28,6 +28,7 @@ from helpers.workers import (
     schema,
 )
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
@@ -164,7 +165,7 @@ def test_a_run_over_two_worker_nodes_is_a_local_run_spread_out(
         assert {r.worker for r in recs if r.node_id == node.node_id} == set(node.workers)
 
     # Counts conserved: 24 planned, 24 recorded once each, all ok.
-    assert info.counts is not None and info.counts.to_dict() == {
+    assert info.counts is not None and to_json(info.counts) == {
         "scheduled": 24,
         "ok": 24,
         "error": 0,
@@ -188,7 +189,7 @@ def test_a_run_over_two_worker_nodes_is_a_local_run_spread_out(
     assert_first_tokens_match_truth(records_of(one), log)
     assert_first_tokens_match_truth(recs, log)
     assert_close_summaries(one.summary, spread.summary, what="--ray over two nodes")
-    g1, g2 = one.summary.to_dict()["groups"][0], spread.summary.to_dict()["groups"][0]
+    g1, g2 = to_json(one.summary)["groups"][0], to_json(spread.summary)["groups"][0]
 
     # Clocks. n1 shares the driver's clock: its offset is within its own error bound
     # and nothing was shifted. n2 reads 2.5 s ahead: the estimate holds the truth
@@ -291,11 +292,11 @@ def test_a_worker_node_lost_mid_run(
 
     # Counts conserved over the run: each request once, by its outcome.
     assert info.counts is not None
-    counts = info.counts.to_dict()
+    counts = to_json(info.counts)
     assert counts["scheduled"] == len(recs) == counts["ok"] + counts["error"] + counts["cancelled"]
     assert counts["error"] == in_flight
     assert run.summary is not None
-    (group1,) = [g for g in run.summary.to_dict()["groups"] if g["scenario"] == first]
+    (group1,) = [g for g in to_json(run.summary)["groups"] if g["scenario"] == first]
     assert group1["errors_by_class"] == {"worker_lost": in_flight}
 
     # The replacement ran the next scenario on the surviving node, in full.

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
 
@@ -149,4 +150,4 @@ def summary_of(run_id: str, records: list[RequestRecord]) -> dict[str, Any]:
     from tokrate.analysis.metrics import summarize
     from tokrate.runfolder.run_info import RunInfo
 
-    return summarize(records_to_frame(records), RunInfo(run_id=run_id)).to_dict()
+    return to_json(summarize(records_to_frame(records), RunInfo(run_id=run_id)))

@@ -15,6 +15,7 @@ from tokrate.inputs.targets import Target
 from tokrate.load.plan import build_plan, shard
 from tokrate.load.worker.engine import WorkerTask
 from tokrate.load.worker.settings import WorkerSettings
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
 from tokrate.sim.model import Tier
 from tokrate.spec.types import DistributedSpec, EndpointSpec, ModelSpec, RunSpec
@@ -139,7 +140,7 @@ def schema(obj: Any) -> Any:
 def assert_close_summaries(one: Any, many: Any, *, what: str) -> None:
     """Same schema; per-request latencies agree within noise (both measure the same
     fixed-timing server at a load far below what one process can drive)."""
-    one, many = one.to_dict(), many.to_dict()
+    one, many = to_json(one), to_json(many)
     assert schema(one) == schema(many), f"{what}: summary schema differs from one process"
     g1, g2 = one["groups"][0], many["groups"][0]
     keys = ("endpoint", "model", "scenario", "concurrency", "rate_rps", "counts")

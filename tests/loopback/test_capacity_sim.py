@@ -34,7 +34,7 @@ from helpers.cpu_waits import CpuWaits
 from tokrate.cli import main
 from tokrate.load.capacity_probe import JUDGE_BATCH
 from tokrate.load.run import RunResult, run_benchmark
-from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.capacity_result import capacity_from_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.sim.capacity_answer import closed_loop_capacity
@@ -180,7 +180,7 @@ def test_probes_are_scenarios_of_the_run_and_capacity_json_matches_the_summary(
     document = orjson.loads((result.run_dir / "capacity.json").read_bytes())
     summary_json = orjson.loads((result.run_dir / "summary.json").read_bytes())
     assert summary_json["capacity"] == document
-    capacity = CapacityResult.from_dict(document)
+    capacity = capacity_from_json(document)
     run = load_run(result.run_dir)
     probes = [p for t in capacity.targets for p in t.probes]
     assert [s.name for s in run.info.scenarios] == [p.scenario for p in probes]

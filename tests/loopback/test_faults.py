@@ -19,6 +19,7 @@ import polars as pl
 from helpers.specs import sim_spec
 
 from tokrate.load.run import run_benchmark
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.spec.types import ClientSpec, PromptsSpec, RetrySpec, SyntheticSpec, TimeoutsSpec
 
@@ -84,10 +85,10 @@ def test_every_fault_recorded_and_counts_conserved(
         == [429] * got["http_429"]
     )
     # Conservation per target and scenario, in run.json, records and summary.json.
-    counts = run.info.to_dict()["counts"]
+    counts = to_json(run.info)["counts"]
     assert counts["scheduled"] == counts["ok"] + counts["error"] + counts["cancelled"] == 120
     assert run.summary is not None
-    groups = run.summary.to_dict()["groups"]
+    groups = to_json(run.summary)["groups"]
     assert len(groups) == 4
     for g in groups:
         c = g["counts"]
@@ -123,7 +124,7 @@ def test_retry_policy_records_each_attempt_and_conserves_counts(
     )
     failed_before = recs.filter(pl.col("attempt") < 3).filter(pl.col("status") == "error")
     assert failed_before.height >= retried.height
-    counts = run.info.to_dict()["counts"]
+    counts = to_json(run.info)["counts"]
     assert counts["scheduled"] == 40 == counts["ok"] + counts["error"] + counts["cancelled"]
     last = recs.sort("attempt").group_by("request_index").last()
     assert counts["ok"] == last.filter(pl.col("status") == "ok").height

@@ -14,6 +14,7 @@ from helpers.specs import sim_spec
 from tokrate.cli import main
 from tokrate.errors import EndpointUnreachable, OutputError
 from tokrate.load.run import run_benchmark
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION
 from tokrate.spec.types import PromptsSpec, RunSpec
@@ -61,18 +62,18 @@ def test_run_benchmark_writes_a_complete_folder(
     assert result.exit_code == 0 and not result.interrupted
     assert result.run_dir == tmp_path / "run1"
     loaded = load_run(result.run_dir)
-    assert loaded.info.to_dict()["status"] == "complete" and not loaded.interrupted
+    assert to_json(loaded.info)["status"] == "complete" and not loaded.interrupted
     assert loaded.records.height == 2 * 2 * 3  # targets x levels x requests
-    assert loaded.info.to_dict()["counts"] == {
+    assert to_json(loaded.info)["counts"] == {
         "scheduled": 12,
         "ok": 12,
         "error": 0,
         "cancelled": 0,
     }
-    assert [s["name"] for s in loaded.info.to_dict()["scenarios"]] == ["c=1", "c=2"]
-    sizes = {t["model"]: t["params_b"] for t in loaded.info.to_dict()["targets"]}
+    assert [s["name"] for s in to_json(loaded.info)["scenarios"]] == ["c=1", "c=2"]
+    sizes = {t["model"]: t["params_b"] for t in to_json(loaded.info)["targets"]}
     assert sizes == {"small-7b": 7.0, "large-70b": 70.0}
-    assert loaded.info.to_dict()["loop_lag"]["threshold_ms"] == 5.0
+    assert to_json(loaded.info)["loop_lag"]["threshold_ms"] == 5.0
     # The client's own lag per scenario: what compare's run-health rule reads.
     lags = loaded.info.loop_lag.scenarios if loaded.info.loop_lag else ()
     assert [lag.scenario for lag in lags] == ["c=1", "c=2"]

@@ -42,6 +42,7 @@ from helpers.cpu_waits import CpuWaits
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.app import SimApp
 from tokrate.sim.model import Tier
@@ -194,7 +195,7 @@ def test_cold_start_connect_s_marks_exactly_the_requests_that_opened_a_connectio
         result = run_benchmark(spec)
     assert result.exit_code == 0
     run = load_run(result.run_dir)
-    assert run.info.to_dict()["preconnect"] is False and run.info.to_dict()["connections"] == []
+    assert to_json(run.info)["preconnect"] is False and to_json(run.info)["connections"] == []
     records = run.records
     assert records.height == 15 and (records["status"] == "ok").all()
     opened = [log.opened[rid] for rid in records["response_id"]]
@@ -215,8 +216,8 @@ def test_preconnect_records_the_set_up_times_in_run_json(tmp_path: Path) -> None
     with _logged_simulator() as (url, _log):
         result = run_benchmark(_spec(url, tmp_path, "warm", c=3, per_stream=2))
     run = load_run(result.run_dir)
-    assert run.info.to_dict()["preconnect"] is True
-    (entry,) = run.info.to_dict()["connections"]
+    assert to_json(run.info)["preconnect"] is True
+    (entry,) = to_json(run.info)["connections"]
     assert entry["scenario"] == "c=3" and entry["endpoint"] == "sim"
     assert entry["opened"] == 3 and entry["failed"] == 0
     assert len(entry["connect_s"]) == 3 and all(0 < s < 1 for s in entry["connect_s"])

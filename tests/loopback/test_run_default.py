@@ -17,6 +17,7 @@ import tokrate.sim.server
 from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import default_tiers
 
@@ -56,9 +57,9 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     tiers = {tier.name for tier in default_tiers()}
     assert set(run.records["model"].unique().to_list()) == tiers
     assert set(run.records["scenario"].unique().to_list()) == {"c=1", "c=8"}
-    assert run.info.to_dict()["status"] == "complete" and run.info.to_dict()["counts"]["error"] == 0
-    assert run.info.to_dict()["config"]["simulator"]["time_scale"] == 1.0  # honest real time
-    assert all(t["simulated"] for t in run.info.to_dict()["targets"])
+    assert to_json(run.info)["status"] == "complete" and to_json(run.info)["counts"]["error"] == 0
+    assert to_json(run.info)["config"]["simulator"]["time_scale"] == 1.0  # honest real time
+    assert all(t["simulated"] for t in to_json(run.info)["targets"])
     assert (run_dir / "report.html").exists()
     # The default report shows the simulator's own queue (its /metrics, scraped).
     (scrape,) = run.info.server_metrics
@@ -73,7 +74,7 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     # usual worst is 2-3 ms) is the machine's when the kernel counted the run and its
     # simulator waiting for a CPU inside it for all but the threshold: the loop could
     # not run then, whatever its design.
-    warnings = list(run.info.to_dict()["warnings"])
+    warnings = list(to_json(run.info)["warnings"])
     weighed = [((woke - due) / 1e6, waits.within(due, woke) / 1e6) for due, woke in stalls]
     unexplained = [
         f"{lag:.1f} ms (CPU wait inside it {wait:.1f} ms)"
@@ -82,7 +83,7 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     ]
     # Only the max criterion is weighed so: a p99 over its threshold is lag on one
     # wake-up in a hundred, which a stall or two cannot make.
-    scenarios = run.info.to_dict()["loop_lag"]["scenarios"]
+    scenarios = to_json(run.info)["loop_lag"]["scenarios"]
     by_stalls_alone = all(s["p99_ms"] <= P99_THRESHOLD_MS for s in scenarios if s["exceeded"])
     machine_made = bool(stalls) and not unexplained and by_stalls_alone
     if os.getloadavg()[0] >= 1.0 or machine_made:
@@ -91,12 +92,10 @@ def test_embedded_default_benchmarks_every_tier_cleanly(
     assert "warning" not in err, f"loop stalls not explained by CPU waits: {unexplained}"
     assert warnings == [], f"loop stalls not explained by CPU waits: {unexplained}"
     summary_md = (run_dir / "summary.md").read_text()
-    if not run.info.to_dict()["warnings"]:
+    if not to_json(run.info)["warnings"]:
         assert "**Warnings**" not in summary_md
     # Demo SLOs: the tier pick is a real decision (the big tiers miss, small ones pass).
-    assert (
-        run.info.to_dict()["slo"]["ttft_s"] == 0.5 and run.info.to_dict()["slo"]["tpot_s"] == 0.03
-    )
+    assert to_json(run.info)["slo"]["ttft_s"] == 0.5 and to_json(run.info)["slo"]["tpot_s"] == 0.03
     # One verdict (issue 24 + 28): the tier pick holds each checked task to the pass-rate
     # bar, so it ends the terminal output and opens summary.md, and nothing else picks.
     # Deterministic by design: the answers are the simulator's seeded draws, and the
@@ -188,8 +187,8 @@ def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert rc == 0, err
     (run_dir,) = list(tmp_path.iterdir())
     run = load_run(run_dir)
-    assert run.info.to_dict()["label"] == "nightly a100 [fp8]"
-    assert run.info.to_dict()["config"]["output"]["label"] == "nightly a100 [fp8]"
+    assert to_json(run.info)["label"] == "nightly a100 [fp8]"
+    assert to_json(run.info)["config"]["output"]["label"] == "nightly a100 [fp8]"
     assert out.splitlines()[0].startswith("tokrate run nightly a100 [fp8] · ")
     assert err.rstrip().endswith(f"run complete: {run_dir} (nightly a100 [fp8])")
     # Without a label run.json still has the key, set to null.
@@ -212,4 +211,4 @@ def test_label_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     )
     assert rc == 0
     (other,) = list((tmp_path / "b").iterdir())
-    assert load_run(other).info.to_dict()["label"] is None
+    assert to_json(load_run(other).info)["label"] is None

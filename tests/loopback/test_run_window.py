@@ -18,6 +18,7 @@ import pytest
 from helpers.specs import sim_spec, synthetic_prompts
 
 from tokrate.load.run import run_benchmark
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.sim.model import Tier
 from tokrate.spec.types import ModelSpec
@@ -56,7 +57,7 @@ def test_ceiling_run_throughput_matches_the_servers_count(
         spec = replace(spec, client=replace(spec.client, preconnect=False))
     result = run_benchmark(spec)
     assert result.summary is not None
-    (group,) = result.summary.to_dict()["groups"]
+    (group,) = to_json(result.summary)["groups"]
     truth = {}
     for line in truth_path.read_bytes().splitlines():
         row = orjson.loads(line)

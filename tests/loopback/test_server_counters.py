@@ -21,7 +21,7 @@ from tokrate.load.run import run_benchmark
 from tokrate.load.scrape import parse_metrics_text
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.server_metrics import server_metrics_schema
-from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, Summary
+from tokrate.runfolder.summary import SUMMARY_SCHEMA_VERSION, summary_from_json
 from tokrate.sim.model import Tier
 from tokrate.spec.types import EndpointSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 from tokrate.textfmt import md_escape
@@ -98,7 +98,7 @@ def test_counters_over_the_run_equal_what_the_simulator_served(
     assert spec_tier.spec_acceptance == pytest.approx(expected, abs=0.05)
     # summary.json round-trips; summary.md and the report show the table.
     doc = orjson.loads((run.path / "summary.json").read_bytes())
-    assert Summary.from_dict(doc).server_counters == run.summary.server_counters
+    assert summary_from_json(doc).server_counters == run.summary.server_counters
     title = "Prompt cache and speculative decoding, as the server counted them"
     md = (run.path / "summary.md").read_text(encoding="utf-8")
     assert title in md and md_escape("vllm:prefix_cache_hits_total") in md

@@ -24,6 +24,7 @@ from helpers.workers import (
 from tokrate.load.run import run_benchmark
 from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerWarning
 from tokrate.load.worker.stopping import Stop
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
 
@@ -82,8 +83,8 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     assert local.exit_code == on_ray.exit_code == 0
 
     run = load_run(on_ray.run_dir)
-    assert run.info.to_dict()["backend"] == "ray" and run.info.to_dict()["workers"] == 2
-    assert run.info.to_dict()["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
+    assert to_json(run.info)["backend"] == "ray" and to_json(run.info)["workers"] == 2
+    assert to_json(run.info)["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
     recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
     assert sorted(r.request_index for r in recs) == list(range(16))
     assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
@@ -175,8 +176,8 @@ def test_tokrate_run_with_ray_from_the_command_line(ray_cluster: str, tmp_path: 
     argv += ["--run-id", "cli", "--quiet", "--no-report"]
     assert main(argv) == 0
     run = load_run(tmp_path / "cli")
-    assert run.info.to_dict()["backend"] == "ray" and run.info.to_dict()["workers"] == 2
-    counts = run.info.to_dict()["counts"]
+    assert to_json(run.info)["backend"] == "ray" and to_json(run.info)["workers"] == 2
+    counts = to_json(run.info)["counts"]
     assert counts["scheduled"] == counts["ok"] > 0 and counts["error"] == 0
     assert set(run.records["worker"].to_list()) == {"w0", "w1"}
     assert set(run.records["node_id"].to_list()) == {ray_cluster}

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from helpers.hostile_server import HostileServer, hostile_server
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 
 
@@ -86,12 +87,12 @@ def test_sigkill_leaves_every_finished_request_readable(tmp_path: Path) -> None:
     # Everything the OS had been handed before the kill is on disk.
     lines = [ln for ln in (run_dir / "records.jsonl").read_bytes().split(b"\n") if ln]
     loaded = load_run(run_dir)
-    assert loaded.interrupted and loaded.info.to_dict()["status"] == "running"
+    assert loaded.interrupted and to_json(loaded.info)["status"] == "running"
     complete = [ln for ln in lines if ln.endswith(b"}")]
     assert loaded.records.height == len(complete) >= 4
     assert set(loaded.records["status"].to_list()) == {"ok"}
     # The embedded simulator's process noticed its parent is gone and stopped serving.
-    _assert_port_closes(loaded.info.to_dict()["targets"][0]["base_url"])
+    _assert_port_closes(to_json(loaded.info)["targets"][0]["base_url"])
     # The report reads the killed run and says it was interrupted.
     from tokrate.report.build import build_report
 

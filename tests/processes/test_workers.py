@@ -32,6 +32,7 @@ from tokrate.load.backends.selection import open_backend
 from tokrate.load.run import run_benchmark
 from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerDone, WorkerWarning
 from tokrate.load.worker.stopping import Stop
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
 from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec
@@ -59,8 +60,8 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     assert single.exit_code == double.exit_code == 0
 
     run = load_run(double.run_dir)
-    assert run.info.to_dict()["backend"] == "processes" and run.info.to_dict()["workers"] == 2
-    assert run.info.to_dict()["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
+    assert to_json(run.info)["backend"] == "processes" and to_json(run.info)["workers"] == 2
+    assert to_json(run.info)["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
     recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
     assert sorted(r.request_index for r in recs) == list(range(16))  # disjoint, complete
     by_worker = {w: sum(r.worker == w for r in recs) for w in ("w0", "w1")}
@@ -90,7 +91,7 @@ def test_open_loop_rates_split_over_workers_keep_the_schedule(
     )
     result = run_benchmark(spec)
     run = load_run(result.run_dir)
-    assert run.info.to_dict()["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
+    assert to_json(run.info)["counts"] == {"scheduled": 12, "ok": 12, "error": 0, "cancelled": 0}
     recs = sorted(run.records.to_dicts(), key=lambda r: r["request_index"])
     # Constant arrivals at 40/s dealt round-robin: request k is due at k/40 s on
     # worker k mod 2, each worker on its own clock from the (common) scenario start.
@@ -288,12 +289,12 @@ def test_a_killed_worker_during_run_benchmark_keeps_every_record_on_disk(
     lost = [r for r in rows if r["error_class"] == "worker_lost"]
     assert lost and all(r["worker"] == "w1" for r in lost)
     assert {r["concurrency"] for r in rows} == {4}  # lost records group with the level
-    counts = run.info.to_dict()["counts"]
+    counts = to_json(run.info)["counts"]
     assert counts["scheduled"] == len(rows) == counts["ok"] + counts["error"]
     assert counts["error"] == len(lost)
     assert sum(r["worker"] == "w0" and r["status"] == "ok" for r in rows) == 12
-    assert any(" lost in scenario c=4 " in w for w in run.info.to_dict()["warnings"])
-    (group,) = run.summary.to_dict()["groups"]  # type: ignore[index]
+    assert any(" lost in scenario c=4 " in w for w in to_json(run.info)["warnings"])
+    (group,) = to_json(run.summary)["groups"]  # type: ignore[index]
     assert group["errors_by_class"] == {"worker_lost": len(lost)}
 
 

@@ -19,10 +19,11 @@ from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
 from tokrate.report.terminal.run_tables import render_summary
 from tokrate.report.terminal.stream_words import SHORT_HOLD_WHO, who_held
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.summary import summary_from_json
 
 #: name -> (chunk offsets, output tokens, buffered?)
 CASES: dict[str, tuple[list[float], int, bool]] = {
@@ -254,12 +255,12 @@ def test_a_short_hold_is_counted_apart_and_raises_no_warning(tmp_path: Path) -> 
     assert g.stream.held_elsewhere == 0
     assert g.tpot_s.n == 29 and g.decode_tps.n == 29 and g.ttft_s.n == 30
     assert g.decode_tps.p50 == pytest.approx(900)
-    assert Summary.from_dict(summary.to_dict()) == summary
-    old = summary.to_dict()
+    assert summary_from_json(to_json(summary)) == summary
+    old = to_json(summary)
     old["schema_version"] = 8
     for group in old["groups"]:
         del group["stream"]["short_hold"]
-    assert all(x.stream and x.stream.short_hold == 0 for x in Summary.from_dict(old).groups)
+    assert all(x.stream and x.stream.short_hold == 0 for x in summary_from_json(old).groups)
     buf = io.StringIO()
     render_summary(summary, Console(file=buf, width=80, color_system=None))
     words = " ".join(buf.getvalue().split())
@@ -373,13 +374,13 @@ def test_compare_and_history_leave_buffered_requests_out_too(tmp_path: Path) -> 
 
 def test_summary_v2_round_trips_and_v1_still_loads() -> None:
     summary = summarize(records_to_frame(_issue_records()), run_info())
-    again = Summary.from_dict(summary.to_dict())
+    again = summary_from_json(to_json(summary))
     assert again == summary
-    old = summary.to_dict()
+    old = to_json(summary)
     old["schema_version"] = 1
     for g in old["groups"]:
         del g["stream"], g["server"]
-    (g1,) = Summary.from_dict(old).groups
+    (g1,) = summary_from_json(old).groups
     assert g1.stream is None and g1.server is None
     fixture = Path(__file__).parent.parent / "fixtures" / "runs" / "v0.1-first-release"
     loaded = load_run(fixture)
@@ -407,12 +408,12 @@ def test_client_held_streams_are_blamed_on_the_client_everywhere(tmp_path: Path)
     assert (held.buffered, held.client_held, held.client_held_lag_max_ms) == (3, 3, 180.0)
     assert (proxied.buffered, proxied.client_held) == (1, 0)
     assert groups["gw-only"].tpot_s.n == 0 and groups["gw-only"].ttft_s.n == 3
-    assert Summary.from_dict(summary.to_dict()) == summary
-    old = summary.to_dict()
+    assert summary_from_json(to_json(summary)) == summary
+    old = to_json(summary)
     old["schema_version"] = 3
     for g in old["groups"]:
         del g["stream"]["client_held"], g["stream"]["client_held_lag_max_ms"]
-    assert all(g.stream and g.stream.client_held == 0 for g in Summary.from_dict(old).groups)
+    assert all(g.stream and g.stream.client_held == 0 for g in summary_from_json(old).groups)
     buf = io.StringIO()
     render_summary(summary, Console(file=buf, width=80, color_system=None))
     words = " ".join(buf.getvalue().split())

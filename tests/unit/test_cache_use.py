@@ -11,9 +11,10 @@ from tokrate.analysis.metrics import summarize
 from tokrate.client.events_anthropic import _usage as anthropic_usage
 from tokrate.client.request import request_id_value
 from tokrate.client.result import cached_tokens_source
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
-from tokrate.runfolder.summary import CacheUse, Summary
+from tokrate.runfolder.summary import CacheUse, summary_from_json
 
 
 def rec(i: int, ttft: float, cached: int | None, **kw: Any) -> RequestRecord:
@@ -93,7 +94,7 @@ def test_turns_sessions_and_writes() -> None:
 def test_the_cache_entry_survives_summary_json() -> None:
     records = [rec(0, 0.2, 0, session_id="a", turn=1), rec(1, 0.1, 64, session_id="a", turn=2)]
     summary = summarize(records_to_frame(records), run_info(RUN))
-    again = Summary.from_dict(summary.to_dict())
+    again = summary_from_json(to_json(summary))
     assert again == summary and again.groups[0].cache is not None
 
 

@@ -20,9 +20,11 @@ from tokrate.runfolder.capacity_result import (
     CapacityResult,
     ProbePhase,
     TargetCapacity,
+    capacity_from_json,
 )
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.proportions import wilson_interval
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.summary import Summary, summary_from_json
 from tokrate.sim.capacity_answer import closed_loop_capacity, replay_closed_loop
 from tokrate.sim.server import SimConfig, build_state
 from tokrate.spec.config_file import load_spec
@@ -186,20 +188,28 @@ def _result(capacity: float | None, verdict: str = "found") -> CapacityResult:
         {"tpot_s": 0.975},
         {"p50": 0.01, "p90": 0.012, "p99": None},
     )
-    target = TargetCapacity("sim", "m", capacity, verdict, "tpot_s", (4.0, 5.0), (probe,), "n")
+    target = TargetCapacity(
+        "sim", "m", capacity, verdict, "tpot_s", (4.0, 5.0), "n", probes=(probe,)
+    )
     return CapacityResult("closed", 0.9, 0.95, {"tpot_s": 0.02, "ttft_s": None}, (target,))
 
 
 def test_capacity_result_round_trips_and_old_summaries_still_load() -> None:
     result = _result(4.0)
-    assert CapacityResult.from_dict(result.to_dict()) == result
+    assert capacity_from_json(to_json(result)) == result
     summary = Summary("r", (), capacity=result)
-    assert Summary.from_dict(summary.to_dict()) == summary
+    assert summary_from_json(to_json(summary)) == summary
     old = {"schema_version": summary.schema_version, "run_id": "r", "groups": []}
-    assert Summary.from_dict(old).capacity is None
-    bad = result.to_dict() | {"mode": "sideways"}
-    with pytest.raises(RunFolderError, match="mode must be closed or open"):
-        CapacityResult.from_dict(bad)
+    assert summary_from_json(old).capacity is None
+    bad = to_json(result) | {"mode": "sideways"}
+    with pytest.raises(
+        RunFolderError, match=r"mode must be one of 'closed', 'open', got 'sideways'"
+    ):
+        capacity_from_json(bad)
+    bad = to_json(result)
+    bad["targets"][0]["probes"][0]["verdict"] = "maybe"
+    with pytest.raises(RunFolderError, match=r"targets\[0\]: probes\[0\]: verdict 'maybe'"):
+        capacity_from_json(bad)
 
 
 def test_compare_capacities_gates_on_the_threshold() -> None:

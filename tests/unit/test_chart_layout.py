@@ -253,7 +253,7 @@ def test_the_capacity_chart_reads_cleanly() -> None:
     rows = [
         CapacityRow(
             "r",
-            TargetCapacity("sim", m, c, verdicts.get(m, "found"), "ttft_s", None, ()),
+            TargetCapacity("sim", m, c, verdicts.get(m, "found"), "ttft_s", None),
             size_b=float(m.removeprefix("sim-").removesuffix("b").replace("8x7", "12.9")),
             usd_per_hour=None if m == "sim-34b" else 2.0 * i + 1.0,
             cost_source="GPU-hour",

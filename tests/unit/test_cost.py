@@ -14,6 +14,7 @@ from helpers.documents import summary_dict as summarize
 from tokrate.analysis.cost import with_cost
 from tokrate.analysis.cost_pool import pool_costs
 from tokrate.analysis.metrics import derive, final_attempts
+from tokrate.runfolder.jsondoc import from_json
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
 from tokrate.runfolder.run_info import RunInfo, TargetInfo
@@ -76,7 +77,7 @@ def test_pooled_costs_are_the_cost_of_all_their_requests() -> None:
         "scenarios": [{"name": "c=2", "concurrency": 2, "rate_rps": None}],
     }
     (group,) = summarize(records_to_frame(records), run)["groups"]
-    parts = [Cost.from_dict(t["cost"], "task") for t in group["by_task"]]
+    parts = [from_json(Cost, t["cost"], "task") for t in group["by_task"]]
     pooled = pool_costs(parts)
     whole = group["cost"]
     assert pooled is not None

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.summary import (
     DIST_METRICS,
     TASK_METRICS,
@@ -35,7 +36,7 @@ def test_every_distribution_the_summary_writes_is_declared_in_its_order() -> Non
     assert _distribution_fields(Group) == list(summarised("group")) == list(DIST_METRICS)
     assert _distribution_fields(TaskGroup) == list(summarised("task")) == list(TASK_METRICS)
     # And what summary.json holds: every distribution of a written group is a row.
-    written = Group("e", "m", "c=1", 1, None, counts=GroupCounts()).to_dict()
+    written = to_json(Group("e", "m", "c=1", 1, None, counts=GroupCounts()))
     dists = [k for k, v in written.items() if isinstance(v, dict) and "p50" in v]
     assert dists == list(DIST_METRICS)
 

@@ -14,7 +14,8 @@ from tokrate.load.backends.clocks import (
     local_nodes,
     measure_clock,
 )
-from tokrate.runfolder.run_info import NodeInfo, RunInfo
+from tokrate.runfolder.jsondoc import to_json
+from tokrate.runfolder.run_info import NodeInfo, RunInfo, run_info_from_json
 
 
 def test_the_shortest_round_trip_bounds_the_offset() -> None:
@@ -106,7 +107,7 @@ def test_local_nodes_share_the_drivers_clock() -> None:
 
 def test_nodes_round_trip_through_run_json() -> None:
     info = RunInfo(run_id="r", nodes=(_node(2.5, 0.0006), *local_nodes(("w0",))))
-    doc = info.to_dict()
+    doc = to_json(info)
     assert doc["nodes"][0] == {
         "node_id": "5294660d2a4f7edb235cdc3aa8a51cfa",
         "hostname": "vm",
@@ -117,6 +118,6 @@ def test_nodes_round_trip_through_run_json() -> None:
         "clock_round_trips": 8,
         "started_at_shift_s": 2.5,
     }
-    assert RunInfo.from_dict(doc) == info
+    assert run_info_from_json(doc) == info
     older = {k: v for k, v in doc.items() if k != "nodes"}
-    assert RunInfo.from_dict(older).nodes == ()  # runs before the key: no nodes
+    assert run_info_from_json(older).nodes == ()  # runs before the key: no nodes

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.runfolder.quality import Quality
 
@@ -55,7 +56,7 @@ def test_a_stored_pass_rate_carries_the_same_interval(n: int, data: st.DataObjec
     """summary.json's rate_ci is this interval, around the rate it stores."""
     k = data.draw(st.integers(0, n))
     q = Quality(n=n, passed=k)
-    stored = q.to_dict()
+    stored = to_json(q)
     assert stored["rate_ci"] == list(wilson_interval(k, n))
     lo, hi = stored["rate_ci"]
     assert lo <= stored["rate"] <= hi

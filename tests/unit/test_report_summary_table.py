@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from tokrate.report.terminal.run_tables import render_summary
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.summary import summary_from_json
 
 
 def _dist(p50: float | None, p95: float | None = None) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def _group(
 
 def _render(summary: dict[str, Any], **kw: Any) -> str:
     buf = io.StringIO()
-    typed = Summary.from_dict({"schema_version": 1, **summary})
+    typed = summary_from_json({"schema_version": 1, **summary})
     render_summary(typed, Console(file=buf, width=80, color_system=None), **kw)
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80

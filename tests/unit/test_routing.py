@@ -20,6 +20,7 @@ from tokrate.report.model import LeftOut
 from tokrate.report.quality_section import quality_chart
 from tokrate.report.terminal.tier_text import verdict_lines
 from tokrate.runfolder.comparison import CompareSettings, MetricResult
+from tokrate.runfolder.jsondoc import from_json, to_json
 from tokrate.runfolder.proportions import wilson_interval as wilson
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
@@ -147,9 +148,9 @@ def test_no_checks_no_table_and_quality_round_trip() -> None:
     summary, info = _run({"small": []}, SloInfo(), {})
     assert routing_table(summary, info) is None
     q = Quality(24, 22, 0.9, 1)
-    d = q.to_dict()
+    d = to_json(q)
     assert d["rate"] == 22 / 24 and d["rate_ci"] == list(wilson(22, 24))
-    assert Quality.from_dict(d, "w") == q
+    assert from_json(Quality, d, "w") == q
     lo, hi = wilson(22, 24)
     assert 0.72 < lo < 0.75 and 0.97 < hi < 0.99  # the textbook Wilson interval
 

@@ -14,6 +14,7 @@ from helpers.synthetic import SyntheticTier, synthetic_run
 
 from tokrate.analysis.metrics import derive, summarize
 from tokrate.report.build import build_report
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import records_to_frame
@@ -92,7 +93,7 @@ def test_summary_server_part() -> None:
     # Without any timings: no server part at all (not an empty one).
     (plain,) = summarize(records_to_frame([_rec(0, 0.01, None)]), run_info()).groups
     assert plain.server is None
-    assert plain.to_dict()["server"] is None
+    assert to_json(plain)["server"] is None
 
 
 def test_parquet_json_column_round_trips_into_the_summary(tmp_path: Path) -> None:

@@ -11,12 +11,13 @@ import pytest
 
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.finish.finalize import finalize_run_folder
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run, read_records_jsonl
 from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.records_frame import RECORD_POLARS_SCHEMA
-from tokrate.runfolder.run_info import RunInfo
+from tokrate.runfolder.run_info import RunInfo, run_info_from_json
 from tokrate.runfolder.store import RunStore, load_run_info, new_run_id
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.summary import summary_from_json
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
 
@@ -63,7 +64,7 @@ def test_full_cycle(tmp_path: Path) -> None:
     assert loaded.summary == summary and loaded.info.status == "complete"
     assert loaded.info.ended_at is not None
     # run.json round-trips exactly through its type.
-    assert RunInfo.from_dict(orjson.loads((tmp_path / "run1" / "run.json").read_bytes())) == (
+    assert run_info_from_json(orjson.loads((tmp_path / "run1" / "run.json").read_bytes())) == (
         loaded.info
     )
 
@@ -159,8 +160,8 @@ def test_run_folders_of_earlier_versions_load(name: str) -> None:
     else:
         assert info.preconnect is True and info.connections
     # Unknown keys survive a rewrite; the summary round-trips.
-    assert RunInfo.from_dict(info.to_dict()) == info
-    assert Summary.from_dict(loaded.summary.to_dict()) == loaded.summary
+    assert run_info_from_json(to_json(info)) == info
+    assert summary_from_json(to_json(loaded.summary)) == loaded.summary
     assert load_run_info(FIXTURES / name) == info
 
 

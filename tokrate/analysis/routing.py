@@ -44,6 +44,7 @@ from tokrate.analysis.tier_pick import (
     min_requests,
 )
 from tokrate.analysis.tier_pick import Candidate as TierCandidate
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.quality import Quality
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Cost, Summary, TaskGroup
@@ -182,11 +183,11 @@ class Candidate:
             "model": self.model,
             "size_b": self.size_b,
             "size_source": self.size_source,
-            "cost": None if self.cost is None else self.cost.to_dict(),
+            "cost": None if self.cost is None else to_json(self.cost),
             "goodput_rps": self.goodput_rps,
             "decode_tps_p50": self.decode_tps,
             "verdict": self.verdict,
-            **self.quality.to_dict(),
+            **to_json(self.quality),
             "confident": self.confident,
             "pass_rate": judged(self.pass_rate),
             "slo": judged(self.slo),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 from tokrate.cli._common import Subparsers
 from tokrate.errors import UsageError
+from tokrate.runfolder.jsondoc import to_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -360,7 +361,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     result = run_benchmark(spec, console=err, quiet=args.quiet or args.json)
     if args.json:
-        document = None if result.summary is None else result.summary.to_dict()
+        document = None if result.summary is None else to_json(result.summary)
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
         # The tables fit 80 columns; a pipe or file gets plain text at that width.

@@ -14,14 +14,14 @@ folder by :func:`tokrate.runfolder.store.write_acceptance`, read by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from tokrate.errors import RunFolderError
-from tokrate.runfolder.jsonread import JsonReader
+from tokrate.runfolder.jsondoc import from_json
 
-__all__ = ["ACCEPTANCE_FILE", "ACCEPTANCE_KIND", "Acceptance"]
+__all__ = ["ACCEPTANCE_FILE", "ACCEPTANCE_KIND", "Acceptance", "acceptance_from_json"]
 
 #: The file, inside the accepted run's folder.
 ACCEPTANCE_FILE: Final = "accepted.json"
@@ -32,6 +32,7 @@ ACCEPTANCE_KIND: Final = "tokrate-acceptance"
 class Acceptance:
     """When the run was accepted (``accepted_at``, ISO-8601 UTC) and why (``note``)."""
 
+    kind: str = field(default=ACCEPTANCE_KIND, kw_only=True)
     accepted_at: str
     note: str | None = None
 
@@ -40,20 +41,15 @@ class Acceptance:
         parsed = datetime.fromisoformat(self.accepted_at.replace("Z", "+00:00"))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": ACCEPTANCE_KIND, "accepted_at": self.accepted_at, "note": self.note}
 
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> Acceptance:
-        """Raises RunFolderError (one line naming ``where``) for anything else."""
-        if not isinstance(data, Mapping) or data.get("kind") != ACCEPTANCE_KIND:
-            raise RunFolderError(f"{where}: not a tokrate acceptance")
-        r = JsonReader(data, where)
-        out = cls(r.str_("accepted_at"), r.opt_str("note"))
-        try:
-            out.accepted_datetime  # noqa: B018 - validates the time
-        except ValueError:
-            raise RunFolderError(
-                f"{where}: accepted_at {out.accepted_at!r} is no ISO time"
-            ) from None
-        return out
+def acceptance_from_json(data: Any, where: str) -> Acceptance:
+    """accepted.json's document. Raises RunFolderError (one line naming ``where``) for
+    anything else."""
+    if not isinstance(data, Mapping) or data.get("kind") != ACCEPTANCE_KIND:
+        raise RunFolderError(f"{where}: not a tokrate acceptance")
+    out = from_json(Acceptance, data, where)
+    try:
+        out.accepted_datetime  # noqa: B018 - validates the time
+    except ValueError:
+        raise RunFolderError(f"{where}: accepted_at {out.accepted_at!r} is no ISO time") from None
+    return out

@@ -11,16 +11,16 @@ Figures are in the units :class:`LevelFloor` names (ms, µs per token).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
-from tokrate.errors import UsageError
+from tokrate.errors import RunFolderError, UsageError
 from tokrate.fileio import FileRefused, read_regular, write_atomic
 from tokrate.runfolder.files import JSON_LIMIT_BYTES
+from tokrate.runfolder.jsondoc import from_json, to_json
 
 __all__ = [
     "CALIBRATION_VERSION",
@@ -66,6 +66,7 @@ class Calibration:
     load_before: float
     load_after: float
     levels: tuple[LevelFloor, ...]
+    version: int = field(default=CALIBRATION_VERSION, kw_only=True)
 
     def first_over(self, mark_ms: float) -> LevelFloor | None:
         """The lowest calibrated level whose p99 stamp lag is over ``mark_ms``."""
@@ -81,26 +82,6 @@ class Calibration:
                 return level
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["version"] = CALIBRATION_VERSION
-        out["levels"] = [asdict(level) for level in self.levels]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Calibration:
-        if data.get("version") != CALIBRATION_VERSION:
-            raise UsageError(
-                f"{where}: calibration version {data.get('version')!r} is not"
-                f" {CALIBRATION_VERSION}; run tokrate calibrate again"
-            )
-        try:
-            levels = tuple(LevelFloor(**level) for level in data["levels"])
-            fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "levels"}
-            return cls(**fields, levels=levels)
-        except (KeyError, TypeError) as err:
-            raise UsageError(f"{where}: not a tokrate calibration ({err})") from None
-
 
 def default_calibration_path() -> Path:
     env = os.environ.get("TOKRATE_CALIBRATION")
@@ -113,7 +94,7 @@ def default_calibration_path() -> Path:
 def save_calibration(calibration: Calibration, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, orjson.dumps(calibration.to_dict(), option=orjson.OPT_INDENT_2))
+        write_atomic(path, orjson.dumps(to_json(calibration), option=orjson.OPT_INDENT_2))
     except OSError as err:
         raise UsageError(f"{path}: cannot write the calibration ({err.strerror})") from None
 
@@ -135,4 +116,12 @@ def load_calibration(path: Path) -> Calibration | None:
         raise UsageError(f"{path}: not JSON ({err})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not a tokrate calibration (not an object)")
-    return Calibration.from_dict(data, str(path))
+    if data.get("version") != CALIBRATION_VERSION:
+        raise UsageError(
+            f"{path}: calibration version {data.get('version')!r} is not"
+            f" {CALIBRATION_VERSION}; run tokrate calibrate again"
+        )
+    try:
+        return from_json(Calibration, data, str(path))
+    except RunFolderError as err:
+        raise UsageError(f"{err} (not a tokrate calibration)") from None

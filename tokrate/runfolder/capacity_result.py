@@ -25,16 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from tokrate.errors import RunFolderError
-from tokrate.runfolder.jsonread import JsonReader
+from tokrate.runfolder.jsondoc import from_json
 
 __all__ = [
     "CAPACITY_SCHEMA_VERSION",
     "PROBE_VERDICTS",
     "ProbePhase",
     "SEARCH_VERDICTS",
+    "capacity_from_json",
     "CapacityProbe",
     "CapacityResult",
     "TargetCapacity",
@@ -55,27 +56,6 @@ SEARCH_VERDICTS: Final = (
 )
 
 ProbePhase = Literal["bracket", "bisect", "verify"]
-
-
-def _interval(value: object, where: str) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    if (
-        isinstance(value, list | tuple)
-        and len(value) == 2
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
-    ):
-        return (float(value[0]), float(value[1]))
-    raise RunFolderError(f"{where}: expected [low, high], got {value!r}")
-
-
-def _floats(data: Mapping[str, Any] | None, where: str) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for key, value in (data or {}).items():
-        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
-            raise RunFolderError(f"{where}: {key} must be a number or null, got {value!r}")
-        out[str(key)] = None if value is None else float(value)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,57 +82,12 @@ class CapacityProbe:
     loop_lag_p99_ms: float | None = None
     send_delay_p95_s: float | None = None
     client_cpu_fraction: float | None = None
+    #: Written for readers of the file (jsondoc), never read back.
+    __json_computed__: ClassVar = {"met": ("met_fraction",)}
 
     @property
     def met_fraction(self) -> float | None:
         return self.met / self.requests if self.requests else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "phase": self.phase,
-            "scenario": self.scenario,
-            "requests": self.requests,
-            "met": self.met,
-            "met_fraction": self.met_fraction,
-            "interval": None if self.interval is None else list(self.interval),
-            "verdict": self.verdict,
-            "limiting_slo": self.limiting_slo,
-            "slo_met": dict(self.slo_met),
-            "percentiles": dict(self.percentiles),
-            "errors": self.errors,
-            "duration_s": self.duration_s,
-            "loop_lag_p99_ms": self.loop_lag_p99_ms,
-            "send_delay_p95_s": self.send_delay_p95_s,
-            "client_cpu_fraction": self.client_cpu_fraction,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> CapacityProbe:
-        r = JsonReader(data, where)
-        phase = r.str_("phase", "bisect")
-        if phase not in ("bracket", "bisect", "verify"):
-            raise RunFolderError(f"{where}: phase {phase!r} is not bracket, bisect or verify")
-        verdict = r.str_("verdict")
-        if verdict not in PROBE_VERDICTS:
-            raise RunFolderError(f"{where}: verdict {verdict!r} is not one of {PROBE_VERDICTS}")
-        return cls(
-            level=r.opt_float("level") or 0.0,
-            phase=phase,  # type: ignore[arg-type]
-            scenario=r.str_("scenario"),
-            requests=r.opt_int("requests") or 0,
-            met=r.opt_int("met") or 0,
-            interval=_interval(data.get("interval"), f"{where}: interval"),
-            verdict=verdict,
-            limiting_slo=r.opt_str("limiting_slo"),
-            slo_met=_floats(r.opt_mapping("slo_met"), f"{where}: slo_met"),
-            percentiles=_floats(r.opt_mapping("percentiles"), f"{where}: percentiles"),
-            errors=r.opt_int("errors") or 0,
-            duration_s=r.opt_float("duration_s") or 0.0,
-            loop_lag_p99_ms=r.opt_float("loop_lag_p99_ms"),
-            send_delay_p95_s=r.opt_float("send_delay_p95_s"),
-            client_cpu_fraction=r.opt_float("client_cpu_fraction"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +102,10 @@ class TargetCapacity:
     verdict: str
     limiting_slo: str | None
     bracket: tuple[float, float] | None
-    probes: tuple[CapacityProbe, ...]
     note: str = ""
     requests: int = 0
     duration_s: float = 0.0
+    probes: tuple[CapacityProbe, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -180,54 +115,20 @@ class TargetCapacity:
     def label(self) -> str:
         return f"{self.endpoint}/{self.model}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "capacity": self.capacity,
-            "verdict": self.verdict,
-            "limiting_slo": self.limiting_slo,
-            "bracket": None if self.bracket is None else list(self.bracket),
-            "note": self.note,
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "probes": [p.to_dict() for p in self.probes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> TargetCapacity:
-        r = JsonReader(data, where)
-        verdict = r.str_("verdict")
-        if verdict not in SEARCH_VERDICTS:
-            raise RunFolderError(f"{where}: verdict {verdict!r} is not one of {SEARCH_VERDICTS}")
-        return cls(
-            endpoint=r.str_("endpoint"),
-            model=r.str_("model"),
-            capacity=r.opt_float("capacity"),
-            verdict=verdict,
-            limiting_slo=r.opt_str("limiting_slo"),
-            bracket=_interval(data.get("bracket"), f"{where}: bracket"),
-            probes=tuple(
-                CapacityProbe.from_dict(p, f"{where}: probes[{i}]")
-                for i, p in enumerate(r.items("probes"))
-            ),
-            note=r.str_("note"),
-            requests=r.opt_int("requests") or 0,
-            duration_s=r.opt_float("duration_s") or 0.0,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class CapacityResult:
     """capacity.json: the search settings that give the numbers their meaning and one
     :class:`TargetCapacity` per target, in run.json's target order."""
 
+    schema_version: int = field(default=CAPACITY_SCHEMA_VERSION, kw_only=True)
     mode: Literal["closed", "open"]
     goodput: float
     confidence: float
     slo: Mapping[str, float | None]
     targets: tuple[TargetCapacity, ...]
-    schema_version: int = CAPACITY_SCHEMA_VERSION
+    #: Written for readers of the file (jsondoc), never read back.
+    __json_computed__: ClassVar = {"mode": ("unit",)}
 
     @property
     def unit(self) -> str:
@@ -237,39 +138,28 @@ class CapacityResult:
     def target(self, endpoint: str, model: str) -> TargetCapacity | None:
         return next((t for t in self.targets if t.key == (endpoint, model)), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "mode": self.mode,
-            "unit": self.unit,
-            "goodput": self.goodput,
-            "confidence": self.confidence,
-            "slo": dict(self.slo),
-            "targets": [t.to_dict() for t in self.targets],
-        }
 
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "capacity.json") -> CapacityResult:
-        """Raises RunFolderError (one line) for an unknown version or a bad field."""
-        if not isinstance(data, Mapping):
-            raise RunFolderError(f"{where}: not a JSON object")
-        version = data.get("schema_version")
-        if version != CAPACITY_SCHEMA_VERSION:
-            raise RunFolderError(
-                f"{where}: schema_version {version!r} is not supported"
-                f" (known: [{CAPACITY_SCHEMA_VERSION}]); upgrade tokrate"
-            )
-        r = JsonReader(data, where)
-        mode = r.str_("mode")
-        if mode not in ("closed", "open"):
-            raise RunFolderError(f"{where}: mode must be closed or open, got {mode!r}")
-        return cls(
-            mode=mode,  # type: ignore[arg-type]
-            goodput=r.opt_float("goodput") or 0.0,
-            confidence=r.opt_float("confidence") or 0.0,
-            slo=_floats(r.opt_mapping("slo"), f"{where}: slo"),
-            targets=tuple(
-                TargetCapacity.from_dict(t, f"{where}: targets[{i}]")
-                for i, t in enumerate(r.items("targets"))
-            ),
+def capacity_from_json(data: Any, where: str = "capacity.json") -> CapacityResult:
+    """capacity.json's document (or summary.json's ``capacity``). Raises RunFolderError
+    (one line) for an unknown version or a bad field."""
+    if not isinstance(data, Mapping):
+        raise RunFolderError(f"{where}: not a JSON object")
+    version = data.get("schema_version")
+    if version != CAPACITY_SCHEMA_VERSION:
+        raise RunFolderError(
+            f"{where}: schema_version {version!r} is not supported"
+            f" (known: [{CAPACITY_SCHEMA_VERSION}]); upgrade tokrate"
         )
+    result = from_json(CapacityResult, data, where)
+    for i, target in enumerate(result.targets):
+        if target.verdict not in SEARCH_VERDICTS:
+            raise RunFolderError(
+                f"{where}: targets[{i}]: verdict {target.verdict!r} is not one of {SEARCH_VERDICTS}"
+            )
+        for j, probe in enumerate(target.probes):
+            if probe.verdict not in PROBE_VERDICTS:
+                raise RunFolderError(
+                    f"{where}: targets[{i}]: probes[{j}]: verdict {probe.verdict!r}"
+                    f" is not one of {PROBE_VERDICTS}"
+                )
+    return result

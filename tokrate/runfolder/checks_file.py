@@ -18,12 +18,13 @@ Layout 1::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.files import read_json
+from tokrate.runfolder.jsondoc import from_json, to_json
 
 __all__ = ["CHECKS_FILE", "CHECKS_LAYOUT", "CheckEntry", "checks_document", "read_checks"]
 
@@ -40,27 +41,17 @@ class CheckEntry:
     task: str
     source: str
     expect: Mapping[str, Any]
-    prompt: Mapping[str, Any]
+    prompt: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int | None]:
         """What a record matches it by: (prompt_id, turn)."""
         return (self.prompt_id, self.turn)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "prompt_id": self.prompt_id,
-            "turn": self.turn,
-            "task": self.task,
-            "source": self.source,
-            "expect": dict(self.expect),
-            "prompt": dict(self.prompt),
-        }
-
 
 def checks_document(entries: Sequence[CheckEntry]) -> dict[str, Any]:
     """checks.json's content (written by :func:`tokrate.runfolder.store.write_checks`)."""
-    return {"layout": CHECKS_LAYOUT, "checks": [e.to_dict() for e in entries]}
+    return {"layout": CHECKS_LAYOUT, "checks": [to_json(e) for e in entries]}
 
 
 def read_checks(run_dir: Path) -> tuple[CheckEntry, ...]:
@@ -72,23 +63,7 @@ def read_checks(run_dir: Path) -> tuple[CheckEntry, ...]:
         return ()
     if not isinstance(data, dict) or data.get("layout") != CHECKS_LAYOUT:
         raise RunFolderError(f"{path}: not a checks file of layout {CHECKS_LAYOUT}")
-    out = []
-    for i, raw in enumerate(data.get("checks") or []):
-        where = f"{path}: checks[{i}]"
-        if not isinstance(raw, dict) or not isinstance(raw.get("expect"), dict):
-            raise RunFolderError(f"{where}: needs an 'expect' object")
-        turn = raw.get("turn")
-        if turn is not None and not isinstance(turn, int):
-            raise RunFolderError(f"{where}: 'turn' must be an integer or null")
-        prompt = raw.get("prompt")
-        out.append(
-            CheckEntry(
-                prompt_id=str(raw.get("prompt_id")),
-                turn=turn,
-                task=str(raw.get("task")),
-                source=str(raw.get("source")),
-                expect=raw["expect"],
-                prompt=prompt if isinstance(prompt, dict) else {},
-            )
-        )
-    return tuple(out)
+    checks = data.get("checks") or []
+    if not isinstance(checks, list):
+        raise RunFolderError(f"{path}: checks must be a list of objects")
+    return tuple(from_json(CheckEntry, raw, f"{path}: checks[{i}]") for i, raw in enumerate(checks))

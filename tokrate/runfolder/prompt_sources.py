@@ -9,12 +9,8 @@ why. Written at the start with ``sent`` null; the end of the run fills it in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
-
-from tokrate.errors import RunFolderError
-from tokrate.runfolder.jsonread import JsonReader
+from typing import Final, Literal
 
 __all__ = ["SOURCE_KINDS", "PromptSourceInfo", "SourceKind"]
 
@@ -55,33 +51,3 @@ class PromptSourceInfo:
         if len(self.tasks) == 1:
             return f"task {self.tasks[0][0]}"
         return "tasks " + ", ".join(f"{task} {n}" for task, n in self.tasks)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "prompts": self.prompts,
-            "tasks": {task: n for task, n in self.tasks},
-            "cut_by_limit": self.cut_by_limit,
-            "sent": self.sent,
-            "not_sent_why": self.not_sent_why,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> PromptSourceInfo:
-        r = JsonReader(data, where)
-        kind = r.str_("kind")
-        if kind not in SOURCE_KINDS:
-            raise RunFolderError(f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}")
-        tasks = r.mapping("tasks")
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in tasks.values()):
-            raise RunFolderError(f"{where}: tasks must map task names to counts")
-        return cls(
-            kind=kind,  # type: ignore[arg-type]
-            name=r.str_("name"),
-            prompts=r.opt_int("prompts") or 0,
-            tasks=tuple((str(task), int(n)) for task, n in tasks.items()),
-            cut_by_limit=r.opt_int("cut_by_limit") or 0,
-            sent=r.opt_int("sent"),
-            not_sent_why=r.opt_str("not_sent_why"),
-        )

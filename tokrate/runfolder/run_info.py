@@ -1,9 +1,10 @@
 """run.json as one frozen type: :class:`RunInfo`, built and validated in one place.
 
-The writer (``tokrate.load.run`` through :class:`tokrate.runfolder.store.RunStore`) builds a RunInfo
-and the store serialises it with :meth:`RunInfo.to_dict`; every reader gets one from
-:func:`tokrate.runfolder.loaded_run.load_run`, which calls :meth:`RunInfo.from_dict`. Nothing else
-parses run.json, so a key is spelled, typed and defaulted exactly once.
+The writer (``tokrate.load.run`` through :class:`tokrate.runfolder.store.RunStore`) builds a
+RunInfo and the store writes it with :func:`tokrate.runfolder.jsondoc.to_json`; every
+reader gets one from :func:`tokrate.runfolder.loaded_run.load_run`, which calls
+:func:`run_info_from_json`. Nothing else parses run.json, so a key is spelled, typed and
+defaulted exactly once: on its field (the file's keys are the fields, in their order).
 
 Layout version 1 (docs/run-folder.md). Keys added after the first
 release are optional for readers (their defaults below); keys this version does not
@@ -14,9 +15,8 @@ billions of parameters; prices USD.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import RunFolderError
-from tokrate.runfolder.jsonread import JsonReader
+from tokrate.runfolder.jsondoc import DEFAULT_FROM, EXTRA, OMIT_IF_EMPTY, OMIT_IF_NONE, from_json
 from tokrate.runfolder.prompt_sources import PromptSourceInfo
 from tokrate.runfolder.served_model import ServedModel
 
@@ -46,6 +46,7 @@ __all__ = [
     "SpendInfo",
     "StopInfo",
     "TargetInfo",
+    "run_info_from_json",
 ]
 
 RUN_LAYOUT_VERSION: Final = 1
@@ -95,7 +96,8 @@ class TargetInfo:
     model: str
     base_url: str = ""
     params_b: float | None = None
-    active_params_b: float | None = None
+    #: Runs older than the field: a dense model's, ``params_b``.
+    active_params_b: float | None = field(default=None, metadata=DEFAULT_FROM("params_b"))
     bytes_per_param: float | None = None
     price_in_per_m: float | None = None
     #: USD per million input tokens served from the provider's prompt cache (None:
@@ -134,36 +136,6 @@ class TargetInfo:
         """Active parameters, else total: what decode speed depends on."""
         return self.active_params_b if self.active_params_b is not None else self.params_b
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> TargetInfo:
-        r = JsonReader(data, where)
-        params = r.opt_float("params_b")
-        active = r.opt_float("active_params_b")
-        served = r.opt_mapping("served")
-        return cls(
-            endpoint=r.str_("endpoint"),
-            model=r.str_("model"),
-            base_url=r.str_("base_url"),
-            params_b=params,
-            active_params_b=active if active is not None else params,
-            bytes_per_param=r.opt_float("bytes_per_param"),
-            price_in_per_m=r.opt_float("price_in_per_m"),
-            price_cached_in_per_m=r.opt_float("price_cached_in_per_m"),
-            price_out_per_m=r.opt_float("price_out_per_m"),
-            gpu_hourly_usd=r.opt_float("gpu_hourly_usd"),
-            gpus=r.opt_int("gpus"),
-            simulated=bool(r.opt_bool("simulated")),
-            family=r.opt_str("family"),
-            api=r.opt_str("api"),
-            size_source=r.opt_str("size_source"),
-            bytes_source=r.opt_str("bytes_source"),
-            served=None if served is None else ServedModel.from_dict(served, f"{where}: served"),
-            prompt_cache=r.opt_str("prompt_cache"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class ScenarioInfo:
@@ -173,19 +145,6 @@ class ScenarioInfo:
     concurrency: int | None = None
     rate_rps: float | None = None
     arrival: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScenarioInfo:
-        r = JsonReader(data, where)
-        return cls(
-            name=r.str_("name"),
-            concurrency=r.opt_int("concurrency"),
-            rate_rps=r.opt_float("rate_rps"),
-            arrival=r.opt_str("arrival"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     @property
     def definition(self) -> tuple[int | None, float | None, str | None]:
@@ -227,29 +186,6 @@ class SloInfo:
         """The pass rate ``task`` must reach (its own, else the overall one)."""
         return dict(self.min_pass_rate_by_task).get(task, self.min_pass_rate)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.as_mapping())
-        out["min_pass_rate"] = self.min_pass_rate
-        out["min_pass_rate_by_task"] = dict(self.min_pass_rate_by_task)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> SloInfo:
-        r = JsonReader(data, where)
-        by_task = data.get("min_pass_rate_by_task") or {}
-        if not isinstance(by_task, Mapping) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in by_task.values()
-        ):
-            raise RunFolderError(f"{where}: min_pass_rate_by_task must map tasks to numbers")
-        return cls(
-            ttft_s=r.opt_float("ttft_s"),
-            tpot_s=r.opt_float("tpot_s"),
-            e2e_s=r.opt_float("e2e_s"),
-            itl_p99_s=r.opt_float("itl_p99_s"),
-            min_pass_rate=r.opt_float("min_pass_rate"),
-            min_pass_rate_by_task=tuple((str(k), float(v)) for k, v in by_task.items()),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class ScenarioLag:
@@ -261,17 +197,6 @@ class ScenarioLag:
     p99_ms: float
     samples: int = 0
     exceeded: bool = False
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScenarioLag:
-        r = JsonReader(data, where)
-        return cls(
-            scenario=r.str_("scenario"),
-            max_ms=r.opt_float("max_ms") or 0.0,
-            p99_ms=r.opt_float("p99_ms") or 0.0,
-            samples=r.opt_int("samples") or 0,
-            exceeded=bool(r.opt_bool("exceeded")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,24 +219,6 @@ class SamplingStop:
     limiting: str = ""
     unmet: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> SamplingStop:
-        r = JsonReader(data, where)
-        return cls(
-            scenario=r.str_("scenario"),
-            endpoint=r.str_("endpoint"),
-            model=r.str_("model"),
-            sent=r.opt_int("sent") or 0,
-            ok=r.opt_int("ok") or 0,
-            needed=r.opt_int("needed") or 0,
-            reason=r.str_("reason"),
-            limiting=r.str_("limiting"),
-            unmet=r.strings("unmet"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class LoopLagInfo:
@@ -329,24 +236,6 @@ class LoopLagInfo:
     def scenario(self, name: str) -> ScenarioLag | None:
         return next((s for s in self.scenarios if s.scenario == name), None)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> LoopLagInfo:
-        r = JsonReader(data, where)
-        return cls(
-            threshold_ms=r.opt_float("threshold_ms"),
-            max_threshold_ms=r.opt_float("max_threshold_ms"),
-            max_ms=r.opt_float("max_ms"),
-            p99_ms=r.opt_float("p99_ms"),
-            samples=r.opt_int("samples"),
-            exceeded=bool(r.opt_bool("exceeded")),
-            scenarios=_each(r.items("scenarios"), ScenarioLag.from_dict, f"{where}: scenarios"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["scenarios"] = list(out["scenarios"])
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class OutcomeCounts:
@@ -357,19 +246,6 @@ class OutcomeCounts:
     ok: int = 0
     error: int = 0
     cancelled: int = 0
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> OutcomeCounts:
-        r = JsonReader(data, where)
-        return cls(
-            scheduled=r.opt_int("scheduled") or 0,
-            ok=r.opt_int("ok") or 0,
-            error=r.opt_int("error") or 0,
-            cancelled=r.opt_int("cancelled") or 0,
-        )
-
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,32 +258,6 @@ class ConnectionSetup:
     opened: int = 0
     failed: int = 0
     connect_s: tuple[float, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ConnectionSetup:
-        r = JsonReader(data, where)
-        r.used.add("connect_s")
-        raw = data.get("connect_s") or []
-        if not isinstance(raw, list) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in raw
-        ):
-            raise RunFolderError(f"{where}: connect_s must be a list of numbers")
-        return cls(
-            scenario=r.str_("scenario"),
-            endpoint=r.str_("endpoint"),
-            opened=r.opt_int("opened") or 0,
-            failed=r.opt_int("failed") or 0,
-            connect_s=tuple(float(v) for v in raw),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario,
-            "endpoint": self.endpoint,
-            "opened": self.opened,
-            "failed": self.failed,
-            "connect_s": list(self.connect_s),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,22 +273,6 @@ class ScrapeInfo:
     failures: int = 0
     samples: int = 0
     first_error: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ScrapeInfo:
-        r = JsonReader(data, where)
-        return cls(
-            endpoint=r.str_("endpoint"),
-            url=r.str_("url"),
-            interval_s=r.opt_float("interval_s") or 0.0,
-            scrapes=r.opt_int("scrapes") or 0,
-            failures=r.opt_int("failures") or 0,
-            samples=r.opt_int("samples") or 0,
-            first_error=r.opt_str("first_error"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,25 +312,6 @@ class NodeInfo:
             return where
         return f"{where} ({self.node_id[:12]})"
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> NodeInfo:
-        r = JsonReader(data, where)
-        return cls(
-            node_id=r.str_("node_id"),
-            hostname=r.str_("hostname"),
-            address=r.opt_str("address"),
-            workers=r.strings("workers"),
-            clock_offset_s=r.opt_float("clock_offset_s"),
-            clock_uncertainty_s=r.opt_float("clock_uncertainty_s"),
-            clock_round_trips=r.opt_int("clock_round_trips") or 0,
-            started_at_shift_s=r.opt_float("started_at_shift_s") or 0.0,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["workers"] = list(self.workers)
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class StopInfo:
@@ -508,14 +323,6 @@ class StopInfo:
     scope: str
     scenario: str
     detail: str
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> StopInfo:
-        r = JsonReader(data, where)
-        return cls(r.str_("rule"), r.str_("scope"), r.str_("scenario"), r.str_("detail"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,21 +341,6 @@ class SpendInfo:
     estimate_output_max_usd: float | None = None
     spent_usd: float = 0.0
     requests_priced: int = 0
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> SpendInfo:
-        r = JsonReader(data, where)
-        return cls(
-            max_usd=r.opt_float("max_usd"),
-            requests_planned=r.opt_int("requests_planned"),
-            estimate_input_usd=r.opt_float("estimate_input_usd"),
-            estimate_output_max_usd=r.opt_float("estimate_output_max_usd"),
-            spent_usd=r.opt_float("spent_usd") or 0.0,
-            requests_priced=r.opt_int("requests_priced") or 0,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def _frozen_json(value: Any) -> str:
@@ -602,17 +394,6 @@ class BenchmarkInfo:
         digest = hashlib.blake2b(_frozen_json(canonical).encode(), digest_size=8).hexdigest()
         return cls(digest, canonical)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> BenchmarkInfo:
-        r = JsonReader(data, where)
-        fingerprint = r.str_("fingerprint")
-        if not fingerprint:
-            raise RunFolderError(f"{where}: fingerprint is missing")
-        return cls(fingerprint, dict(r.mapping("identity")))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"fingerprint": self.fingerprint, "identity": dict(self.identity)}
-
     def describe(self) -> str:
         """What the benchmark measures, in a line: "sim/sim-7b, sim/sim-70b at c=8;
         prompts: synthetic" (names as run.json has them)."""
@@ -640,6 +421,10 @@ class RunInfo:
     ``status`` is "running" (or a killed run), "complete" or "interrupted".
     """
 
+    #: The layout this file was written in (RUN_LAYOUT_HISTORY) and what it is; the
+    #: first two keys of the file.
+    layout_version: int = field(default=RUN_LAYOUT_VERSION, kw_only=True)
+    kind: str = field(default=RUN_KIND, kw_only=True)
     run_id: str
     label: str | None = None
     status: str = "running"
@@ -653,6 +438,8 @@ class RunInfo:
     config: Mapping[str, Any] = field(default_factory=dict)
     targets: tuple[TargetInfo, ...] = ()
     scenarios: tuple[ScenarioInfo, ...] = ()
+    #: Where the prompts came from, per source (empty in runs older than the key).
+    prompts: tuple[PromptSourceInfo, ...] = ()
     slo: SloInfo = SloInfo()
     hardware: str | None = None
     backend: str | None = None
@@ -665,23 +452,21 @@ class RunInfo:
     warnings: tuple[str, ...] = ()
     loop_lag: LoopLagInfo | None = None
     counts: OutcomeCounts | None = None
-    layout_version: int = RUN_LAYOUT_VERSION
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    #: Whether the run stayed inside this machine's calibrated measurement floor
-    #: (tokrate.analysis.calibration.judge_run's object); None when not judged (older runs).
-    calibration: Mapping[str, Any] | None = None
-    #: Where the prompts came from, per source (empty in runs older than the key).
-    prompts: tuple[PromptSourceInfo, ...] = ()
     #: What the run spent at its token prices (None: no target has token prices).
     spend: SpendInfo | None = None
     #: Stopping rules that ended sending early (empty: the plan ran to its end, or a
     #: signal stopped it: ``status`` says so).
     stopped: tuple[StopInfo, ...] = ()
+    #: Whether the run stayed inside this machine's calibrated measurement floor
+    #: (tokrate.analysis.calibration.judge_run's object); None when not judged (older runs).
+    calibration: Mapping[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
     #: Which benchmark this run measured, as written when it started (None in runs
     #: older than the key: :attr:`benchmark_info` derives it).
-    benchmark: BenchmarkInfo | None = None
+    benchmark: BenchmarkInfo | None = field(default=None, metadata=OMIT_IF_NONE)
     #: ``requests = "auto"``: why each target's level stopped (empty otherwise).
-    sampling: tuple[SamplingStop, ...] = ()
+    sampling: tuple[SamplingStop, ...] = field(default=(), metadata=OMIT_IF_EMPTY)
+    #: Keys a newer tokrate wrote that this one does not know, written back unchanged.
+    extra: Mapping[str, Any] = field(default_factory=dict, metadata=EXTRA)
 
     # --- what readers ask ----------------------------------------------------------
 
@@ -766,117 +551,19 @@ class RunInfo:
         prompts = self.config.get("prompts")
         return _frozen_json(prompts) if isinstance(prompts, Mapping) else None
 
-    # --- serialisation ---------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """The run.json document (layout version 1), keys in the documented order."""
-        out: dict[str, Any] = {
-            "layout_version": self.layout_version,
-            "kind": RUN_KIND,
-            "run_id": self.run_id,
-            "label": self.label,
-            "status": self.status,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "tokrate_version": self.tokrate_version,
-            "python": self.python,
-            "platform": self.platform,
-            "host": self.host,
-            "libraries": dict(self.libraries),
-            "config": dict(self.config),
-            "targets": [t.to_dict() for t in self.targets],
-            "scenarios": [s.to_dict() for s in self.scenarios],
-            "prompts": [p.to_dict() for p in self.prompts],
-            "slo": self.slo.to_dict(),
-            "hardware": self.hardware,
-            "backend": self.backend,
-            "workers": self.workers,
-            "preconnect": self.preconnect,
-            "connections": [c.to_dict() for c in self.connections],
-            "nodes": [n.to_dict() for n in self.nodes],
-            "server_metrics": [m.to_dict() for m in self.server_metrics],
-            "warnings": list(self.warnings),
-            "loop_lag": None if self.loop_lag is None else self.loop_lag.to_dict(),
-            "counts": None if self.counts is None else self.counts.to_dict(),
-            "spend": None if self.spend is None else self.spend.to_dict(),
-            "stopped": [x.to_dict() for x in self.stopped],
-        }
-        if self.calibration is not None:
-            out["calibration"] = dict(self.calibration)
-        if self.benchmark is not None:
-            out["benchmark"] = self.benchmark.to_dict()
-        if self.sampling:
-            out["sampling"] = [x.to_dict() for x in self.sampling]
-        out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "run.json") -> RunInfo:
-        """Validate and build. Raises RunFolderError (one line naming ``where`` and the
-        key) for a foreign document, an unknown layout version or a mistyped key."""
-        if not isinstance(data, Mapping) or data.get("kind", RUN_KIND) != RUN_KIND:
-            raise RunFolderError(f"{where}: not a tokrate run")
-        version = data.get("layout_version")
-        if version not in RUN_LAYOUT_HISTORY:
-            raise RunFolderError(
-                f"{where}: layout_version {version!r} is not supported"
-                f" (known: {sorted(RUN_LAYOUT_HISTORY)}); upgrade tokrate"
-            )
-        r = JsonReader(data, where)
-        r.used.update({"layout_version", "kind"})
-        run_id = r.opt_str("run_id")
-        if not run_id:
-            raise RunFolderError(f"{where}: run_id is missing")
-        libraries = r.mapping("libraries")
-        loop_lag = r.opt_mapping("loop_lag")
-        counts = r.opt_mapping("counts")
-        slo = r.opt_mapping("slo")
-        calibration = r.opt_mapping("calibration")
-        spend = r.opt_mapping("spend")
-        benchmark = r.opt_mapping("benchmark")
-        info = cls(
-            run_id=run_id,
-            label=r.opt_str("label"),
-            status=r.str_("status", "running"),
-            started_at=r.opt_str("started_at"),
-            ended_at=r.opt_str("ended_at"),
-            tokrate_version=r.str_("tokrate_version"),
-            python=r.str_("python"),
-            platform=r.str_("platform"),
-            host=r.str_("host"),
-            libraries={str(k): str(v) for k, v in libraries.items()},
-            config=dict(r.mapping("config")),
-            targets=_each(r.items("targets"), TargetInfo.from_dict, f"{where}: targets"),
-            scenarios=_each(r.items("scenarios"), ScenarioInfo.from_dict, f"{where}: scenarios"),
-            prompts=_each(r.items("prompts"), PromptSourceInfo.from_dict, f"{where}: prompts"),
-            slo=SloInfo() if slo is None else SloInfo.from_dict(slo, f"{where}: slo"),
-            hardware=r.opt_str("hardware"),
-            backend=r.opt_str("backend"),
-            workers=r.opt_int("workers"),
-            preconnect=r.opt_bool("preconnect"),
-            connections=_each(
-                r.items("connections"), ConnectionSetup.from_dict, f"{where}: connections"
-            ),
-            nodes=_each(r.items("nodes"), NodeInfo.from_dict, f"{where}: nodes"),
-            sampling=_each(r.items("sampling"), SamplingStop.from_dict, f"{where}: sampling"),
-            server_metrics=_each(
-                r.items("server_metrics"), ScrapeInfo.from_dict, f"{where}: server_metrics"
-            ),
-            warnings=r.strings("warnings"),
-            loop_lag=None
-            if loop_lag is None
-            else LoopLagInfo.from_dict(loop_lag, f"{where}: loop_lag"),
-            counts=None if counts is None else OutcomeCounts.from_dict(counts, f"{where}: counts"),
-            layout_version=int(version),
-            calibration=None if calibration is None else dict(calibration),
-            spend=None if spend is None else SpendInfo.from_dict(spend, f"{where}: spend"),
-            stopped=_each(r.items("stopped"), StopInfo.from_dict, f"{where}: stopped"),
-            benchmark=None
-            if benchmark is None
-            else BenchmarkInfo.from_dict(benchmark, f"{where}: benchmark"),
+def run_info_from_json(data: Any, where: str = "run.json") -> RunInfo:
+    """run.json's document as a RunInfo. Raises RunFolderError (one line naming
+    ``where`` and the key) for a foreign document, an unknown layout version or a
+    mistyped key."""
+    if not isinstance(data, Mapping) or data.get("kind", RUN_KIND) != RUN_KIND:
+        raise RunFolderError(f"{where}: not a tokrate run")
+    version = data.get("layout_version")
+    if version not in RUN_LAYOUT_HISTORY:
+        raise RunFolderError(
+            f"{where}: layout_version {version!r} is not supported"
+            f" (known: {sorted(RUN_LAYOUT_HISTORY)}); upgrade tokrate"
         )
-        return dataclasses.replace(info, extra=r.extra())
-
-
-def _each(items: Sequence[Mapping[str, Any]], build: Any, where: str) -> tuple[Any, ...]:
-    return tuple(build(item, f"{where}[{i}]") for i, item in enumerate(items))
+    if not data.get("run_id"):
+        raise RunFolderError(f"{where}: run_id is missing")
+    return from_json(RunInfo, data, where)

@@ -9,12 +9,7 @@ simulator ``max_model_len``) and, from a llama-server, the model itself: ``meta.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from tokrate.runfolder.jsonread import JsonReader
 
 __all__ = ["ServedModel"]
 
@@ -63,18 +58,3 @@ class ServedModel:
         if weights:
             parts.append(weights)
         return ", ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServedModel:
-        r = JsonReader(data, where)
-        return cls(
-            context_tokens=r.opt_int("context_tokens"),
-            params=r.opt_int("params"),
-            weight_bytes=r.opt_int("weight_bytes"),
-            weight_type=r.opt_str("weight_type"),
-            source=r.str_("source"),
-            simulator=bool(r.opt_bool("simulator")),
-        )

@@ -56,14 +56,15 @@ import orjson
 from tokrate.errors import OutputError, RunFolderError
 from tokrate.fileio import FileRefused, create_new, cut_after_last_line, write_atomic
 from tokrate.redact import strip_control
-from tokrate.runfolder.acceptance import ACCEPTANCE_FILE, Acceptance
-from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.acceptance import ACCEPTANCE_FILE, Acceptance, acceptance_from_json
+from tokrate.runfolder.capacity_result import CapacityResult, capacity_from_json
 from tokrate.runfolder.checks_file import CHECKS_FILE, CheckEntry, checks_document
 from tokrate.runfolder.comparison import COMPARISON_FILE
 from tokrate.runfolder.files import POINTER_LIMIT_BYTES, RunFileRefused, read_json, read_run_file
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.run_info import RunInfo
-from tokrate.runfolder.summary import Summary
+from tokrate.runfolder.run_info import RunInfo, run_info_from_json
+from tokrate.runfolder.summary import Summary, summary_from_json
 
 __all__ = [
     "LATEST_GOOD",
@@ -285,17 +286,17 @@ def _write(path: Path, data: bytes) -> None:
 
 def write_run_info(run_dir: Path | str, info: RunInfo) -> None:
     """Replace run.json with ``info`` (atomically). Raises OutputError."""
-    _write(Path(run_dir) / _RUN_JSON, _dump(info.to_dict()))
+    _write(Path(run_dir) / _RUN_JSON, _dump(to_json(info)))
 
 
 def write_summary(run_dir: Path | str, summary: Summary) -> None:
     """summary.json. Raises OutputError."""
-    _write(Path(run_dir) / _SUMMARY, _dump(summary.to_dict()))
+    _write(Path(run_dir) / _SUMMARY, _dump(to_json(summary)))
 
 
 def write_capacity(run_dir: Path | str, result: CapacityResult) -> None:
     """capacity.json, a capacity search's result. Raises OutputError."""
-    _write(Path(run_dir) / _CAPACITY, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2))
+    _write(Path(run_dir) / _CAPACITY, orjson.dumps(to_json(result), option=orjson.OPT_INDENT_2))
 
 
 def read_capacity(run_dir: Path | str) -> CapacityResult | None:
@@ -303,7 +304,7 @@ def read_capacity(run_dir: Path | str) -> CapacityResult | None:
     line naming the file)."""
     file = Path(run_dir) / _CAPACITY
     data = read_json(file)
-    return None if data is None else CapacityResult.from_dict(data, str(file))
+    return None if data is None else capacity_from_json(data, str(file))
 
 
 def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
@@ -317,7 +318,7 @@ def write_comparison(run_dir: Path | str, document: str, markdown: str) -> None:
 def write_acceptance(run_dir: Path | str, acceptance: Acceptance) -> None:
     """accepted.json (tokrate.runfolder.acceptance), replacing an earlier one: accepting
     a run again moves the moment of acceptance. Raises OutputError."""
-    _write(Path(run_dir) / ACCEPTANCE_FILE, _dump(acceptance.to_dict()))
+    _write(Path(run_dir) / ACCEPTANCE_FILE, _dump(to_json(acceptance)))
 
 
 def read_acceptance(run_dir: Path | str) -> Acceptance | None:
@@ -325,7 +326,7 @@ def read_acceptance(run_dir: Path | str) -> Acceptance | None:
     RunFolderError (one line naming the file) for an unreadable one."""
     file = Path(run_dir) / ACCEPTANCE_FILE
     data = read_json(file)
-    return None if data is None else Acceptance.from_dict(data, str(file))
+    return None if data is None else acceptance_from_json(data, str(file))
 
 
 #: The routing table's file (tokrate.analysis.routing; docs/quality.md).
@@ -371,7 +372,7 @@ def _read_info(folder: Path) -> RunInfo:
     data = read_json(run_json)
     if data is None:
         raise RunFolderError(f"{folder}: not a run folder (no run.json)")
-    return RunInfo.from_dict(data, str(run_json))
+    return run_info_from_json(data, str(run_json))
 
 
 def load_summary(path: Path | str) -> Summary | None:
@@ -379,7 +380,7 @@ def load_summary(path: Path | str) -> Summary | None:
     (one line naming the file) for an unreadable one or an unknown schema version."""
     file = Path(path) / _SUMMARY
     data = read_json(file)
-    return None if data is None else Summary.from_dict(data, str(file))
+    return None if data is None else summary_from_json(data, str(file))
 
 
 def load_run_info(path: Path | str) -> RunInfo:

@@ -1,8 +1,8 @@
 """summary.json as frozen types: :class:`Summary` of :class:`Group` s.
 
 :func:`tokrate.analysis.metrics.summarize` builds a Summary from records; the store writes it
-with :meth:`Summary.to_dict` and :func:`tokrate.runfolder.loaded_run.load_run` reads it back with
-:meth:`Summary.from_dict`. Every reader (terminal table, report, history) uses these
+with :func:`tokrate.runfolder.jsondoc.to_json` and :func:`tokrate.runfolder.loaded_run.load_run`
+reads it back with :func:`summary_from_json`: a key is a field, in the file's order. Every reader (terminal table, report, history) uses these
 attributes, never a re-probed dict.
 
 Units: seconds for ``*_s`` distributions, tokens/s for ``decode_tps`` and
@@ -63,13 +63,13 @@ readers keep loading every version listed):
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.capacity_result import CapacityResult
+from tokrate.runfolder.jsondoc import OMIT_IF_EMPTY, OMIT_IF_NONE, from_json
 from tokrate.runfolder.quality import Quality
 from tokrate.spec.metric_table import summarised
 from tokrate.textfmt import level_label
@@ -92,6 +92,7 @@ __all__ = [
     "Summary",
     "TaskGroup",
     "TurnCache",
+    "summary_from_json",
 ]
 
 SUMMARY_SCHEMA_VERSION: Final = 12
@@ -125,44 +126,6 @@ DIST_METRICS: Final = summarised("group")
 TASK_METRICS: Final = summarised("task")
 
 
-def _bad(where: str, what: str) -> RunFolderError:
-    return RunFolderError(f"{where}: {what}")
-
-
-def _num(data: Mapping[str, Any], key: str, where: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _bad(where, f"{key} must be a number, got {value!r}")
-    return float(value)
-
-
-def _int(data: Mapping[str, Any], key: str, where: str) -> int:
-    value = data.get(key) or 0
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _bad(where, f"{key} must be an integer, got {value!r}")
-    return int(value)
-
-
-def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _bad(where, f"{key} must be a list")
-    return value
-
-
-def _obj(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _bad(where, f"{key} must be an object")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class Distribution:
     """n, mean, p50, p90, p95, p99, min and max of one metric (linear-interpolated
@@ -189,16 +152,6 @@ class Distribution:
         value = getattr(self, name)
         return None if value is None else float(value)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Distribution:
-        n = _int(data, "n", where)
-        if n == 0:
-            return cls()
-        return cls(n, **{k: _num(data, k, where) for k in DIST_KEYS[1:]})
-
 
 @dataclass(frozen=True, slots=True)
 class GroupCounts:
@@ -219,13 +172,6 @@ class GroupCounts:
     def failed(self) -> int:
         """Requests that did not end ok (errors, unsent requests and cancellations)."""
         return self.error + self.not_sent + self.cancelled
-
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> GroupCounts:
-        return cls(*(_int(data, f.name, where) for f in dataclasses.fields(cls)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,62 +196,16 @@ class Cost:
     """
 
     source: str
+    # Keyword-only where the file's key order differs from the constructor's.
+    n: int = field(default=0, kw_only=True)
+    usd_per_1k_requests: float | None = field(default=None, kw_only=True)
+    usd_per_1k_requests_sd: float | None = field(default=None, kw_only=True)
+    usd_per_1k_requests_ci: tuple[float, float] | None = field(default=None, kw_only=True)
+    input_tokens_mean: float | None = field(default=None, kw_only=True)
+    cached_input_tokens_mean: float | None = field(default=None, kw_only=True)
+    output_tokens_mean: float | None = field(default=None, kw_only=True)
+    reasoning_tokens_mean: float | None = field(default=None, kw_only=True)
     usd_per_m_output: float | None = None
-    n: int = 0
-    usd_per_1k_requests: float | None = None
-    usd_per_1k_requests_sd: float | None = None
-    usd_per_1k_requests_ci: tuple[float, float] | None = None
-    input_tokens_mean: float | None = None
-    cached_input_tokens_mean: float | None = None
-    output_tokens_mean: float | None = None
-    reasoning_tokens_mean: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        ci = self.usd_per_1k_requests_ci
-        return {
-            "source": self.source,
-            "n": self.n,
-            "usd_per_1k_requests": self.usd_per_1k_requests,
-            "usd_per_1k_requests_sd": self.usd_per_1k_requests_sd,
-            "usd_per_1k_requests_ci": None if ci is None else list(ci),
-            "input_tokens_mean": self.input_tokens_mean,
-            "cached_input_tokens_mean": self.cached_input_tokens_mean,
-            "output_tokens_mean": self.output_tokens_mean,
-            "reasoning_tokens_mean": self.reasoning_tokens_mean,
-            "usd_per_m_output": self.usd_per_m_output,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> Cost | None:
-        """None for a null cost; a version-9 cost (``usd_per_m_output`` and ``source``
-        only) loads with its per-request figures None."""
-        if data is None:
-            return None
-        if not isinstance(data, Mapping):
-            raise _bad(where, "not an object")
-        ci = data.get("usd_per_1k_requests_ci")
-        if ci is not None and (
-            not isinstance(ci, list)
-            or len(ci) != 2
-            or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in ci)
-        ):
-            raise _bad(where, "usd_per_1k_requests_ci must be a list of two numbers")
-        return cls(
-            source=str(data.get("source")),
-            usd_per_m_output=_num(data, "usd_per_m_output", where),
-            n=_int(data, "n", where),
-            usd_per_1k_requests=_num(data, "usd_per_1k_requests", where),
-            usd_per_1k_requests_sd=_num(data, "usd_per_1k_requests_sd", where),
-            usd_per_1k_requests_ci=None if ci is None else (float(ci[0]), float(ci[1])),
-            input_tokens_mean=_num(data, "input_tokens_mean", where),
-            cached_input_tokens_mean=_num(data, "cached_input_tokens_mean", where),
-            output_tokens_mean=_num(data, "output_tokens_mean", where),
-            reasoning_tokens_mean=_num(data, "reasoning_tokens_mean", where),
-        )
-
-
-def _dists(data: Mapping[str, Any], names: Sequence[str], where: str) -> dict[str, Distribution]:
-    return {m: Distribution.from_dict(_obj(data, m, where), f"{where}: {m}") for m in names}
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,16 +223,18 @@ class StreamShape:
     #: Of ``buffered``: those the client itself held (its loop lagged at their first
     #: read), and the worst loop lag among them (ms).
     client_held: int = 0
-    client_held_lag_max_ms: float | None = None
     #: Of ``buffered``, not client-held: those whose first read came within 50 ms of
     #: the send (held less than that: no proxy or server to blame).
-    short_hold: int = 0
+    short_hold: int = field(default=0, kw_only=True)
+    client_held_lag_max_ms: float | None = None
     reads_per_token_p50: float | None = None
     burst_share_p50: float | None = None
     buffered_reads_per_token_p50: float | None = None
     buffered_burst_share_p50: float | None = None
     buffered_first_read_share_p50: float | None = None
     buffered_decode_tps: Distribution = Distribution()
+    #: Written for readers of the file (jsondoc), never read back.
+    __json_computed__: ClassVar = {"short_hold": ("buffered_share",)}
 
     @property
     def buffered_share(self) -> float | None:
@@ -344,40 +246,6 @@ class StreamShape:
         """Buffered requests a proxy or the server held: neither the client's doing nor
         too short to blame."""
         return self.buffered - self.client_held - self.short_hold
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "judged": self.judged,
-            "buffered": self.buffered,
-            "client_held": self.client_held,
-            "short_hold": self.short_hold,
-        }
-        out["buffered_share"] = self.buffered_share
-        out.update({name: getattr(self, name) for name in _float_fields(self)})
-        out["buffered_decode_tps"] = self.buffered_decode_tps.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> StreamShape:
-        return cls(
-            judged=_int(data, "judged", where),
-            buffered=_int(data, "buffered", where),
-            client_held=_int(data, "client_held", where),
-            short_hold=_int(data, "short_hold", where),
-            **_float_values(cls, data, where),
-            buffered_decode_tps=Distribution.from_dict(
-                _obj(data, "buffered_decode_tps", where), f"{where}: buffered_decode_tps"
-            ),
-        )
-
-
-def _float_fields(cls: Any) -> list[str]:
-    """The optional-number fields of a dataclass (what from_dict reads with _num)."""
-    return [f.name for f in dataclasses.fields(cls) if f.type == "float | None"]
-
-
-def _float_values(cls: Any, data: Mapping[str, Any], where: str) -> dict[str, Any]:
-    return {name: _num(data, name, where) for name in _float_fields(cls)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,47 +264,19 @@ class ServerTimings:
     (speculative decoding), None when not reported."""
 
     n: int
+    #: Files before schema 5 name no sources: their timings came under ``timings``.
+    sources: tuple[str, ...] = field(default=("timings",), kw_only=True)
     decode_tps: Distribution = Distribution()
     prompt_s: Distribution = Distribution()
+    queue_s: Distribution = field(default=Distribution(), kw_only=True)
+    ttft_s: Distribution = field(default=Distribution(), kw_only=True)
+    decode_s: Distribution = field(default=Distribution(), kw_only=True)
+    ttft_minus_server_s: Distribution = field(default=Distribution(), kw_only=True)
+    decode_minus_server_s: Distribution = field(default=Distribution(), kw_only=True)
     decode_vs_server_p50: float | None = None
     ttft_minus_prompt_p50_s: float | None = None
     ttft_minus_prompt_min_s: float | None = None
     spec_acceptance_p50: float | None = None
-    sources: tuple[str, ...] = ("timings",)
-    queue_s: Distribution = Distribution()
-    ttft_s: Distribution = Distribution()
-    decode_s: Distribution = Distribution()
-    ttft_minus_server_s: Distribution = Distribution()
-    decode_minus_server_s: Distribution = Distribution()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": self.n, "sources": list(self.sources)}
-        out.update({m: getattr(self, m).to_dict() for m in _SERVER_DISTS})
-        out.update({name: getattr(self, name) for name in _float_fields(self)})
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerTimings:
-        sources = data.get("sources") or ["timings"]
-        if not isinstance(sources, list):
-            raise _bad(where, "sources must be a list")
-        values: dict[str, Any] = {
-            **_dists(data, _SERVER_DISTS, where),
-            **_float_values(cls, data, where),
-        }
-        return cls(n=_int(data, "n", where), sources=tuple(str(s) for s in sources), **values)
-
-
-#: The distributions of :class:`ServerTimings`, in summary.json order.
-_SERVER_DISTS: Final = (
-    "decode_tps",
-    "prompt_s",
-    "queue_s",
-    "ttft_s",
-    "decode_s",
-    "ttft_minus_server_s",
-    "decode_minus_server_s",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,17 +286,6 @@ class TurnCache:
     turn: int
     n: int
     hit_rate: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"turn": self.turn, "n": self.n, "hit_rate": self.hit_rate}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> TurnCache:
-        return cls(
-            turn=_int(data, "turn", where),
-            n=_int(data, "n", where),
-            hit_rate=_num(data, "hit_rate", where),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,41 +311,6 @@ class CacheUse:
     cached_share_p50: float | None = None
     by_turn: tuple[TurnCache, ...] = ()
     session_hit_rate: Distribution = Distribution()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "hit_requests": self.hit_requests,
-            "input_tokens": self.input_tokens,
-            "cached_tokens": self.cached_tokens,
-            "write_tokens": self.write_tokens,
-            "hit_rate": self.hit_rate,
-            "ttft_cold_s": self.ttft_cold_s.to_dict(),
-            "ttft_cached_s": self.ttft_cached_s.to_dict(),
-            "cached_share_p50": self.cached_share_p50,
-            "by_turn": [t.to_dict() for t in self.by_turn],
-            "session_hit_rate": self.session_hit_rate.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> CacheUse:
-        turns = data.get("by_turn") or []
-        if not isinstance(turns, list):
-            raise _bad(where, "by_turn must be a list")
-        written = data.get("write_tokens")
-        return cls(
-            n=_int(data, "n", where),
-            hit_requests=_int(data, "hit_requests", where),
-            input_tokens=_int(data, "input_tokens", where),
-            cached_tokens=_int(data, "cached_tokens", where),
-            write_tokens=None if written is None else _int(data, "write_tokens", where),
-            hit_rate=_num(data, "hit_rate", where),
-            **_dists(data, ("ttft_cold_s", "ttft_cached_s", "session_hit_rate"), where),
-            cached_share_p50=_num(data, "cached_share_p50", where),
-            by_turn=tuple(
-                TurnCache.from_dict(t, f"{where}: by_turn[{i}]") for i, t in enumerate(turns)
-            ),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,48 +340,6 @@ class ServerCounters:
     accepted_tokens: int | None = None
     spec_acceptance: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "sources": list(self.sources),
-            "window_s": self.window_s,
-            "scrapes": self.scrapes,
-            "prefix_query_tokens": self.prefix_query_tokens,
-            "prefix_hit_tokens": self.prefix_hit_tokens,
-            "prefix_hit_rate": self.prefix_hit_rate,
-            "hit_rate_from_gauge": self.hit_rate_from_gauge,
-            "draft_tokens": self.draft_tokens,
-            "accepted_tokens": self.accepted_tokens,
-            "spec_acceptance": self.spec_acceptance,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ServerCounters:
-        if not isinstance(data, Mapping):
-            raise _bad(where, "not an object")
-        sources = data.get("sources") or []
-        if not isinstance(sources, list):
-            raise _bad(where, "sources must be a list")
-
-        def opt_int(key: str) -> int | None:
-            return None if data.get(key) is None else _int(data, key, where)
-
-        return cls(
-            endpoint=str(data.get("endpoint") or ""),
-            model=str(data.get("model") or ""),
-            sources=tuple(str(x) for x in sources),
-            window_s=_num(data, "window_s", where),
-            scrapes=_int(data, "scrapes", where),
-            prefix_query_tokens=opt_int("prefix_query_tokens"),
-            prefix_hit_tokens=opt_int("prefix_hit_tokens"),
-            prefix_hit_rate=_num(data, "prefix_hit_rate", where),
-            hit_rate_from_gauge=bool(data.get("hit_rate_from_gauge")),
-            draft_tokens=opt_int("draft_tokens"),
-            accepted_tokens=opt_int("accepted_tokens"),
-            spec_acceptance=_num(data, "spec_acceptance", where),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class SloCounts:
@@ -604,17 +356,6 @@ class SloCounts:
     unjudged: int = 0
     short_answers: int = 0
 
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> SloCounts | None:
-        if data is None:
-            return None
-        if not isinstance(data, Mapping):
-            raise _bad(where, "not an object")
-        return cls(*(_int(data, f.name, where) for f in dataclasses.fields(cls)))
-
 
 @dataclass(frozen=True, slots=True)
 class TaskGroup:
@@ -627,32 +368,10 @@ class TaskGroup:
     e2e_s: Distribution
     decode_tps: Distribution
     slo_met_fraction: float | None = None
+    slo: SloCounts | None = field(default=None, kw_only=True)
     quality: Quality | None = None
     #: What this task's requests cost (None: the target has no price).
     cost: Cost | None = None
-    slo: SloCounts | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"task": self.task, "counts": self.counts.to_dict()}
-        for m in TASK_METRICS:
-            out[m] = getattr(self, m).to_dict()
-        out["slo_met_fraction"] = self.slo_met_fraction
-        out["slo"] = None if self.slo is None else self.slo.to_dict()
-        out["quality"] = None if self.quality is None else self.quality.to_dict()
-        out["cost"] = None if self.cost is None else self.cost.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> TaskGroup:
-        return cls(
-            task=str(data.get("task")),
-            counts=GroupCounts.from_dict(_obj(data, "counts", where), where),
-            **_dists(data, TASK_METRICS, where),
-            slo_met_fraction=_num(data, "slo_met_fraction", where),
-            quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
-            cost=Cost.from_dict(data.get("cost"), f"{where}: cost"),
-            slo=SloCounts.from_dict(data.get("slo"), f"{where}: slo"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -665,6 +384,7 @@ class Group:
     concurrency: int | None
     rate_rps: float | None
     counts: GroupCounts
+    errors_by_class: Mapping[str, int] = field(default_factory=dict, kw_only=True)
     ttft_s: Distribution = Distribution()
     tpot_s: Distribution = Distribution()
     itl_s: Distribution = Distribution()
@@ -675,12 +395,12 @@ class Group:
     send_delay_s: Distribution = Distribution()
     ttft_from_due_s: Distribution = Distribution()
     send_queue_s: Distribution = Distribution()
-    errors_by_class: Mapping[str, int] = field(default_factory=dict)
     window_s: float | None = None
     aggregate_output_tps: float | None = None
     requests_per_s: float | None = None
     goodput_rps: float | None = None
     slo_met_fraction: float | None = None
+    slo: SloCounts | None = field(default=None, kw_only=True)
     output_tokens_total: int = 0
     input_tokens_total: int = 0
     cost: Cost | None = None
@@ -689,11 +409,18 @@ class Group:
     server: ServerTimings | None = None
     quality: Quality | None = None
     cache: CacheUse | None = None
-    slo: SloCounts | None = None
+    #: Written for readers of the file (jsondoc), never read back.
+    __json_computed__: ClassVar = {"rate_rps": ("task",)}
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.endpoint, self.model, self.scenario)
+
+    @property
+    def task(self) -> None:
+        """A group is every task's (summary.json writes ``"task": null``; schema 1 also
+        listed one row per task, which :func:`summary_from_json` drops)."""
+        return None
 
     @property
     def level(self) -> str:
@@ -714,104 +441,19 @@ class Group:
         value: Distribution = getattr(self, metric)
         return value
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "scenario": self.scenario,
-            "concurrency": self.concurrency,
-            "rate_rps": self.rate_rps,
-            "task": None,
-            "counts": self.counts.to_dict(),
-            "errors_by_class": dict(self.errors_by_class),
-        }
-        for m in DIST_METRICS:
-            out[m] = getattr(self, m).to_dict()
-        out.update(
-            {
-                "window_s": self.window_s,
-                "aggregate_output_tps": self.aggregate_output_tps,
-                "requests_per_s": self.requests_per_s,
-                "goodput_rps": self.goodput_rps,
-                "slo_met_fraction": self.slo_met_fraction,
-                "slo": None if self.slo is None else self.slo.to_dict(),
-                "output_tokens_total": self.output_tokens_total,
-                "input_tokens_total": self.input_tokens_total,
-                "cost": None if self.cost is None else self.cost.to_dict(),
-                "by_task": [t.to_dict() for t in self.by_task],
-                "stream": None if self.stream is None else self.stream.to_dict(),
-                "server": None if self.server is None else self.server.to_dict(),
-                "quality": None if self.quality is None else self.quality.to_dict(),
-                "cache": None if self.cache is None else self.cache.to_dict(),
-            }
-        )
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Group:
-        errors = _obj(data, "errors_by_class", where)
-        tasks = data.get("by_task") or []
-        if not isinstance(tasks, list):
-            raise _bad(where, "by_task must be a list")
-        concurrency = _num(data, "concurrency", where)
-        return cls(
-            endpoint=str(data.get("endpoint")),
-            model=str(data.get("model")),
-            scenario=str(data.get("scenario")),
-            concurrency=None if concurrency is None else int(concurrency),
-            rate_rps=_num(data, "rate_rps", where),
-            counts=GroupCounts.from_dict(_obj(data, "counts", where), where),
-            **_dists(data, DIST_METRICS, where),
-            errors_by_class={str(k): int(v) for k, v in errors.items()},
-            window_s=_num(data, "window_s", where),
-            aggregate_output_tps=_num(data, "aggregate_output_tps", where),
-            requests_per_s=_num(data, "requests_per_s", where),
-            goodput_rps=_num(data, "goodput_rps", where),
-            slo_met_fraction=_num(data, "slo_met_fraction", where),
-            slo=SloCounts.from_dict(data.get("slo"), f"{where}: slo"),
-            output_tokens_total=_int(data, "output_tokens_total", where),
-            input_tokens_total=_int(data, "input_tokens_total", where),
-            cost=Cost.from_dict(data.get("cost"), f"{where}: cost"),
-            by_task=tuple(
-                TaskGroup.from_dict(t, f"{where}: by_task[{i}]") for i, t in enumerate(tasks)
-            ),
-            stream=StreamShape.from_dict(_obj(data, "stream", where), f"{where}: stream")
-            if data.get("stream") is not None
-            else None,
-            server=ServerTimings.from_dict(_obj(data, "server", where), f"{where}: server")
-            if data.get("server") is not None
-            else None,
-            quality=Quality.from_dict(data.get("quality"), f"{where}: quality"),
-            cache=CacheUse.from_dict(_obj(data, "cache", where), f"{where}: cache")
-            if data.get("cache") is not None
-            else None,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Summary:
     """summary.json: every group of one run, in report order (targets as run.json
     lists them, scenarios in sweep order)."""
 
+    schema_version: int = field(default=SUMMARY_SCHEMA_VERSION, kw_only=True)
     run_id: str | None
     groups: tuple[Group, ...]
-    schema_version: int = SUMMARY_SCHEMA_VERSION
     #: A capacity search's result (capacity.json); None for a sweep (and old files).
-    capacity: CapacityResult | None = None
+    capacity: CapacityResult | None = field(default=None, metadata=OMIT_IF_NONE)
     #: The servers' own /metrics counters over the run, per target (empty: none scraped).
-    server_counters: tuple[ServerCounters, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "schema_version": self.schema_version,
-            "run_id": self.run_id,
-            "groups": [g.to_dict() for g in self.groups],
-        }
-        if self.capacity is not None:
-            out["capacity"] = self.capacity.to_dict()
-        if self.server_counters:
-            out["server_counters"] = [c.to_dict() for c in self.server_counters]
-        return out
+    server_counters: tuple[ServerCounters, ...] = field(default=(), metadata=OMIT_IF_EMPTY)
 
     def counters(self, endpoint: str, model: str) -> ServerCounters | None:
         """The server counters of a target (its model's, else the whole server's)."""
@@ -828,38 +470,23 @@ class Summary:
                 return g
         return None
 
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "summary.json") -> Summary:
-        """Raises RunFolderError (one line) for an unknown schema version or a
-        mistyped field."""
-        if not isinstance(data, Mapping):
-            raise _bad(where, "not a JSON object")
-        version = data.get("schema_version")
-        if version not in SUMMARY_SCHEMA_HISTORY:
-            raise _bad(
-                where,
-                f"schema_version {version!r} is not supported"
-                f" (known: {sorted(SUMMARY_SCHEMA_HISTORY)}); upgrade tokrate",
-            )
-        groups = data.get("groups") or []
-        if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
-            raise _bad(where, "groups must be a list of objects")
-        run_id = data.get("run_id")
-        return cls(
-            run_id=None if run_id is None else str(run_id),
-            groups=tuple(
-                Group.from_dict(g, f"{where}: groups[{i}]")
-                for i, g in enumerate(groups)
-                if g.get("task") is None
-            ),
-            schema_version=int(version),
-            capacity=(
-                None
-                if data.get("capacity") is None
-                else CapacityResult.from_dict(data["capacity"], f"{where}: capacity")
-            ),
-            server_counters=tuple(
-                ServerCounters.from_dict(c, f"{where}: server_counters[{i}]")
-                for i, c in enumerate(_list(data, "server_counters", where))
-            ),
+
+def summary_from_json(data: Any, where: str = "summary.json") -> Summary:
+    """summary.json's document. Raises RunFolderError (one line) for an unknown schema
+    version or a mistyped field."""
+    if not isinstance(data, Mapping):
+        raise RunFolderError(f"{where}: not a JSON object")
+    version = data.get("schema_version")
+    if version not in SUMMARY_SCHEMA_HISTORY:
+        raise RunFolderError(
+            f"{where}: schema_version {version!r} is not supported"
+            f" (known: {sorted(SUMMARY_SCHEMA_HISTORY)}); upgrade tokrate"
         )
+    groups = data.get("groups")
+    if isinstance(groups, list):  # schema 1's per-task rows (by_task since) are left out
+        data = {**data, "groups": [g for g in groups if not _task_row(g)]}
+    return from_json(Summary, data, where)
+
+
+def _task_row(group: object) -> bool:
+    return isinstance(group, Mapping) and group.get("task") is not None
