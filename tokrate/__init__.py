@@ -24,7 +24,8 @@ from tokrate.errors import (
     UsageError,
 )
 from tokrate.hardware import HARDWARE_PROFILES, HardwareProfile, get_hardware
-from tokrate.load.run import RunResult, run_benchmark
+from tokrate.load.finish import RunResult
+from tokrate.load.run import run_benchmark
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RECORD_SCHEMA_VERSION, RequestRecord
 from tokrate.runfolder.run_info import RunInfo

@@ -33,7 +33,8 @@ from helpers.cpu_waits import CpuWaits
 
 from tokrate.cli import main
 from tokrate.load.capacity_probe import JUDGE_BATCH
-from tokrate.load.run import RunResult, run_benchmark
+from tokrate.load.finish import RunResult
+from tokrate.load.run import run_benchmark
 from tokrate.runfolder.capacity_result import capacity_from_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.proportions import wilson_interval

@@ -13,7 +13,7 @@ from tokrate.runfolder.jsondoc import to_json
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tokrate.load.run import RunResult
+    from tokrate.load.finish import RunResult
     from tokrate.spec.command_line import RunFlags
     from tokrate.spec.types import RunSpec
 

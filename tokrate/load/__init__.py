@@ -1,4 +1,5 @@
-"""The measuring process: ``run_benchmark``'s pipeline, the load plan, live progress,
+"""The measuring process: ``run_benchmark``'s pipeline (run.py: prepare, measure and
+finish, each a module; the confirmation of a regression), the load plan, live output,
 stop signals, capacity search, scraping, the worker backends and, in :mod:`.worker`,
 what runs in each worker (engine, sender, events, loop lag, stopping).
 

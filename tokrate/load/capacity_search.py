@@ -34,7 +34,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from tokrate.finish.probe_judge_child import Judged, ProbeJudgeChild
 from tokrate.inputs.targets import Target
@@ -52,9 +52,6 @@ from tokrate.runfolder.records import RequestRecord
 from tokrate.runfolder.run_info import ScenarioInfo
 from tokrate.spec.types import CapacitySpec, LoadMode, RunSpec
 from tokrate.textfmt import fmt_pct_interval
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = [
     "CapacityRun",
@@ -267,7 +264,7 @@ class _Prober:
         run_scenario: RunScenario,
         sink: Emit,
         stop: Stop,
-        console: Console | None,
+        say: Callable[[str], None] | None,
         judge: Callable[[Sequence[RequestRecord]], list[Judged]],
     ) -> None:
         assert spec.load.capacity is not None
@@ -279,7 +276,7 @@ class _Prober:
         self.run_scenario = run_scenario
         self.sink = sink
         self.stop = stop
-        self.console = console
+        self.say = say
         self.judge = judge
         self.scenarios: list[ScenarioInfo] = []
         #: Requests sent per target (warm-up included): its request budget's use.
@@ -356,18 +353,15 @@ class _Prober:
         return result
 
     def _print(self, p: CapacityProbe) -> None:
-        if self.console is None:
+        if self.say is None:
             return
         lo, hi = p.interval or (0.0, 0.0)
         frac = p.met_fraction
         shown = "-" if frac is None else f"{frac:.0%} (95% CI {fmt_pct_interval(lo, hi)})"
         lag = "" if p.loop_lag_p99_ms is None else f", loop lag p99 {p.loop_lag_p99_ms:.1f} ms"
-        self.console.print(
+        self.say(
             f"capacity {p.phase} {p.scenario}: {p.requests} requests, SLOs met {shown}"
-            f"{lag} -> {p.verdict}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            f"{lag} -> {p.verdict}"
         )
 
 
@@ -379,14 +373,15 @@ def measure_capacity(
     run_scenario: RunScenario,
     sink: Emit,
     stop: Stop,
-    console: Console | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> CapacityRun:
     """Search every target's capacity (module doc); ``names`` name the probes'
     scenarios ("c=8 [sim-7b]"), ``run_scenario`` runs one through the run's backend,
-    ``sink`` receives every event (the run's collector)."""
+    ``sink`` receives every event (the run's collector), ``say`` each probe's verdict
+    as one line (tokrate.load.live)."""
     limits = {k: v for k, v in spec.slo.latency_limits().items() if v is not None}
     with ProbeJudgeChild(limits) as child:  # one judging child for the whole search
-        prober = _Prober(spec, n_prompts, names, run_scenario, sink, stop, console, child.judge)
+        prober = _Prober(spec, n_prompts, names, run_scenario, sink, stop, say, child.judge)
         cap = prober.cap
         closed = prober.mode == "closed"
         out: list[TargetCapacity] = []

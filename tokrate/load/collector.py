@@ -202,24 +202,28 @@ class Collector:
     def outcome_counts(self) -> OutcomeCounts:
         return OutcomeCounts(**self.counts)
 
-    def print_warnings(self, console: Console, failed: Sequence[str]) -> None:
-        """After the run. With live progress the first warning of each kind was printed
-        as it came, so only the later ones of a kind print now, each with its own
-        numbers (a count alone hid them: "(and 1 more like it)" under the first one's
-        figures); without it (``--quiet``) every kind prints now. At most
-        :data:`SHOWN_PER_KIND` of a kind, then how many more (all are in run.json's
-        count). Then one error line per target without a single ok request."""
+    def end_notices(self, failed: Sequence[str]) -> list[tuple[str, str]]:
+        """What the terminal shows after the run, as ``(kind, text)`` notices. With live
+        progress the first warning of each kind was printed as it came, so only the
+        later ones of a kind show now, each with its own numbers (a count alone hid
+        them: "(and 1 more like it)" under the first one's figures); without it
+        (``--quiet``) every kind shows now. At most :data:`SHOWN_PER_KIND` of a kind,
+        then how many more (all are in run.json's count). Then one error per target
+        without a single ok request (``failed``)."""
         live = self.progress is not None
+        out: list[tuple[str, str]] = []
         for messages in warning_groups(self.raw_warnings):
             fresh = [m for m in (messages[1:] if live else messages) if m not in failed]
-            for message in fresh[:SHOWN_PER_KIND]:
-                print_notice(console, "warning", message)
+            out.extend(("warning", message) for message in fresh[:SHOWN_PER_KIND])
             if len(fresh) > SHOWN_PER_KIND:
-                print_notice(
-                    console, "warning", f"... and {len(fresh) - SHOWN_PER_KIND} more like these"
-                )
-        for line in failed:
-            print_notice(console, "error", line)
+                out.append(("warning", f"... and {len(fresh) - SHOWN_PER_KIND} more like these"))
+        out.extend(("error", line) for line in failed)
+        return out
+
+    def print_warnings(self, console: Console, failed: Sequence[str]) -> None:
+        """Print :meth:`end_notices` on ``console``."""
+        for kind, text in self.end_notices(failed):
+            print_notice(console, kind, text)
 
     def _stored(self, record: RequestRecord) -> bool:
         """Append ``record`` to the store; False (and the load stopped) when it cannot."""

@@ -10,7 +10,10 @@ re-measurement and a regressed row stands only when it regressed against the sam
 baseline, with the same threshold, too. One pass, never more; ``[compare] confirm =
 false`` (``--no-confirm``) reports the first verdict as it is.
 
-:mod:`tokrate.load.run` runs it (this module only derives its spec). The
+:func:`confirm` runs it after the run's last step (:func:`tokrate.load.run.run_benchmark`
+calls it; it never runs the whole pipeline again): the re-measurement is the pipeline's
+three steps (prepare, measure, finish) on a spec of its own, quiet but for its
+warnings, under its own stop signals; then the baseline step alone on the run. The
 re-measurement is a run folder of its own, ``<run>/confirm/`` (run.json, records,
 summary; no report, no baseline check): this run's spec with only the flagged
 scenarios, and the same targets the server saw in them: all of them when the targets
@@ -26,10 +29,17 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokrate.errors import TokrateError
+from tokrate.load.finish import RunResult, finish, judge_again, verdict
+from tokrate.load.live import LiveOutput
+from tokrate.load.measure import measure
+from tokrate.load.prepare import prepare
+from tokrate.load.signals import SignalStopper, stop_on_signals
+from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.store import load_run_info
 from tokrate.spec.types import ModelSpec, RunSpec
 
-__all__ = ["CONFIRM_RUN_ID", "confirm_spec", "confirm_line"]
+__all__ = ["CONFIRM_RUN_ID", "confirm", "confirm_line", "confirm_spec", "to_confirm"]
 
 #: The re-measurement's run id: the folder name inside the run folder
 #: (tokrate.analysis.compare.CONFIRM_FOLDER reads it).
@@ -69,3 +79,38 @@ def confirm_line(groups: Sequence[tuple[str, str, str]]) -> str:
     """The line the terminal shows before the re-measurement."""
     listed = ", ".join(sorted({f"{model} {scenario}" for _, model, scenario in groups}))
     return f"regression in {listed}: measuring it again before reporting it"
+
+
+def to_confirm(spec: RunSpec, result: RunResult) -> tuple[tuple[str, str, str], ...]:
+    """The groups (endpoint, model, scenario) of ``result`` whose regression is to be
+    measured again: its comparison's ``unconfirmed``, unless ``compare.confirm`` is off."""
+    if result.comparison is None or not spec.compare.confirm:
+        return ()
+    return result.comparison.unconfirmed
+
+
+def confirm(
+    spec: RunSpec, result: RunResult, groups: Sequence[tuple[str, str, str]], live: LiveOutput
+) -> RunResult:
+    """``result`` of the run ``spec`` described, after its regressed ``groups`` were
+    measured again into ``<run>/confirm`` and its baseline check ran again on that
+    re-measurement (module doc): its comparison, exit code and verdict line are the
+    second check's. The re-measurement's own outcome does not matter: one that failed
+    or was stopped confirms nothing, and the regression stands as measured (``live``
+    says so). Raises FinishError when the second check fails."""
+    live.notice("confirm", confirm_line(groups))
+    try:
+        _measure_again(confirm_spec(spec, result.run_dir, groups), live.quieted())
+    except TokrateError as err:
+        live.notice("warning", f"the re-measurement did not run ({err}); the regression stands")
+    return verdict(spec, result, judge_again(spec, result.run_dir))
+
+
+def _measure_again(again: RunSpec, live: LiveOutput) -> None:
+    """The re-measurement: prepare, measure and finish ``again`` (no report, no
+    baseline check), under stop signals of its own (a signal stops it, not the run)."""
+    stopper = SignalStopper(Stop())
+    with stop_on_signals(stopper):
+        with prepare(again, live, stopper) as prepared:
+            measured = measure(prepared, live)
+        finish(measured, live)

@@ -27,7 +27,7 @@ and an estimate per later scenario (its duration limit, or planned requests / st
 x the target's mean E2E so far); "?" until that can be known.
 
 Warnings print above the display as they arrive, the first of each kind only
-(repeats are collapsed at the end by ``tokrate.load.run``).
+(the later ones print at the end: ``Collector.end_notices``, through tokrate.load.live).
 
 The final summary table is ``tokrate.report.text.render_summary``'s.
 """

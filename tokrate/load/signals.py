@@ -12,7 +12,7 @@ One :class:`SignalStopper` holds the run's handlers from its first step to its l
   the rest are recorded as cancelled; a third signal ends the grace period at once.
 - ``finish`` (after the load: run.json, the finishing child): nothing is cut short
   that the run's files need. The signal is passed to the finishing child
-  (:attr:`SignalStopper.child_stop`), which still writes records.parquet, summary.json
+  (:attr:`SignalStopper.child`), which still writes records.parquet, summary.json
   and the final run.json and skips the report and the baseline check; this process
   waits for it, whatever arrives, and names the command that builds the report.
 
@@ -24,9 +24,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Final, Literal
 
+from tokrate.finish.child import ChildStop
 from tokrate.finish.stopping import signal_name
 from tokrate.load.worker.stopping import Stop
 
@@ -61,7 +62,7 @@ class SignalStopper:
         self.count = 0
         self.phase: Phase = "prepare"
         #: Passes a signal on to the finishing child (it stops after what it must write).
-        self.child_stop: Callable[[int], None] | None = None
+        self.child = ChildStop()
         #: A signal came while the run was finishing (the child was, or will be, told).
         self.during_finish = False
 
@@ -73,8 +74,7 @@ class SignalStopper:
             raise RunInterrupted(signum)
         if self.phase == "finish":
             self.during_finish = True
-            if self.child_stop is not None:
-                self.child_stop(signum)
+            self.child.request(signum)
             return
         self.stop.set()
         if self.count >= 3:
