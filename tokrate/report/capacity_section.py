@@ -162,9 +162,13 @@ def capacity_table(rows: Sequence[CapacityRow], multi: bool) -> Table:
     return Table("Capacity", header, tuple(body), note=note, numeric=numeric)
 
 
-def cheapest_table(rows: Sequence[CapacityRow]) -> Table:
-    """Which tier serves N users at the SLO cheapest (replicas = ceil(N / capacity))."""
+def cheapest_table(rows: Sequence[CapacityRow]) -> Table | None:
+    """Which tier serves N users at the SLO cheapest (replicas = ceil(N / capacity)); None
+    when no tier met every SLO at any load probed (no number of replicas serves anyone at
+    the SLO, and the capacity table already says so per tier)."""
     able = [r for r in rows if r.target.capacity]
+    if not able:
+        return None
     priced = [r for r in able if r.usd_per_hour is not None]
     top = max((r.target.capacity or 0.0 for r in able), default=0.0)
     body = []
@@ -289,7 +293,9 @@ def capacity_tables(inputs: ReportInputs) -> Iterator[Table]:
     rows = _rows_of(inputs)
     if rows:
         yield capacity_table(rows, inputs.multi)
-        yield cheapest_table(rows)
+        cheapest = cheapest_table(rows)
+        if cheapest is not None:
+            yield cheapest
 
 
 def _rows_of(inputs: ReportInputs) -> list[CapacityRow]:
