@@ -62,7 +62,13 @@ def test_auto_stops_at_max_requests_and_says_so(tmp_path: Path) -> None:
     info = json.loads((tmp_path / "capped" / "run.json").read_text())
     (stop,) = info["sampling"]
     assert stop["reason"] == "max_requests" and stop["needed"] == 662
-    assert stop["sent"] == 40
+    assert stop["sent"] == 40 and stop["unmet"][0] == "ttft_p99: 40 of the 662 ok requests"
+    (warning,) = [w for w in info["warnings"] if "--requests auto" in w]
+    assert warning.startswith(
+        "sim-1b (sim) at c=4: --requests auto reached load.max_requests after 40 requests"
+        " with too few samples for ttft_p99: 40 of the 662 ok requests; "
+    )
+    assert warning.endswith("Raise load.max_requests to judge them")
 
 
 #: The thresholds' statistics off but the error rate's (10 ok requests), so the tier
@@ -153,3 +159,5 @@ def test_a_share_that_cannot_be_judged_ends_on_the_budget_and_says_why(tmp_path:
     (stop,) = load_run_info(tmp_path / "short").sampling
     assert stop.reason == "max_requests" and stop.sent == 30 and stop.limiting == ""
     assert "SLO-met share of task oneword: 0 of the 20 requests the SLOs judge" in stop.unmet
+    (warning,) = [w for w in load_run_info(tmp_path / "short").warnings if "--requests auto" in w]
+    assert "SLO-met share of task oneword: 0 of the 20" in warning

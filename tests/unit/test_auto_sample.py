@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokrate.load.auto_sample import AutoSample, SampleNeeds
+from tokrate.load.auto_sample import AutoSample, SampleNeeds, budget_warnings
 from tokrate.load.worker.events import RequestFinished
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.records import RequestRecord
@@ -108,3 +108,24 @@ def test_every_target_of_the_level_must_be_judged() -> None:
         ("m", "judged", "ttft_p95"),
         ("other", "judged", "ttft_p95"),
     ]
+
+
+def test_a_level_that_ends_on_its_budget_short_of_samples_is_a_warning() -> None:
+    """One line per target whose level reached max_requests or duration_s with a
+    statistic short; a judged level, or one a signal stopped, says nothing here."""
+    needs = SampleNeeds(ok=662, ok_for="ttft_p99")
+    capped, judged = _watch(needs), _watch(SampleNeeds(ok=5, ok_for="ttft_p50"))
+    for i in range(40):
+        capped.on_event(RequestFinished(_rec(i)))
+        judged.on_event(RequestFinished(_rec(i)))
+    stops = capped.outcome(max_requests=40, duration_bound=False)
+    stops += judged.outcome(max_requests=40, duration_bound=False)
+    assert budget_warnings(stops) == [
+        "m (sim) at c=1: --requests auto reached load.max_requests after 40 requests with"
+        " too few samples for ttft_p99: 40 of the 662 ok requests; those verdicts will say"
+        " so. Raise load.max_requests to judge them"
+    ]
+    timed = capped.outcome(max_requests=1000, duration_bound=True)
+    assert "reached load.duration_s after 40 requests" in budget_warnings(timed)[0]
+    capped.run_stop.set()
+    assert budget_warnings(capped.outcome(max_requests=1000, duration_bound=True)) == []

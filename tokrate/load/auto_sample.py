@@ -47,7 +47,9 @@ kept).
 records per target and level why it stopped: ``"judged"`` (every statistic had its
 samples; ``limiting`` names the one whose samples came last), ``"max_requests"``,
 ``"duration"`` or ``"stopped"`` otherwise, with ``unmet``: each statistic still short,
-as "what: have of the need".
+as "what: have of the need". A target whose level ended on its budget with some
+statistic short is also a warning of the run (:func:`budget_warnings`): its verdicts on
+those statistics will say they had too few samples.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from tokrate.runfolder.run_info import SamplingStop, SloInfo
 from tokrate.spec.thresholds import merge_thresholds, parse_threshold
 from tokrate.spec.types import CLIENT_SIDE_CLASSES, RunSpec
 
-__all__ = ["AUTO_LEAST", "AutoSample", "SampleNeeds", "judged_need"]
+__all__ = ["AUTO_LEAST", "AutoSample", "SampleNeeds", "budget_warnings", "judged_need"]
 
 #: The fewest values compare judges a mean or a rate on (CompareSettings.min_samples).
 AUTO_LEAST: Final = 10
@@ -274,3 +276,20 @@ class AutoSample:
                 )
             )
         return out
+
+
+def budget_warnings(stops: Iterable[SamplingStop]) -> list[str]:
+    """One line per target and level that ended on ``max_requests`` or ``duration_s``
+    with some statistic still short of its samples (a stop by signal or stopping rule
+    is said by the run already)."""
+    out = []
+    for stop in stops:
+        if stop.reason not in ("max_requests", "duration") or not stop.unmet:
+            continue
+        budget = "load.max_requests" if stop.reason == "max_requests" else "load.duration_s"
+        out.append(
+            f"{stop.model} ({stop.endpoint}) at {stop.scenario}: --requests auto reached "
+            f"{budget} after {stop.sent} requests with too few samples for "
+            f"{'; '.join(stop.unmet)}; those verdicts will say so. Raise {budget} to judge them"
+        )
+    return out

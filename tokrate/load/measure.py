@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tokrate.errors import OutputError
-from tokrate.load.auto_sample import AutoSample, SampleNeeds
+from tokrate.load.auto_sample import AutoSample, SampleNeeds, budget_warnings
 from tokrate.load.backends.clocks import clock_warnings
 from tokrate.load.collector import Collector
 from tokrate.load.live import LiveOutput
@@ -263,7 +263,10 @@ def _sweep(
                 watch.on_event(event)
 
             p.backend.run_scenario(tasks, on_event, own)
-            sampling += watch.outcome(spec.load.max_requests, spec.load.duration_s is not None)
+            stops = watch.outcome(spec.load.max_requests, spec.load.duration_s is not None)
+            sampling += stops
+            for line in budget_warnings(stops):  # said as the level ends
+                sink(WorkerWarning("driver", line, "auto_budget"))
         _end_scenario(p, sink)
 
 
