@@ -53,7 +53,13 @@ def test_a_slower_night_that_fails_1pct_exits_1_naming_its_ttft_p95(
         argv = ["run", "-c", str(config), "--output-dir", str(reports), "--run-id", run_id]
         return main([*argv, "--baseline", "latest-good", "--quiet", "--no-report", *extra])
 
-    assert night(normal, "n1") == 0
+    # The first night has nothing to compare against and still leaves the JUnit file.
+    first = tmp_path / "first.xml"
+    assert night(normal, "n1", "--junit", str(first)) == 0
+    empty = ET.parse(first).getroot().find("testsuite")
+    assert empty is not None and empty.get("tests") == "0" and not empty.findall("testcase")
+    (verdict,) = [p.get("value") for p in empty.iter("property") if p.get("name") == "verdict"]
+    assert verdict is not None and "no baseline run yet" in verdict
     assert night(normal, "n2") in (0, 3)
     capsys.readouterr()
     junit = tmp_path / "gate.xml"

@@ -395,7 +395,7 @@ def _gate_outputs(args: argparse.Namespace, result: RunResult, err: Console) -> 
     from tokrate.errors import OutputError
     from tokrate.fileio import write_atomic
     from tokrate.report.terminal.comparison_text import attention_lines, detectable_lines
-    from tokrate.report.terminal.junit import junit_xml
+    from tokrate.report.terminal.junit import junit_without_comparison, junit_xml
 
     if args.metrics_file and result.summary is not None:
         from tokrate.report.terminal.metrics_file import metrics_text
@@ -408,6 +408,9 @@ def _gate_outputs(args: argparse.Namespace, result: RunResult, err: Console) -> 
             raise OutputError(f"{args.metrics_file}: cannot write the metrics file ({e})") from None
     comparison = result.comparison
     if comparison is None:
+        # The first night (no latest-good yet) still leaves the file a CI step uploads.
+        if args.junit and result.baseline_result is not None:
+            _write_junit(args.junit, junit_without_comparison(result.baseline_result))
         return
     if args.quiet:
         for line in [*attention_lines(comparison), *detectable_lines(comparison)]:
@@ -419,10 +422,19 @@ def _gate_outputs(args: argparse.Namespace, result: RunResult, err: Console) -> 
             soft_wrap=True,
         )
     if args.junit:
-        try:
-            write_atomic(Path(args.junit), junit_xml(comparison))
-        except OSError as e:
-            raise OutputError(f"{args.junit}: cannot write the JUnit file ({e})") from None
+        _write_junit(args.junit, junit_xml(comparison))
+
+
+def _write_junit(path: str, document: bytes) -> None:
+    from pathlib import Path
+
+    from tokrate.errors import OutputError
+    from tokrate.fileio import write_atomic
+
+    try:
+        write_atomic(Path(path), document)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write the JUnit file ({e})") from None
 
 
 def _print_tables(result: RunResult, out: Console) -> None:
