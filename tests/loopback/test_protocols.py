@@ -227,9 +227,12 @@ def test_a_cut_anthropic_stream_does_not_invent_an_output_count() -> None:
 
     state = StreamState(api="anthropic")
     frames = [
-        {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 3, "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {"id": "m", "usage": {"input_tokens": 3, "output_tokens": 1}},
+        },
         {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "a"}},
-    ]  # fmt: skip
+    ]
     data = b"".join(b"event: x\ndata: " + orjson.dumps(f) + b"\n\n" for f in frames)
     assert not state.feed(data, 1)
     state.finish(2)

@@ -66,9 +66,19 @@ def test_a_document_round_trips_in_field_order() -> None:
     )
     data = to_json(doc)
     assert list(data) == [
-        "kind", "count", "double", "parts", "pairs", "span", "table", "total", "shown",
-        "later", "tags", "future",
-    ]  # fmt: skip
+        "kind",
+        "count",
+        "double",
+        "parts",
+        "pairs",
+        "span",
+        "table",
+        "total",
+        "shown",
+        "later",
+        "tags",
+        "future",
+    ]
     assert data["pairs"] == {"q": 1, "r": 2} and data["span"] == [0.25, 0.75]
     assert data["double"] == 6 and data["future"] == [1, 2]
     assert from_json(Doc, orjson.loads(orjson.dumps(data)), "doc.json") == doc

@@ -566,8 +566,13 @@ def test_one_token_answers_are_not_judged_and_short_ones_are_said() -> None:
 def test_overlapping_cost_intervals_do_not_make_a_tier_cheaper() -> None:
     def priced(model: str, usd: float, half: float) -> Group:
         g = _group(model, [Part("chat", 30, 30)], usd=usd)
-        cost = Cost("price", n=30, usd_per_1k_requests=usd, usd_per_1k_requests_sd=0.1,
-                    usd_per_1k_requests_ci=(usd - half, usd + half))  # fmt: skip
+        cost = Cost(
+            "price",
+            n=30,
+            usd_per_1k_requests=usd,
+            usd_per_1k_requests_sd=0.1,
+            usd_per_1k_requests_ci=(usd - half, usd + half),
+        )
         return replace(g, cost=cost, by_task=tuple(replace(t, cost=cost) for t in g.by_task))
 
     run = _run([priced("sim-7b", 1.00, 0.10), priced("sim-13b", 1.05, 0.10)])
