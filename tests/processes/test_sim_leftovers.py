@@ -1,6 +1,7 @@
 """The embedded simulator's temporary tiers file never outlives its start: a SIGKILLed
 ``tokrate run`` (real process, real signal) leaves no /tmp/tokrate-sim-* folder, and
-a folder left by a dead owner is removed when the next simulator starts."""
+a folder left by a dead owner is removed when the next simulator starts; the sockets
+that keep the kernel stamping are closed at exit."""
 
 from __future__ import annotations
 
@@ -77,3 +78,25 @@ def test_a_dead_owners_folder_is_swept_at_the_next_start() -> None:
         assert not left.exists()
     finally:
         live.rmdir()
+
+
+def test_the_stamping_keeper_sockets_are_closed_at_exit() -> None:
+    """The datagram sockets the simulator and the fast client hold open to keep the
+    kernel stamping are closed when the process exits, not left to the collector
+    (which warns of an unclosed socket under -X dev, and in any process that turns
+    warnings on)."""
+    code = (
+        "from tokrate.sim.arrival import keep_kernel_stamping\n"
+        "from tokrate.client.kernel_stamps import keep_stamping_on\n"
+        "keep_kernel_stamping()\n"
+        "keep_stamping_on()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr

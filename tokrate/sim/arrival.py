@@ -26,6 +26,7 @@ the simulator must not measure itself with the code it is measured by.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import platform
 import socket
@@ -114,6 +115,8 @@ def keep_kernel_stamping() -> None:
         keeper.close()
         return
     _KEEPER.append(keeper)
+    # Closed at exit rather than left to the collector, which warns of an unclosed socket.
+    atexit.register(keeper.close)
 
 
 class _ReadProxy(asyncio.Transport):
