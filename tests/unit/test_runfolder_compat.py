@@ -38,6 +38,11 @@ from tokrate.runfolder.store import (
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
 FOLDERS = ("default", "priced", "compared", "capacity")
+#: Single documents written before comparison.json, the records and routing.json moved
+#: onto the converter, covering what the run folders above do not (a confirmation, a
+#: reference of nights, thresholds fitted per series, routes picked, every record field).
+DOCUMENTS_FIXTURES = Path(__file__).parent.parent / "fixtures" / "documents" / "pre-convert"
+DOCUMENT_FOLDERS = ("confirmed", "noise", "routed", "slo")
 
 #: Each run-folder JSON document: its reader (folder -> typed object) and its writer
 #: (folder, object -> the file written there), both today's.
@@ -80,6 +85,18 @@ def test_every_document_reads_and_writes_back_byte_for_byte(name: str, tmp_path:
         assert read(tmp_path) == document, f"{name}/{file}"
         checked.append(file)
     assert "run.json" in checked and "summary.json" in checked
+
+
+@pytest.mark.parametrize("name", DOCUMENT_FOLDERS)
+def test_each_document_written_before_reads_and_writes_back(name: str, tmp_path: Path) -> None:
+    folder = DOCUMENTS_FIXTURES / name
+    (file,) = (p.name for p in folder.iterdir())
+    read, write = DOCUMENTS[file]
+    document = read(folder)
+    assert document, f"{name}/{file} read as nothing"
+    write(tmp_path, document)
+    assert (tmp_path / file).read_bytes() == (folder / file).read_bytes(), f"{name}/{file}"
+    assert read(tmp_path) == document, f"{name}/{file}"
 
 
 @pytest.mark.parametrize("name", FOLDERS)
