@@ -63,7 +63,16 @@ def _group(shares: list[float | None], inputs: int | list[int] = 1000) -> pl.Dat
 
 def _row(base: pl.DataFrame, cur: pl.DataFrame) -> MetricResult:
     t = CACHE_HIT_RATE_DEFAULT
-    empty = MetricResult("ep", "m7b", "c1", t.metric, "rate", t.direction, t, "not_comparable", "")
+    empty = MetricResult(
+        endpoint="ep",
+        model="m7b",
+        scenario="c1",
+        metric=t.metric,
+        unit="rate",
+        threshold=t.describe(),
+        verdict="not_comparable",
+        reason="",
+    )
     return compare_cache_hit_rate(base, cur, t, CompareSettings(), None, empty)
 
 
@@ -125,7 +134,7 @@ def test_no_row_when_neither_run_reports_cached_tokens(tmp_path: Path) -> None:
     assert rows and "cache_hit_rate" not in {r.metric for r in rows}
     rows = compare_loaded(loaded([0.9] * 20, "a"), loaded([0.0] * 20, "b")).results
     (row,) = [r for r in rows if r.metric == "cache_hit_rate"]
-    assert row.verdict == "regressed" and row.to_dict()["change_kind"] == "absolute"
+    assert row.verdict == "regressed" and row.change_kind == "absolute"
     off = compare_loaded(
         loaded([0.9] * 20, "a"), loaded([0.0] * 20, "b"), {"cache_hit_rate": "off"}
     )

@@ -260,7 +260,7 @@ def test_parse_threshold() -> None:
 def test_thresholds_as_mapping(tmp_path: Path) -> None:
     base, cur = _pair(tmp_path, slow={"sim-70b": 1.2})
     c = compare_runs(base, cur, {"tpot_p50": "+50%", "ttft_p95": "off"})
-    assert [t.metric for t in c.thresholds.metrics] == [
+    assert [t.metric for t in c.thresholds] == [
         "tpot_p50",
         "e2e_p95",
         "decode_tps_p50",

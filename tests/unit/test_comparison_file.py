@@ -17,7 +17,7 @@ from tokrate.analysis.noise import fit_thresholds
 from tokrate.errors import RunFolderError
 from tokrate.finish.baseline import check_baseline
 from tokrate.report.terminal.comparison_text import render_json, render_markdown, render_table
-from tokrate.runfolder.comparison import Comparison, read_comparison
+from tokrate.runfolder.comparison import Comparison, comparison_from_json, read_comparison
 from tokrate.runfolder.store import LATEST_GOOD
 from tokrate.spec.thresholds import ThresholdSet
 
@@ -29,7 +29,7 @@ def _table(c: Comparison) -> str:
 
 
 def _assert_reads_back(c: Comparison) -> None:
-    back = Comparison.from_dict(orjson.loads(render_json(c)))
+    back = comparison_from_json(orjson.loads(render_json(c)))
     assert render_json(back) == render_json(c)
     assert render_markdown(back) == render_markdown(c)
     assert _table(back) == _table(c)
@@ -53,7 +53,7 @@ def test_thresholds_fitted_to_noise_read_back_per_series(tmp_path: Path) -> None
     assert thresholds.per_series and noise.fitted == len(thresholds.per_series)
     c = compare_runs(history / "night5", history / "night6", thresholds, noise=noise)
     _assert_reads_back(c)
-    back = Comparison.from_dict(orjson.loads(render_json(c)))
+    back = comparison_from_json(orjson.loads(render_json(c)))
     assert back.noise == noise
 
 
@@ -66,8 +66,8 @@ def test_inconclusive_rows_warnings_and_a_confirmation_read_back(tmp_path: Path)
     assert c.inconclusive and c.confirmed
     assert any(r.confirmation is not None for r in c.results)
     _assert_reads_back(c)
-    back = Comparison.from_dict(orjson.loads(render_json(c)))
-    assert (back.baseline_warnings, back.current_warnings) == (("base warned",), ("lagged",))
+    back = comparison_from_json(orjson.loads(render_json(c)))
+    assert (back.baseline.warnings, back.current.warnings) == (("base warned",), ("lagged",))
     assert back.results == c.results
 
 

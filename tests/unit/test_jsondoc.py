@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import orjson
 import pytest
@@ -115,6 +115,38 @@ def test_a_bad_value_is_one_line_naming_file_and_key(data: dict[str, Any], messa
     with pytest.raises(RunFolderError) as err:
         from_json(Doc, data, "doc.json")
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+class Where(NamedTuple):
+    endpoint: str
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    groups: tuple[Where, ...] = ()
+    share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share <= 1:
+            raise ValueError(f"share must be in [0, 1], got {self.share}")
+
+
+def test_a_named_tuple_is_an_object_and_a_refusing_type_one_line() -> None:
+    """A NamedTuple is written as an object of its fields and read back as itself (a
+    tuple to its users); a type whose __post_init__ refuses the values read fails as
+    one line naming the file, with the type's own words."""
+    doc = Checked((Where("ep", 2),), 0.5)
+    data = to_json(doc)
+    assert data == {"groups": [{"endpoint": "ep", "level": 2}], "share": 0.5}
+    back = from_json(Checked, data, "c.json")
+    assert back == doc and back.groups[0] == ("ep", 2)
+    with pytest.raises(RunFolderError, match=r"^c\.json: groups\[0\]: level must be an integer"):
+        from_json(Checked, {"groups": [{"endpoint": "ep", "level": "x"}]}, "c.json")
+    with pytest.raises(RunFolderError, match=r"^c\.json: groups\[0\]: level is missing"):
+        from_json(Checked, {"groups": [{"endpoint": "ep"}]}, "c.json")
+    with pytest.raises(RunFolderError, match=r"^c\.json: share must be in \[0, 1\], got 2\.0$"):
+        from_json(Checked, {"share": 2}, "c.json")
 
 
 def test_run_json_errors_name_the_file_the_target_and_the_key() -> None:

@@ -161,15 +161,14 @@ def _frame(passed: int, n: int) -> pl.DataFrame:
 
 def test_pass_rate_drop_needs_its_interval() -> None:
     empty = MetricResult(
-        "e",
-        "m",
-        "s",
-        "pass_rate",
-        "rate",
-        "higher_is_better",
-        PASS_RATE_DEFAULT,
-        "not_comparable",
-        "",
+        endpoint="e",
+        model="m",
+        scenario="s",
+        metric="pass_rate",
+        unit="rate",
+        threshold=PASS_RATE_DEFAULT.describe(),
+        verdict="not_comparable",
+        reason="",
     )
     s = CompareSettings()
     big = compare_pass_rate(_frame(58, 60), _frame(30, 60), PASS_RATE_DEFAULT, s, None, empty)

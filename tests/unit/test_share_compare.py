@@ -39,8 +39,7 @@ def test_compare_shares_says_why_a_row_is_not_judged() -> None:
         scenario="s",
         metric="pass_rate",
         unit="rate",
-        direction="higher_is_better",
-        threshold=t,
+        threshold=t.describe(),
         verdict="not_comparable",
         reason="",
     )

@@ -45,6 +45,7 @@ from tokrate.analysis.student_t import t_quantile
 from tokrate.finish.baseline import check_baseline, moves_pointer
 from tokrate.load.confirm import confirm_spec
 from tokrate.report.terminal.comparison_text import render_markdown
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.run_info import LoopLagInfo, ScenarioLag
 from tokrate.runfolder.store import LATEST_GOOD, load_run_info, run_folders
 from tokrate.spec.thresholds import Threshold, ThresholdSet
@@ -156,7 +157,7 @@ def test_a_change_an_overloaded_client_could_make_is_inconclusive(tmp_path: Path
     assert ttft.reason.startswith("client overloaded (current run: event-loop lag p99 20.0 ms)")  # type: ignore[attr-defined]
     # TPOT rose 2.4 ms per token, more than 40 ms spread over 31 gaps: still a regression.
     assert _row(c, "sim-7b", "tpot_p50").verdict == "regressed"  # type: ignore[attr-defined]
-    doc = c.to_dict()
+    doc = to_json(c)
     assert doc["current"]["warnings"] == [warn] and doc["baseline"]["warnings"] == []
     md = render_markdown(c)
     assert f"- current run warned: {warn}" in md

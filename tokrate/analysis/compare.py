@@ -62,12 +62,14 @@ from tokrate.analysis.stats import block_length, relative_change_ci, sample_stat
 from tokrate.fileio import path_is_dir
 from tokrate.runfolder.comparison import (
     CONFIRM_FOLDER,
+    ComparedRun,
     CompareSettings,
     Comparison,
     Confirmation,
     MetricResult,
     NoiseSource,
     ReferenceInfo,
+    SeriesGroup,
     Verdict,
 )
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
@@ -182,8 +184,8 @@ def compare_metric(
         scenario="",
         metric=metric,
         unit=metric_unit(metric),
-        direction=t.direction,
-        threshold=t,
+        threshold=t.describe(),
+        threshold_source=t.source,
         verdict="not_comparable",
         reason=problem or "",
         baseline_runs=len(nights),
@@ -249,7 +251,7 @@ def compare_metric(
         overload = overload_reason(metric, out.baseline, out.current, overloads, _decode_gaps(gc))
         if overload is not None:
             verdict, reason = "inconclusive", overload
-    return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+    return replace(out, change=change, ci=(lo, hi), verdict=verdict, reason=reason)
 
 
 def _median_of(values: Iterable[float]) -> float | None:
@@ -419,13 +421,12 @@ def _confirm(
             out.append(r)
             continue
         confirmation = Confirmation(
-            second.current,
-            second.change,
-            second.ci_low,
-            second.ci_high,
-            second.n_current,
-            second.verdict,
-            second.reason,
+            current=second.current,
+            change=second.change,
+            ci=second.ci,
+            n_current=second.n_current,
+            verdict=second.verdict,
+            reason=second.reason,
         )
         if second.verdict == "regressed":
             verdict, reason = r.verdict, f"{r.reason}; confirmed by the re-measurement"
@@ -511,21 +512,16 @@ def compare_loaded(
         results = [_with_noise(r, series_noise.get(r.key)) for r in results]
     results += _capacity_rows(newest, cur, ths)
     return Comparison(
-        baseline_dir=str(newest.path),
-        current_dir=str(cur.path),
-        baseline_run_id=newest.info.run_id,
-        current_run_id=cur.info.run_id,
-        results=tuple(results),
-        thresholds=ths,
+        baseline=ComparedRun(
+            str(newest.path), newest.info.run_id, newest.info.label, newest.info.warnings
+        ),
+        current=ComparedRun(str(cur.path), cur.info.run_id, cur.info.label, cur.info.warnings),
+        thresholds=ths.metrics,
         settings=s,
         warnings=tuple(warnings),
-        baseline_label=newest.info.label,
-        current_label=cur.info.label,
-        baseline_warnings=newest.info.warnings,
-        current_warnings=cur.info.warnings,
-        unconfirmed=tuple(sorted(unconfirmed)),
-        noise=noise,
         confirmed=confirm is not None,
+        unconfirmed=tuple(SeriesGroup(*g) for g in sorted(unconfirmed)),
+        noise=noise,
         reference=None
         if b.window is None
         else ReferenceInfo(
@@ -534,6 +530,7 @@ def compare_loaded(
             b.window,
             b.accepted,
         ),
+        results=tuple(results),
     )
 
 
@@ -562,19 +559,19 @@ def _capacity_rows(base: LoadedRun, cur: LoadedRun, ths: ThresholdSet) -> list[M
     changes = compare_capacities(b, c, t.limit)
     return [
         MetricResult(
-            c.endpoint,
-            c.model,
-            "capacity",
-            "capacity",
-            c.unit,
-            "higher_is_better",
-            t,
-            c.verdict,
-            c.reason,
-            c.baseline,
-            c.current,
-            c.change,
+            endpoint=c.endpoint,
+            model=c.model,
+            scenario="capacity",
             label=f"{c.model} capacity",
+            metric="capacity",
+            unit=c.unit,
+            baseline=c.baseline,
+            current=c.current,
+            change=c.change,
+            threshold=t.describe(),
+            threshold_source=t.source,
+            verdict=c.verdict,
+            reason=c.reason,
         )
         for c in changes
     ]

@@ -305,11 +305,10 @@ def fitted(
             per_series[key] = widened
     counts = [n.nights for n in found.values()]
     source = NoiseSource(
-        folder,
-        min(counts, default=0),
-        max(counts, default=0),
-        FALLBACK,
-        sum(1 for k in found if k in per_series and per_series[k].source == "noise"),
+        folder=folder,
+        runs=(min(counts, default=0), max(counts, default=0)),
+        fitted=sum(1 for k in found if k in per_series and per_series[k].source == "noise"),
+        fallback=FALLBACK,
     )
     return NoiseFit(ThresholdSet(base.metrics, per_series), source, found)
 

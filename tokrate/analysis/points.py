@@ -29,7 +29,7 @@ from tokrate.analysis.quality_compare import pass_share
 from tokrate.analysis.share_compare import ShareCount, error_share
 from tokrate.analysis.stats import sample_stat
 from tokrate.errors import RunFolderError
-from tokrate.runfolder.comparison import COMPARISON_FILE, Comparison
+from tokrate.runfolder.comparison import COMPARISON_FILE, comparison_from_json
 from tokrate.runfolder.files import RunFileRefused, read_json
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
 from tokrate.runfolder.run_info import RunInfo
@@ -158,7 +158,7 @@ def _checked(
     if verdict == "no_baseline":
         return "no_baseline", None, frozenset()
     try:
-        comparison = Comparison.from_dict(doc, str(folder / COMPARISON_FILE))
+        comparison = comparison_from_json(doc, str(folder / COMPARISON_FILE))
     except RunFolderError:
         return None, None, frozenset()
     flagged = frozenset(
@@ -166,7 +166,7 @@ def _checked(
         for r in comparison.results
         if r.verdict == "regressed" or r.confirmation is not None
     )
-    return comparison.verdict, comparison.baseline_run_id or None, flagged
+    return comparison.verdict, comparison.baseline.run_id or None, flagged
 
 
 def _accepted(folder: Path, warnings: list[str]) -> datetime | None:

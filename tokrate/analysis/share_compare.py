@@ -115,4 +115,4 @@ def compare_shares(
         baseline.hits, baseline.trials, current.hits, current.trials, s.confidence
     )
     verdict, reason = judge_share(change, (lo, hi), t)
-    return replace(out, change=change, ci_low=lo, ci_high=hi, verdict=verdict, reason=reason)
+    return replace(out, change=change, ci=(lo, hi), verdict=verdict, reason=reason)

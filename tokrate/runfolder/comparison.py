@@ -2,13 +2,14 @@
 one reader.
 
 :class:`Comparison` of :class:`MetricResult` rows is what
-:func:`tokrate.analysis.compare.compare_runs` decides (the judging lives there);
-``to_dict`` is the documented JSON document (docs/regressions.md), written into a run
-folder by the baseline check (:func:`tokrate.runfolder.store.write_comparison`) and
-printed by ``tokrate compare --format json``; :meth:`Comparison.from_dict` and
-:func:`read_comparison` read it back, so the process that measured a run learns its
-verdict without the analysis stack (no polars here). A threshold read back carries
-the limit its text shows (``+10%``), as every renderer draws it.
+:func:`tokrate.analysis.compare.compare_runs` decides (the judging lives there). Its
+fields are the documented JSON document's keys, in order (docs/regressions.md):
+:func:`tokrate.runfolder.jsondoc.to_json` writes it, into a run folder by the baseline
+check (:func:`tokrate.runfolder.store.write_comparison`) and for ``tokrate compare
+--format json``; :func:`comparison_from_json` and :func:`read_comparison` read it back,
+so the process that measured a run learns its verdict without the analysis stack (no
+polars here). A row keeps its threshold as the text it shows (``+10%``) and where it
+came from: every renderer draws that, and the judging is done.
 
 Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
 
@@ -33,22 +34,15 @@ Comparison JSON schema history (bump COMPARISON_SCHEMA_VERSION and add a line):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal, NamedTuple
 
 from tokrate.errors import RunFolderError
 from tokrate.runfolder.files import read_json
-from tokrate.runfolder.jsonread import JsonReader
+from tokrate.runfolder.jsondoc import DEFAULT_FROM, from_json
 from tokrate.spec.metric_table import Direction
-from tokrate.spec.thresholds import (
-    ABSOLUTE_METRICS,
-    SeriesKey,
-    Threshold,
-    ThresholdSet,
-    metric_direction,
-)
+from tokrate.spec.thresholds import ABSOLUTE_METRICS, SeriesKey, Threshold, metric_direction
 
 __all__ = [
     "COMPARISON_FILE",
@@ -56,13 +50,16 @@ __all__ = [
     "COMPARISON_SCHEMA_VERSION",
     "CONFIRM_FOLDER",
     "CompareSettings",
+    "ComparedRun",
     "Comparison",
     "Confirmation",
     "MetricResult",
     "NoiseSource",
     "ReferenceInfo",
+    "SeriesGroup",
     "Verdict",
     "combined_exit",
+    "comparison_from_json",
     "read_comparison",
 ]
 
@@ -100,100 +97,50 @@ class CompareSettings:
     resamples: int = 2000
     seed: int = 0
     min_samples: int = 10
-    intervals: bool = True
     tail_confidence: float = 0.99
+    intervals: bool = True
 
 
-def _ci_of(data: Mapping[str, Any], where: str) -> tuple[float, float] | None:
-    ci = data.get("ci")
-    if ci is None:
-        return None
-    if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci)):
-        raise RunFolderError(f"{where}: ci must be [low, high] or null, got {ci!r}")
-    return float(ci[0]), float(ci[1])
-
-
-def _verdict_of(r: JsonReader, where: str) -> Verdict:
-    verdict = r.str_("verdict")
-    if verdict not in _VERDICTS:
-        raise RunFolderError(f"{where}: unknown verdict {verdict!r}")
-    return verdict  # type: ignore[return-value]
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Confirmation:
     """A regressed row's re-measurement (``<run>/confirm/``) judged against the same
     baseline with the same threshold: its value, change, interval and verdict."""
 
     current: float | None
     change: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_current: int
+    ci: tuple[float, float] | None = None
+    n_current: int = 0
     verdict: Verdict
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "current": self.current,
-            "change": self.change,
-            "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
-            "n_current": self.n_current,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
+    @property
+    def ci_low(self) -> float | None:
+        return None if self.ci is None else self.ci[0]
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Confirmation:
-        r = JsonReader(data, where)
-        ci = _ci_of(data, where)
-        return cls(
-            current=r.opt_float("current"),
-            change=r.opt_float("change"),
-            ci_low=None if ci is None else ci[0],
-            ci_high=None if ci is None else ci[1],
-            n_current=r.opt_int("n_current") or 0,
-            verdict=_verdict_of(r, where),
-            reason=r.str_("reason"),
-        )
+    @property
+    def ci_high(self) -> float | None:
+        return None if self.ci is None else self.ci[1]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoiseSource:
     """Where a comparison's fitted thresholds came from (tokrate.analysis.noise): the
     history ``folder``, the fewest and the most earlier comparable runs a series had
-    (``runs_min``, ``runs_max``), how many series got a threshold fitted above their
-    configured one (``fitted``), and ``fallback``: what judged series with too few."""
+    (``runs``), how many series got a threshold fitted above their configured one
+    (``fitted``), and ``fallback``: what judged series with too few."""
 
     folder: str
-    runs_min: int
-    runs_max: int
-    fallback: str
+    runs: tuple[int, int]
     fitted: int = 0
+    fallback: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "folder": self.folder,
-            "runs": [self.runs_min, self.runs_max],
-            "fitted": self.fitted,
-            "fallback": self.fallback,
-        }
+    @property
+    def runs_min(self) -> int:
+        return self.runs[0]
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> NoiseSource:
-        r = JsonReader(data, where)
-        runs = data.get("runs")
-        if not (
-            isinstance(runs, list) and len(runs) == 2 and all(isinstance(v, int) for v in runs)
-        ):
-            raise RunFolderError(f"{where}: runs must be [fewest, most], got {runs!r}")
-        return cls(
-            folder=r.str_("folder"),
-            runs_min=int(runs[0]),
-            runs_max=int(runs[1]),
-            fallback=r.str_("fallback"),
-            fitted=r.opt_int("fitted") or 0,
-        )
+    @property
+    def runs_max(self) -> int:
+        return self.runs[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,54 +149,49 @@ class ReferenceInfo:
     run ids and names, oldest first, the window (the most nights a group's reference
     is the median of) and the run id of the acceptance it starts at (None: none)."""
 
-    run_ids: tuple[str, ...]
-    names: tuple[str, ...]
-    window: int
+    runs: tuple[str, ...]
+    names: tuple[str, ...] = field(default=(), metadata=DEFAULT_FROM("runs"))
+    window: int = 0
     accepted: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "runs": list(self.run_ids),
-            "names": list(self.names),
-            "window": self.window,
-            "accepted": self.accepted,
-        }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> ReferenceInfo:
-        r = JsonReader(data, where)
-        runs = r.strings("runs")
-        names = r.strings("names") or runs
-        return cls(runs, names, r.opt_int("window") or len(runs), r.opt_str("accepted"))
+class SeriesGroup(NamedTuple):
+    """One (endpoint, model, scenario) group of a comparison's rows."""
+
+    endpoint: str
+    model: str
+    scenario: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetricResult:
     """One (target, scenario, metric) verdict.
 
     ``change`` is relative (current / baseline - 1) for every metric but the rates of
-    ABSOLUTE_METRICS, where it is the absolute difference of the rates; ``ci_low``/``ci_high`` bound the
-    same quantity. Values are in ``unit``. Unknown is ``None``. ``label`` names the row
-    ("sim-7b c=4", or "endpoint/model c=4" where a model name is ambiguous).
+    ABSOLUTE_METRICS, where it is the absolute difference of the rates; ``ci`` (low,
+    high) bounds the same quantity. Values are in ``unit``. Unknown is ``None``.
+    ``label`` names the row ("sim-7b c=4", or "endpoint/model c=4" where a model name
+    is ambiguous). ``threshold`` is the text of the threshold that judged the row
+    (``+10%``: Threshold.describe) and ``threshold_source`` where it came from
+    ("noise": fitted to this series' history); both None for a row judged by none.
     """
 
     endpoint: str
     model: str
     scenario: str
+    label: str = ""
     metric: str
     unit: str
-    direction: Direction
-    threshold: Threshold | None
-    verdict: Verdict
-    reason: str
     baseline: float | None = None
     current: float | None = None
     change: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    ci: tuple[float, float] | None = None
+    threshold: str | None = None
+    threshold_source: str | None = None
     n_baseline: int = 0
     n_current: int = 0
-    label: str = ""
+    verdict: Verdict
+    reason: str
     confirmation: Confirmation | None = None
     #: The early-stopping estimates of a p90, p95 or p99 (tokrate.analysis.early_stopping),
     #: None for other statistics or below the samples they need.
@@ -261,6 +203,25 @@ class MetricResult:
     noise_limit: float | None = None
     #: How many nights the baseline value is the median of (1: one baseline run).
     baseline_runs: int = 1
+    #: Written for readers of the file (jsondoc), never read back.
+    __json_computed__: ClassVar = {"unit": ("direction",), "change": ("change_kind",)}
+
+    @property
+    def direction(self) -> Direction:
+        return metric_direction(self.metric)
+
+    @property
+    def change_kind(self) -> str:
+        """``absolute`` (a difference of rates) or ``relative`` (a ratio minus 1)."""
+        return "absolute" if self.metric in ABSOLUTE_METRICS else "relative"
+
+    @property
+    def ci_low(self) -> float | None:
+        return None if self.ci is None else self.ci[0]
+
+    @property
+    def ci_high(self) -> float | None:
+        return None if self.ci is None else self.ci[1]
 
     @property
     def key(self) -> SeriesKey:
@@ -270,132 +231,53 @@ class MetricResult:
     def group(self) -> tuple[str, str, str]:
         return (self.endpoint, self.model, self.scenario)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "scenario": self.scenario,
-            "label": self.label,
-            "metric": self.metric,
-            "unit": self.unit,
-            "direction": self.direction,
-            "baseline": self.baseline,
-            "current": self.current,
-            "change": self.change,
-            "change_kind": "absolute" if self.metric in ABSOLUTE_METRICS else "relative",
-            "ci": None if self.ci_low is None else [self.ci_low, self.ci_high],
-            "threshold": None if self.threshold is None else self.threshold.describe(),
-            "threshold_source": None if self.threshold is None else self.threshold.source,
-            "n_baseline": self.n_baseline,
-            "n_current": self.n_current,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
-            "baseline_es": self.baseline_es,
-            "current_es": self.current_es,
-            "noise_nights": self.noise_nights,
-            "noise_limit": self.noise_limit,
-            "baseline_runs": self.baseline_runs,
-        }
-
-    @classmethod
-    def from_dict(
-        cls, data: Mapping[str, Any], where: str, thresholds: Mapping[str, Threshold]
-    ) -> MetricResult:
-        """One row of comparison.json's ``results`` (``thresholds``: the document's
-        own, by metric, for the floor of a row judged by its metric's threshold).
-        Raises RunFolderError naming ``where``."""
-        r = JsonReader(data, where)
-        metric = r.str_("metric")
-        ci = _ci_of(data, where)
-        again = r.opt_mapping("confirmation")
-        return cls(
-            endpoint=r.str_("endpoint"),
-            model=r.str_("model"),
-            scenario=r.str_("scenario"),
-            metric=metric,
-            unit=r.str_("unit"),
-            direction=metric_direction(metric),
-            threshold=_row_threshold(
-                metric, r.opt_str("threshold"), r.opt_str("threshold_source"), thresholds, where
-            ),
-            verdict=_verdict_of(r, where),
-            reason=r.str_("reason"),
-            baseline=r.opt_float("baseline"),
-            current=r.opt_float("current"),
-            change=r.opt_float("change"),
-            ci_low=None if ci is None else ci[0],
-            ci_high=None if ci is None else ci[1],
-            n_baseline=r.opt_int("n_baseline") or 0,
-            n_current=r.opt_int("n_current") or 0,
-            label=r.str_("label"),
-            confirmation=None
-            if again is None
-            else Confirmation.from_dict(again, f"{where}: confirmation"),
-            baseline_es=r.opt_float("baseline_es"),
-            current_es=r.opt_float("current_es"),
-            noise_nights=r.opt_int("noise_nights") or 0,
-            noise_limit=r.opt_float("noise_limit"),
-            baseline_runs=r.opt_int("baseline_runs") or 1,
-        )
-
-
-def _limit_of(text: str, where: str) -> float:
-    """The limit a threshold's text shows: ``+10%`` / ``-5%`` -> 0.10 / 0.05, ``+1pp``
-    -> 0.01 (the inverse of Threshold.describe)."""
-    number = text.lstrip("+-").removesuffix("pp").removesuffix("%")
-    try:
-        return float(number) / 100.0
-    except ValueError:
-        raise RunFolderError(f"{where}: threshold {text!r} is not +N% or +Npp") from None
-
-
-def _row_threshold(
-    metric: str,
-    text: str | None,
-    source: str | None,
-    thresholds: Mapping[str, Threshold],
-    where: str,
-) -> Threshold | None:
-    """A row's threshold: its metric's when the row shows the same one, else one built
-    from the row's own text (a per-series threshold fitted to noise)."""
-    if text is None:
-        return None
-    known = thresholds.get(metric)
-    if known is not None and known.describe() == text and known.source == (source or known.source):
-        return known
-    limit = _limit_of(text, where)
-    if known is not None:  # fitted per series: the metric's floor, a limit of its own
-        return replace(known, limit=limit, source=source or known.source)
-    return Threshold(metric, limit, source=source or "default")
-
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
-    """Everything a comparison found; render with ``tokrate.report.terminal.comparison_text``."""
+class ComparedRun:
+    """One side of a comparison: the run folder's ``path`` as given, its run id, label
+    and its own warnings (run.json), as they were printed when it was measured."""
 
-    baseline_dir: str
-    current_dir: str
-    baseline_run_id: str
-    current_run_id: str
-    results: tuple[MetricResult, ...]
-    thresholds: ThresholdSet
+    path: str
+    run_id: str
+    label: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """Everything a comparison found; render with ``tokrate.report.terminal.comparison_text``.
+
+    Fields in the order of comparison.json's keys (docs/regressions.md); ``verdict``
+    and ``counts`` are written for readers of the file and never read back."""
+
+    #: A comparison read back keeps the version it was written with.
+    schema_version: int = COMPARISON_SCHEMA_VERSION
+    kind: Literal["tokrate-comparison"] = "tokrate-comparison"
+    baseline: ComparedRun
+    current: ComparedRun
+    #: The run-wide threshold of each judged metric (a row's own, fitted to noise,
+    #: is on the row).
+    thresholds: tuple[Threshold, ...]
     settings: CompareSettings
     warnings: tuple[str, ...] = ()
-    baseline_label: str | None = None
-    current_label: str | None = None
-    #: Each run's own warnings (run.json), as they were printed when it was measured.
-    baseline_warnings: tuple[str, ...] = ()
-    current_warnings: tuple[str, ...] = ()
-    #: (endpoint, model, scenario) groups with a regressed row that no confirmation
-    #: measurement covered (tokrate run --baseline re-measures them once).
-    unconfirmed: tuple[tuple[str, str, str], ...] = ()
-    #: Where fitted thresholds came from; None when none were fitted.
-    noise: NoiseSource | None = None
     #: Whether a confirmation measurement (``<current>/confirm``) was read.
     confirmed: bool = False
+    #: Groups with a regressed row that no confirmation measurement covered (tokrate
+    #: run --baseline re-measures them once).
+    unconfirmed: tuple[SeriesGroup, ...] = ()
+    #: Where fitted thresholds came from; None when none were fitted.
+    noise: NoiseSource | None = None
     #: A nightly check's reference nights; None when judged against one baseline run.
     reference: ReferenceInfo | None = None
+    results: tuple[MetricResult, ...]
+    __json_computed__: ClassVar = {"kind": ("verdict", "counts")}
+
+    def __post_init__(self) -> None:
+        if self.schema_version not in COMPARISON_SCHEMA_HISTORY:
+            raise ValueError(
+                f"comparison schema_version {self.schema_version!r} is not one this"
+                f" tokrate reads ({', '.join(map(str, COMPARISON_SCHEMA_HISTORY))})"
+            )
 
     @property
     def baseline_name(self) -> str:
@@ -404,11 +286,16 @@ class Comparison:
         ref = self.reference
         if ref is not None and len(ref.names) > 1:
             return f"the {len(ref.names)} latest good nights ({ref.names[0]} … {ref.names[-1]})"
-        return self.baseline_label or self.baseline_run_id
+        return self.baseline.label or self.baseline.run_id
 
     @property
     def current_name(self) -> str:
-        return self.current_label or self.current_run_id
+        return self.current.label or self.current.run_id
+
+    @property
+    def fitted_rows(self) -> int:
+        """How many rows were judged by a threshold fitted to their history's noise."""
+        return sum(1 for r in self.results if r.threshold_source == "noise")
 
     @property
     def regressed(self) -> bool:
@@ -454,131 +341,12 @@ class Comparison:
                 return r
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The documented JSON document (docs/regressions.md), schema_version 2."""
-        s = self.settings
-        return {
-            "schema_version": COMPARISON_SCHEMA_VERSION,
-            "kind": "tokrate-comparison",
-            "verdict": self.verdict,
-            "counts": self.counts,
-            "baseline": {
-                "path": self.baseline_dir,
-                "run_id": self.baseline_run_id,
-                "label": self.baseline_label,
-                "warnings": list(self.baseline_warnings),
-            },
-            "current": {
-                "path": self.current_dir,
-                "run_id": self.current_run_id,
-                "label": self.current_label,
-                "warnings": list(self.current_warnings),
-            },
-            "thresholds": [
-                {
-                    "metric": t.metric,
-                    "limit": t.limit,
-                    "floor": t.floor,
-                    "text": t.describe(),
-                    "source": t.source,
-                }
-                for t in self.thresholds.metrics
-            ],
-            "settings": {
-                "confidence": s.confidence,
-                "resamples": s.resamples,
-                "seed": s.seed,
-                "min_samples": s.min_samples,
-                "tail_confidence": s.tail_confidence,
-                "intervals": s.intervals,
-            },
-            "warnings": list(self.warnings),
-            "confirmed": self.confirmed,
-            "unconfirmed": [
-                {"endpoint": e, "model": m, "scenario": sc} for e, m, sc in self.unconfirmed
-            ],
-            "noise": None if self.noise is None else self.noise.to_dict(),
-            "reference": None if self.reference is None else self.reference.to_dict(),
-            "results": [r.to_dict() for r in self.results],
-        }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = COMPARISON_FILE) -> Comparison:
-        """A comparison.json document of a comparison (not ``no_baseline``). Raises
-        RunFolderError (one line naming ``where``) for an unknown schema version or a
-        malformed document."""
-        r = JsonReader(data, where)
-        version = data.get("schema_version")
-        if version not in COMPARISON_SCHEMA_HISTORY:
-            raise RunFolderError(
-                f"{where}: comparison schema_version {version!r} is not one this tokrate"
-                f" reads ({', '.join(map(str, COMPARISON_SCHEMA_HISTORY))})"
-            )
-        base = JsonReader(r.mapping("baseline"), f"{where}: baseline")
-        cur = JsonReader(r.mapping("current"), f"{where}: current")
-        metrics: dict[str, Threshold] = {}
-        for i, t in enumerate(r.items("thresholds")):
-            tr = JsonReader(t, f"{where}: thresholds[{i}]")
-            metric = tr.str_("metric")
-            metrics[metric] = Threshold(
-                metric,
-                tr.opt_float("limit") or 0.0,
-                tr.opt_float("floor") or 0.0,
-                source=tr.str_("source", "default"),
-            )
-        st = JsonReader(r.mapping("settings"), f"{where}: settings")
-        defaults = CompareSettings()
-        settings = CompareSettings(
-            confidence=st.opt_float("confidence") or defaults.confidence,
-            resamples=st.opt_int("resamples") or defaults.resamples,
-            seed=st.opt_int("seed") or defaults.seed,
-            min_samples=st.opt_int("min_samples") or defaults.min_samples,
-            intervals=st.opt_bool("intervals") is not False,
-            # Schemas 1 and 2 judged a percentile by another sample minimum (none, then
-            # 10 values beyond it); the document keeps saying what it was judged by.
-            tail_confidence=st.opt_float("tail_confidence") or defaults.tail_confidence,
-        )
-        noise = r.opt_mapping("noise")
-        reference = r.opt_mapping("reference")
-        results = tuple(
-            MetricResult.from_dict(row, f"{where}: results[{i}]", metrics)
-            for i, row in enumerate(r.items("results"))
-        )
-        return cls(
-            baseline_dir=base.str_("path"),
-            current_dir=cur.str_("path"),
-            baseline_run_id=base.str_("run_id"),
-            current_run_id=cur.str_("run_id"),
-            results=results,
-            # The per-series thresholds a comparison was judged by are the rows'
-            # thresholds fitted to history's noise (tokrate.analysis.history).
-            thresholds=ThresholdSet(
-                tuple(metrics.values()),
-                {
-                    r.key: r.threshold
-                    for r in results
-                    if r.threshold is not None and r.threshold.source == "noise"
-                },
-            ),
-            settings=settings,
-            warnings=r.strings("warnings"),
-            baseline_label=base.opt_str("label"),
-            current_label=cur.opt_str("label"),
-            baseline_warnings=base.strings("warnings"),
-            current_warnings=cur.strings("warnings"),
-            unconfirmed=tuple(
-                (g.str_("endpoint"), g.str_("model"), g.str_("scenario"))
-                for g in (
-                    JsonReader(u, f"{where}: unconfirmed[{i}]")
-                    for i, u in enumerate(r.items("unconfirmed"))
-                )
-            ),
-            noise=None if noise is None else NoiseSource.from_dict(noise, f"{where}: noise"),
-            confirmed=bool(r.opt_bool("confirmed")),
-            reference=None
-            if reference is None
-            else ReferenceInfo.from_dict(reference, f"{where}: reference"),
-        )
+def comparison_from_json(data: Any, where: str = COMPARISON_FILE) -> Comparison:
+    """A comparison.json document of a comparison (not ``no_baseline``). Raises
+    RunFolderError (one line naming ``where``) for an unknown schema version or a
+    malformed document."""
+    return from_json(Comparison, data, where)
 
 
 def read_comparison(run_dir: Path | str) -> Comparison | None:
@@ -593,7 +361,7 @@ def read_comparison(run_dir: Path | str) -> Comparison | None:
         raise RunFolderError(f"{path}: not a comparison (not an object)")
     if data.get("verdict") == "no_baseline":
         return None
-    return Comparison.from_dict(data, str(path))
+    return comparison_from_json(data, str(path))
 
 
 def combined_exit(run_code: int, check_code: int) -> int:

@@ -14,7 +14,8 @@ The mapping, field type -> JSON:
 - ``tuple[X, ...]``: an array; ``tuple[tuple[str, V], ...]``: an object kept as ordered
   (key, value) pairs; ``tuple[A, B]``: an array of exactly those;
 - ``Mapping[str, V]`` / ``dict[str, V]``: an object;
-- a dataclass: an object, its fields in declaration order; ``Any``: kept as read.
+- a dataclass or a NamedTuple: an object, its fields in declaration order; ``Any``:
+  kept as read.
 
 Old layouts are read through declared defaults, never hand code: a key missing (or
 null where its type has no null) takes its field's default; ``metadata=DEFAULT_FROM(
@@ -26,7 +27,8 @@ ignored). A class may also write what it derives: ``__json_computed__ = {"passed
 ("rate",)}`` writes property ``rate`` right after field ``passed`` (for readers of the
 file; never read back). Every failure is one :class:`~tokrate.errors.RunFolderError` line naming the
 file, the place in it and the key: ``run.json: targets[0]: gpus must be an integer,
-got 'x'``.
+got 'x'``; a type that refuses the values read (its ``__post_init__`` raises
+ValueError or a TokrateError) fails the same way, with its own words.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
-from tokrate.errors import RunFolderError
+from tokrate.errors import RunFolderError, TokrateError
 
 __all__ = [
     "DEFAULT_FROM",
@@ -97,6 +99,9 @@ def _write(value: Any, hint: Any) -> Any:
         return None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json(value)
+    if _is_named_tuple(type(value)):
+        hints = typing.get_type_hints(type(value))
+        return {name: _write(v, hints[name]) for name, v in zip(value._fields, value, strict=True)}
     if hint is Any:
         return list(value) if isinstance(value, tuple) else value
     origin = typing.get_origin(hint)
@@ -151,7 +156,23 @@ def from_json(cls: type[T], data: Any, where: str) -> T:
         kwargs[name] = kwargs.get(source)
     if extra_field is not None:
         kwargs[extra_field] = {k: v for k, v in data.items() if k not in known}
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TokrateError) as err:
+        raise RunFolderError(f"{where}: {err}") from None
+
+
+def _named_from_json(cls: type[T], data: Any, where: str) -> T:
+    """NamedTuple ``cls`` from the JSON object ``data`` (every field is required)."""
+    if not isinstance(data, Mapping):
+        raise RunFolderError(f"{where}: must be an object, got {_show(data)}")
+    values = []
+    for name, hint in typing.get_type_hints(cls).items():
+        raw = data.get(name)
+        if raw is None and not _allows_none(hint):
+            raise RunFolderError(f"{where}: {name} is missing")
+        values.append(_read(raw, hint, where, name))
+    return cls(*values)
 
 
 def _read(value: Any, hint: Any, where: str, key: str) -> Any:
@@ -169,6 +190,8 @@ def _read(value: Any, hint: Any, where: str, key: str) -> Any:
         if not isinstance(value, Mapping):
             raise _bad(where, key, "an object", value)
         return from_json(hint, value, f"{where}: {key}")
+    if _is_named_tuple(hint):
+        return _named_from_json(hint, value, f"{where}: {key}")
     if origin is tuple:
         if _is_pairs(hint):
             if not isinstance(value, Mapping):
@@ -214,10 +237,10 @@ def _item(
 ) -> Any:
     """One element of a list or object: a dataclass element is placed by its index in
     errors (``targets[0]: gpus ...``), a scalar one fails as its whole container."""
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    if (isinstance(hint, type) and dataclasses.is_dataclass(hint)) or _is_named_tuple(hint):
         if not isinstance(value, Mapping):
             raise _bad(where, list_key or key, f"{container} objects", whole)
-        return from_json(hint, value, f"{where}: {key}")
+        return _read(value, hint, where, key)
     if value is None and not _allows_none(hint):
         raise _bad(where, list_key or key, f"{container} {_words(hint, plural=True)}", whole)
     try:
@@ -273,6 +296,10 @@ def _fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
     return cached
 
 
+def _is_named_tuple(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
+
+
 def _has_default(f: dataclasses.Field[Any]) -> bool:
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
@@ -306,7 +333,7 @@ def _words(hint: Any, *, plural: bool = False) -> str:
         return f"{text} or null" if not plural else f"{text} or nulls"
     if origin is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    if (isinstance(hint, type) and dataclasses.is_dataclass(hint)) or _is_named_tuple(hint):
         return "objects" if plural else "an object"
     singular, many = {
         bool: ("true or false", "booleans"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 from tokrate.errors import UsageError
 from tokrate.spec.metric_table import METRIC_TABLE, STATS, Direction, Metric, Unit, metric_of
@@ -113,6 +113,9 @@ class Threshold:
     limit: float
     floor: float = 0.0
     source: str = field(default="default", compare=False)
+    #: Written after ``floor`` for readers of a comparison.json (tokrate.runfolder.jsondoc),
+    #: never read back.
+    __json_computed__: ClassVar = {"floor": ("text",)}
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -129,6 +132,11 @@ class Threshold:
         sign = "-" if self.direction == "higher_is_better" else "+"
         unit = "pp" if self.metric in ABSOLUTE_METRICS else "%"
         return f"{sign}{self.limit * 100:.3g}{unit}"
+
+    @property
+    def text(self) -> str:
+        """:meth:`describe`, as comparison.json writes it."""
+        return self.describe()
 
 
 def _default(metric: Metric) -> Threshold:

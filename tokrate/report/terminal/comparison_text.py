@@ -20,6 +20,7 @@ from rich.text import Text
 
 from tokrate.analysis.ordering import model_key, natural_key
 from tokrate.runfolder.comparison import Comparison, MetricResult
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.spec.thresholds import ABSOLUTE_METRICS
 from tokrate.textfmt import DASH, fmt_ms, fmt_tps, md_escape
 
@@ -133,7 +134,7 @@ def confirmation_text(r: MetricResult) -> str | None:
     c = r.confirmation
     if c is None:
         return None
-    again = replace(r, current=c.current, change=c.change, ci_low=c.ci_low, ci_high=c.ci_high)
+    again = replace(r, current=c.current, change=c.change, ci=c.ci)
     word = "confirmed" if c.verdict == "regressed" else "not confirmed"
     return f"{word}: re-measured {describe_change(again)}, {c.verdict}"
 
@@ -203,7 +204,7 @@ def attention_lines(c: Comparison) -> list[str]:
         change = describe_change(r)
         line = f"{r.verdict}: {r.label} {r.metric}" + ("" if change == DASH else f" {change}")
         if r.verdict == "regressed":
-            th = r.threshold.describe() if r.threshold is not None else DASH
+            th = r.threshold if r.threshold is not None else DASH
             line += f" (threshold {th})"
             again = confirmation_text(r)
             if again is not None:
@@ -226,9 +227,9 @@ def threshold_line(c: Comparison) -> str:
     """The thresholds judged by, in one line."""
     searched = any(r.metric == "capacity" for r in c.results)
     # Capacity is judged only where both runs searched: named only then.
-    judged = [t for t in c.thresholds.metrics if t.metric != "capacity" or searched]
+    judged = [t for t in c.thresholds if t.metric != "capacity" or searched]
     parts = ", ".join(f"{t.metric} {t.describe()}" for t in judged)
-    widened = c.noise.fitted if c.noise is not None else len(c.thresholds.per_series)
+    widened = c.noise.fitted if c.noise is not None else c.fitted_rows
     if widened:
         parts += f"; {widened} widened to the run-to-run noise"
     return f"thresholds: {parts}"
@@ -236,7 +237,7 @@ def threshold_line(c: Comparison) -> str:
 
 def _uniform_thresholds(c: Comparison) -> bool:
     """Whether every row uses its metric's run-wide threshold (then one line says it)."""
-    return not c.thresholds.per_series
+    return not c.fitted_rows
 
 
 def _ordered(c: Comparison) -> list[MetricResult]:
@@ -295,7 +296,7 @@ def render_markdown(c: Comparison) -> str:
             out += [f"- {_md_line(r)}" for r in missing]
     for w in c.warnings:
         out.append(f"- warning: {md_escape(w)}")
-    for side, warnings in (("baseline", c.baseline_warnings), ("current", c.current_warnings)):
+    for side, warnings in (("baseline", c.baseline.warnings), ("current", c.current.warnings)):
         out += [f"- {side} run warned: {md_escape(w)}" for w in warnings]
     if len(out) > 2:
         out.append("")
@@ -305,7 +306,7 @@ def render_markdown(c: Comparison) -> str:
     )
     out.append("|---|---|---:|---:|---|---:|---|---:|")
     for r in _ordered(c):
-        th = r.threshold.describe() if r.threshold else DASH
+        th = r.threshold or DASH
         change = describe_change(r) if r.verdict != "not_comparable" else md_escape(r.reason)
         cells = (
             md_escape(r.label),
@@ -347,7 +348,7 @@ def footnote(c: Comparison) -> str:
 
 def render_json(c: Comparison) -> str:
     """The JSON document, indented, with a trailing newline."""
-    return orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    return orjson.dumps(to_json(c), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def render_table(c: Comparison, console: Console) -> None:
@@ -394,7 +395,7 @@ def render_table(c: Comparison, console: Console) -> None:
             change = describe_change(r) if r.verdict != "not_comparable" else r.reason
             cells = [Text(f"  {r.metric}"), Text(_values(r)), Text(change)]
             if per_series:
-                cells.append(Text(r.threshold.describe() if r.threshold else DASH))
+                cells.append(Text(r.threshold or DASH))
             short = {"not_comparable": "n/c", "inconclusive": "inconcl."}
             cells.append(Text(short.get(r.verdict, r.verdict)))
             table.add_row(*cells, style=_STYLE[r.verdict] or None)
@@ -411,7 +412,7 @@ def render_table(c: Comparison, console: Console) -> None:
             console.print(Text(f"{r.label} {r.metric}: {again}"))
     for w in c.warnings:
         console.print(Text(f"warning: {w}"))
-    for side, warnings in (("baseline", c.baseline_warnings), ("current", c.current_warnings)):
+    for side, warnings in (("baseline", c.baseline.warnings), ("current", c.current.warnings)):
         for w in warnings:
             console.print(Text(f"{side} run warned: {w}"))
 

@@ -67,7 +67,7 @@ def junit_xml(c: Comparison) -> bytes:
         if r.verdict == "regressed":
             line = _verdict_line(r)
             failure = ET.SubElement(case, "failure", message=line, type="regressed")
-            threshold = r.threshold.describe() if r.threshold is not None else "none"
+            threshold = r.threshold if r.threshold is not None else "none"
             failure.text = (
                 f"{line}\nbaseline {r.baseline} -> current {r.current} ({r.unit});"
                 f" threshold {threshold}"
