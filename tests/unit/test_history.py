@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers.runfolders import make_records, summary_of, write_run
+from helpers.runfolders import make_records, summaries_of, summary_of, write_run
 
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.history import load_history
@@ -31,17 +31,26 @@ def _stamp(i: int) -> str:
 
 
 def _runs(root: Path, count: int, *, change_at: int | None = None, summary: bool = True) -> None:
+    runs = {}
     for i in range(count):
         rid = f"run-{i:03d}"
         slow = {"sim-70b": 1.3} if change_at is not None and i >= change_at else None
-        recs = make_records(rid, seed=i, n=30, slow=slow)
-        write_run(
-            root,
-            rid,
-            recs,
-            started_at=_stamp(i),
-            summary=summary_of(rid, recs) if summary else None,
-        )
+        runs[rid] = make_records(rid, seed=i, n=30, slow=slow)
+    summaries = summaries_of(runs) if summary else {}
+    for i, (rid, recs) in enumerate(runs.items()):
+        write_run(root, rid, recs, started_at=_stamp(i), summary=summaries.get(rid))
+
+
+def test_summaries_of_many_runs_are_each_runs_own() -> None:
+    """The fixtures' batched summary.json (one summarize call for many runs) is, run by
+    run, the one summarize gives each run alone."""
+    runs = {
+        f"r{i}": make_records(f"r{i}", seed=i, n=30, error_every={"sim-70b": 7}) for i in range(3)
+    }
+    batched = summaries_of(runs)
+    assert list(batched) == list(runs)
+    for rid, recs in runs.items():
+        assert batched[rid] == summary_of(rid, recs), rid
 
 
 @pytest.fixture(scope="module")
