@@ -30,7 +30,8 @@ from helpers.workers import (
 
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import LoadedRun, load_run
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records import RequestRecord, record_from_json
+from tokrate.runfolder.records_frame import frame_to_records
 from tokrate.sim.model import Tier
 
 pytestmark = [
@@ -122,13 +123,13 @@ def finish(proc: Any, timeout_s: float = 240.0) -> None:
 
 
 def records_of(run: LoadedRun) -> list[RequestRecord]:
-    return [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    return frame_to_records(run.records)
 
 
 def comparable(record: RequestRecord) -> dict[str, Any]:
     """A record as a dict, ``extra`` read the same from records.jsonl and parquet
     (an empty mapping or null)."""
-    row = record.to_dict()
+    row = to_json(record)
     row["extra"] = row["extra"] or {}
     return row
 
@@ -315,7 +316,7 @@ def test_a_worker_node_lost_mid_run(
     # the cut (five poll intervals: records leave an actor within one) is recorded ok.
     final = {(r.scenario, r.request_index): comparable(r) for r in recs}
     for line in before_cut:
-        row = comparable(RequestRecord.from_dict(orjson.loads(line)))
+        row = comparable(record_from_json(orjson.loads(line)))
         assert final[(row["scenario"], row["request_index"])] == row
     ok_ids = {r.response_id for r in recs if r.status == "ok"}
     done_before = [

@@ -111,7 +111,7 @@ def write_run(
     records_to_frame(records).write_parquet(folder / "records.parquet")
     with (folder / "records.jsonl").open("w") as fh:
         for r in records:
-            fh.write(json.dumps(r.to_dict()) + "\n")
+            fh.write(json.dumps(to_json(r)) + "\n")
     models = sorted({r.model for r in records})
     run = {
         "layout_version": layout_version,

@@ -13,6 +13,7 @@ from helpers.requests import KINDS, record, req_for, stream_one
 
 from tokrate.client.factory import open_client
 from tokrate.client.result import StreamResult
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.spec.types import TimeoutsSpec
 
 
@@ -145,4 +146,4 @@ def test_api_key_sent_but_never_shown(server: HostileServer) -> None:
     for kind in KINDS:
         res = stream_one(kind, req)
         assert server.requests[-1]["headers"]["authorization"] == f"Bearer {key}"
-        assert key not in repr(res) and key not in orjson.dumps(record(res).to_dict()).decode()
+        assert key not in repr(res) and key not in orjson.dumps(to_json(record(res))).decode()

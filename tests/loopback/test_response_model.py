@@ -22,7 +22,7 @@ from tokrate.client.chunks import MAX_TIMING_KEYS, parse_timings
 from tokrate.client.model_names import comparable_name, same_model
 from tokrate.load.record_warnings import RecordWarnings
 from tokrate.runfolder.records import RequestRecord
-from tokrate.runfolder.records_frame import records_to_frame
+from tokrate.runfolder.records_frame import frame_to_records, records_to_frame
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_llama_shapes_fill_the_new_columns_on_every_client(
     assert rec.server_timings["predicted_n"] == 6 and rec.server_timings["cache_n"] == 9
     assert rec.server_timings["predicted_per_second"] == 400.0
     # Through parquet and back: the timing object survives as JSON.
-    back = RequestRecord.from_dict(records_to_frame([rec]).row(0, named=True))
+    (back,) = frame_to_records(records_to_frame([rec]))
     assert back.server_timings == rec.server_timings and back.cached_tokens == 9
 
 

@@ -34,6 +34,7 @@ from helpers.stamps_vs_truth import net_of_waits
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import read_records_jsonl
 from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import frame_to_records
 from tokrate.sim.model import Tier
 from tokrate.sim.server import SimConfig, simulator_process
 from tokrate.spec.types import ClientSpec, ModelSpec
@@ -74,7 +75,7 @@ def _run(tmp_path: Path, client: ClientSpec, **load: Any) -> tuple[list[RequestR
         )
         result = run_benchmark(spec, quiet=True)
     frame = read_records_jsonl(Path(result.run_dir) / "records.jsonl")
-    records = [RequestRecord.from_dict(row) for row in frame.to_dicts()]
+    records = frame_to_records(frame)
     return records, (_truth(truth), waits)
 
 

@@ -19,7 +19,7 @@ from helpers.specs import sim_spec
 from tokrate.analysis.metrics import derive
 from tokrate.load.run import run_benchmark
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import frame_to_records
 from tokrate.sim.model import Tier
 from tokrate.spec.types import ClientSpec, ModelSpec, PromptsSpec, SharedPrefixSpec
 
@@ -57,7 +57,7 @@ def test_shared_prefix_hit_rate_and_ttft_split_are_the_simulators(
     )
     result = run_benchmark(spec, quiet=True)
     run = load_run(Path(result.run_dir))
-    records = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    records = frame_to_records(run.records)
     truth = {row["request"]["headers"]["x-request-id"]: row for row in _truth(log)}
 
     # Every request went out with its own id, and the server saw that id.

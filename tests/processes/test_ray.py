@@ -26,7 +26,7 @@ from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerWa
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import frame_to_records
 
 ray = pytest.importorskip("ray")
 
@@ -85,7 +85,7 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     run = load_run(on_ray.run_dir)
     assert to_json(run.info)["backend"] == "ray" and to_json(run.info)["workers"] == 2
     assert to_json(run.info)["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
-    recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    recs = frame_to_records(run.records)
     assert sorted(r.request_index for r in recs) == list(range(16))
     assert {r.worker for r in recs} == {"w0", "w1"}  # every worker contributed
     assert {r.node_id for r in recs} == {ray_cluster}  # the Ray node that measured it

@@ -34,7 +34,7 @@ from tokrate.load.worker.events import RequestFinished, RequestStarted, WorkerDo
 from tokrate.load.worker.stopping import Stop
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
-from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.records_frame import frame_to_records
 from tokrate.spec.types import EndpointSpec, LoadSpec, ModelSpec
 
 
@@ -62,7 +62,7 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     run = load_run(double.run_dir)
     assert to_json(run.info)["backend"] == "processes" and to_json(run.info)["workers"] == 2
     assert to_json(run.info)["counts"] == {"scheduled": 16, "ok": 16, "error": 0, "cancelled": 0}
-    recs = [RequestRecord.from_dict(r) for r in run.records.to_dicts()]
+    recs = frame_to_records(run.records)
     assert sorted(r.request_index for r in recs) == list(range(16))  # disjoint, complete
     by_worker = {w: sum(r.worker == w for r in recs) for w in ("w0", "w1")}
     assert by_worker == {"w0": 8, "w1": 8}, by_worker  # concurrency 4 -> 2 + 2 streams

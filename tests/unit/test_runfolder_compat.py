@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tokrate.report.terminal.comparison_text import render_json
@@ -21,7 +22,10 @@ from tokrate.runfolder.acceptance import ACCEPTANCE_FILE
 from tokrate.runfolder.checks_file import CHECKS_FILE, read_checks
 from tokrate.runfolder.comparison import COMPARISON_FILE, read_comparison
 from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.records import record_from_json
 from tokrate.runfolder.store import (
+    RECORDS_JSONL,
+    RunStore,
     load_run_info,
     load_summary,
     read_acceptance,
@@ -97,6 +101,18 @@ def test_each_document_written_before_reads_and_writes_back(name: str, tmp_path:
     write(tmp_path, document)
     assert (tmp_path / file).read_bytes() == (folder / file).read_bytes(), f"{name}/{file}"
     assert read(tmp_path) == document, f"{name}/{file}"
+
+
+def test_records_written_before_read_and_append_back_byte_for_byte(tmp_path: Path) -> None:
+    """records.jsonl, line by line: every field set, a tool call, an error, a bare one."""
+    lines = (DOCUMENTS_FIXTURES / "records" / RECORDS_JSONL).read_bytes().splitlines(keepends=True)
+    records = [record_from_json(orjson.loads(line)) for line in lines]
+    assert records[0].server_timings and records[0].extra and records[1].tool_calls
+    store = RunStore(tmp_path / "again")
+    for record in records:
+        store.append(record)
+    store.close()
+    assert (tmp_path / "again" / RECORDS_JSONL).read_bytes().splitlines(keepends=True) == lines
 
 
 @pytest.mark.parametrize("name", FOLDERS)

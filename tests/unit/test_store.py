@@ -108,7 +108,7 @@ def test_killed_run_with_torn_line(tmp_path: Path) -> None:
     store.append(_rec(1))
     # A SIGKILL mid-write: half a line at the end, nothing finalized.
     with open(store.jsonl_path, "ab") as fh:
-        fh.write(orjson.dumps(_rec(2).to_dict())[:40])
+        fh.write(orjson.dumps(to_json(_rec(2)))[:40])
     loaded = load_run(tmp_path / "run1")
     assert loaded.interrupted
     assert loaded.records["request_index"].to_list() == [0, 1]
@@ -118,7 +118,7 @@ def test_killed_run_with_torn_line(tmp_path: Path) -> None:
 def test_bad_line_in_the_middle_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     path.write_bytes(
-        orjson.dumps(_rec(0).to_dict()) + b"\n{oops\n" + orjson.dumps(_rec(1).to_dict()) + b"\n"
+        orjson.dumps(to_json(_rec(0))) + b"\n{oops\n" + orjson.dumps(to_json(_rec(1))) + b"\n"
     )
     with pytest.raises(RunFolderError, match=r"records.jsonl:2:"):
         read_records_jsonl(path)

@@ -13,8 +13,14 @@ import pytest
 
 from tokrate.client.accumulate import MAX_TOOL_ARGUMENT_CHARS, StreamState
 from tokrate.client.result import RecordContext, build_record
-from tokrate.runfolder.records import MAX_TOOL_CALLS, TOOL_CALLS_CUT, RequestRecord
-from tokrate.runfolder.records_frame import records_to_frame
+from tokrate.runfolder.jsondoc import to_json
+from tokrate.runfolder.records import (
+    MAX_TOOL_CALLS,
+    TOOL_CALLS_CUT,
+    RequestRecord,
+    record_from_json,
+)
+from tokrate.runfolder.records_frame import frame_to_records, records_to_frame
 
 
 def _sse(events: list[dict[str, Any]], *, typed: bool, done: bool) -> bytes:
@@ -287,8 +293,8 @@ def test_tool_calls_survive_records_jsonl_and_parquet() -> None:
         first_tool_call_s=0.25,
         tool_call_tokens=9,
     )
-    line = json.loads(orjson.dumps(record.to_dict()))
-    assert RequestRecord.from_dict(line) == record
+    line = json.loads(orjson.dumps(to_json(record)))
+    assert record_from_json(line) == record
     row = records_to_frame([record]).to_dicts()[0]
     assert json.loads(row["tool_calls"]) == list(calls)
-    assert RequestRecord.from_dict(row).tool_calls == calls
+    assert frame_to_records(records_to_frame([record]))[0].tool_calls == calls

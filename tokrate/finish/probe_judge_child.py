@@ -10,7 +10,7 @@ imports polars, so one child per capacity search applies it: :class:`ProbeJudgeC
 starts it, sends it each batch of records and reads the verdicts back.
 
 Wire format, one line each way per batch: the parent writes a JSON array of records
-(:meth:`~tokrate.runfolder.records.RequestRecord.to_dict`); the child answers a JSON
+(records.jsonl's objects: :func:`tokrate.runfolder.jsondoc.to_json`); the child answers a JSON
 array with one ``[request_index, ok, met, {slo key: value or null}, send_delay_s,
 judged]`` per record, in order (``judged`` false: too short for a limit set, so neither
 met nor missed) (:func:`answer_line`, :func:`read_answer`). The child exits at the end
@@ -36,6 +36,7 @@ from typing import Any, Final
 import orjson
 
 from tokrate.errors import FinishError
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
 
 __all__ = [
@@ -151,7 +152,7 @@ class ProbeJudgeChild:
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise FinishError(f"{self._name} is not running")
-        line = orjson.dumps([r.to_dict() for r in records]) + b"\n"
+        line = orjson.dumps([to_json(r) for r in records]) + b"\n"
         try:
             proc.stdin.write(line)
             proc.stdin.flush()

@@ -22,21 +22,23 @@ null where its type has no null) takes its field's default; ``metadata=DEFAULT_F
 "other")`` takes another field's value instead; ``metadata=OMIT_IF_NONE`` /
 ``OMIT_IF_EMPTY`` leaves a key out of the file while it says nothing (keys added later
 that older files lack); ``metadata=EXTRA`` marks the field that keeps a newer
-tokrate's unknown keys and writes them back unchanged (elsewhere unknown keys are
-ignored). A class may also write what it derives: ``__json_computed__ = {"passed":
-("rate",)}`` writes property ``rate`` right after field ``passed`` (for readers of the
-file; never read back). Every failure is one :class:`~tokrate.errors.RunFolderError` line naming the
-file, the place in it and the key: ``run.json: targets[0]: gpus must be an integer,
-got 'x'``; a type that refuses the values read (its ``__post_init__`` raises
-ValueError or a TokrateError) fails the same way, with its own words.
+tokrate's unknown keys and writes them back unchanged (``EXTRA_INSIDE``: under its own
+key; elsewhere unknown keys are ignored). A class may also write what it derives:
+``__json_computed__ = {"passed": ("rate",)}`` writes property ``rate`` right after
+field ``passed`` (for readers of the file; never read back). Every failure is one
+:class:`~tokrate.errors.RunFolderError` line naming the file, the place in it and the
+key: ``run.json: targets[0]: gpus must be an integer, got 'x'``; a type that refuses
+the values read (its ``__post_init__`` raises ValueError or a TokrateError) fails the
+same way, with its own words.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from tokrate.errors import RunFolderError, TokrateError
@@ -44,6 +46,7 @@ from tokrate.errors import RunFolderError, TokrateError
 __all__ = [
     "DEFAULT_FROM",
     "EXTRA",
+    "EXTRA_INSIDE",
     "OMIT_IF_EMPTY",
     "OMIT_IF_NONE",
     "from_json",
@@ -63,6 +66,9 @@ OMIT_IF_EMPTY: Final[Mapping[str, Any]] = {_OMIT: "empty"}
 #: Field metadata: this Mapping field holds the document's keys no field names (read
 #: from a newer file), written back after the known ones.
 EXTRA: Final[Mapping[str, Any]] = {_EXTRA: True}
+#: Field metadata: this Mapping field is written under its own key, and reading also
+#: puts there the document's keys no field names (a record's ``extra``).
+EXTRA_INSIDE: Final[Mapping[str, Any]] = {_EXTRA: "inside"}
 
 
 def DEFAULT_FROM(name: str) -> Mapping[str, Any]:
@@ -76,22 +82,104 @@ def DEFAULT_FROM(name: str) -> Mapping[str, Any]:
 
 def to_json(obj: Any) -> dict[str, Any]:
     """The JSON object of dataclass instance ``obj`` (keys in field order; containers
-    as lists and dicts, ready for orjson)."""
-    out: dict[str, Any] = {}
+    as lists and dicts, ready for orjson).
+
+    Driven by a plan made once per class (:func:`_plan`): which fields a value needs
+    converting for, by a function chosen once from the field's type, so a record
+    written per request in the measuring process costs about a dict of its fields."""
+    plan = _PLANS.get(type(obj)) or _plan(type(obj))
+    if plan.plain:
+        out = dict(zip(plan.names, plan.values(obj), strict=True))
+        for name, write in plan.convert:
+            value = out[name]
+            if value is not None:
+                out[name] = write(value)
+        return out
+    out = {}
     extra: Mapping[str, Any] = {}
-    computed: Mapping[str, tuple[str, ...]] = getattr(type(obj), "__json_computed__", {})
-    for f, hint in _fields(type(obj)):
-        value = getattr(obj, f.name)
-        if f.metadata.get(_EXTRA):
+    for name, convert, omit, computed in plan.steps:
+        value = getattr(obj, name)
+        if omit == "extra":
             extra = value
             continue
-        omit = f.metadata.get(_OMIT)
         if not (value is None and omit is not None) and not (omit == "empty" and not value):
-            out[f.name] = _write(value, hint)
-        for name in computed.get(f.name, ()):
-            out[name] = _write(getattr(obj, name), Any)
+            out[name] = value if convert is None or value is None else convert(value)
+        for derived in computed:
+            out[derived] = _write(getattr(obj, derived), Any)
     out.update(extra)
     return out
+
+
+_Writer = Callable[[Any], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to write one class: ``plain`` (no key left out, computed or flattened) is a
+    dict of ``names`` and ``values`` with ``convert`` applied to the fields that need
+    it; otherwise ``steps`` (name, writer, omit mode or "extra", computed keys after)."""
+
+    plain: bool
+    names: tuple[str, ...]
+    values: Callable[[Any], tuple[Any, ...]]
+    convert: tuple[tuple[str, _Writer], ...]
+    steps: tuple[tuple[str, _Writer | None, str | None, tuple[str, ...]], ...]
+
+
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type) -> _Plan:
+    computed: Mapping[str, tuple[str, ...]] = getattr(cls, "__json_computed__", {})
+    steps = []
+    for f, hint in _fields(cls):
+        omit = "extra" if f.metadata.get(_EXTRA) is True else f.metadata.get(_OMIT)
+        steps.append((f.name, _writer(hint), omit, tuple(computed.get(f.name, ()))))
+    names = tuple(name for name, *_ in steps)
+    plan = _Plan(
+        plain=len(names) > 1 and not computed and all(omit is None for *_, omit, _ in steps),
+        names=names,
+        values=operator.attrgetter(*names) if len(names) > 1 else tuple,
+        convert=tuple((name, write) for name, write, _, _ in steps if write is not None),
+        steps=tuple(steps),
+    )
+    _PLANS[cls] = plan
+    return plan
+
+
+def _writer(hint: Any) -> _Writer | None:
+    """The function that writes a non-None value of type ``hint`` (None: as it is)."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint in (str, int, float, bool) or origin is typing.Literal:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _writer(inner[0])
+    elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return to_json
+    elif origin is tuple and not _is_pairs(hint):
+        items = [_writer(a) for a in args if a is not Ellipsis]
+        if all(w is None for w in items):
+            return list
+        item = items[0]
+        if len(args) == 2 and args[1] is Ellipsis and item is not None:
+            return lambda value: [None if v is None else item(v) for v in value]
+    elif origin in (Mapping, dict, typing.Mapping) and args:
+        if args[1] is Any:
+            return lambda value: {k: _write_any(v) for k, v in value.items()}
+        if _writer(args[1]) is None:
+            return dict
+    return lambda value: _write(value, hint)
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _write_any(value: Any) -> Any:
+    """:func:`_write` of a value typed ``Any``, a JSON scalar at once."""
+    return value if type(value) in _SCALARS else _write(value, Any)
 
 
 def _write(value: Any, hint: Any) -> Any:
@@ -134,11 +222,14 @@ def from_json(cls: type[T], data: Any, where: str) -> T:
     derived: list[tuple[str, str]] = []
     extra_field: str | None = None
     known: set[str] = {n for names in getattr(cls, "__json_computed__", {}).values() for n in names}
+    inside = False
     for f, hint in _fields(cls):
         known.add(f.name)
         if f.metadata.get(_EXTRA):
             extra_field = f.name
-            continue
+            inside = f.metadata[_EXTRA] == "inside"
+            if not (inside and f.name in data):
+                continue
         raw = data.get(f.name)
         source = f.metadata.get(_DEFAULT_FROM)
         if raw is None and source is not None:
@@ -155,7 +246,11 @@ def from_json(cls: type[T], data: Any, where: str) -> T:
     for name, source in derived:
         kwargs[name] = kwargs.get(source)
     if extra_field is not None:
-        kwargs[extra_field] = {k: v for k, v in data.items() if k not in known}
+        unknown = {k: v for k, v in data.items() if k not in known}
+        if inside and (unknown or extra_field not in kwargs):
+            kwargs[extra_field] = {**kwargs.get(extra_field, {}), **unknown}
+        elif not inside:
+            kwargs[extra_field] = unknown
     try:
         return cls(**kwargs)
     except (ValueError, TokrateError) as err:

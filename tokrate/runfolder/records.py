@@ -8,6 +8,11 @@ connection's set-up after it). ``started_at`` is the wall clock (Unix seconds) a
 timelines and for aligning workers on different machines; no latency is ever derived
 from it. Unknown values are ``None``, never 0.
 
+A records.jsonl line is :func:`tokrate.runfolder.jsondoc.to_json` of a record (its
+fields in order, ``extra`` as an object of its own), read back by
+:func:`record_from_json`: a key an older schema lacks is its field's default, a key a
+newer tokrate wrote lands in ``extra``.
+
 Schema history (bump RECORD_SCHEMA_VERSION and add a line for every change; readers
 keep loading every version listed here):
 
@@ -56,10 +61,10 @@ keep loading every version listed here):
 
 from __future__ import annotations
 
-import dataclasses
-import operator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+from tokrate.runfolder.jsondoc import EXTRA_INSIDE, from_json
 
 # The error classes are the vocabulary of a record's error_class and of the config's
 # [client.retry] on: defined with the settings, which the record format sits above.
@@ -79,6 +84,7 @@ __all__ = [
     "TOKENS_SOURCES",
     "TOOL_CALLS_CUT",
     "RequestRecord",
+    "record_from_json",
 ]
 
 RECORD_SCHEMA_VERSION: Final = 10
@@ -229,7 +235,11 @@ class RequestRecord:
     t0_source: str | None = None
     send_queue_s: float | None = None
     ttft_from_due_s: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    #: What a newer tokrate wrote that this one has no field for (read back from its
+    #: records.jsonl keys), and what the client noted (ANSWER_CUT, TOOL_CALLS_CUT).
+    extra: dict[str, Any] = field(
+        default_factory=dict, compare=False, hash=False, metadata=EXTRA_INSIDE
+    )
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -254,42 +264,11 @@ class RequestRecord:
                 raise ValueError("chunk_offsets_s must be non-negative and non-decreasing")
             previous = offset
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (lists for tuples); the inverse of :meth:`from_dict`."""
-        # Once per record as it is written (the measuring process): the field names and
-        # their getter are made once (dataclasses.fields() per call was most of it).
-        out = dict(zip(_FIELD_NAMES, _field_values(self), strict=True))
-        out["chunk_offsets_s"] = list(self.chunk_offsets_s)
-        if self.tool_calls is not None:
-            out["tool_calls"] = list(self.tool_calls)
-        return out
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        """Build from :meth:`to_dict` output; unknown keys go to ``extra``."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        known = {k: v for k, v in data.items() if k in names}
-        unknown = {k: v for k, v in data.items() if k not in names}
-        known["chunk_offsets_s"] = tuple(known.get("chunk_offsets_s") or ())
-        timings = known.get("server_timings")
-        if isinstance(timings, str):
-            import orjson
-
-            known["server_timings"] = orjson.loads(timings)
-        calls = known.get("tool_calls")
-        if isinstance(calls, str):
-            import orjson
-
-            calls = orjson.loads(calls)
-        if calls is not None:
-            known["tool_calls"] = tuple(calls)
-        if unknown:
-            known["extra"] = {**known.get("extra", {}), **unknown}
-        return cls(**known)
-
-
-_FIELD_NAMES: Final = tuple(f.name for f in dataclasses.fields(RequestRecord))
-_field_values: Final = operator.attrgetter(*_FIELD_NAMES)
+def record_from_json(data: Any, where: str = "records.jsonl") -> RequestRecord:
+    """One records.jsonl line's object as a record. Raises RunFolderError (one line
+    naming ``where`` and the key) for a mistyped value or a broken invariant."""
+    return from_json(RequestRecord, data, where)
 
 
 #: Column types of records.parquet. ``extra`` is stored as a JSON string.

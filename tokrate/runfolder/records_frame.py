@@ -13,14 +13,16 @@ from typing import Any, Final
 import orjson
 import polars as pl
 
+from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import (
     ADDED_COLUMNS,
     ADDED_DEFAULTS,
     RECORD_COLUMN_TYPES,
     RequestRecord,
+    record_from_json,
 )
 
-__all__ = ["RECORD_POLARS_SCHEMA", "records_to_frame", "upgrade_frame"]
+__all__ = ["RECORD_POLARS_SCHEMA", "frame_to_records", "records_to_frame", "upgrade_frame"]
 
 #: Column -> polars dtype of records.parquet, in file order (from
 #: :data:`~tokrate.runfolder.records.RECORD_COLUMN_TYPES`).
@@ -47,7 +49,7 @@ def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.
     """A polars frame with exactly RECORD_POLARS_SCHEMA (empty input gives 0 rows)."""
     rows: list[dict[str, Any]] = []
     for rec in records:
-        row = rec.to_dict() if isinstance(rec, RequestRecord) else dict(rec)
+        row = to_json(rec) if isinstance(rec, RequestRecord) else dict(rec)
         extra = row.get("extra")
         row["extra"] = orjson.dumps(extra).decode() if extra else None
         for name in ("server_timings", "tool_calls"):
@@ -56,3 +58,20 @@ def records_to_frame(records: list[RequestRecord] | list[dict[str, Any]]) -> pl.
                 row[name] = orjson.dumps(value).decode()
         rows.append(row)
     return pl.DataFrame(rows, schema=RECORD_POLARS_SCHEMA)
+
+
+#: Columns records.parquet keeps as JSON text (an object or a list per row).
+_JSON_COLUMNS: Final = ("server_timings", "tool_calls", "extra")
+
+
+def frame_to_records(frame: pl.DataFrame, where: str = "records.parquet") -> list[RequestRecord]:
+    """The records of a frame of RECORD_POLARS_SCHEMA (the inverse of
+    :func:`records_to_frame`): its JSON-text columns decoded, each row read as a
+    records.jsonl object. Raises RunFolderError naming ``where`` and the row."""
+    out = []
+    for i, row in enumerate(frame.iter_rows(named=True)):
+        for name in _JSON_COLUMNS:
+            if isinstance(row.get(name), str):
+                row[name] = orjson.loads(row[name])
+        out.append(record_from_json(row, f"{where}: row {i}"))
+    return out

@@ -4,7 +4,7 @@ Layout version 1 (docs/run-folder.md):
 
     run.json          :class:`tokrate.runfolder.run_info.RunInfo`; written at start (status
                       "running"), rewritten at the end
-    records.jsonl     append-only, one RequestRecord.to_dict() JSON object per line
+    records.jsonl     append-only, one RequestRecord per line (jsondoc.to_json)
     records.parquet   written at the end from records.jsonl
     summary.json      :class:`tokrate.runfolder.summary.Summary` of the records
     capacity.json     :class:`tokrate.runfolder.capacity_result.CapacityResult` of a
@@ -211,7 +211,7 @@ class RunStore:
         """
         if self._fd is None:
             raise OutputError(f"{self.path}: store is closed")
-        line = orjson.dumps(record.to_dict()) + b"\n"
+        line = orjson.dumps(to_json(record)) + b"\n"
         try:
             written = os.write(self._fd, line)
             while written < len(line):  # a short write (rare: disk nearly full)
