@@ -166,12 +166,16 @@ def bootstrap_ci(
 _BLOCK_ELEMENTS: Final = 2_000_000
 
 
-def sample_stat(values: np.ndarray, q: float | None, axis: int | None = None) -> Any:
+def sample_stat(
+    values: np.ndarray, q: float | None, axis: int | None = None, *, scratch: bool = False
+) -> Any:
     """The mean (``q`` None) or the ``q`` quantile (linear interpolation, as
-    summary.json) of ``values``."""
+    summary.json) of ``values``. ``scratch``: ``values`` is the caller's to lose, so
+    the quantile partitions it in place rather than a copy (same result; the
+    bootstrap's replicates are drawn into a fresh array each time)."""
     if q is None:
         return np.mean(values, axis=axis)
-    return np.quantile(values, q, axis=axis)
+    return np.quantile(values, q, axis=axis, overwrite_input=scratch)
 
 
 def block_bootstrap(
@@ -197,7 +201,8 @@ def block_bootstrap(
         k = min(per_chunk, resamples - done)
         starts = rng.integers(0, n, size=(k, n_blocks, 1))
         idx = ((starts + offsets) % n).reshape(k, n_blocks * block)[:, :n]
-        out[done : done + k] = sample_stat(values[idx], q, axis=1)
+        # values[idx] is a copy of its own: the quantile may partition it in place.
+        out[done : done + k] = sample_stat(values[idx], q, axis=1, scratch=True)
         done += k
     return out
 
