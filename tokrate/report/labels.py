@@ -140,7 +140,12 @@ def _place_labels(
 ) -> list[Label]:
     """place_labels on a figure whose layout ``renderer`` has just solved."""
     lines = _line_paths(ax)
+    # The lines and markers do not move while labels are placed: their boxes are
+    # measured once here, not once per label (a hundred targets: a tenth of the time).
+    line_boxes = np.array([_path_extents(p) for p in lines]).reshape(-1, 4)
     markers = _marker_boxes(ax)
+    marker_xy = np.array([xy for xy, _ in markers], dtype=float).reshape(-1, 2)
+    marker_boxes = _extents([box for _, box in markers])
     taken = _other_texts(ax, renderer)
     left_out: list[Label] = []
     for label in sorted(labels, key=lambda lb: (lb.x, lb.y, lb.text)):
@@ -152,7 +157,9 @@ def _place_labels(
             fontsize=fontsize,
             annotation_clip=False,
         )
-        spot = _first_free(probe, renderer, ax, lines, markers, taken)
+        spot = _first_free(
+            probe, renderer, ax, (lines, line_boxes), (marker_xy, marker_boxes), taken
+        )
         probe.remove()
         if spot is None:
             left_out.append(label)
@@ -233,11 +240,14 @@ def _first_free(
     probe: Annotation,
     renderer: RendererBase,
     ax: Axes,
-    lines: Sequence[Path],
-    markers: Sequence[tuple[tuple[float, float], Bbox]],
+    lines: tuple[Sequence[Path], npt.NDArray[np.float64]],
+    markers: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
     taken: Sequence[Bbox],
 ) -> _Spot | None:
     """The first position around the probe's point where its box is clear.
+
+    ``lines``: the axes' line paths and their bounding boxes (display space);
+    ``markers``: every marker's display position and its box, one row each.
 
     The text is laid out once: unrotated, a spot's offset and alignment only shift
     that box (by the offset, and by a half or a whole of its width or height). So the
@@ -274,14 +284,16 @@ def _first_free(
         & (boxes[:, 3] <= area.y1)
     )
     free &= ~_overlapping(boxes, _extents(taken)).any(axis=1)
-    others = [m for (mx, my), m in markers if abs(mx - px) + abs(my - py) > 0.5]
-    free &= ~_overlapping(boxes, _extents(others)).any(axis=1)
-    near_lines = _overlapping(boxes, np.array([_path_extents(p) for p in lines]).reshape(-1, 4))
+    marker_xy, marker_boxes = markers
+    others = np.abs(marker_xy[:, 0] - px) + np.abs(marker_xy[:, 1] - py) > 0.5
+    free &= ~_overlapping(boxes, marker_boxes[others]).any(axis=1)
+    paths, line_boxes = lines
+    near_lines = _overlapping(boxes, line_boxes)
     for i in np.flatnonzero(free):
         offset, ha, va, radius = spots[i]
         box = Bbox.from_extents(*boxes[i])
         if any(
-            lines[int(j)].intersects_bbox(box, filled=False) for j in np.flatnonzero(near_lines[i])
+            paths[int(j)].intersects_bbox(box, filled=False) for j in np.flatnonzero(near_lines[i])
         ):
             continue
         leader = radius >= _LEADER_FROM
