@@ -14,12 +14,12 @@ from helpers.specs import sim_spec
 
 from tokrate.analysis.checks import JUDGED_NOW_NOTE, with_verdicts
 from tokrate.analysis.compare import compare_runs
-from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.analysis.tier_pick import min_requests
 from tokrate.load.run import run_benchmark
 from tokrate.report.build import build_report
 from tokrate.runfolder.checks_file import read_checks
 from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.routing import ROUTING_LAYOUT
 from tokrate.sim.answers import Reference, answers_right
 from tokrate.sim.model import default_tiers
 from tokrate.spec.types import PromptsSpec, SimulatorSpec, SloSpec

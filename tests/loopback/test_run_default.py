@@ -14,11 +14,11 @@ from helpers.cpu_waits import CpuWaits
 
 import tokrate.load.worker.engine
 import tokrate.sim.server
-from tokrate.analysis.routing import ROUTING_LAYOUT
 from tokrate.cli import main
 from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
+from tokrate.runfolder.routing import ROUTING_LAYOUT
 from tokrate.sim.model import default_tiers
 
 

@@ -15,6 +15,8 @@ from tokrate.errors import RunFolderError
 from tokrate.runfolder.jsondoc import (
     DEFAULT_FROM,
     EXTRA,
+    EXTRA_INSIDE,
+    FLATTEN,
     OMIT_IF_EMPTY,
     OMIT_IF_NONE,
     from_json,
@@ -147,6 +149,38 @@ def test_a_named_tuple_is_an_object_and_a_refusing_type_one_line() -> None:
         from_json(Checked, {"groups": [{"endpoint": "ep"}]}, "c.json")
     with pytest.raises(RunFolderError, match=r"^c\.json: share must be in \[0, 1\], got 2\.0$"):
         from_json(Checked, {"share": 2}, "c.json")
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    value: float
+    unit: str = "s"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    name: str
+    measure: Measure = field(metadata=FLATTEN)
+    extra: dict[str, Any] = field(default_factory=dict, metadata=EXTRA_INSIDE)
+
+
+def test_flatten_writes_a_part_among_its_parents_keys_and_extra_inside_keeps_new_keys() -> None:
+    """FLATTEN: a nested dataclass's keys sit among its parent's (routing.json's
+    candidates carry their task's quality so). EXTRA_INSIDE: a field of its own in the
+    file that also receives keys no field names (a newer record's)."""
+    row = Row("r", Measure(2.0), {"note": 1})
+    data = to_json(row)
+    assert list(data.items()) == [
+        ("name", "r"),
+        ("value", 2.0),
+        ("unit", "s"),
+        ("extra", {"note": 1}),
+    ]
+    assert from_json(Row, data, "row.json") == row
+    newer = from_json(Row, {"name": "r", "value": 1, "later": True}, "row.json")
+    assert newer == Row("r", Measure(1.0), {"later": True})
+    with pytest.raises(RunFolderError, match=r"^row\.json: value must be a number"):
+        from_json(Row, {"name": "r", "value": "x"}, "row.json")
 
 
 def test_run_json_errors_name_the_file_the_target_and_the_key() -> None:

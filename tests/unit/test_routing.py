@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tokrate.analysis.quality_compare import compare_pass_rate, has_checks
-from tokrate.analysis.routing import ROUTING_LAYOUT, routing_table
+from tokrate.analysis.routing import routing_file, routing_table
 from tokrate.analysis.tier_pick import TierRun, decide_tiers
 from tokrate.report.model import LeftOut
 from tokrate.report.quality_section import quality_chart
@@ -23,6 +23,7 @@ from tokrate.runfolder.comparison import CompareSettings, MetricResult
 from tokrate.runfolder.jsondoc import from_json, to_json
 from tokrate.runfolder.proportions import wilson_interval as wilson
 from tokrate.runfolder.quality import Quality
+from tokrate.runfolder.routing import ROUTING_LAYOUT
 from tokrate.runfolder.run_info import RunInfo, SloInfo, TargetInfo
 from tokrate.runfolder.summary import (
     Cost,
@@ -87,7 +88,7 @@ def test_smallest_clearing_model_per_task_and_misses() -> None:
     )
     table = routing_table(summary, info)
     assert table is not None
-    doc = table.to_dict()
+    doc = to_json(routing_file(table))
     assert doc["layout"] == ROUTING_LAYOUT and doc["level"] == "c=4"
     assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "mid"}, "ext": None}
     assert doc["bar"] == {"default": 0.9, "by_task": {"ext": 0.99}, "source": "config"}
@@ -134,8 +135,8 @@ def test_slo_and_default_bar() -> None:
     )
     table = routing_table(summary, info)
     assert table is not None and table.bar_source == "default"
-    assert table.to_dict()["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}
-    assert table.to_dict()["slo_set"] is True
+    assert to_json(routing_file(table))["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}
+    assert to_json(routing_file(table))["slo_set"] is True
     small = table.routes[0].candidates[0]
     assert small.misses() == ["SLOs met 20/40 (50%) < 95%"]
     assert table.routes[0].rule == "smallest"
@@ -199,7 +200,7 @@ def test_a_model_with_too_few_answers_is_never_routed() -> None:
     )
     table = routing_table(summary, info)
     assert table is not None
-    doc = table.to_dict()
+    doc = to_json(routing_file(table))
     assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "big"}, "ext": None}
     assert doc["unrouted"]["ext"]["why"] == "too_few_answers"
     assert (doc["unrouted"]["ext"]["answers"], doc["unrouted"]["ext"]["answers_needed"]) == (4, 10)
@@ -259,7 +260,7 @@ def test_few_requests_per_task_pool_the_latency_but_not_the_answers() -> None:
     )
     table = routing_table(summary, info)
     assert table is not None
-    doc = table.to_dict()
+    doc = to_json(routing_file(table))
     assert doc["routes"] == {"cls": {"endpoint": "ep", "model": "big"}}  # chat is unchecked
     (cls,) = doc["levels"][0]["tasks"]
     assert cls["latency_pooled"] is True
@@ -312,7 +313,7 @@ def test_routes_are_the_verdicts_picks_on_random_runs() -> None:
             continue
         heaviest = decision.levels[-1]
         assert table.level == heaviest
-        doc = table.to_dict()
+        doc = to_json(routing_file(table))
         for cell in decision.cells_at(heaviest):
             for task in cell.tasks:
                 if task not in doc["routes"]:

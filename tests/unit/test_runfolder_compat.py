@@ -23,6 +23,7 @@ from tokrate.runfolder.checks_file import CHECKS_FILE, read_checks
 from tokrate.runfolder.comparison import COMPARISON_FILE, read_comparison
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.records import record_from_json
+from tokrate.runfolder.routing import read_routing
 from tokrate.runfolder.store import (
     RECORDS_JSONL,
     RunStore,
@@ -30,7 +31,6 @@ from tokrate.runfolder.store import (
     load_summary,
     read_acceptance,
     read_capacity,
-    read_routing,
     write_acceptance,
     write_capacity,
     write_checks,

@@ -20,16 +20,17 @@ much.
 
 Pure Python over a :class:`~tokrate.runfolder.summary.Summary` and the run's
 :class:`~tokrate.runfolder.run_info.RunInfo` (no polars), so the measuring process can
-read it. routing.json (layout :data:`ROUTING_LAYOUT`) is :meth:`RoutingTable.to_dict`:
-``routes`` maps each checked task to ``{"endpoint", "model"}`` or null at the heaviest
-load level measured (the level the verdict judges and a gateway must plan for),
-``unrouted`` says why for each null, ``levels`` holds every level's evidence.
+read it. routing.json is :func:`routing_file` of the table (its format:
+:mod:`tokrate.runfolder.routing`): ``routes`` maps each checked task to the model picked
+at the heaviest load level measured (the level the verdict judges and a gateway must
+plan for) or null, ``unrouted`` says why for each null, ``levels`` holds every level's
+evidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from tokrate.analysis.tier_pick import (
     ATTAINMENT,
@@ -44,30 +45,34 @@ from tokrate.analysis.tier_pick import (
     min_requests,
 )
 from tokrate.analysis.tier_pick import Candidate as TierCandidate
-from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.quality import Quality
+from tokrate.runfolder.routing import (
+    ROUTING_LAYOUT,
+    BarJudgement,
+    CandidateEvidence,
+    LevelEvidence,
+    ModelRef,
+    PassBar,
+    RouteEvidence,
+    RoutingFile,
+    Unrouted,
+)
 from tokrate.runfolder.run_info import RunInfo
 from tokrate.runfolder.summary import Cost, Summary, TaskGroup
 from tokrate.textfmt import fmt_ms, fmt_pct_interval
 
 __all__ = [
     "DEFAULT_BAR",
-    "ROUTING_LAYOUT",
     "Candidate",
     "LevelRoutes",
     "Route",
     "RoutingTable",
     "Why",
+    "routing_file",
     "routing_from_decision",
     "routing_table",
 ]
 
-#: routing.json's layout: 2 since the routes are the tier decision's (layout 1 had a
-#: rule of its own, without a minimum number of answers); 3 since candidates carry
-#: ``cost`` (per 1,000 of the task's requests, with its interval and rule) instead of
-#: ``usd_per_m_output``, ``size_source``, ``goodput_rps`` and ``decode_tps_p50``, the
-#: rule may be "goodput", and ``smallest`` is null unless every size is known.
-ROUTING_LAYOUT: Final = 3
 #: The pass rate a task must reach when the config sets no bar.
 DEFAULT_BAR: Final = DEFAULT_PASS_BAR
 
@@ -163,37 +168,6 @@ class Candidate:
             out.append(f"{self.failed} failed")
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        def judged(j: Judgement | None) -> dict[str, Any] | None:
-            if j is None:
-                return None
-            return {
-                "verdict": j.verdict,
-                "met": j.met,
-                "n": j.n,
-                "target": j.target,
-                "needed": min_requests(j.target),
-                "interval": None if j.interval is None else list(j.interval),
-                "pooled": j.pooled,
-                "reason": j.reason or None,
-            }
-
-        return {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "size_b": self.size_b,
-            "size_source": self.size_source,
-            "cost": None if self.cost is None else to_json(self.cost),
-            "goodput_rps": self.goodput_rps,
-            "decode_tps_p50": self.decode_tps,
-            "verdict": self.verdict,
-            **to_json(self.quality),
-            "confident": self.confident,
-            "pass_rate": judged(self.pass_rate),
-            "slo": judged(self.slo),
-            "misses": self.misses(),
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -272,24 +246,6 @@ class Route:
             return f"too few requests to decide: {misses}"
         return f"no model meets both the pass-rate bar and the SLOs: {misses}"
 
-    def to_dict(self) -> dict[str, Any]:
-        def name(c: Candidate | None) -> dict[str, str] | None:
-            return None if c is None else {"endpoint": c.endpoint, "model": c.model}
-
-        return {
-            "task": self.task,
-            "bar": self.bar,
-            "answers_needed": self.needed,
-            "route": name(self.pick),
-            "rule": self.rule,
-            "why": self.why,
-            "reason": self.reason,
-            "smallest": name(self.smallest),
-            "cheapest": name(self.cheapest),
-            "latency_pooled": self.latency_pooled,
-            "candidates": [c.to_dict() for c in self.candidates],
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class LevelRoutes:
@@ -316,39 +272,6 @@ class RoutingTable:
     @property
     def routes(self) -> tuple[Route, ...]:
         return self.levels[-1].routes if self.levels else ()
-
-    def to_dict(self) -> dict[str, Any]:
-        unrouted = {}
-        for r in self.routes:
-            if r.pick is not None:
-                continue
-            entry: dict[str, Any] = {"why": r.why, "reason": r.reason}
-            if r.why == "too_few_answers":
-                entry |= {"answers": r.fewest_answers, "answers_needed": r.needed}
-            unrouted[r.task] = entry
-        return {
-            "layout": ROUTING_LAYOUT,
-            "run_id": self.run_id,
-            "bar": {
-                "default": self.bar,
-                "by_task": dict(self.bar_by_task),
-                "source": self.bar_source,
-            },
-            "slo_attainment": ATTAINMENT,
-            "slo_set": self.slo_set,
-            "level": self.level,
-            "routes": {
-                r.task: None
-                if r.pick is None
-                else {"endpoint": r.pick.endpoint, "model": r.pick.model}
-                for r in self.routes
-            },
-            "unrouted": unrouted,
-            "levels": [
-                {"level": lv.level, "load": lv.load, "tasks": [r.to_dict() for r in lv.routes]}
-                for lv in self.levels
-            ],
-        }
 
 
 def _candidate(
@@ -439,3 +362,81 @@ def routing_table(summary: Summary, info: RunInfo) -> RoutingTable | None:
     if PASS_RATE not in decision.bars:
         return None
     return routing_from_decision(decision, summary, info)
+
+
+def _judged(j: Judgement | None) -> BarJudgement | None:
+    if j is None:
+        return None
+    return BarJudgement(
+        j.verdict,
+        j.met,
+        j.n,
+        j.target,
+        min_requests(j.target),
+        j.interval,
+        j.pooled,
+        j.reason or None,
+    )
+
+
+def _ref(c: Candidate | None) -> ModelRef | None:
+    return None if c is None else ModelRef(c.endpoint, c.model)
+
+
+def _evidence(c: Candidate) -> CandidateEvidence:
+    return CandidateEvidence(
+        endpoint=c.endpoint,
+        model=c.model,
+        size_b=c.size_b,
+        size_source=c.size_source,
+        cost=c.cost,
+        goodput_rps=c.goodput_rps,
+        decode_tps_p50=c.decode_tps,
+        verdict=c.verdict,
+        quality=c.quality,
+        confident=c.confident,
+        pass_rate=_judged(c.pass_rate),
+        slo=_judged(c.slo),
+        misses=tuple(c.misses()),
+    )
+
+
+def _route_evidence(r: Route) -> RouteEvidence:
+    return RouteEvidence(
+        task=r.task,
+        bar=r.bar,
+        answers_needed=r.needed,
+        route=_ref(r.pick),
+        rule=r.rule,
+        why=r.why,
+        reason=r.reason,
+        smallest=_ref(r.smallest),
+        cheapest=_ref(r.cheapest),
+        latency_pooled=r.latency_pooled,
+        candidates=tuple(_evidence(c) for c in r.candidates),
+    )
+
+
+def _unrouted(r: Route) -> Unrouted:
+    assert r.why is not None and r.reason is not None
+    if r.why == "too_few_answers":
+        return Unrouted(r.why, r.reason, r.fewest_answers, r.needed)
+    return Unrouted(r.why, r.reason)
+
+
+def routing_file(table: RoutingTable) -> RoutingFile:
+    """routing.json's document of ``table`` (tokrate.runfolder.routing)."""
+    return RoutingFile(
+        layout=ROUTING_LAYOUT,
+        run_id=table.run_id,
+        bar=PassBar(table.bar, table.bar_by_task, table.bar_source),
+        slo_attainment=ATTAINMENT,
+        slo_set=table.slo_set,
+        level=table.level,
+        routes=tuple((r.task, _ref(r.pick)) for r in table.routes),
+        unrouted=tuple((r.task, _unrouted(r)) for r in table.routes if r.pick is None),
+        levels=tuple(
+            LevelEvidence(lv.level, lv.load, tuple(_route_evidence(r) for r in lv.routes))
+            for lv in table.levels
+        ),
+    )

@@ -449,7 +449,8 @@ def _print_tables(result: RunResult, out: Console) -> None:
     from tokrate.report.terminal.quality_text import render_quality
     from tokrate.report.terminal.run_tables import render_capacity, render_summary
     from tokrate.report.terminal.tier_text import render_verdict
-    from tokrate.runfolder.store import load_run_info, read_routing
+    from tokrate.runfolder.routing import read_routing
+    from tokrate.runfolder.store import load_run_info
 
     decision = None
     if result.summary is not None:

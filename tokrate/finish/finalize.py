@@ -22,7 +22,7 @@ from typing import Literal
 from tokrate.analysis.calibration import run_envelope
 from tokrate.analysis.checks import apply_checks
 from tokrate.analysis.metrics import summarize
-from tokrate.analysis.routing import routing_table
+from tokrate.analysis.routing import routing_file, routing_table
 from tokrate.analysis.server_counters import server_counters
 from tokrate.runfolder.loaded_run import read_records_jsonl, write_records_parquet
 from tokrate.runfolder.server_metrics import read_server_metrics, samples_to_parquet
@@ -56,7 +56,7 @@ def finalize_run_folder(run_dir: Path, status: Literal["complete", "interrupted"
         summary = dataclasses.replace(summary, server_counters=counters)
     write_summary(run_dir, summary)
     routing = routing_table(summary, info)
-    write_routing(run_dir, None if routing is None else routing.to_dict())
+    write_routing(run_dir, None if routing is None else routing_file(routing))
     lag_p99_ms = info.loop_lag.p99_ms if info.loop_lag is not None else None
     verdict = run_envelope(frame, lag_p99_ms or 0.0)
     write_run_info(run_dir, dataclasses.replace(info, ended_at=iso_now(), calibration=verdict))

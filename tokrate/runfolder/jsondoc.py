@@ -24,6 +24,7 @@ null where its type has no null) takes its field's default; ``metadata=DEFAULT_F
 that older files lack); ``metadata=EXTRA`` marks the field that keeps a newer
 tokrate's unknown keys and writes them back unchanged (``EXTRA_INSIDE``: under its own
 key; elsewhere unknown keys are ignored). A class may also write what it derives:
+``metadata=FLATTEN`` writes a dataclass field's keys among its parent's.
 ``__json_computed__ = {"passed": ("rate",)}`` writes property ``rate`` right after
 field ``passed`` (for readers of the file; never read back). Every failure is one
 :class:`~tokrate.errors.RunFolderError` line naming the file, the place in it and the
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_FROM",
     "EXTRA",
     "EXTRA_INSIDE",
+    "FLATTEN",
     "OMIT_IF_EMPTY",
     "OMIT_IF_NONE",
     "from_json",
@@ -66,6 +68,9 @@ OMIT_IF_EMPTY: Final[Mapping[str, Any]] = {_OMIT: "empty"}
 #: Field metadata: this Mapping field holds the document's keys no field names (read
 #: from a newer file), written back after the known ones.
 EXTRA: Final[Mapping[str, Any]] = {_EXTRA: True}
+#: Field metadata: this dataclass field's keys are written in its place, among its
+#: parent's, and read back from them.
+FLATTEN: Final[Mapping[str, Any]] = {_OMIT: "flatten"}
 #: Field metadata: this Mapping field is written under its own key, and reading also
 #: puts there the document's keys no field names (a record's ``extra``).
 EXTRA_INSIDE: Final[Mapping[str, Any]] = {_EXTRA: "inside"}
@@ -101,6 +106,9 @@ def to_json(obj: Any) -> dict[str, Any]:
         value = getattr(obj, name)
         if omit == "extra":
             extra = value
+            continue
+        if omit == "flatten":
+            out.update(to_json(value))
             continue
         if not (value is None and omit is not None) and not (omit == "empty" and not value):
             out[name] = value if convert is None or value is None else convert(value)
@@ -230,6 +238,13 @@ def from_json(cls: type[T], data: Any, where: str) -> T:
             inside = f.metadata[_EXTRA] == "inside"
             if not (inside and f.name in data):
                 continue
+        if f.metadata.get(_OMIT) == "flatten":
+            kwargs[f.name] = from_json(hint, data, where)
+            known.update(g.name for g, _ in _fields(hint))
+            known.update(
+                n for names in getattr(hint, "__json_computed__", {}).values() for n in names
+            )
+            continue
         raw = data.get(f.name)
         source = f.metadata.get(_DEFAULT_FROM)
         if raw is None and source is not None:

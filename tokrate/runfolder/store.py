@@ -47,7 +47,7 @@ import datetime as _dt
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -63,6 +63,7 @@ from tokrate.runfolder.comparison import COMPARISON_FILE
 from tokrate.runfolder.files import POINTER_LIMIT_BYTES, RunFileRefused, read_json, read_run_file
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.records import RequestRecord
+from tokrate.runfolder.routing import ROUTING_FILE, RoutingFile
 from tokrate.runfolder.run_info import RunInfo, run_info_from_json
 from tokrate.runfolder.summary import Summary, summary_from_json
 
@@ -71,7 +72,6 @@ __all__ = [
     "MIN_FREE_BYTES",
     "RECORDS_JSONL",
     "RECORDS_PARQUET",
-    "ROUTING_FILE",
     "RunStore",
     "iso_now",
     "load_run_info",
@@ -80,7 +80,6 @@ __all__ = [
     "point_latest_good",
     "read_acceptance",
     "read_capacity",
-    "read_routing",
     "resolve_latest_good",
     "run_folders",
     "write_acceptance",
@@ -329,36 +328,22 @@ def read_acceptance(run_dir: Path | str) -> Acceptance | None:
     return None if data is None else acceptance_from_json(data, str(file))
 
 
-#: The routing table's file (tokrate.analysis.routing; docs/quality.md).
-ROUTING_FILE = "routing.json"
-
-
 def write_checks(run_dir: Path, entries: Sequence[CheckEntry]) -> None:
     """Write checks.json (nothing when no prompt has a check). Raises OutputError."""
     if entries:
         _write(run_dir / CHECKS_FILE, _dump(checks_document(entries)))
 
 
-def write_routing(run_dir: Path, document: Mapping[str, Any] | None) -> None:
+def write_routing(run_dir: Path, routing: RoutingFile | None) -> None:
     """Write routing.json (None: remove a stale one). Raises OutputError."""
     path = run_dir / ROUTING_FILE
     try:
-        if document is None:
+        if routing is None:
             path.unlink(missing_ok=True)
         else:
-            write_atomic(path, _dump(dict(document)))
+            write_atomic(path, _dump(to_json(routing)))
     except OSError as err:
         raise OutputError(f"{path}: cannot write ({err.strerror})") from None
-
-
-def read_routing(run_dir: Path) -> dict[str, Any] | None:
-    """routing.json as written, or None when the run has none (or it is unreadable, or
-    refused by the guard: tokrate.runfolder.files)."""
-    try:
-        data = read_json(run_dir / ROUTING_FILE)
-    except RunFolderError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _read_info(folder: Path) -> RunInfo:

@@ -9,15 +9,13 @@ routing.json. The sentences that pick a tier per task are the tier pick's verdic
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from tokrate.runfolder.quality import Quality
+from tokrate.runfolder.routing import RoutingFile
 from tokrate.runfolder.summary import Summary
 from tokrate.spec.metric_table import metric_label
 from tokrate.textfmt import fmt_pct_interval
@@ -59,7 +57,7 @@ def quality_rows(summary: Summary) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_quality(summary: Summary, routing: Mapping[str, Any] | None, console: Console) -> None:
+def render_quality(summary: Summary, routing: RoutingFile | None, console: Console) -> None:
     """The quality table (nothing when nothing was checked), and where routing.json
     holds the per-task routes; the verdict sentences (report.tier_text) hold each
     pick to the same pass-rate bar."""
@@ -77,7 +75,7 @@ def render_quality(summary: Summary, routing: Mapping[str, Any] | None, console:
     if routing is not None:
         console.print(
             Text(
-                f"routing.json: each task's route at {routing.get('level')} (the verdict's "
+                f"routing.json: each task's route at {routing.level} (the verdict's "
                 "pick below, or why there is none) with every model's evidence."
             )
         )
