@@ -63,4 +63,4 @@ def test_false_alarm_figures_name_their_command_commit_and_load() -> None:
     assert "benchmarks/false_alarms.py --pairs 20 --busy 2" in section
     assert re.search(r"commit [0-9a-f]{7}", section) and "load average" in section
     bench = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
-    assert "(`false_alarms.py`, issue 23)" in bench and "**0/20** (false alarms)" in bench
+    assert "(`false_alarms.py`, issues 23 and 40)" in bench and "**0/20** (false alarms)" in bench
