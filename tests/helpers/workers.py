@@ -138,8 +138,13 @@ def schema(obj: Any) -> Any:
 
 
 def assert_close_summaries(one: Any, many: Any, *, what: str) -> None:
-    """Same schema; per-request latencies agree within noise (both measure the same
-    fixed-timing server at a load far below what one process can drive)."""
+    """Same schema, the same groups, counts and output tokens. Latencies are not
+    compared between the two runs: they measured the server at different moments, and
+    on a busy machine the simulator itself answers later in one than in the other (seen:
+    TTFT p50 45 ms in one run, 80 ms in the next, beside two spinning processes, with
+    every first token matching the simulator's own write). Timing is checked where the
+    physics gives a bound: each record against the simulator's truth log
+    (:func:`assert_first_tokens_match_truth`)."""
     one, many = to_json(one), to_json(many)
     assert schema(one) == schema(many), f"{what}: summary schema differs from one process"
     g1, g2 = one["groups"][0], many["groups"][0]
@@ -147,8 +152,4 @@ def assert_close_summaries(one: Any, many: Any, *, what: str) -> None:
     assert [g1[k] for k in keys] == [g2[k] for k in keys]
     assert g1["output_tokens_total"] == g2["output_tokens_total"]
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
-        a, b = g1[metric]["p50"], g2[metric]["p50"]
-        # 15 ms + 20 %: wide enough for a loaded shared machine, far tighter than the
-        # quantities compared (TTFT 40 ms, E2E ~84 ms, TPOT 4 ms -> tolerance on TPOT
-        # is dominated by the 15 ms floor, so TPOT is also checked by the truth log).
-        assert abs(a - b) <= 0.015 + 0.2 * max(a, b), f"{what}: {metric} p50 {a} vs {b}"
+        assert g1[metric]["p50"] is not None and g2[metric]["p50"] is not None, (what, metric)

@@ -101,6 +101,7 @@ def test_ray_run_matches_a_local_run_and_builds_the_report(
     # Actors on this host share its CLOCK_MONOTONIC with the simulator: each first
     # token the actors stamped is the simulator's own write of the chunks it came with.
     assert_first_tokens_match_truth(recs, log)
+    assert_first_tokens_match_truth(frame_to_records(load_run(local.run_dir).records), log)
 
     assert local.summary is not None and on_ray.summary is not None
     assert_close_summaries(local.summary, on_ray.summary, what="--ray")

@@ -75,6 +75,7 @@ def test_two_workers_conserve_counts_and_agree_with_one_process(
     # Each worker process measured with the host's monotonic clock: each first token
     # it stamped is the simulator's own write of the chunks it came with.
     assert_first_tokens_match_truth(recs, log)
+    assert_first_tokens_match_truth(frame_to_records(load_run(single.run_dir).records), log)
 
     assert single.summary is not None and double.summary is not None
     assert_close_summaries(single.summary, double.summary, what="--workers 2")
