@@ -163,6 +163,18 @@ def test_report_builds_for_any_frame(
 def test_report_builds_for_named_degenerate_runs(tmp_path: Path, shape: dict[str, object]) -> None:
     out = _build(tmp_path, shape, seed=1)
     html = (out / "report.html").read_text(encoding="utf-8")
+    if shape["targets"] == 100:
+        # A hundred models: every chart drawn (a legend or a title of a hundred names
+        # once crushed the plots and the chart was left out).
+        drawn = {p.stem for p in (out / "charts").glob("*.png")}
+        assert drawn == {
+            "size_vs_speed",
+            "ttft_cdf",
+            "latency_boxes",
+            "throughput_vs_latency",
+            "timeline",
+        }
+        assert "tokrate failed to draw it" not in html
     if shape["tpot"] == "zero":
         assert "no measurable decode speed" in html  # said why, not "no known size"
         # Whole answers in one read are buffered streams: no fake zero-gap ITL box.

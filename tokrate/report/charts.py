@@ -20,7 +20,14 @@ from matplotlib.figure import Figure
 
 from tokrate.analysis.stats import PowerLawFit
 from tokrate.hardware import HardwareProfile
-from tokrate.report.figures import house_style, new_figure, plain_log_axes, readable_log_axis
+from tokrate.report.figures import (
+    fit_figure_to_legends,
+    house_style,
+    legend_columns,
+    new_figure,
+    plain_log_axes,
+    readable_log_axis,
+)
 from tokrate.report.labels import Label, label_panels
 from tokrate.report.size_text import bandwidth_text, describe_fit
 from tokrate.report.styles import legend_outside, series_colors, series_styles
@@ -52,6 +59,8 @@ _BOUND_STYLES: Final = ("--", ":", "-.")
 #: colour is each point's model's.
 _SERIES_MARKERS: Final = ("o", "s", "^", "D", "v", "P")
 _FIT_STYLES: Final = ("-", (0, (6, 1.5, 1, 1.5)), (0, (1, 1)), (0, (8, 3)))
+#: Rows of the legend under the size chart before it takes another column.
+_BELOW_ROWS: Final = 8
 
 
 def _fmt_params(value: float) -> str:
@@ -212,13 +221,14 @@ def size_vs_speed(
     # The legend under both panels, series first, then fits and bounds.
     handles, labels = ax.get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (not labels[i].endswith("p10–p90)"), i))
-    fig.legend(
+    legend = fig.legend(
         [handles[i] for i in order],
         [labels[i] for i in order],
         loc="outside lower center",
-        ncols=2,
+        ncols=max(2, legend_columns(len(labels), rows=_BELOW_ROWS)),
         frameon=False,
     )
+    fit_figure_to_legends(fig, below=[legend])
     heading = "Per-stream speed at each model's lowest load level."
     fig.suptitle(
         _wrapped([heading, *assumptions], width=150), fontsize=8.5, color="0.3", ha="center"
@@ -261,7 +271,7 @@ def ttft_cdf(ecdf: pl.DataFrame) -> Figure:
     ax.set_title("TTFT distribution (empirical CDF, ok requests, all load levels)")
     for q in (0.5, 0.95):
         ax.axhline(q, color="0.6", lw=0.8, ls=":")
-    legend_outside(ax)
+    fit_figure_to_legends(fig, beside=[legend_outside(ax)])
     return fig
 
 
@@ -407,7 +417,10 @@ def throughput_vs_latency(groups: pl.DataFrame) -> Figure:
     ax.set_title("Throughput vs per-stream speed")
     ax2.set_title("Throughput vs TTFT p95")
     handles, names = ax.get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside right upper", frameon=False)
+    legend = fig.legend(
+        handles, names, loc="outside right upper", frameon=False, ncols=legend_columns(len(names))
+    )
+    fit_figure_to_legends(fig, beside=[legend])
     label_panels(fig, [(ax, levels_at[0], 7.0), (ax2, levels_at[1], 7.0)])
     return fig
 
@@ -458,15 +471,16 @@ def timeline(bins: pl.DataFrame, width_s: float) -> Figure:
                 bottoms[float(v)] = bottoms.get(float(v), 0.0) + float(e)
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"Throughput over the run ({width_s:g} s bins, by token arrival time)")
-    legend_outside(ax)
+    legend = legend_outside(ax)
     if ax2 is None:
         ax.set_xlabel("time since the run's first request (s)")
+        fit_figure_to_legends(fig, beside=[legend])
         return fig
     ax2.set_ylabel("failed requests per bin")
     ax2.set_xlabel("time since the run's first request (s)")
     ax2.set_ylim(bottom=0)
     ax2.sharex(ax)
-    legend_outside(ax2)
+    fit_figure_to_legends(fig, beside=[legend, legend_outside(ax2)])
     return fig
 
 

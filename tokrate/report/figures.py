@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, ParamSpec
 
 import matplotlib
@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 from matplotlib.ticker import (
     FixedLocator,
     FuncFormatter,
@@ -28,7 +29,10 @@ from matplotlib.ticker import (
 
 __all__ = [
     "HOUSE_RC",
+    "LEGEND_ROWS",
+    "fit_figure_to_legends",
     "house_style",
+    "legend_columns",
     "new_figure",
     "plain_log_axes",
     "plain_number",
@@ -85,6 +89,53 @@ def new_figure(
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False, width_ratios=width_ratios)
     return fig, [ax for row in axes for ax in row]
+
+
+#: Rows a legend column holds before the legend takes another column: about what fits
+#: beside a chart of the usual height at the house legend font size.
+LEGEND_ROWS: Final = 24
+
+#: The share of its planned width (legend beside) or height (legend below) a figure
+#: keeps for its plots when a long legend makes it grow.
+_PLOT_SHARE: Final = 0.8
+
+#: Inches around a legend (its padding, and the gap to the plots).
+_LEGEND_MARGIN_IN: Final = 0.4
+
+
+def legend_columns(entries: int, rows: int = LEGEND_ROWS) -> int:
+    """Columns for a legend of ``entries`` entries with at most ``rows`` a column."""
+    return max(1, math.ceil(entries / rows))
+
+
+def fit_figure_to_legends(
+    fig: Figure, *, beside: Iterable[Legend | None] = (), below: Iterable[Legend | None] = ()
+) -> None:
+    """Grow ``fig`` until its legends fit beside (right of) or below its plots with the
+    plots still at a readable size; a figure whose legends already fit keeps its size.
+
+    A run of tens of models gives a legend taller than the chart: constrained layout
+    then collapses the plots to nothing and gives up (it warns, and a report drawn with
+    warnings as errors leaves the chart out). Legends beside the plots stack (one per
+    row of axes), so their heights add up."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    width, height = (float(v) for v in fig.get_size_inches())
+
+    def inches(legends: Iterable[Legend | None]) -> list[tuple[float, float]]:
+        boxes = [leg.get_window_extent(renderer) for leg in legends if leg is not None]
+        return [(b.width / fig.dpi, b.height / fig.dpi) for b in boxes]
+
+    need_width, need_height = width, height
+    if side := inches(beside):
+        stacked = sum(h + _LEGEND_MARGIN_IN for _, h in side)
+        need_height = max(need_height, stacked)
+        need_width = max(need_width, max(w for w, _ in side) + _PLOT_SHARE * width)
+    if under := inches(below):
+        need_height = max(need_height, sum(h for _, h in under) + _PLOT_SHARE * height)
+        need_width = max(need_width, max(w for w, _ in under) + _LEGEND_MARGIN_IN)
+    if (need_width, need_height) != (width, height):
+        fig.set_size_inches(need_width, need_height)
 
 
 def plain_number(value: float, _pos: object = None) -> str:

@@ -130,6 +130,8 @@ def _chart(
     """The chart's PNG and what it shows per model, read back from the figure."""
     from matplotlib.figure import Figure
 
+    from tokrate.report.figures import fit_figure_to_legends, legend_columns
+
     unit, factor = _unit(metric)
     data = history.points.filter(
         (pl.col("metric") == metric) & (pl.col("benchmark") == fingerprint)
@@ -198,7 +200,15 @@ def _chart(
     ax.grid(True, alpha=0.3)
     if data.height:
         # Outside the data: a trend legend over the lines hides the newest nights.
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        entries = len(ax.get_legend_handles_labels()[1])
+        legend = ax.legend(
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+            ncols=legend_columns(entries),
+        )
+        fit_figure_to_legends(fig, beside=[legend])
     for tick in ax.get_xticklabels():
         tick.set_rotation(30)
         tick.set_horizontalalignment("right")

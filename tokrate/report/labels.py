@@ -225,15 +225,24 @@ def label_panels(fig: Figure, panels: Sequence[tuple[Axes, Sequence[Label], floa
         named = {ax: list(dict.fromkeys([*named[ax], *left_out[ax]])) for ax in named}
 
 
+#: Unlabelled points a panel's title names before it counts the rest: a title of a
+#: hundred names would push the plot out of its figure (the tables name every model).
+_NAMED_AT_MOST: Final = 8
+
+
 def _title_naming(ax: Axes, title: str, names: Sequence[str]) -> None:
-    """``title``, followed by the points left unlabelled, wrapped to the panel (a
-    title character is about 0.6 of its font size wide)."""
+    """``title``, followed by the points left unlabelled (the first
+    :data:`_NAMED_AT_MOST`, then how many more), wrapped to the panel (a title
+    character is about 0.6 of its font size wide)."""
     if not names:
         ax.set_title(title)
         return
     size_px = float(ax.title.get_fontsize()) * ax.figure.dpi / 72.0
     width = max(20, int(ax.bbox.width / (0.6 * size_px)))
-    ax.set_title(textwrap.fill(f"{title} (not labelled, no room: {', '.join(names)})", width=width))
+    named = ", ".join(names[:_NAMED_AT_MOST])
+    if len(names) > _NAMED_AT_MOST:
+        named += f" and {len(names) - _NAMED_AT_MOST} more"
+    ax.set_title(textwrap.fill(f"{title} (not labelled, no room: {named})", width=width))
 
 
 def _first_free(

@@ -13,7 +13,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tokrate.analysis.routing import Route, RoutingTable, routing_table
-from tokrate.report.figures import house_style, new_figure, plain_log_axes
+from tokrate.report.figures import (
+    fit_figure_to_legends,
+    house_style,
+    legend_columns,
+    new_figure,
+    plain_log_axes,
+)
 from tokrate.report.labels import Label, label_panels
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import report_order, series_colors
@@ -339,12 +345,14 @@ def _draw(data: _QualityData) -> Figure:
     left.set_xlabel(_AXIS_WORDS[axis])
     left.set_ylabel("pass rate (%)")
     left.set_title(f"Answer quality vs {axis} at {data.level}")
-    fig.legend(
+    legend = fig.legend(
         [handles[i] for i in order],
         [labels[i] for i in order],
         loc="outside right upper",
         frameon=False,
+        ncols=legend_columns(len(labels)),
     )
+    fit_figure_to_legends(fig, beside=[legend])
     panels: list[tuple[Axes, Sequence[Label], float]] = [(left, names, 7.0)]
     if two:
         right = axes[1]

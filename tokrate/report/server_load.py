@@ -18,10 +18,11 @@ import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 from matplotlib.ticker import MaxNLocator
 
 from tokrate.analysis.ordering import natural_key
-from tokrate.report.figures import house_style, new_figure
+from tokrate.report.figures import fit_figure_to_legends, house_style, new_figure
 from tokrate.report.model import Chart, LeftOut, ReportInputs
 from tokrate.report.styles import Style, legend_outside, report_order, series_styles
 from tokrate.report.timeline_data import server_points, ttft_points
@@ -89,18 +90,21 @@ def server_load(ttft: pl.DataFrame, server: pl.DataFrame) -> Figure:
     top.set_ylabel("TTFT (s)")
     top.set_ylim(bottom=0)
     top.set_title("TTFT at send time, and the server's own load (from its /metrics)")
-    legend_outside(top)
+    legends = [legend_outside(top)]
     for ax, (role, title) in zip(axes[1:], roles, strict=True):
-        _role_panel(ax, server.filter(pl.col("role") == role), role, styles, one_series)
+        legends.append(
+            _role_panel(ax, server.filter(pl.col("role") == role), role, styles, one_series)
+        )
         ax.set_ylabel(title)
         ax.sharex(top)
     axes[-1].set_xlabel("time since the run's first request (s)")
+    fit_figure_to_legends(fig, beside=legends)
     return fig
 
 
 def _role_panel(
     ax: Axes, part: pl.DataFrame, role: str, styles: dict[tuple[str, str], Style], one: bool
-) -> None:
+) -> Legend | None:
     scale = 100.0 if role == "kv_cache" else 1.0
     for (series, model), line in _in_order(part):
         style = styles[(series, model)]
@@ -120,7 +124,7 @@ def _role_panel(
         top = float(part.get_column("value").max() or 0.0)  # type: ignore[arg-type]
         ax.set_ylim(0, max(1.0, top * 1.1))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    legend_outside(ax)
+    return legend_outside(ax)
 
 
 def server_load_chart(inputs: ReportInputs) -> Iterator[Chart[Any] | LeftOut]:

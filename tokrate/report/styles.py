@@ -20,8 +20,10 @@ import matplotlib
 import matplotlib.colors
 import polars as pl
 from matplotlib.axes import Axes
+from matplotlib.legend import Legend
 
 from tokrate.analysis.ordering import natural_key
+from tokrate.report.figures import legend_columns
 
 __all__ = [
     "Style",
@@ -146,7 +148,17 @@ def series_styles(frame: pl.DataFrame) -> dict[tuple[str, str], Style]:
     }
 
 
-def legend_outside(ax: Axes) -> None:
-    """The legend right of the plot, never over the data."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+def legend_outside(ax: Axes) -> Legend | None:
+    """The legend right of the plot, never over the data (a long one in columns; the
+    chart grows to hold it: :func:`tokrate.report.figures.fit_figure_to_legends`), or
+    None where nothing is labelled."""
+    handles, _ = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    return ax.legend(
+        frameon=False,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0,
+        ncols=legend_columns(len(handles)),
+    )
