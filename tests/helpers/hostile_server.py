@@ -30,7 +30,8 @@ probe_endless / probe_gzip / probe_429 (GET /models answers 404, so the pre-flig
 one-token probe decides; that non-streamed request is answered 200 one byte a second,
 200 with an endless body at full speed, 200 with a gzip body of ``mb`` MB (default 256)
 of zeros, about 1/1000 of that on the wire, or 429; streamed requests are ``ok``), llama (llama-server's shapes:
-/models with ``meta.n_ctx`` (option ``n_ctx``) and, as options, ``meta.n_params``,
+/models listing ``ids`` (``:``-separated, default ``m``), each with ``meta.n_ctx``
+(option ``n_ctx``) and, as options, ``meta.n_params``,
 ``meta.size``, ``meta.ftype`` (any JSON value), GET /props with ``model_ftype``
 (``props_ftype``), answers as ``answer_model`` (default a
 .gguf path), usage with ``prompt_tokens_details.cached_tokens`` (``cached``) and a
@@ -589,8 +590,8 @@ async def _models_page(mode: str, o: dict[str, str], out: _Writer, *, props: boo
     for key in ("n_params", "size", "ftype"):
         if key in o:
             meta[key] = _raw(o[key])
-    model = {"id": "m", "object": "model", "meta": meta}
-    msg = orjson.dumps({"object": "list", "data": [model]})
+    models = [{"id": i, "object": "model", "meta": meta} for i in o.get("ids", "m").split(":")]
+    msg = orjson.dumps({"object": "list", "data": models})
     await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
     out.w.write(msg)
     await out.w.drain()

@@ -155,3 +155,30 @@ def test_control_characters_from_models_metadata_are_never_stored() -> None:
     assert served is not None and served.weight_type == "[2J]0;pwnedQ4_K_M"
     only_controls = orjson.dumps({"data": [{"id": "m", "meta": {"n_params": 9, "ftype": "\x1b"}}]})
     assert served_model(only_controls, "m") == ServedModel(params=9, source="GET /models")
+
+
+def test_a_target_the_server_sizes_into_another_place_keeps_its_own_requests(
+    hostile: HostileServer, tmp_path: Path
+) -> None:
+    """Sizes the server reports re-sort the targets (smallest first): the plan's
+    scenarios, built before the pre-flight, must follow, so every request of
+    "c=1 [a-unsized]" goes to a-unsized. Here z-big (configured 100B) came first while
+    a-unsized had no size; the server then sizes a-unsized at 23M, ahead of it."""
+    url = hostile.base_url(
+        "llama", tokens=4, n_params=23468544, size=46950400, ftype="F16", ids="a-unsized:z-big"
+    )
+    config = tmp_path / "bench.toml"
+    config.write_text(
+        f'[load]\ntargets = "sequential"\n\n[[endpoint]]\nname = "llama"\nbase_url = "{url}"\n\n'
+        '[[model]]\nname = "z-big"\nparams_b = 100.0\nbytes_per_param = 2.0\n\n'
+        '[[model]]\nname = "a-unsized"\n',
+        encoding="utf-8",
+    )
+    code, run = _run(tmp_path, url, config=config)
+    assert code == 0
+    assert [t["model"] for t in run["targets"]] == ["a-unsized", "z-big"]
+    lines = (tmp_path / "r" / "records.jsonl").read_bytes().splitlines()
+    records = [orjson.loads(line) for line in lines]
+    assert len(records) == 4
+    for record in records:
+        assert record["scenario"].endswith(f"[{record['model']}]"), record["scenario"]

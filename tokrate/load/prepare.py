@@ -148,7 +148,14 @@ def _prepare(
         probe_warnings: list[str] = []
         with live.slow_step("pre-flight", _preflight_line(targets)):
             served = check_targets(targets, keys, api=spec.client.api, warnings=probe_warnings)
+        planned_order = [t.label for t in targets]
         targets, size_notes, size_warnings = with_served_sizes(targets, served)
+        if [t.label for t in targets] != planned_order:
+            # The server's sizes moved a target (smallest first): the plan indexes the
+            # targets and names sequential scenarios after them, so it follows the
+            # new order; the same requests, so the same estimated cost.
+            plan = build_plan(spec, len(prompts), len(targets), target_names=_short_names(targets))
+            cost = estimate_plan(spec, plan, prompts, targets)
         size_warnings = [*probe_warnings, *size_warnings]
         notices = tuple(unfit_prompts(targets, served, prompts))
         # Before the workers start: they inherit the raised limit.
