@@ -11,6 +11,7 @@ the records after the load) nor the simulator.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -30,7 +31,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def tree_for(ref: str | None) -> Path:
-    """The checkout whose tokrate runs: this one (None), or a worktree of ``ref``."""
+    """The checkout whose tokrate runs: this one (None), or a worktree of ``ref`` under
+    the temporary directory, removed (and git's worktree list pruned) when this process
+    exits."""
     if ref is None:
         return ROOT
     sha = subprocess.run(
@@ -46,7 +49,15 @@ def tree_for(ref: str | None) -> Path:
             check=True,
             capture_output=True,
         )
+    atexit.register(_remove_worktree, path)
     return path
+
+
+def _remove_worktree(path: Path) -> None:
+    """Remove the worktree ``tree_for`` made (a run that was killed may have left it
+    half made: pruning forgets it then)."""
+    for args in (["worktree", "remove", "--force", str(path)], ["worktree", "prune"]):
+        subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=False)
 
 
 def describe_tree(tree: Path) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tokrate.client.accumulate import StreamState
@@ -219,8 +219,15 @@ _MIDDLES = st.one_of(
 )
 
 
-def _feed_reads(reads: list[bytes], *, learn: bool, keep_text: bool) -> object:
-    state = StreamState(keep_text=keep_text, max_chunks=12)
+def _feed_reads(
+    reads: list[bytes],
+    *,
+    learn: bool,
+    keep_text: bool,
+    max_chunks: int = 12,
+    max_bytes: int = 1 << 20,
+) -> object:
+    state = StreamState(keep_text=keep_text, max_chunks=max_chunks, max_bytes=max_bytes)
     if not learn:
         state.template_tries = 10**6
     for i, read in enumerate(reads):
@@ -258,6 +265,64 @@ def test_learnt_chunk_shape_records_what_parsing_does(
     assert learnt == _feed_reads(reads, learn=False, keep_text=keep_text)
 
 
+#: What may come between a stream's events: nothing, a comment, a keep-alive line, a
+#: lone CR (the decoder then holds a line end), an event name, a stray LF.
+_BETWEEN = st.sampled_from([b"", b"", b":c\n\n", b"\r", b"event: e\n", b"\n", b"data: ", b"da"])
+_NO_CAP: dict[str, Any] = {"keep_text": False, "max_chunks": 16, "max_bytes": 10**6}
+#: Mostly plain texts (so the shape is learnt and the lane taken), sometimes any.
+_PLAIN_MOSTLY = st.one_of(
+    st.from_regex(rb"[ !#-\[\]-~]{1,6}", fullmatch=True),
+    st.from_regex(rb"[ !#-\[\]-~]{1,6}", fullmatch=True),
+    _MIDDLES,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(
+            st.sampled_from([0, 0, 0, 4, 1, 2, 3]),
+            _PLAIN_MOSTLY,
+            _BETWEEN,
+            st.sampled_from([0, 0, 0, 1, 2, 3]),
+        ),
+        min_size=3,
+        max_size=16,
+    ),
+    keep_text=st.booleans(),
+    max_chunks=st.integers(min_value=1, max_value=16),
+    max_bytes=st.integers(min_value=100, max_value=2_500),
+)
+# A line held from the read before (the next read only looks like a whole event); the
+# chunk cap and the byte cap reached by reads of the learnt shape.
+@example(events=[(0, b"ab", b"", 0)] * 2 + [(0, b"ab", b"data: ", 0)], **_NO_CAP)
+@example(events=[(0, b"ab", b"", 0)] * 6, keep_text=True, max_chunks=3, max_bytes=10**6)
+@example(events=[(4, b"ab", b"", 0)] * 6, keep_text=False, max_chunks=16, max_bytes=300)
+def test_one_event_reads_of_the_learnt_shape_record_what_parsing_does(
+    events: list[tuple[int, bytes, bytes, int]], keep_text: bool, max_chunks: int, max_bytes: int
+) -> None:
+    """A read that is exactly one plain answer chunk's event of the learnt shape, with
+    nothing held in the decoder, is counted without the decoder (``plain_read``): the
+    same record, chunk count, caps and errors as parsing every chunk, whatever came
+    before it (an event cut across reads, a comment, a lone CR, an event name, several
+    events in one read) and at any byte cap."""
+    head = b'{"id":"c1","model":"m","choices":[{"delta":{"role":"assistant"}}]}'
+    reads = [b"data: " + head + b"\n\n"]
+    for k, middle, between, how in events:
+        event = b"data: " + _SHAPES[k][0] + middle + _SHAPES[k][1] + b"\n\n"
+        if how == 0:  # a read of its own (the per-token read)
+            reads += [between, event] if between else [event]
+        elif how == 1:  # cut inside the event
+            cut = len(event) // 2
+            reads += [between + event[:cut], event[cut:]]
+        elif how == 2:  # read together with what came before it
+            reads[-1] += between + event
+        else:  # its own read, what came between glued to its front
+            reads.append(between + event)
+    caps = {"keep_text": keep_text, "max_chunks": max_chunks, "max_bytes": max_bytes}
+    assert _feed_reads(reads, learn=True, **caps) == _feed_reads(reads, learn=False, **caps)
+
+
 def test_a_plain_stream_is_recognised_by_its_shape() -> None:
     """The simulator's stream learns its shape from its first plain answer chunk: the
     rest are recognised without a parse (what makes the test above meaningful)."""
@@ -267,6 +332,8 @@ def test_a_plain_stream_is_recognised_by_its_shape() -> None:
     body = b"".join(b"data: " + prefix + t + suffix + b"\n\n" for t in (b"a", b"b c", b"d"))
     assert not state.feed(head + body, 1)
     assert state.plain_template is not None and state.plain_template[:2] == _SHAPES[0]
+    assert state.plain_read is not None  # the next one-event read takes the lane
     assert not state.feed(b"data: " + prefix + b"e" + suffix + b"\n\n", 2)
     assert state.answer_chunks == 4 and list(state.chunk_ns) == [1, 1, 1, 2]
     assert "".join(state.answer_parts or ()) == "ab cde"
+    assert state.bytes_received == len(head + body) + len(prefix + b"e" + suffix) + 8

@@ -180,6 +180,8 @@ class StreamState:
         # The learnt shape of a plain answer chunk (see _learn_plain), and tries left.
         "plain_template",
         "template_tries",
+        # The one-event read of that shape, while the decoder holds nothing (see feed).
+        "plain_read",
     )
 
     def __init__(
@@ -249,6 +251,12 @@ class StreamState:
         #: chunks once learnt (:meth:`_learn_plain`); None until then.
         self.plain_template: tuple[bytes, bytes, int, int] | None = None
         self.template_tries = 0
+        #: ``(head, tail, start, after, longest)`` of a read that is exactly one such
+        #: chunk's event (``data: `` + prefix, suffix + blank line, the text's place, the
+        #: decoder's line and event limits): set after a read that left the decoder
+        #: holding nothing once the shape is learnt, so feed() takes it without the
+        #: decoder. None otherwise.
+        self.plain_read: tuple[bytes, bytes, int, int, int] | None = None
 
     def fail(self, error_class: str, message: str, now_ns: int) -> None:
         """Record the first failure (later ones are consequences) and finish."""
@@ -333,7 +341,51 @@ class StreamState:
         return False
 
     def feed(self, data: bytes, now_ns: int) -> bool:
-        """Consume one read stamped ``now_ns``; True once the stream is finished."""
+        """Consume one read stamped ``now_ns``; True once the stream is finished.
+
+        The per-token read, one plain answer chunk's whole event of the learnt shape
+        with nothing held in the decoder (``plain_read``), is counted here at once:
+        what the decoder and :meth:`_feed_payloads` record for it (its bytes, its line,
+        one answer chunk and its stamp), the caps checked as they check them."""
+        lane = self.plain_read
+        if lane is not None:
+            head, tail, start, after, longest = lane
+            n = len(data)
+            if (
+                n <= longest
+                and data.startswith(head)
+                and data.endswith(tail)
+                and _PLAIN_TEXT.fullmatch(data, start, n - after) is not None
+                and not self.finished
+                and self.chunks_seen < self.max_chunks
+                and self.bytes_received + n <= self.max_bytes
+            ):
+                self.bytes_received += n
+                self.last_line_ns = now_ns
+                self.chunks_seen += 1
+                self.answer_chunks += 1
+                self.chunk_ns.append(now_ns)
+                if self.answer_parts is not None:
+                    self.answer_parts.append(data[start : n - after].decode("ascii"))
+                return False
+        finished = self._feed_read(data, now_ns)
+        template = self.plain_template
+        if template is not None and not finished:
+            if not self.decoder.holds_nothing():
+                self.plain_read = None
+            elif lane is None:
+                prefix, suffix, start, after = template
+                self.plain_read = (
+                    b"data: " + prefix,
+                    suffix + b"\n\n",
+                    start + 6,
+                    after + 2,
+                    self.decoder.longest_read,
+                )
+        return finished
+
+    def _feed_read(self, data: bytes, now_ns: int) -> bool:
+        """:meth:`feed` of any read: through the decoder."""
         if self.finished:
             return True
         # count_bytes, inline (once per read).

@@ -133,6 +133,23 @@ class SSEDecoder:
             self._parts_len = len(tail)
         return self._lines(lines)
 
+    def holds_nothing(self) -> bool:
+        """True when no line, event or failure is held from earlier reads: the next
+        read starts at an event's first byte."""
+        return not (
+            self._parts
+            or self._pending_cr
+            or self._data
+            or self._event is not None
+            or self._failed is not None
+        )
+
+    @property
+    def longest_read(self) -> int:
+        """The longest read that is within both the line and the event limit when it is
+        one line (bytes)."""
+        return min(self._max_line, self._max_event)
+
     def data_payloads(self, chunk: bytes) -> list[bytes] | None:
         """The data of each event in ``chunk`` when it is exactly whole one-line
         ``data:`` events with nothing held from earlier reads: what :meth:`decode`
