@@ -366,6 +366,45 @@ def test_block_bootstrap_keeps_a_shared_stall_together() -> None:
     assert spread[4][1] == pytest.approx(0.090)
 
 
+@pytest.mark.parametrize("q", [0.5, 0.95, 0.99, 0.0, 1.0, None])
+def test_block_bootstrap_replicates_are_numpys_statistic_of_the_drawn_blocks(
+    q: float | None,
+) -> None:
+    """Each replicate is, bit for bit, numpy's quantile (or mean) of the values its
+    blocks drew: circular runs of ``block`` neighbours from the same random starts,
+    whatever path computes it (ranks sorted, or numpy's own for ties, a NaN, an inf,
+    a single value or too many values to rank)."""
+    import numpy as np
+
+    from tokrate.analysis.stats import block_bootstrap
+
+    rng = np.random.default_rng(3)
+    samples = {
+        "lognormal": rng.lognormal(size=203),
+        "ties": rng.integers(0, 4, size=57).astype(float),
+        "one": np.array([0.25]),
+        "nan": np.array([0.1, np.nan, 0.3, 0.2, 0.5]),
+        "inf": np.array([0.1, np.inf, 0.3, 0.2, 0.5, 0.4]),
+        "over 16 bits": rng.lognormal(size=40_000),
+    }
+    for name, values in samples.items():
+        n = values.size
+        for block in (1, 4):
+            resamples = 3 if n > 1000 else 500
+            draw = np.random.default_rng(9)
+            blk = min(block, n)
+            n_blocks = -(-n // blk)
+            starts = draw.integers(0, n, size=(resamples, n_blocks, 1))
+            idx = ((starts + np.arange(blk)) % n).reshape(resamples, -1)[:, :n]
+            # inf - inf between two drawn infs: NaN, in numpy as in the bootstrap.
+            with np.errstate(invalid="ignore"):
+                got = block_bootstrap(values, q, resamples, block, np.random.default_rng(9))
+                want = (
+                    values[idx].mean(axis=1) if q is None else np.quantile(values[idx], q, axis=1)
+                )
+            assert np.array_equal(got, want, equal_nan=True), (name, block, q)
+
+
 def test_exact_markdown_and_table(tmp_path: Path) -> None:
     """Noise-free records (every request identical) make every interval exact."""
     import io

@@ -189,22 +189,79 @@ def block_bootstrap(
     slows all of them at once; resampling them as a block keeps that correlation, where
     an i.i.d. bootstrap would count one stall ``block`` times as independent evidence.
     ``block == 1`` is the ordinary bootstrap. Vectorised, in chunks of bounded memory.
+    Each replicate is the one :func:`sample_stat` gives its drawn values, bit for bit
+    (a quantile is read off the replicate's sorted ranks: :class:`_RankedValues`).
     """
     n = values.size
     block = max(1, min(block, n))
     n_blocks = -(-n // block)
     per_chunk = max(1, _BLOCK_ELEMENTS // max(n_blocks * block, 1))
+    ranked = _RankedValues.of(values, q)
+    drawn_from = values if ranked is None else ranked.ranks
+    # The first block - 1 values again after the last: a block that wraps around is a
+    # plain slice of this, with no modulo per drawn value.
+    circular = np.concatenate([drawn_from, drawn_from[: block - 1]])
     offsets = np.arange(block)
     out = np.empty(resamples)
     done = 0
     while done < resamples:
         k = min(per_chunk, resamples - done)
         starts = rng.integers(0, n, size=(k, n_blocks, 1))
-        idx = ((starts + offsets) % n).reshape(k, n_blocks * block)[:, :n]
-        # values[idx] is a copy of its own: the quantile may partition it in place.
-        out[done : done + k] = sample_stat(values[idx], q, axis=1, scratch=True)
+        # A fancy index copies: the replicates are this function's to sort or partition.
+        drawn = circular[(starts + offsets).reshape(k, n_blocks * block)[:, :n]]
+        if ranked is None:
+            out[done : done + k] = sample_stat(drawn, q, axis=1, scratch=True)
+        else:
+            out[done : done + k] = ranked.row_quantiles(drawn)
         done += k
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _RankedValues:
+    """``values`` as 16-bit ranks (their positions in ``ordered``, ties apart), so that
+    the ``q`` quantile of many replicates comes from sorting their ranks, a radix sort
+    about three times faster than partitioning the floats. Linear interpolation between
+    the two order statistics around ``(n - 1) q`` exactly as :func:`numpy.quantile`
+    does it, so every replicate is the same float."""
+
+    ranks: np.ndarray
+    ordered: np.ndarray
+    below: int
+    gamma: float
+
+    @classmethod
+    def of(cls, values: np.ndarray, q: float | None) -> _RankedValues | None:
+        """None where ranks do not apply, and the caller takes numpy's own path: the
+        mean, values that are not float64 or hold a NaN, more values than 16 bits
+        count, or a quantile at the top end (no order statistic above it)."""
+        n = values.size
+        if q is None or values.dtype != np.float64 or not 1 < n <= _MAX_RANKED:
+            return None
+        virtual = (n - 1) * q
+        below = math.floor(virtual)
+        if not 0 <= below < n - 1 or np.isnan(values).any():
+            return None
+        order = np.argsort(values, kind="stable")
+        ranks = np.empty(n, dtype=np.int16)
+        ranks[order] = np.arange(n, dtype=np.int16)
+        return cls(ranks, values[order], below, virtual - below)
+
+    def row_quantiles(self, drawn_ranks: np.ndarray) -> np.ndarray:
+        """The quantile of each row of ``drawn_ranks`` (sorted in place)."""
+        drawn_ranks.sort(axis=1, kind="stable")
+        a = self.ordered[drawn_ranks[:, self.below]]
+        b = self.ordered[drawn_ranks[:, self.below + 1]]
+        # numpy's lerp: from the nearer end, so gamma 1 gives b exactly.
+        diff = b - a
+        quantiles: np.ndarray = (
+            b - diff * (1 - self.gamma) if self.gamma >= 0.5 else a + diff * self.gamma
+        )
+        return quantiles
+
+
+#: The most values :class:`_RankedValues` ranks (int16).
+_MAX_RANKED: Final = 32_767
 
 
 def block_length(in_flight: float | None, n: int) -> int:
