@@ -13,7 +13,7 @@ import pytest
 from helpers.documents import run_info
 from rich.console import Console
 
-from tokrate.analysis.buffering import buffering_exprs, client_held_expr, short_hold_expr
+from tokrate.analysis.buffering import client_held_expr, short_hold_expr, with_buffering
 from tokrate.analysis.buffering_rules import MIN_HELD_S
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.metrics import analysed, summarize
@@ -88,7 +88,7 @@ def _frame(cases: dict[str, tuple[list[float], int, bool]], client: str = "fast"
 
 
 def test_which_requests_are_buffered() -> None:
-    out = _frame(CASES).with_columns(buffering_exprs())
+    out = with_buffering(_frame(CASES))
     got = dict(zip(out["name"], out["buffered"], strict=True))
     assert got == {name: case[2] for name, case in CASES.items()}
 
@@ -113,16 +113,16 @@ SDK_CASES: dict[str, tuple[list[float], int, bool]] = {
 
 @pytest.mark.parametrize("client", ["openai", "httpx"])
 def test_which_per_chunk_stamped_requests_are_buffered(client: str) -> None:
-    out = _frame(SDK_CASES, client=client).with_columns(buffering_exprs())
+    out = with_buffering(_frame(SDK_CASES, client=client))
     got = dict(zip(out["name"], out["buffered"], strict=True))
     assert got == {name: case[2] for name, case in SDK_CASES.items()}
     # The same stamps from the fast client are 32 reads: one stamp per read, exactly.
-    fast = _frame(SDK_CASES, client="fast").with_columns(buffering_exprs())
+    fast = with_buffering(_frame(SDK_CASES, client="fast"))
     assert fast["stream_reads"][0] == 32 and not fast["buffered"][0]
 
 
 def test_reads_reads_per_token_and_burst_share_by_hand() -> None:
-    out = _frame(CASES).with_columns(buffering_exprs())
+    out = with_buffering(_frame(CASES))
     rows = {r["name"]: r for r in out.to_dicts()}
     held = rows["32 tokens in 4 reads"]
     assert (held["stream_reads"], held["reads_per_token"], held["burst_share"]) == (4, 0.125, 1.0)
@@ -144,7 +144,7 @@ def test_one_late_read_among_many_is_not_a_buffered_stream() -> None:
     """A client stall that makes 5 of 64 chunks arrive in one read."""
     offsets = [0.1 + 0.01 * i for i in range(64)]
     offsets[20:25] = [offsets[24]] * 5
-    out = _frame({"stall": (offsets, 64, False)}).with_columns(buffering_exprs())
+    out = with_buffering(_frame({"stall": (offsets, 64, False)}))
     assert out["burst_share"][0] == pytest.approx(5 / 64)
     assert out["buffered"][0] is False
 
@@ -176,7 +176,7 @@ def test_who_held_a_buffered_stream() -> None:
         },
         schema_overrides={"chunk_offsets_s": pl.List(pl.Float64), "loop_lag_ms": pl.Float64},
     )
-    out = frame.with_columns(buffering_exprs()).with_columns(client_held_expr())
+    out = with_buffering(frame).with_columns(client_held_expr())
     assert out["held_s"][0] == pytest.approx(0.2)
     got = dict(zip(out["name"], out["client_held"], strict=True))
     assert got == {name: case[2] for name, case in cases.items()}
@@ -224,11 +224,7 @@ def test_a_hold_shorter_than_the_floor_blames_nobody() -> None:
         },
         schema_overrides={"chunk_offsets_s": pl.List(pl.Float64)},
     )
-    out = (
-        frame.with_columns(buffering_exprs())
-        .with_columns(client_held_expr())
-        .with_columns(short_hold_expr())
-    )
+    out = with_buffering(frame).with_columns(client_held_expr()).with_columns(short_hold_expr())
     got = {r["name"]: (r["buffered"], r["client_held"], r["short_hold"]) for r in out.to_dicts()}
     assert got == {name: case[3] for name, case in cases.items()}
 

@@ -95,7 +95,7 @@ model back takes longer than that to deliver it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import polars as pl
 
@@ -114,14 +114,17 @@ from tokrate.runfolder.summary import Distribution, StreamShape
 
 __all__ = [
     "BUFFERING_COLUMNS",
-    "buffering_exprs",
     "client_held_expr",
     "short_hold_expr",
     "stream_aggs",
     "stream_entry",
+    "with_buffering",
 ]
 
-#: The columns :func:`buffering_exprs` adds, in order.
+#: A records frame, eager or lazy: :func:`with_buffering` gives back the same kind.
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+#: The columns :func:`with_buffering` adds, in order.
 BUFFERING_COLUMNS: Final = (
     "stream_reads",
     "reads_per_token",
@@ -153,15 +156,31 @@ def _reads_and_bursts(same_read_s: float) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     )
 
 
-def buffering_exprs() -> list[pl.Expr]:
-    """``stream_reads`` (Int64), ``reads_per_token``, ``burst_share`` and
-    ``first_read_share``, ``held_s`` (Float64, None when unknowable) and ``buffered``
-    (Boolean, never null) of every request."""
+#: The per-request counts :func:`with_buffering` computes once and derives the rest
+#: from: chunks in a read with another one, chunks of the first read (dropped after).
+_BURSTING: Final = "_buffering_bursting"
+_FIRST_READ: Final = "_buffering_first_read"
+
+
+def with_buffering(frame: FrameT) -> FrameT:
+    """``frame`` with :data:`BUFFERING_COLUMNS` added: ``stream_reads`` (Int64),
+    ``reads_per_token``, ``burst_share`` and ``first_read_share``, ``held_s`` (Float64,
+    None when unknowable) and ``buffered`` (Boolean, never null) of every request.
+
+    In two steps: the reads, bursting and first-read counts (a ``list.eval`` per
+    request and clock rule) become columns first, and the shares and the verdict are
+    read from those columns. As one step, every use of a count in the verdict's
+    expression evaluated its ``list.eval`` again (2-3x slower, most of what
+    :func:`tokrate.analysis.metrics.derive` cost)."""
     per_chunk = pl.col("client").is_in(["httpx", "openai"])
     exact, tolerant = _reads_and_bursts(0.0), _reads_and_bursts(PER_CHUNK_STAMP_GAP_S)
-    reads, bursting, first = (
+    reads_now, bursting_now, first_now = (
         pl.when(per_chunk).then(t).otherwise(e) for e, t in zip(exact, tolerant, strict=True)
     )
+    counted = frame.with_columns(
+        reads_now.alias("stream_reads"), bursting_now.alias(_BURSTING), first_now.alias(_FIRST_READ)
+    )
+    reads, bursting, first = pl.col("stream_reads"), pl.col(_BURSTING), pl.col(_FIRST_READ)
     chunks = pl.col("chunk_offsets_s").list.len().fill_null(0)
     tokens = pl.col("output_tokens").fill_null(0)
     per_token = pl.when(tokens > 0).then(reads / tokens).otherwise(None)
@@ -180,20 +199,19 @@ def buffering_exprs() -> list[pl.Expr]:
         & (first_share >= MIN_FIRST_READ_SHARE)
         & (held_back.fill_null(False) | nearly_all)
     ).fill_null(False)
-    return [
-        reads.alias("stream_reads"),
+    return counted.with_columns(
         per_token.alias("reads_per_token"),
         burst.alias("burst_share"),
         first_share.alias("first_read_share"),
         held_s.alias("held_s"),
         buffered.alias("buffered"),
-    ]
+    ).drop(_BURSTING, _FIRST_READ)
 
 
 def client_held_expr() -> pl.Expr:
     """``client_held`` (Boolean, never null): a buffered request whose first read came
     while the client's own loop lagged enough to explain its hold (module doc). Over a
-    frame with :func:`buffering_exprs`' columns and the records' ``loop_lag_ms``."""
+    frame with :func:`with_buffering`'s columns and the records' ``loop_lag_ms``."""
     lag_ms = pl.col("loop_lag_ms")
     explains = lag_ms >= pl.max_horizontal(
         pl.lit(CLIENT_LAG_MIN_MS), CLIENT_LAG_SHARE * 1000.0 * pl.col("held_s").fill_null(0.0)

@@ -60,11 +60,11 @@ from typing import Any, Final, TypeVar
 import polars as pl
 
 from tokrate.analysis.buffering import (
-    buffering_exprs,
     client_held_expr,
     short_hold_expr,
     stream_aggs,
     stream_entry,
+    with_buffering,
 )
 from tokrate.analysis.cache_use import (
     cache_aggs,
@@ -183,12 +183,15 @@ def derive(frame: FrameT) -> FrameT:
     # Masked after the diff: masking the list column first (otherwise(None)) panics in
     # polars when every request is buffered.
     itl = pl.when(~buffered).then(gaps)
-    framed = frame.with_columns(
-        *buffering_exprs(),
-        *server_timing_exprs(),
-        *cache_exprs(),
-        pl.col("tpot_s").alias("tpot_measured_s"),
-    ).with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
+    framed = (
+        with_buffering(frame)
+        .with_columns(
+            *server_timing_exprs(),
+            *cache_exprs(),
+            pl.col("tpot_s").alias("tpot_measured_s"),
+        )
+        .with_columns(pl.when(~buffered).then(pl.col("tpot_s")).otherwise(None).alias("tpot_s"))
+    )
     return framed.with_columns(
         client_held_expr(),
         decode_tps_expr(),
