@@ -52,6 +52,12 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+@pytest.fixture(scope="module")
+def sweep_model(sweep: Path) -> ReportModel:
+    """The sweep's report model, built once: each test draws the charts it reads."""
+    return _model(sweep)
+
+
 def _model(*runs: Path, hardware: str | None = None) -> ReportModel:
     return build_model(load_inputs(list(runs), hardware=hardware))
 
@@ -60,8 +66,14 @@ def _figures(model: ReportModel) -> dict[str, Figure]:
     return {chart.name: chart.figure() for chart in model.charts}
 
 
-def test_every_chart_of_a_sweep_reads_cleanly(sweep: Path) -> None:
-    figures = _figures(_model(sweep))
+def _figure(model: ReportModel, name: str) -> Figure:
+    """One chart of ``model``, drawn anew (the others are not drawn)."""
+    (chart,) = (c for c in model.charts if c.name == name)
+    return chart.figure()
+
+
+def test_every_chart_of_a_sweep_reads_cleanly(sweep_model: ReportModel) -> None:
+    figures = _figures(sweep_model)
     assert {
         "size_vs_speed",
         "ttft_cdf",
@@ -95,8 +107,10 @@ def test_two_runs_side_by_side_read_cleanly(sweep: Path, tmp_path: Path) -> None
     assert len(names) == len(set(names)) == 6
 
 
-def test_the_headline_panel_has_most_of_the_width_and_the_legend_is_below(sweep: Path) -> None:
-    fig = _figures(_model(sweep))["size_vs_speed"]
+def test_the_headline_panel_has_most_of_the_width_and_the_legend_is_below(
+    sweep_model: ReportModel,
+) -> None:
+    fig = _figure(sweep_model, "size_vs_speed")
     fig.canvas.draw()
     speed, ttft = fig.axes[:2]
     assert speed.bbox.width / fig.bbox.width >= 0.55
@@ -105,8 +119,8 @@ def test_the_headline_panel_has_most_of_the_width_and_the_legend_is_below(sweep:
     assert legend.get_window_extent().y1 <= min(speed.bbox.y0, ttft.bbox.y0)
 
 
-def test_what_the_bound_assumes_is_on_the_simulated_chart(sweep: Path) -> None:
-    fig = _figures(_model(sweep))["size_vs_speed"]
+def test_what_the_bound_assumes_is_on_the_simulated_chart(sweep_model: ReportModel) -> None:
+    fig = _figure(sweep_model, "size_vs_speed")
     said = " ".join(t.get_text() for t, _ in text_boxes(fig)).replace("\n", " ")
     assert "Bound: memory bandwidth ÷ bytes read per token" in said
     assert "NVIDIA A100 80GB SXM, 2.04 TB/s" in said
@@ -312,7 +326,9 @@ def test_labels_with_no_room_are_named_not_overprinted() -> None:
             assert title.endswith(f"and {len(missing) - 8} more)")
 
 
-def test_a_legend_of_sixty_models_grows_the_chart_instead_of_crushing_it(sweep: Path) -> None:
+def test_a_legend_of_sixty_models_grows_the_chart_instead_of_crushing_it(
+    sweep_model: ReportModel,
+) -> None:
     """Sixty models on the TTFT CDF: the legend takes columns and the figure grows
     so the plot keeps its planned size (constrained layout would otherwise collapse
     it, warn, and the report would leave the chart out); a chart whose legend fits
@@ -340,5 +356,5 @@ def test_a_legend_of_sixty_models_grows_the_chart_instead_of_crushing_it(sweep: 
     assert width > 8.0 and height >= 4.8
     fig.canvas.draw()
     assert ax.bbox.width / fig.dpi >= 0.8 * 8.0 - 1.0  # the plot, not the legend, is the chart
-    planned = _figures(_model(sweep))["ttft_cdf"]
+    planned = _figure(sweep_model, "ttft_cdf")
     assert tuple(planned.get_size_inches()) == (8.0, 4.8)
