@@ -13,9 +13,14 @@ content chunks / distinct stamps (chunks of one read share its stamp), so 1.0 me
 one token per read.
 
     python benchmarks/kernel_stamps.py [--streams 256,1000] [--cpu-streams 256] [--cpu-repeat 3]
+        [--cpu-modes kernel,user]
 
 ``--cpu-repeat N`` runs each CPU measurement N times and keeps the least CPU per token
 (what a run costs with the least disturbance from other processes on the machine).
+``--streams ""`` leaves the lag table out; ``--cpu-modes kernel`` measures only the
+kernel stamps' CPU (the default client's, issue 42's marginal figure). The tokrate
+measured is the one imported: ``PYTHONPATH=WORKTREE`` measures another commit's
+client with this script (its commit is printed).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import anyio
 import uvloop
 from _client_common import Sim, lags_ms, request, stats
 
+import tokrate
 from tokrate.client.factory import open_client
 from tokrate.load.worker.looplag import LagMonitor
 from tokrate.spec.types import TimeoutsSpec
@@ -125,10 +131,14 @@ def _least(mode: str, streams: int, tokens: int, repeat: int) -> tuple[float, in
     return min(runs, key=lambda r: r[0] / max(1, r[1]))
 
 
-def cpu_per_token(streams: int, tokens: int, repeat: int = 1) -> None:
+def cpu_per_token(
+    streams: int, tokens: int, repeat: int = 1, modes: tuple[str, ...] = ("kernel", "user")
+) -> None:
     """Per mode: CPU per token at ``tokens`` and at 4x as many; "marginal" is the slope
     between the two (what one more token costs, per-request work excluded)."""
     for mode, name in (("on", "kernel"), ("off", "user")):
+        if name not in modes:
+            continue
         cpu1, got1, reads1, lag1 = _least(mode, streams, tokens, repeat)
         cpu2, got2, reads2, lag2 = _least(mode, streams, 4 * tokens, repeat)
         marginal = (cpu2 - cpu1) / max(1, got2 - got1) * 1e6
@@ -152,9 +162,14 @@ def main() -> None:
         default=1,
         help="CPU runs per mode and size; the least CPU per token is kept",
     )
+    ap.add_argument("--cpu-modes", default="kernel,user", help="kernel, user or both")
     a = ap.parse_args()
+    # The commit of the tokrate measured: the one imported (PYTHONPATH may point at
+    # another checkout, a worktree of the commit before a change).
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(Path(tokrate.__file__).parent), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     print(
         f"commit {commit}, load average {os.getloadavg()[0]:.2f} at start,"
@@ -166,7 +181,7 @@ def main() -> None:
         "| last-token lag ms mean/p50/p99 | loop lag p99/max ms |"
     )
     print("|---|---|---|---|---|---|")
-    for n in (int(s) for s in a.streams.split(",")):
+    for n in (int(s) for s in a.streams.split(",") if s.strip()):
         accuracy(n, a.tokens)
     print()
     print(
@@ -174,7 +189,7 @@ def main() -> None:
         "| marginal µs / token | loop lag p99 ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    cpu_per_token(a.cpu_streams, a.tokens, a.cpu_repeat)
+    cpu_per_token(a.cpu_streams, a.tokens, a.cpu_repeat, tuple(a.cpu_modes.split(",")))
     print(f"\nload average {os.getloadavg()[0]:.2f} at end")
 
 
