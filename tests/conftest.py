@@ -11,6 +11,8 @@
 - ``thinker``: an in-process simulator serving ``helpers.sim_wire.THINKER`` (4 reasoning
   then 6 answer tokens); yields (base URL, truth-log path).
 - ``http_client``: a plain ``httpx.Client`` (10 s timeout), closed at the end.
+- ``shared_default_run``: the real default ``tokrate run`` (~40 s of real time), once per
+  worker, for the modules of the ``default_run`` unit (``helpers.default_run``).
 
 Under pytest-xdist (``-n auto --dist loadscope``, the default addopts) each test goes
 to whichever worker is free, except the tests of a module that declares a module-,
@@ -18,7 +20,8 @@ class- or package-scoped fixture (sent whole to one worker, so the fixture is bu
 once) and a few modules that go together (:data:`_SHARED_UNITS`): every real-server
 test to one worker (the package's servers start once, never twice at a time), every
 Ray test, local or multi-node, to one worker (``ray="auto"`` finds the cluster that is
-running, which must be its own test's).
+running, which must be its own test's), and the modules that read the real default run
+to one worker (it runs once).
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 import pytest
 from helpers.sim_wire import start_thinker
 
 from tokrate.sim.server import SimConfig, running_simulator, simulator_process
+
+if TYPE_CHECKING:
+    from helpers.default_run import DefaultRun
 
 #: Time scale of the shared simulator: all modelled durations are divided by this.
 SIM_TIME_SCALE = 20.0
@@ -46,6 +52,10 @@ SIM_TIME_SCALE = 20.0
 _SHARED_UNITS: Final = {
     "real_server": ("tests/real_servers/",),
     "ray": ("tests/cluster/", "tests/processes/test_ray.py"),
+    "default_run": (
+        "tests/loopback/test_run_default.py",
+        "tests/processes/test_report_chromium.py",
+    ),
 }
 #: The unit a test with this marker must be in.
 _UNIT_OF_MARKER: Final = {"real_server": "real_server", "ray": "ray", "cluster": "ray"}
@@ -124,6 +134,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def sim_url() -> Iterator[str]:
     with running_simulator(SimConfig(time_scale=SIM_TIME_SCALE)) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def shared_default_run(tmp_path_factory: pytest.TempPathFactory) -> DefaultRun:
+    from helpers.default_run import run_default  # the CLI's imports, only where it runs
+
+    return run_default(tmp_path_factory.mktemp("default-run"))
 
 
 @pytest.fixture

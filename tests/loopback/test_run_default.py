@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers.cpu_waits import CpuWaits
+from helpers.default_run import DefaultRun
 
-import tokrate.load.worker.engine
-import tokrate.sim.server
 from tokrate.cli import main
-from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS, LagMonitor
+from tokrate.load.worker.looplag import MAX_THRESHOLD_MS, P99_THRESHOLD_MS
 from tokrate.runfolder.jsondoc import to_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.routing import ROUTING_LAYOUT
@@ -23,36 +18,13 @@ from tokrate.sim.model import default_tiers
 
 
 @pytest.mark.slow  # the real default run: six tiers at c=1 and c=8 in real time (~40 s)
-def test_embedded_default_benchmarks_every_tier_cleanly(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    started: list[Any] = []
-    real = tokrate.sim.server.simulator_process
-
-    @contextlib.contextmanager
-    def spy(config: Any = None, /, **kw: Any) -> Iterator[str]:
-        with real(config, **kw) as url:
-            started.append(url)
-            yield url
-
-    # Every wake-up of the client's loop-lag monitors past the max threshold, with its
-    # times, to weigh against the CPU waits of the same stretch (below).
-    stalls: list[tuple[int, int]] = []
-
-    class StallsKept(LagMonitor):
-        def add_late(self, due_ns: int, woke_ns: int) -> None:
-            super().add_late(due_ns, woke_ns)
-            if (woke_ns - due_ns) / 1e6 > MAX_THRESHOLD_MS:
-                stalls.append((due_ns, woke_ns))
-
-    monkeypatch.setattr(tokrate.sim.server, "simulator_process", spy)
-    monkeypatch.setattr(tokrate.load.worker.engine, "LagMonitor", StallsKept)
-    with CpuWaits() as waits:
-        rc = main(["run", "--output-dir", str(tmp_path)])
-    out, err = capsys.readouterr()
+def test_embedded_default_benchmarks_every_tier_cleanly(shared_default_run: DefaultRun) -> None:
+    # The run is shared with the Chromium checks of its report (helpers.default_run).
+    default = shared_default_run
+    rc, out, err, run_dir = default.exit_code, default.out, default.err, default.run_dir
+    stalls, waits = default.stalls, default.waits
     assert rc == 0, err
-    assert len(started) == 1  # the simulator ran in its own process
-    (run_dir,) = list(tmp_path.iterdir())
+    assert len(default.started) == 1  # the simulator ran in its own process
     run = load_run(run_dir)
     tiers = {tier.name for tier in default_tiers()}
     assert set(run.records["model"].unique().to_list()) == tiers

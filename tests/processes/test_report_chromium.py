@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.default_run import DefaultRun
 from helpers.synthetic import SyntheticTier, default_synthetic_tiers, synthetic_run
 
 from tokrate.cli import main
@@ -209,15 +210,14 @@ def test_buffered_and_server_timed_report_opens_cleanly(browser: Any, tmp_path: 
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def default_run(shared_default_run: DefaultRun) -> Path:
     """The report of a real default `tokrate run` (the six simulator tiers at c=1 and
     c=8, 30 requests per target and level, the demo SLOs, the bundled sets with their
     checked classification and extraction prompts, no prices): the page issue 24 asks
-    about, with every verdict sentence the run really gives."""
-    out = tmp_path_factory.mktemp("default")
-    assert main(["run", "--output-dir", str(out), "--quiet"]) == 0
-    (run_dir,) = list(out.iterdir())
-    return run_dir / "report.html"
+    about, with every verdict sentence the run really gives. The run is the one
+    loopback/test_run_default.py checks (helpers.default_run)."""
+    assert shared_default_run.exit_code == 0, shared_default_run.err
+    return shared_default_run.run_dir / "report.html"
 
 
 def _visible_right(page: Any, selector: str) -> float:
