@@ -408,8 +408,13 @@ def test_runs_side_by_side_say_what_compare_says(tmp_path: Path) -> None:
     assert "block-bootstrap 95% interval" in md
 
 
+#: One model, for tests of what the report says about the run, not about its models
+#: (each chart has one series to draw, not six).
+_ONE_TIER = default_synthetic_tiers()[:1]
+
+
 def test_time_scaled_simulator_run_is_flagged(tmp_path: Path) -> None:
-    run = synthetic_run(tmp_path / "fast", run_id="fast", requests_per_level=5)
+    run = synthetic_run(tmp_path / "fast", run_id="fast", tiers=_ONE_TIER, requests_per_level=5)
     run_json = orjson.loads((run / "run.json").read_bytes())
     run_json["config"]["simulator"] = {"time_scale": 20.0}
     (run / "run.json").write_bytes(orjson.dumps(run_json))
@@ -434,7 +439,7 @@ def test_a_loop_lag_event_is_listed_once_with_one_threshold_story(
 ) -> None:
     """The run's own warning (both thresholds) is the one line; a run recorded before
     workers warned gets the same words from run.json's loop_lag."""
-    run = synthetic_run(tmp_path / "lag", run_id="lag", requests_per_level=5)
+    run = synthetic_run(tmp_path / "lag", run_id="lag", tiers=_ONE_TIER, requests_per_level=5)
     run_json = orjson.loads((run / "run.json").read_bytes())
     run_json["loop_lag"] = LAG
     if worker_said_it:
