@@ -1,14 +1,24 @@
 """Capacity search end to end over the real simulator (embedded, loopback), for its six
 default tiers.
 
-An E2E SLO (1 s of model time) on short prompts (500 tokens in, 8 out): every stream
+An E2E SLO (1 s of model time) on short prompts (~500 tokens in, 8 out): every stream
 added to a closed loop adds one prefill to every request's E2E, whether the streams'
 joins coincide (lockstep) or spread (staggered), so the simulator's batching model has
 one answer (asserted: both replays of :func:`tokrate.sim.capacity_answer.closed_loop_capacity`
 agree) and it is sharp. A TPOT SLO on long prompts has two (lockstep prefills land in
 TTFT, staggered ones in every TPOT); benchmarks/capacity_search.py --slo tpot shows a
-measured search lying between them. ``time_scale`` 2 halves the wall time; the 1B's
-~240 streams then send ~500 requests/s, which two shared cores still carry.
+measured search lying between them. The prompts' length (501 tokens, 506 with the chat
+template) keeps every tier's edge clear of the SLO where both replays agree: at its
+answer + 1 stream the replays' E2E p90 is over 1 s by at least 2.5 model-ms (the 1B's
+2.5, the 13B's 3.6; at 505 the 1B's was 0.6, inside the spread a measured closed loop's
+joins give its E2Es, and a search on a quiet machine found 240 for its 239).
+
+Two searches, each at the fastest ``time_scale`` its tiers allow (a capacity in streams
+is a fact of model time, the same at any scale; the SLO is scaled with the clock): the
+1B alone at 2, where its ~240 streams send ~500 requests/s, which two shared cores
+still carry; the other five at 8, where the 7B's and the MoE's ~31 streams send ~250.
+Their probes wait on the simulator's clock (a search's wall time is its probes' model
+time over the scale: ~146 s for all six at 2, ~45 s this way, the same capacities).
 
 The found capacity is never above the simulator's answer (a client only adds time) and
 within 15% below it, unless the machine was busy: the client and the simulator then wait
@@ -23,8 +33,9 @@ idle machine, where the 15% band is the whole check) meet the goodput.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import polars as pl
@@ -35,7 +46,7 @@ from tokrate.cli import main
 from tokrate.load.capacity_probe import JUDGE_BATCH
 from tokrate.load.finish import RunResult
 from tokrate.load.run import run_benchmark
-from tokrate.runfolder.capacity_result import capacity_from_json
+from tokrate.runfolder.capacity_result import TargetCapacity, capacity_from_json
 from tokrate.runfolder.loaded_run import load_run
 from tokrate.runfolder.proportions import wilson_interval
 from tokrate.sim.capacity_answer import closed_loop_capacity
@@ -45,48 +56,72 @@ from tokrate.spec.types import CapacitySpec
 
 pytestmark = pytest.mark.slow
 
-TIME_SCALE = 2.0
-E2E_SLO_S = 1.0  # model seconds; the run's [slo] is this over TIME_SCALE
+E2E_SLO_S = 1.0  # model seconds; a search's [slo] is this over its time scale
+INPUT_TOKENS = 501  # 506 with the chat template (module doc)
 OUTPUT_TOKENS = 8
 GOODPUT = 0.9
+#: The searches (module doc): their tiers, and the time scale each runs at.
+SEARCHES: Final = (
+    (("sim-1b",), 2.0),
+    (("sim-7b", "sim-8x7b", "sim-13b", "sim-34b", "sim-70b"), 8.0),
+)
 
-CONFIG = f"""
-[load]
+
+def _config(models: tuple[str, ...], time_scale: float) -> str:
+    tiers = "".join(f'[[model]]\nname = "{name}"\n\n' for name in models)
+    return f"""{tiers}[load]
 capacity = {{ start = 4, max_level = 512, verify = true, goodput = {GOODPUT} }}
 [slo]
-e2e_s = {E2E_SLO_S / TIME_SCALE}
+e2e_s = {E2E_SLO_S / time_scale}
 [prompts]
 max_tokens = {OUTPUT_TOKENS}
-synthetic = {{ count = 8, input_tokens = 500 }}
+synthetic = {{ count = 8, input_tokens = {INPUT_TOKENS} }}
 [simulator]
-time_scale = {TIME_SCALE}
+time_scale = {time_scale}
 [output]
 formats = ["png"]
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Search:
+    """One capacity search: its run and the time scale it ran at."""
+
+    result: RunResult
+    time_scale: float
+
+    @property
+    def slo_s(self) -> float:
+        """The E2E SLO in the run's own (scaled) seconds."""
+        return E2E_SLO_S / self.time_scale
+
+
 @pytest.fixture(scope="module")
-def searched_and_waits(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, CpuWaits]:
-    folder = tmp_path_factory.mktemp("capacity")
-    (folder / "bench.toml").write_text(CONFIG)
-    spec = load_spec(folder / "bench.toml", {"output.dir": str(folder / "reports")})
+def searched_and_waits(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[list[Search], CpuWaits]:
+    searches = []
     with CpuWaits(interval_s=0.02) as waits:
-        result = run_benchmark(spec)
-    return result, waits
+        for models, time_scale in SEARCHES:
+            folder = tmp_path_factory.mktemp("capacity")
+            (folder / "bench.toml").write_text(_config(models, time_scale))
+            spec = load_spec(folder / "bench.toml", {"output.dir": str(folder / "reports")})
+            searches.append(Search(run_benchmark(spec), time_scale))
+    return searches, waits
 
 
 @pytest.fixture(scope="module")
-def searched(searched_and_waits: tuple[RunResult, CpuWaits]) -> RunResult:
+def searched(searched_and_waits: tuple[list[Search], CpuWaits]) -> list[Search]:
     return searched_and_waits[0]
 
 
-def _goodput_less_waits(run_dir: Path, model: str, scenario: str, waits: CpuWaits) -> float:
+def _goodput_less_waits(search: Search, model: str, scenario: str, waits: CpuWaits) -> float:
     """The fraction of a probe's measured requests that are ok with an E2E, less the
     CPU wait inside it, within the SLO."""
-    records = load_run(run_dir).records.filter(
+    records = load_run(search.result.run_dir).records.filter(
         (pl.col("model") == model) & (pl.col("scenario") == scenario) & ~pl.col("warmup")
     )
-    slo_s = E2E_SLO_S / TIME_SCALE
+    slo_s = search.slo_s
     met = 0
     for status, t0_ns, e2e_s in zip(
         records["status"], records["t0_ns"], records["e2e_s"], strict=True
@@ -120,16 +155,22 @@ def _sim_answers(input_tokens: int) -> dict[str, int]:
 
 
 def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
-    searched_and_waits: tuple[RunResult, CpuWaits],
+    searched_and_waits: tuple[list[Search], CpuWaits],
 ) -> None:
-    result, waits = searched_and_waits
-    assert result.exit_code == 0 and result.summary is not None
-    capacity = result.summary.capacity
-    assert capacity is not None and capacity.mode == "closed"
-    run = load_run(result.run_dir)
-    (input_tokens,) = set(run.records["input_tokens"].to_list())
-    answers = _sim_answers(int(input_tokens))
-    found = {t.model: t for t in capacity.targets}
+    searches, waits = searched_and_waits
+    found: dict[str, TargetCapacity] = {}
+    search_of: dict[str, Search] = {}
+    input_tokens: set[int] = set()
+    for search in searches:
+        result = search.result
+        assert result.exit_code == 0 and result.summary is not None
+        capacity = result.summary.capacity
+        assert capacity is not None and capacity.mode == "closed"
+        input_tokens |= set(load_run(result.run_dir).records["input_tokens"].to_list())
+        found |= {t.model: t for t in capacity.targets}
+        search_of |= {t.model: search for t in capacity.targets}
+    (tokens,) = input_tokens
+    answers = _sim_answers(int(tokens))
     assert set(found) == set(answers) and len(answers) == 6
     for name, answer in answers.items():
         t = found[name]
@@ -142,7 +183,7 @@ def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
                 (p for p in t.probes if p.level > t.capacity and p.verdict == "misses"),
                 key=lambda p: p.level,
             )
-            goodput = _goodput_less_waits(result.run_dir, name, rejected.scenario, waits)
+            goodput = _goodput_less_waits(search_of[name], name, rejected.scenario, waits)
             assert goodput >= GOODPUT, (name, t.capacity, answer, rejected.level, goodput)
         assert t.limiting_slo == "e2e_s"
     # Dense tiers: strictly fewer streams per size step.
@@ -157,27 +198,33 @@ def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
 
 
 def test_verification_meets_at_the_capacity_and_misses_at_twice_it(
-    searched: RunResult,
+    searched: list[Search],
 ) -> None:
-    result = searched
-    assert result.summary is not None and result.summary.capacity is not None
-    for t in result.summary.capacity.targets:
-        verify = [p for p in t.probes if p.phase == "verify"]
-        # A capacity at a flat edge may miss its first check and drop to the next level
-        # that met (the note says so); the last two probes are the verification.
-        assert [p.level for p in verify[-2:]] == [t.capacity, 2 * (t.capacity or 0)]
-        assert [p.verdict for p in verify[-2:]] == ["meets", "misses"], (t.model, verify)
-        at_capacity, at_twice = verify[-2:]
-        assert at_capacity.interval is not None and at_capacity.interval[0] >= GOODPUT
-        assert at_twice.interval is not None and at_twice.interval[1] < GOODPUT
-        # The limiting metric's percentiles say why: E2E p50 over the SLO at twice.
-        assert (at_twice.percentiles["p50"] or 0) > E2E_SLO_S / TIME_SCALE
+    for search in searched:
+        result = search.result
+        assert result.summary is not None and result.summary.capacity is not None
+        for t in result.summary.capacity.targets:
+            verify = [p for p in t.probes if p.phase == "verify"]
+            # A capacity at a flat edge may miss its first check and drop to the next
+            # level that met (the note says so); the last two probes are the verification.
+            assert [p.level for p in verify[-2:]] == [t.capacity, 2 * (t.capacity or 0)]
+            assert [p.verdict for p in verify[-2:]] == ["meets", "misses"], (t.model, verify)
+            at_capacity, at_twice = verify[-2:]
+            assert at_capacity.interval is not None and at_capacity.interval[0] >= GOODPUT
+            assert at_twice.interval is not None and at_twice.interval[1] < GOODPUT
+            # The limiting metric's percentiles say why: E2E p50 over the SLO at twice.
+            assert (at_twice.percentiles["p50"] or 0) > search.slo_s
 
 
 def test_probes_are_scenarios_of_the_run_and_capacity_json_matches_the_summary(
-    searched: RunResult,
+    searched: list[Search],
 ) -> None:
-    result = searched
+    for search in searched:
+        _probes_match_the_run(search)
+
+
+def _probes_match_the_run(search: Search) -> None:
+    result = search.result
     document = orjson.loads((result.run_dir / "capacity.json").read_bytes())
     summary_json = orjson.loads((result.run_dir / "summary.json").read_bytes())
     assert summary_json["capacity"] == document
@@ -204,7 +251,7 @@ def test_probes_are_scenarios_of_the_run_and_capacity_json_matches_the_summary(
                     (pl.col("model") == t.model) & (pl.col("scenario") == p.scenario)
                 )
                 met = [
-                    status == "ok" and (e2e_s is None or e2e_s <= E2E_SLO_S / TIME_SCALE)
+                    status == "ok" and (e2e_s is None or e2e_s <= search.slo_s)
                     for status, e2e_s in zip(rows["status"], rows["e2e_s"], strict=True)
                 ]
                 assert _first_decision(met, p.requests) == (p.requests, p.verdict), (
@@ -231,14 +278,15 @@ def _first_decision(met: list[bool], stopped_at: int) -> tuple[int, str] | None:
 
 
 def test_report_shows_capacity_chart_and_cheapest_tier_table(
-    searched: RunResult,
+    searched: list[Search],
 ) -> None:
-    result = searched
-    md = (result.run_dir / "summary.md").read_text()
-    assert "### Capacity" in md and "### Which tier serves N users at the SLO cheapest" in md
-    assert (result.run_dir / "charts" / "capacity_vs_size.png").stat().st_size > 1000
-    html = (result.run_dir / "report.html").read_text()
-    assert "Capacity vs model size" in html
+    for search in searched:
+        run_dir = search.result.run_dir
+        md = (run_dir / "summary.md").read_text()
+        assert "### Capacity" in md and "### Which tier serves N users at the SLO cheapest" in md
+        assert (run_dir / "charts" / "capacity_vs_size.png").stat().st_size > 1000
+        html = (run_dir / "report.html").read_text()
+        assert "Capacity vs model size" in html
 
 
 def _scaled_copy(run_dir: Path, dest: Path, factor: float) -> Path:
@@ -252,24 +300,28 @@ def _scaled_copy(run_dir: Path, dest: Path, factor: float) -> Path:
 
 
 def test_compare_gates_on_a_capacity_drop(
-    searched: RunResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    searched: list[Search], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = searched
-    run = str(result.run_dir)
-    assert main(["compare", run, run, "--threshold", "capacity=-10%"]) == 0
-    out = capsys.readouterr().out
-    assert "6 unchanged" in out and "capacity" in out
-    higher = _scaled_copy(result.run_dir, tmp_path / "higher", 1.5)
-    assert main(["compare", str(higher), run, "--threshold", "capacity=-10%"]) == 1
-    out = capsys.readouterr().out
-    assert "REGRESSION" in out and "6 regressed" in out
-    assert main(["compare", str(higher), run, "--threshold", "capacity=-50%"]) == 0
+    for k, search in enumerate(searched):
+        result = search.result
+        assert result.summary is not None and result.summary.capacity is not None
+        tiers = len(result.summary.capacity.targets)
+        run = str(result.run_dir)
+        assert main(["compare", run, run, "--threshold", "capacity=-10%"]) == 0
+        out = capsys.readouterr().out
+        assert f"{tiers} unchanged" in out and "capacity" in out
+        higher = _scaled_copy(result.run_dir, tmp_path / f"higher-{k}", 1.5)
+        assert main(["compare", str(higher), run, "--threshold", "capacity=-10%"]) == 1
+        out = capsys.readouterr().out
+        assert "REGRESSION" in out and f"{tiers} regressed" in out
+        assert main(["compare", str(higher), run, "--threshold", "capacity=-50%"]) == 0
 
 
 def test_capacity_off_leaves_the_capacities_out(
-    searched: RunResult, capsys: pytest.CaptureFixture[str]
+    searched: list[Search], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = str(searched.run_dir)
-    assert main(["compare", run, run, "--threshold", "capacity=off"]) == 2  # nothing left
-    out = capsys.readouterr()
-    assert "capacity" not in out.out.replace("capacity=off", "")
+    for search in searched:
+        run = str(search.result.run_dir)
+        assert main(["compare", run, run, "--threshold", "capacity=off"]) == 2  # nothing left
+        out = capsys.readouterr()
+        assert "capacity" not in out.out.replace("capacity=off", "")
