@@ -116,10 +116,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked ``real_server``, ``ray`` or ``cluster`` must sit in its shared unit
-    (a Ray test run beside another worker's Ray cluster would join that one). The shared
-    units run first (each test keeps its place within its unit): they are the longest
-    (the real servers take minutes), and started last they would leave one worker
-    idle while the other finished them."""
+    (a Ray test run beside another worker's Ray cluster would join that one). The units
+    that cannot be split start first, the longest kinds first (each test keeps its place
+    within its unit): the shared units (the real servers take minutes), then every unit
+    holding a ``slow`` test, then the other modules with a shared fixture; the single
+    tests last, to fill the gaps. Started late, a long unit would leave one worker idle
+    while the other finished it (the 200-run history module, ~1 min, came last)."""
     for item in items:
         for marker, unit in _UNIT_OF_MARKER.items():
             if item.get_closest_marker(marker) and _work_unit(item.nodeid) != unit:
@@ -127,7 +129,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     f"{item.nodeid}: a {marker!r} test must live under "
                     f"{' or '.join(_SHARED_UNITS[unit])} (tests/conftest.py _SHARED_UNITS)"
                 )
-    items.sort(key=lambda item: _work_unit(item.nodeid) not in _SHARED_UNITS)
+    units = {item.nodeid: _work_unit(item.nodeid) for item in items}
+    slow = {units[item.nodeid] for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        unit = units[item.nodeid]
+        if unit in _SHARED_UNITS:
+            return 0
+        if unit in slow:
+            return 1
+        return 2 if unit != item.nodeid else 3
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
