@@ -292,7 +292,8 @@ def _first_free(
         & (boxes[:, 1] >= area.y0)
         & (boxes[:, 3] <= area.y1)
     )
-    free &= ~_overlapping(boxes, _extents(taken)).any(axis=1)
+    taken_boxes = _extents(taken)
+    free &= ~_overlapping(boxes, taken_boxes).any(axis=1)
     marker_xy, marker_boxes = markers
     others = np.abs(marker_xy[:, 0] - px) + np.abs(marker_xy[:, 1] - py) > 0.5
     free &= ~_overlapping(boxes, marker_boxes[others]).any(axis=1)
@@ -308,8 +309,22 @@ def _first_free(
         leader = radius >= _LEADER_FROM
         if leader:
             # The leader line, from the point to the label, crosses no other label.
-            segment = Path([(px, py), ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)])
-            if any(segment.intersects_bbox(t, filled=False) for t in taken):
+            end = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
+            segment = Path([(px, py), end])
+            # Only a label whose box meets the segment's own box (a pixel wider, so
+            # no rounding decides) can cross it.
+            reach = np.array(
+                [
+                    [
+                        min(px, end[0]) - 1,
+                        min(py, end[1]) - 1,
+                        max(px, end[0]) + 1,
+                        max(py, end[1]) + 1,
+                    ]
+                ]
+            )
+            near_taken = np.flatnonzero(_overlapping(reach, taken_boxes)[0])
+            if any(segment.intersects_bbox(taken[int(j)], filled=False) for j in near_taken):
                 continue
         return _Spot(offset, ha, va, box, leader)
     return None
