@@ -16,7 +16,9 @@ Modes: ok (option ``empty``: every content delta is "", the usage still counts t
 tokens; option ``close_next``: the next request on the same connection is dropped
 unread and the connection reset, as by a server whose keep-alive timeout fired as it
 came; option ``hold=N``: the first N content chunks are produced at the ITL pace but
-written together with the Nth, a server that really bunches the start of its answer),
+written together with the Nth, a server that really bunches the start of its answer;
+option ``ids``: GET /models lists these ``:``-separated ids at once, where without it
+the request gets the ok stream, which the pre-flight reads as no list and probes),
 status (code, body), redirect (a 301 whose Location is ``to``, default
 https://elsewhere.example/v1), gzip_stream (a well-formed stream sent with
 Content-Encoding: gzip), html200, big_line (mb), big_header (mb), endless, slow_bytes,
@@ -217,7 +219,8 @@ class HostileServer:
                 if mode in _PROBE_MODES and not req.get("stream"):
                     await _hostile_probe(mode, opts, out, models=path.endswith("/models"))
                     break
-                if (path.endswith("/models") and mode in ("models500", "llama")) or (
+                listed = mode in ("models500", "llama") or (mode == "ok" and "ids" in opts)
+                if (path.endswith("/models") and listed) or (
                     path.endswith("/props") and mode == "llama"
                 ):
                     keep = await _models_page(mode, opts, out, props=path.endswith("/props"))
@@ -567,9 +570,10 @@ async def _endless_models(mode: str, out: _Writer) -> None:
 
 
 async def _models_page(mode: str, o: dict[str, str], out: _Writer, *, props: bool) -> bool:
-    """GET /models of the ``models500`` and ``llama`` modes (models500: the caller resets
-    the next request on this connection, as transformers serve's dropped one does), and
-    the llama mode's GET /props (``props_ftype``: its ``model_ftype``)."""
+    """GET /models of the ``models500``, ``llama`` and ``ok`` (with ``ids``) modes
+    (models500: the caller resets the next request on this connection, as transformers
+    serve's dropped one does; ok: a plain OpenAI list), and the llama mode's GET /props
+    (``props_ftype``: its ``model_ftype``)."""
     if mode == "models500":
         msg = b'{"error": "huggingface_hub.errors.CacheNotFound"}'
         await out.head(500, "application/json", f"Content-Length: {len(msg)}\r\n")
@@ -581,6 +585,13 @@ async def _models_page(mode: str, o: dict[str, str], out: _Writer, *, props: boo
         if "props_ftype" in o:
             doc["model_ftype"] = _raw(o["props_ftype"])
         msg = orjson.dumps(doc)
+        await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
+        out.w.write(msg)
+        await out.w.drain()
+        return True
+    if mode == "ok":
+        listed = [{"id": i, "object": "model"} for i in o["ids"].split(":")]
+        msg = orjson.dumps({"object": "list", "data": listed})
         await out.head(200, "application/json", f"Content-Length: {len(msg)}\r\n")
         out.w.write(msg)
         await out.w.drain()

@@ -99,11 +99,12 @@ def test_emfile_is_the_clients_not_sent_never_the_servers_connect(tmp_path: Path
     the server's doing, so it is not refused up front). Every request that got no
     socket is ``not_sent`` with a warning; none is ``connect``; what the server received
     is exactly what the records say was sent. About 20 s: the issue's own scale (2,000
-    streams), and 5 s answers so that in flight passes the limit at all."""
+    streams), and 5 s answers so that in flight passes the limit at all. The server
+    lists its model (``ids``): else the pre-flight read a 5 s answer to GET /models."""
     with hostile_server() as server:
         args = [
             "--base-url",
-            server.base_url("ok", tokens=50, itl_ms=100),
+            server.base_url("ok", tokens=50, itl_ms=100, ids="m"),
             "-m",
             "m",
             "--rate",

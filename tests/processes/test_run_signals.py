@@ -122,8 +122,10 @@ def _start_long(
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """Two streams of 400-token answers at 40 ms a token (16 s each) from a loopback
     server in this process, so both are still in flight when the signal arrives and
-    outlast the 5 s grace period, and the test knows when they were sent."""
-    url = server.base_url("ok", tokens=400, itl_ms=40)
+    outlast the 5 s grace period, and the test knows when they were sent. The server
+    lists its model (``ids``): else GET /models got those 400 tokens too, and the
+    pre-flight read that drip for its whole 10 s before any load."""
+    url = server.base_url("ok", tokens=400, itl_ms=40, ids="m")
     cmd = [
         sys.executable,
         "-m",
