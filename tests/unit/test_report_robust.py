@@ -276,7 +276,8 @@ def _one_server_per_model(path: Path, families: dict[str, str] | None = None) ->
 
 
 def test_size_series_are_families_fitted_across_endpoints(tmp_path: Path) -> None:
-    out = build_report([_one_server_per_model(tmp_path / "a")], formats=("svg",))
+    # The page says it (PNG only: no chart file is read).
+    out = build_report([_one_server_per_model(tmp_path / "a")], formats=("png",))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "fitted per family, across endpoints" in html
     assert "No power law fitted" not in html
@@ -289,7 +290,7 @@ def test_size_series_are_families_fitted_across_endpoints(tmp_path: Path) -> Non
         "sim-70b": "big4",
         "sim-8x7b": "big5",
     }
-    out = build_report([_one_server_per_model(tmp_path / "b", fam)], formats=("svg",))
+    out = build_report([_one_server_per_model(tmp_path / "b", fam)], formats=("png",))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "No power law fitted" in html
 
