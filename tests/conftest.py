@@ -30,6 +30,8 @@ import contextlib
 import functools
 import os
 import re
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -92,8 +94,21 @@ def pytest_configure(config: pytest.Config) -> None:
     runs a worker per core, and each worker's polars pool, a thread per core, only
     oversubscribed the cores for the suite's small frames (summaries, reports: 20-25%
     slower per query on the busy 2-core machine). Set before the first query, which
-    builds the pool; the processes the tests start inherit it."""
+    builds the pool; the processes the tests start inherit it.
+
+    Bytecode: where ``PYTHONDONTWRITEBYTECODE`` is set (this machine's shells set it),
+    every process a test starts (each run's finishing child, each ``tokrate`` command,
+    simulator and worker process) compiled tokrate's sources anew: ~0.8 CPU-s for a
+    finishing child's imports, paid by hundreds of runs. The caches go to a folder of
+    their own outside the tree instead (``PYTHONPYCACHEPREFIX``), unless one is set, so
+    the tree stays as clean as the setting meant it to."""
     os.environ.setdefault("POLARS_MAX_THREADS", "1")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        prefix = str(Path(tempfile.gettempdir()) / f"tokrate-tests-pycache-{os.getuid()}")
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = prefix
+        sys.pycache_prefix = prefix
+        sys.dont_write_bytecode = False
 
 
 @pytest.hookimpl(optionalhook=True)
