@@ -8,6 +8,7 @@ any thread), text that stays text in SVG, and log axes labelled with plain numbe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -16,6 +17,7 @@ from typing import Any, Final, ParamSpec
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
+from matplotlib.backend_bases import RendererBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
@@ -38,6 +40,7 @@ __all__ = [
     "plain_number",
     "readable_log_axis",
     "readable_log_ticks",
+    "solve_layout",
 ]
 
 P = ParamSpec("P")
@@ -89,6 +92,21 @@ def new_figure(
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False, width_ratios=width_ratios)
     return fig, [ax for row in axes for ax in row]
+
+
+def solve_layout(fig: Figure) -> RendererBase:
+    """Solve ``fig``'s layout engine as a draw does first (the axes to their final
+    place), without drawing the figure; returns the renderer it measured with, for
+    measuring in pixels (an Agg canvas's, set where the figure has none). A figure too small for its layout keeps it unsolved, as a
+    draw does (matplotlib raises ValueError and the draw goes on)."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    assert isinstance(renderer, RendererBase)
+    engine = fig.get_layout_engine()
+    if fig.axes and engine is not None:
+        with contextlib.suppress(ValueError):
+            engine.execute(fig)
+    return renderer
 
 
 #: Rows a legend column holds before the legend takes another column: about what fits

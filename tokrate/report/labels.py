@@ -28,6 +28,8 @@ from matplotlib.path import Path
 from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
+from tokrate.report.figures import solve_layout
+
 __all__ = ["Label", "label_panels", "place_labels"]
 
 HAlign = Literal["left", "center", "right"]
@@ -62,13 +64,6 @@ class Label:
     y: float
     text: str
     color: str = "0.2"
-
-
-def _renderer(fig: Figure) -> RendererBase:
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    assert isinstance(renderer, RendererBase)
-    return renderer
 
 
 def _line_paths(ax: Axes) -> list[Path]:
@@ -132,7 +127,7 @@ def place_labels(ax: Axes, labels: Sequence[Label], *, fontsize: float = 8.0) ->
     its labels are kept out of the layout so they do not move it."""
     fig = ax.get_figure()
     assert isinstance(fig, Figure)
-    return _place_labels(ax, labels, fontsize, _renderer(fig))
+    return _place_labels(ax, labels, fontsize, solve_layout(fig))
 
 
 def _place_labels(
@@ -206,7 +201,7 @@ def label_panels(fig: Figure, panels: Sequence[tuple[Axes, Sequence[Label], floa
         for ax, _, _ in panels:
             _title_naming(ax, titles[ax], named[ax])
         fig.set_layout_engine("constrained")
-        renderer = _renderer(fig)
+        renderer = solve_layout(fig)
         # Frozen: the labels placed below cannot move the panels they are measured on.
         fig.set_layout_engine("none")
         left_out: dict[Axes, list[str]] = {}
