@@ -17,7 +17,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from tokrate.report.drawn_colors import read_drawn
-from tokrate.report.figures import HOUSE_RC, solve_layout
+from tokrate.report.figures import HOUSE_RC, freeze_layout
 from tokrate.report.html import ChartImage
 from tokrate.report.model import Chart, not_drawn
 
@@ -48,12 +48,9 @@ def chart_files(fig: Figure, formats: Sequence[str]) -> dict[str, bytes]:
 
 
 def _files(fig: Figure, formats: Sequence[str]) -> dict[str, bytes]:
-    # The layout is solved once, here (a frozen one, after label placement, is kept),
-    # and the engine dropped: savefig dry-draws a figure that has any layout engine,
-    # even a frozen one ("none"), before drawing it, so each file cost two draws.
-    solve_layout(fig)
-    fig.set_layout_engine(None)
-    assert fig.get_layout_engine() is None  # HOUSE_RC sets no automatic layout
+    # One draw per file: the layout is solved here, once (a frozen one, after label
+    # placement, is kept as it is).
+    freeze_layout(fig)
     png = io.BytesIO()
     fig.savefig(png, format="png")
     files = {"png": png.getvalue()}

@@ -33,6 +33,7 @@ __all__ = [
     "HOUSE_RC",
     "LEGEND_ROWS",
     "fit_figure_to_legends",
+    "freeze_layout",
     "house_style",
     "legend_columns",
     "new_figure",
@@ -107,6 +108,24 @@ def solve_layout(fig: Figure) -> RendererBase:
         with contextlib.suppress(ValueError):
             engine.execute(fig)
     return renderer
+
+
+def freeze_layout(fig: Figure) -> None:
+    """Solve ``fig``'s layout once and drop its layout engine, so that each savefig
+    draws the figure once: savefig dry-draws a figure that has any layout engine,
+    even a frozen one (``"none"``), before drawing it for real."""
+    solve_layout(fig)
+    # None means "the rc's automatic layout" to matplotlib: a user's matplotlibrc may
+    # set one.
+    with matplotlib.rc_context(_NO_AUTOMATIC_LAYOUT):  # type: ignore[arg-type]
+        fig.set_layout_engine(None)
+
+
+#: The rc settings under which a figure's layout engine can be set to None.
+_NO_AUTOMATIC_LAYOUT: Final[dict[str, Any]] = {
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+}
 
 
 #: Rows a legend column holds before the legend takes another column: about what fits

@@ -130,7 +130,7 @@ def _chart(
     """The chart's PNG and what it shows per model, read back from the figure."""
     from matplotlib.figure import Figure
 
-    from tokrate.report.figures import fit_figure_to_legends, legend_columns
+    from tokrate.report.figures import fit_figure_to_legends, freeze_layout, legend_columns
 
     unit, factor = _unit(metric)
     data = history.points.filter(
@@ -212,6 +212,7 @@ def _chart(
     for tick in ax.get_xticklabels():
         tick.set_rotation(30)
         tick.set_horizontalalignment("right")
+    freeze_layout(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue(), read_drawn(fig, colors)
