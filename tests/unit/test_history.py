@@ -211,11 +211,16 @@ def test_bands_never_below_zero_and_marks_exactly_outside(tmp_path: Path) -> Non
 
 
 def _nightly(root: Path, names: list[str], slow: dict[int, float]) -> None:
-    """What `tokrate run --baseline latest-good` does each night, on stored runs."""
-    for i, name in enumerate(names):
-        factor = slow.get(i, 1.0)
-        recs = make_records(name, seed=i, slow={"sim-70b": factor})
-        run_dir = write_run(root, name, recs, started_at=_stamp(i))
+    """What `tokrate run --baseline latest-good` does each night, on stored runs: each
+    night is written with its summary.json, as a finished run is, then checked.
+    (Without one, every check re-summarised every earlier night from its records.)"""
+    runs = {
+        name: make_records(name, seed=i, slow={"sim-70b": slow.get(i, 1.0)})
+        for i, name in enumerate(names)
+    }
+    summaries = summaries_of(runs)
+    for i, (name, recs) in enumerate(runs.items()):
+        run_dir = write_run(root, name, recs, started_at=_stamp(i), summary=summaries[name])
         check_baseline(run_dir, LATEST_GOOD, root)
 
 
@@ -339,12 +344,16 @@ def test_a_lasting_change_stays_flagged_until_accepted(
     reference); `tokrate accept` of the night it started makes it the new normal, and
     the next night of the same level passes against the accepted nights."""
     codes = []
-    for i in range(10):
-        factor = 1.3 if i >= 7 else 1.0
-        recs = make_records(f"n{i:02d}", seed=i, slow={"sim-70b": factor})
+    nights = {
+        f"n{i:02d}": make_records(f"n{i:02d}", seed=i, slow={"sim-70b": 1.3 if i >= 7 else 1.0})
+        for i in range(10)
+    }
+    # Each night with its summary.json, as a finished run has one.
+    summaries = summaries_of(nights)
+    for i, (name, recs) in enumerate(nights.items()):
         # The nights after the acceptance start after it (accepted.json: now).
         stamp = _stamp(i) if i < 9 else "2099-01-01T00:00:00Z"
-        run_dir = write_run(tmp_path, f"n{i:02d}", recs, started_at=stamp)
+        run_dir = write_run(tmp_path, name, recs, started_at=stamp, summary=summaries[name])
         if i == 9:
             assert main(["accept", str(tmp_path / "n07"), "--note", "new server build"]) == 0
             assert "accepted n07 as the new normal" in capsys.readouterr().out
