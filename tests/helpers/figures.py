@@ -1,6 +1,6 @@
 """Checks on rendered matplotlib figures: what a reader of the PNG would see.
 
-``layout_problems(fig)`` draws the figure and returns one line per problem:
+``layout_problems(fig)`` draws the figure (without rendering pixels) and returns one line per problem:
 
 - two texts (titles, axis labels, tick labels, legend entries, point labels) whose
   boxes on the canvas intersect;
@@ -57,8 +57,9 @@ def _tick_label_ids(fig: Figure) -> tuple[set[int], list[Text]]:
 
 
 def text_boxes(fig: Figure) -> list[tuple[Text, Bbox]]:
-    """Every visible, non-empty text the figure draws, with its box in pixels."""
-    fig.canvas.draw()
+    """Every visible, non-empty text the figure draws, with its box in pixels (after
+    a draw without rendering: every text placed, its layout solved, no pixels)."""
+    fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     tick_ids, ticks = _tick_label_ids(fig)
     out: list[tuple[Text, Bbox]] = []
