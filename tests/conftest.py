@@ -59,6 +59,8 @@ _SHARED_UNITS: Final = {
         "tests/processes/test_report_chromium.py",
     ),
 }
+#: The folder that holds no ``slow`` test (its answer stays under a minute).
+_QUICK_FOLDER: Final = "tests/unit/"
 #: The unit a test with this marker must be in.
 _UNIT_OF_MARKER: Final = {"real_server": "real_server", "ray": "ray", "cluster": "ray"}
 
@@ -131,13 +133,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked ``real_server``, ``ray`` or ``cluster`` must sit in its shared unit
-    (a Ray test run beside another worker's Ray cluster would join that one). The units
-    that cannot be split start first, the longest kinds first (each test keeps its place
-    within its unit): the shared units (the real servers take minutes), then every unit
-    holding a ``slow`` test, then the other modules with a shared fixture; the single
-    tests last, to fill the gaps. Started late, a long unit would leave one worker idle
-    while the other finished it (the 200-run history module, ~1 min, came last)."""
+    (a Ray test run beside another worker's Ray cluster would join that one); a ``slow``
+    test must not sit in tests/unit. The units that cannot be split start first, the
+    longest kinds first (each test keeps its place within its unit): the shared units
+    (the real servers take minutes), then every unit holding a ``slow`` test, then the
+    other modules with a shared fixture; the single tests last, to fill the gaps.
+    Started late, a long unit would leave one worker idle while the other finished it
+    (the 200-run history module, ~1 min, came last)."""
     for item in items:
+        if item.get_closest_marker("slow") and item.nodeid.startswith(_QUICK_FOLDER):
+            # tests/unit is the folder a developer runs after every change: it answers
+            # in under a minute only while nothing slow joins it.
+            raise pytest.UsageError(
+                f"{item.nodeid}: a 'slow' test does not belong in {_QUICK_FOLDER} "
+                "(tests/README.md: where a test goes)"
+            )
         for marker, unit in _UNIT_OF_MARKER.items():
             if item.get_closest_marker(marker) and _work_unit(item.nodeid) != unit:
                 raise pytest.UsageError(

@@ -151,6 +151,28 @@ def write_run(
     return folder
 
 
+def night_stamp(i: int) -> str:
+    """The ``started_at`` of the i-th of a series of hourly runs (run folders sort by it)."""
+    return f"2026-01-{1 + i // 24:02d}T{i % 24:02d}:00:00Z"
+
+
+def write_runs(
+    root: Path, count: int, *, change_at: int | None = None, summary: bool = True
+) -> None:
+    """``count`` hourly run folders ``run-000``... of the two tiers under ``root`` (30
+    requests each, seeded by their index); from ``change_at`` on, sim-70b is 1.3x
+    slower. ``summary``: with summary.json, as every finished run has (one summarize
+    call for them all, :func:`summaries_of`)."""
+    runs = {}
+    for i in range(count):
+        rid = f"run-{i:03d}"
+        slow = {"sim-70b": 1.3} if change_at is not None and i >= change_at else None
+        runs[rid] = make_records(rid, seed=i, n=30, slow=slow)
+    summaries = summaries_of(runs) if summary else {}
+    for i, (rid, recs) in enumerate(runs.items()):
+        write_run(root, rid, recs, started_at=night_stamp(i), summary=summaries.get(rid))
+
+
 def summary_of(run_id: str, records: list[RequestRecord]) -> dict[str, Any]:
     """summary.json (schema 1) of synthetic records, from tokrate.analysis.metrics.summarize."""
     from tokrate.analysis.metrics import summarize

@@ -1,4 +1,5 @@
-"""`tokrate history` over synthetic run folders: speed, benchmarks, bands, marks, bad folders.
+"""`tokrate history` over synthetic run folders: benchmarks, bands, marks, bad folders (the
+200-folder history: tests/report/test_history_scale.py).
 
 The folders are seeded lognormal records (tests/helpers/runfolders.py), so every planted
 change, spread and configuration switch is known exactly.
@@ -7,12 +8,18 @@ change, spread and configuration switch is known exactly.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers.runfolders import make_records, summaries_of, summary_of, write_run
+from helpers.runfolders import (
+    make_records,
+    night_stamp,
+    summaries_of,
+    summary_of,
+    write_run,
+    write_runs,
+)
 
 from tokrate.analysis.compare import compare_runs
 from tokrate.analysis.history import load_history
@@ -24,21 +31,6 @@ from tokrate.report.history_pages import build_history
 from tokrate.runfolder.store import LATEST_GOOD
 from tokrate.runfolder.summary import SUMMARY_SCHEMA_HISTORY
 from tokrate.spec.thresholds import ThresholdSet
-
-
-def _stamp(i: int) -> str:
-    return f"2026-01-{1 + i // 24:02d}T{i % 24:02d}:00:00Z"
-
-
-def _runs(root: Path, count: int, *, change_at: int | None = None, summary: bool = True) -> None:
-    runs = {}
-    for i in range(count):
-        rid = f"run-{i:03d}"
-        slow = {"sim-70b": 1.3} if change_at is not None and i >= change_at else None
-        runs[rid] = make_records(rid, seed=i, n=30, slow=slow)
-    summaries = summaries_of(runs) if summary else {}
-    for i, (rid, recs) in enumerate(runs.items()):
-        write_run(root, rid, recs, started_at=_stamp(i), summary=summaries.get(rid))
 
 
 def test_summaries_of_many_runs_are_each_runs_own() -> None:
@@ -53,69 +45,10 @@ def test_summaries_of_many_runs_are_each_runs_own() -> None:
         assert batched[rid] == summary_of(rid, recs), rid
 
 
-@pytest.fixture(scope="module")
-def two_hundred(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("history200")
-    _runs(root, 200, change_at=150)
-    return root
-
-
-@pytest.mark.slow  # two_hundred: 200 run folders, each summarized (20-35 s on 2 cores)
-def test_two_hundred_runs_build_fast_and_mark_the_change(two_hundred: Path) -> None:
-    started = time.perf_counter()
-    out, history = build_history(two_hundred)
-    elapsed = time.perf_counter() - started
-    # Generous: ~2 s on the 2-core dev machine; the bound only catches a blow-up.
-    assert elapsed < 60, elapsed
-    assert history.runs == 200 and not history.warnings
-    changes = history.changes
-    hit = changes.filter((pl.col("run_id") == "run-150") & (pl.col("model") == "sim-70b"))
-    verdicts = dict(zip(hit["metric"], hit["change"], strict=True))
-    assert verdicts["tpot_p50"] == verdicts["decode_tps_p50"] == "regressed"
-    # 30 requests are too few for a p95 (it needs 130): outside the band, not a verdict.
-    assert verdicts["e2e_p95"] == "inconclusive"
-    # The unchanged tier is not marked at the change, and noise is rarely marked at all.
-    assert changes.filter(
-        (pl.col("run_id") == "run-150") & (pl.col("model") == "sim-7b")
-    ).is_empty()
-    before = changes.filter((pl.col("run_id") < "run-150") & (pl.col("change") == "regressed"))
-    assert before.height <= 2
-    (bench,) = history.benchmarks
-    chart = f"charts/{bench.fingerprint}/tpot_p50.png"
-    for name in ("history.html", "history.md", "history.csv", chart):
-        assert (out / name).stat().st_size > 0, name
-    html = (out / "history.html").read_text()
-    # Five metrics; the error rate is 0 in every run of every series: left out, said so.
-    assert html.count("data:image/png;base64,") == 4
-    assert "error rate over time: left out, 0.00% in every run of every series" in html
-    assert "▼ run-150 (regressed)" in (out / "history.md").read_text()
-
-
-@pytest.mark.slow  # two_hundred (above)
-def test_filters_and_cli(
-    two_hundred: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "h"
-    code = main(
-        ["history", str(two_hundred), "--model", "sim-70b", "--metric", "tpot_p50", "-o", str(out)]
-    )
-    assert code == 0
-    line = capsys.readouterr().out
-    assert line.startswith("history: 200 runs, ") and line.endswith("history.html\n")
-    frame = pl.read_csv(out / "history.csv")
-    assert set(frame["model"]) == {"sim-70b"} and set(frame["metric"]) == {"tpot_p50"}
-    assert frame.height == 200
-    assert {"segment", "segment_reason", "band_low", "band_high", "verdict", "outside"} <= set(
-        frame.columns
-    )
-    assert main(["history", str(two_hundred), "--metric", "bogus"]) == 2
-    assert "--metric 'bogus': unknown metric" in capsys.readouterr().err
-
-
 def test_records_fallback_matches_summary(tmp_path: Path) -> None:
     with_summary, without = tmp_path / "a", tmp_path / "b"
-    _runs(with_summary, 4)
-    _runs(without, 4, summary=False)
+    write_runs(with_summary, 4)
+    write_runs(without, 4, summary=False)
     a = load_history(with_summary).points.sort("run_id", "model", "metric")
     b = load_history(without).points.sort("run_id", "model", "metric")
     assert a["value"].to_list() == pytest.approx(b["value"].to_list(), rel=1e-9)
@@ -139,7 +72,7 @@ def test_each_benchmark_is_a_history_of_its_own(tmp_path: Path) -> None:
             tmp_path,
             f"r{i:02d}",
             recs,
-            started_at=_stamp(i),
+            started_at=night_stamp(i),
             config=_config(prompts),
             scenarios=scenarios,
         )
@@ -194,7 +127,7 @@ def test_bands_never_below_zero_and_marks_exactly_outside(tmp_path: Path) -> Non
         recs = make_records(
             f"r{i:02d}", seed=i, noise=0.6, slow={"sim-7b": factor, "sim-70b": 1.0 / factor}
         )
-        write_run(tmp_path, f"r{i:02d}", recs, started_at=_stamp(i))
+        write_run(tmp_path, f"r{i:02d}", recs, started_at=night_stamp(i))
     history = load_history(tmp_path)
     banded = history.points.filter(pl.col("band_low").is_not_null())
     assert banded.height > 100
@@ -220,7 +153,7 @@ def _nightly(root: Path, names: list[str], slow: dict[int, float]) -> None:
     }
     summaries = summaries_of(runs)
     for i, (name, recs) in enumerate(runs.items()):
-        run_dir = write_run(root, name, recs, started_at=_stamp(i), summary=summaries[name])
+        run_dir = write_run(root, name, recs, started_at=night_stamp(i), summary=summaries[name])
         check_baseline(run_dir, LATEST_GOOD, root)
 
 
@@ -294,16 +227,16 @@ def test_history_md_is_plain_markdown(tmp_path: Path) -> None:
 def test_broken_and_newer_folders_are_skipped_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _runs(tmp_path, 3)
+    write_runs(tmp_path, 3)
     (tmp_path / "torn").mkdir()
     (tmp_path / "torn" / "run.json").write_text("{not json")
     recs = make_records("future", seed=9)
-    write_run(tmp_path, "future", recs, layout_version=2, started_at=_stamp(5))
-    newer = write_run(tmp_path, "newsummary", recs, started_at=_stamp(6))
+    write_run(tmp_path, "future", recs, layout_version=2, started_at=night_stamp(5))
+    newer = write_run(tmp_path, "newsummary", recs, started_at=night_stamp(6))
     (newer / "summary.json").write_text(json.dumps({"schema_version": 99, "groups": []}))
-    write_run(tmp_path, "killed", recs, status="running", started_at=_stamp(7))
+    write_run(tmp_path, "killed", recs, status="running", started_at=night_stamp(7))
     # A run's own confirmation re-measurement is part of it, never a run of its own.
-    write_run(tmp_path / "run-000", "confirm", recs, started_at=_stamp(8))
+    write_run(tmp_path / "run-000", "confirm", recs, started_at=night_stamp(8))
     history = load_history(tmp_path)
     assert history.runs == 4  # three good runs + the one read from its records
     text = "\n".join(history.warnings)
@@ -352,7 +285,7 @@ def test_a_lasting_change_stays_flagged_until_accepted(
     summaries = summaries_of(nights)
     for i, (name, recs) in enumerate(nights.items()):
         # The nights after the acceptance start after it (accepted.json: now).
-        stamp = _stamp(i) if i < 9 else "2099-01-01T00:00:00Z"
+        stamp = night_stamp(i) if i < 9 else "2099-01-01T00:00:00Z"
         run_dir = write_run(tmp_path, name, recs, started_at=stamp, summary=summaries[name])
         if i == 9:
             assert main(["accept", str(tmp_path / "n07"), "--note", "new server build"]) == 0
