@@ -98,8 +98,9 @@ def new_figure(
 def solve_layout(fig: Figure) -> RendererBase:
     """Solve ``fig``'s layout engine as a draw does first (the axes to their final
     place), without drawing the figure; returns the renderer it measured with, for
-    measuring in pixels (an Agg canvas's, set where the figure has none). A figure too small for its layout keeps it unsolved, as a
-    draw does (matplotlib raises ValueError and the draw goes on)."""
+    measuring in pixels (an Agg canvas's, set where the figure has none). A figure too
+    small for its layout keeps it unsolved, as a draw does (matplotlib raises
+    ValueError and the draw goes on)."""
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
     assert isinstance(renderer, RendererBase)
