@@ -192,12 +192,21 @@ def test_found_capacity_is_the_simulators_own_answer_and_falls_with_size(
     # Dense tiers: strictly fewer streams per size step.
     dense = [found[n].capacity or 0 for n in ("sim-1b", "sim-7b", "sim-13b", "sim-34b", "sim-70b")]
     assert dense == sorted(dense, reverse=True) and len(set(dense)) == len(dense), dense
-    # All six by active parameters per GPU (what one decode step reads, docs/definitions.md): the
-    # 8x7B MoE (12.9B active over two GPUs) serves about as many as the 7B.
+    # All six by active parameters per GPU (what one decode step reads, docs/definitions.md):
+    # the simulator's own answers fall with it; the 8x7B MoE (12.9B active over two GPUs)
+    # serves exactly as many as the 7B. The capacities found fall with it wherever those
+    # answers differ. Between two tiers the simulator answers alike, a busy client may
+    # cost either a level (each is held to its own answer above): seen beside two
+    # CPU-bound processes, the MoE 30 and the 7B 31, both 31 by the simulator.
     timings = build_state(SimConfig()).timings
     per_gpu = sorted(found, key=lambda n: timings[n].tier.active_params_b / timings[n].tier.gpus)
-    by_active = [found[n].capacity or 0 for n in per_gpu]
-    assert by_active == sorted(by_active, reverse=True), list(zip(per_gpu, by_active, strict=True))
+    truth = [answers[n] for n in per_gpu]
+    assert truth == sorted(truth, reverse=True), list(zip(per_gpu, truth, strict=True))
+    for i, smaller in enumerate(per_gpu):
+        for larger in per_gpu[i + 1 :]:
+            if answers[smaller] > answers[larger]:
+                pair = (smaller, found[smaller].capacity, larger, found[larger].capacity)
+                assert (found[smaller].capacity or 0) >= (found[larger].capacity or 0), pair
 
 
 def test_verification_meets_at_the_capacity_and_misses_at_twice_it(
